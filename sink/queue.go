@@ -1,0 +1,416 @@
+package sink
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// epoch anchors Nanotime's monotonic readings.
+var epoch = time.Now()
+
+// Nanotime is a monotonic timestamp in nanoseconds, used to stamp events as
+// they enter a queue.
+func Nanotime() int64 { return int64(time.Since(epoch)) }
+
+// Stats are a queue's cumulative counters.
+type Stats struct {
+	Enqueued          uint64 // events accepted (committed transactions included)
+	RejectedFull      uint64 // events refused because the queue was full
+	RejectedPredicate uint64 // events refused by the predicate
+	RejectedClosed    uint64 // events refused because the queue was closed
+	Dropped           uint64 // events refused on EnqueueLossy (also counted above)
+	Dequeued          uint64 // events handed to the runtime
+}
+
+type entry struct {
+	ev    Event
+	stamp int64
+}
+
+// predicateBox lets SetPredicate swap predicate and its cached rejection
+// error atomically while traffic flows.
+type predicateBox struct {
+	p   Predicate
+	err *RejectError
+}
+
+// Queue is a bounded multi-producer/multi-consumer FIFO event queue with
+// admission control. The zero value is not usable: call NewQueue.
+//
+// Producers use the Sink methods. The runtime takes events off with Dequeue
+// and waits for work on Ready.
+type Queue struct {
+	name     string
+	capacity int // <= 0: unbounded
+
+	mu       sync.Mutex
+	ring     []entry
+	head     int
+	count    int
+	reserved int
+	closed   bool
+
+	length atomic.Int64
+	pred   atomic.Pointer[predicateBox]
+	full   *RejectError
+	shut   *ClosedError
+
+	ready     chan struct{} // token: events may be available
+	space     chan struct{} // token: room may be available
+	spaceWait atomic.Int32
+	done      chan struct{} // closed by Close
+
+	enqueued, rejectedFull, rejectedPred, rejectedClosed, dropped, dequeued atomic.Uint64
+}
+
+var _ Sink = (*Queue)(nil)
+
+// NewQueue returns an empty queue holding at most capacity events;
+// capacity <= 0 means unbounded.
+func NewQueue(capacity int) *Queue {
+	return NewNamedQueue("", capacity)
+}
+
+// NewNamedQueue is NewQueue with a name used in errors and metrics.
+func NewNamedQueue(name string, capacity int) *Queue {
+	initial := 16
+	if capacity > 0 && capacity < initial {
+		initial = capacity
+	}
+	q := &Queue{
+		name:     name,
+		capacity: capacity,
+		ring:     make([]entry, initial),
+		full:     &RejectError{Sink: name, Reason: "queue full"},
+		shut:     &ClosedError{Sink: name},
+		ready:    make(chan struct{}, 1),
+		space:    make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	return q
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Capacity returns the bound given to NewQueue (<= 0: unbounded).
+func (q *Queue) Capacity() int { return q.capacity }
+
+// Len returns the number of events waiting (prepared, uncommitted events are
+// not counted).
+func (q *Queue) Len() int { return int(q.length.Load()) }
+
+// SetPredicate installs p (nil: accept everything). If p implements Binder,
+// it is bound to q first.
+func (q *Queue) SetPredicate(p Predicate) {
+	if p == nil {
+		q.pred.Store(nil)
+		return
+	}
+	if b, ok := p.(Binder); ok {
+		b.Bind(q)
+	}
+	name := PredicateName(p)
+	q.pred.Store(&predicateBox{p: p, err: &RejectError{Sink: q.name, Predicate: name, Reason: "admission refused"}})
+}
+
+// Predicate returns the installed predicate or nil.
+func (q *Queue) Predicate() Predicate {
+	if b := q.pred.Load(); b != nil {
+		return b.p
+	}
+	return nil
+}
+
+// Enqueue adds e to the tail of the queue.
+func (q *Queue) Enqueue(e Event) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		q.rejectedClosed.Add(1)
+		return q.shut
+	}
+	if q.capacity > 0 && q.count+q.reserved >= q.capacity {
+		q.mu.Unlock()
+		q.rejectedFull.Add(1)
+		return q.full
+	}
+	if b := q.pred.Load(); b != nil && !b.p.Accept(e) {
+		q.mu.Unlock()
+		q.rejectedPred.Add(1)
+		return b.err
+	}
+	q.push(e, Nanotime())
+	q.mu.Unlock()
+	q.enqueued.Add(1)
+	q.signalReady()
+	return nil
+}
+
+// EnqueueLossy adds e if the queue accepts it; a refused event is counted as
+// dropped.
+func (q *Queue) EnqueueLossy(e Event) bool {
+	if err := q.Enqueue(e); err != nil {
+		q.dropped.Add(1)
+		return false
+	}
+	return true
+}
+
+// EnqueueMany adds every event of es, or none.
+func (q *Queue) EnqueueMany(es []Event) error {
+	if len(es) == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	if err := q.admitLocked(es); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	now := Nanotime()
+	for _, e := range es {
+		q.push(e, now)
+	}
+	q.mu.Unlock()
+	q.enqueued.Add(uint64(len(es)))
+	q.signalReady()
+	return nil
+}
+
+// admitLocked checks closure, capacity and the predicate for es, all or
+// nothing. The caller holds q.mu.
+func (q *Queue) admitLocked(es []Event) error {
+	n := len(es)
+	if q.closed {
+		q.rejectedClosed.Add(uint64(n))
+		return q.shut
+	}
+	if q.capacity > 0 && q.count+q.reserved+n > q.capacity {
+		q.rejectedFull.Add(uint64(n))
+		return q.full
+	}
+	b := q.pred.Load()
+	if b == nil {
+		return nil
+	}
+	if bp, ok := b.p.(BatchPredicate); ok {
+		if !bp.AcceptMany(es) {
+			q.rejectedPred.Add(uint64(n))
+			return b.err
+		}
+		return nil
+	}
+	for i, e := range es {
+		if !b.p.Accept(e) {
+			for _, back := range es[:i] {
+				Cancel(b.p, back)
+			}
+			q.rejectedPred.Add(uint64(n))
+			return b.err
+		}
+	}
+	return nil
+}
+
+// Prepare admits es and reserves room for them without making them visible.
+// Commit the returned Txn to enqueue them, or Abort it to give the room back.
+func (q *Queue) Prepare(es []Event) (Txn, error) {
+	q.mu.Lock()
+	if err := q.admitLocked(es); err != nil {
+		q.mu.Unlock()
+		return nil, err
+	}
+	q.reserved += len(es)
+	q.mu.Unlock()
+	return &txn{q: q, events: es}, nil
+}
+
+type txn struct {
+	q      *Queue
+	events []Event
+	once   atomic.Bool
+}
+
+func (t *txn) Commit() {
+	if !t.once.CompareAndSwap(false, true) {
+		return
+	}
+	q := t.q
+	q.mu.Lock()
+	q.reserved -= len(t.events)
+	now := Nanotime()
+	for _, e := range t.events {
+		q.push(e, now)
+	}
+	q.mu.Unlock()
+	q.enqueued.Add(uint64(len(t.events)))
+	q.signalReady()
+}
+
+func (t *txn) Abort() {
+	if !t.once.CompareAndSwap(false, true) {
+		return
+	}
+	q := t.q
+	q.mu.Lock()
+	q.reserved -= len(t.events)
+	closed := q.closed
+	q.mu.Unlock()
+	if b := q.pred.Load(); b != nil {
+		for _, e := range t.events {
+			Cancel(b.p, e)
+		}
+	}
+	q.signalSpace()
+	if closed {
+		q.signalReady() // a draining consumer may be waiting for reservations to settle
+	}
+}
+
+// push appends under q.mu, growing an unbounded ring.
+func (q *Queue) push(e Event, stamp int64) {
+	if q.count == len(q.ring) {
+		grown := make([]entry, 2*len(q.ring))
+		n := copy(grown, q.ring[q.head:])
+		copy(grown[n:], q.ring[:q.head])
+		q.ring, q.head = grown, 0
+	}
+	i := q.head + q.count
+	if i >= len(q.ring) {
+		i -= len(q.ring)
+	}
+	q.ring[i] = entry{ev: e, stamp: stamp}
+	q.count++
+	q.length.Store(int64(q.count))
+}
+
+// Dequeue moves up to len(dst) events from the head of the queue into dst,
+// and their enqueue stamps (Nanotime) into stamps when stamps is not nil
+// (it must then be at least as long as dst). It returns how many it moved and
+// never waits. For the runtime only.
+func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
+	q.mu.Lock()
+	n := min(len(dst), q.count)
+	for i := 0; i < n; i++ {
+		slot := &q.ring[q.head]
+		dst[i] = slot.ev
+		if stamps != nil {
+			stamps[i] = slot.stamp
+		}
+		*slot = entry{}
+		q.head++
+		if q.head == len(q.ring) {
+			q.head = 0
+		}
+	}
+	q.count -= n
+	if q.count == 0 {
+		q.head = 0
+	}
+	q.length.Store(int64(q.count))
+	more := q.count > 0
+	q.mu.Unlock()
+	if n > 0 {
+		q.dequeued.Add(uint64(n))
+		q.signalSpace()
+	}
+	if more {
+		q.signalReady() // pass the wake-up on to another consumer
+	}
+	return n
+}
+
+// Ready returns a channel that receives a token when events may be waiting.
+// A consumer that finds the queue empty waits on it (and on Done) before
+// trying Dequeue again. A token may be spurious.
+func (q *Queue) Ready() <-chan struct{} { return q.ready }
+
+// SetReady makes the queue signal ch instead of its own channel, so that one
+// group of consumers can wait for several queues at once. Call it before the
+// queue is used.
+func (q *Queue) SetReady(ch chan struct{}) { q.ready = ch }
+
+func (q *Queue) signalReady() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *Queue) signalSpace() {
+	if q.spaceWait.Load() == 0 {
+		return
+	}
+	select {
+	case q.space <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops intake: later enqueues fail with ErrClosed. Events already
+// queued (and prepared transactions still to commit) stay for the runtime to
+// drain. Close is idempotent.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	q.closed = true
+	q.mu.Unlock()
+	close(q.done)
+	q.signalReady()
+}
+
+// Closed returns a channel closed by Close.
+func (q *Queue) Closed() <-chan struct{} { return q.done }
+
+// Drained reports whether the queue is closed, empty and holds no prepared
+// transaction: nothing more will ever come out of it.
+func (q *Queue) Drained() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed && q.count == 0 && q.reserved == 0
+}
+
+// Discard empties the queue and returns the events it held, so a caller that
+// cannot process them can report them instead of losing them silently.
+func (q *Queue) Discard() []Event {
+	q.mu.Lock()
+	out := make([]Event, 0, q.count)
+	for q.count > 0 {
+		out = append(out, q.ring[q.head].ev)
+		q.ring[q.head] = entry{}
+		q.head = (q.head + 1) % len(q.ring)
+		q.count--
+	}
+	q.head = 0
+	q.length.Store(0)
+	q.mu.Unlock()
+	if b := q.pred.Load(); b != nil {
+		for _, e := range out {
+			Cancel(b.p, e)
+		}
+	}
+	return out
+}
+
+// Stats returns the queue's counters.
+func (q *Queue) Stats() Stats {
+	return Stats{
+		Enqueued:          q.enqueued.Load(),
+		RejectedFull:      q.rejectedFull.Load(),
+		RejectedPredicate: q.rejectedPred.Load(),
+		RejectedClosed:    q.rejectedClosed.Load(),
+		Dropped:           q.dropped.Load(),
+		Dequeued:          q.dequeued.Load(),
+	}
+}
+
+// spaceSignal is used by EnqueueWait: it registers a waiter and returns the
+// channel that is signalled when events leave the queue.
+func (q *Queue) spaceSignal() (<-chan struct{}, func()) {
+	q.spaceWait.Add(1)
+	return q.space, func() { q.spaceWait.Add(-1) }
+}

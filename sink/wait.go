@@ -1,0 +1,67 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// WaitPolicy bounds how EnqueueWait retries. The zero value retries with
+// back-off from 50µs up to 10ms between attempts until ctx ends.
+type WaitPolicy struct {
+	MinBackoff time.Duration // 0 → 50µs
+	MaxBackoff time.Duration // 0 → 10ms
+}
+
+// EnqueueWait enqueues e on s, waiting while s rejects it, until it is
+// accepted, s is closed, or ctx ends. It is the back-pressure counterpart of
+// Enqueue for producers that would rather wait than shed load. It does not
+// spin: on a *Queue it sleeps until an event leaves the queue or the back-off
+// elapses; on other sinks it backs off exponentially.
+//
+// It returns nil, an error wrapping ErrClosed, or ctx.Err() joined with the
+// last rejection.
+func EnqueueWait(ctx context.Context, s Sink, e Event) error {
+	return WaitPolicy{}.EnqueueWait(ctx, s, e)
+}
+
+// EnqueueWait is EnqueueWait with this policy.
+func (p WaitPolicy) EnqueueWait(ctx context.Context, s Sink, e Event) error {
+	minB, maxB := p.MinBackoff, p.MaxBackoff
+	if minB <= 0 {
+		minB = 50 * time.Microsecond
+	}
+	if maxB <= 0 {
+		maxB = 10 * time.Millisecond
+	}
+	if maxB < minB {
+		maxB = minB
+	}
+	var space <-chan struct{}
+	if q, ok := s.(*Queue); ok {
+		ch, release := q.spaceSignal()
+		defer release()
+		space = ch
+	}
+	backoff := minB
+	var timer *time.Timer
+	for {
+		err := s.Enqueue(e)
+		if err == nil || errors.Is(err, ErrClosed) || !errors.Is(err, ErrRejected) {
+			return err
+		}
+		if timer == nil {
+			timer = time.NewTimer(backoff)
+			defer timer.Stop()
+		} else {
+			timer.Reset(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-space:
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, maxB)
+	}
+}
