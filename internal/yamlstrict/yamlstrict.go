@@ -1,0 +1,248 @@
+// Package yamlstrict decodes YAML nodes into Go values strictly: an unknown
+// key, a value of the wrong kind or a bad duration is an error naming the
+// line and the dotted key path, never silently ignored.
+package yamlstrict
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ErrInvalid is wrapped by every error this package returns.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Error locates a configuration error.
+type Error struct {
+	Line int    // 1-based line in the document, 0 if unknown
+	Path string // dotted key path, e.g. stages.Echo.threadpool.max
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap returns ErrInvalid.
+func (e *Error) Unwrap() error { return ErrInvalid }
+
+// Errorf builds an *Error at node n (which may be nil).
+func Errorf(n *yaml.Node, path, format string, args ...any) error {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	return &Error{Line: line, Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Join appends key to a dotted path.
+func Join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var (
+	durationType    = reflect.TypeFor[time.Duration]()
+	nodeType        = reflect.TypeFor[yaml.Node]()
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+)
+
+// Decode checks n against v's type (v must be a non-nil pointer) and then
+// decodes it. Fields already set in *v keep their value when n does not
+// mention them, so a struct pre-filled with defaults is overridden key by key.
+// skip lists top-level keys of n to ignore (for example a "type"
+// discriminator decoded elsewhere).
+func Decode(n *yaml.Node, path string, v any, skip ...string) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("yamlstrict: Decode needs a non-nil pointer, got %T", v)
+	}
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if err := check(n, path, rv.Type().Elem(), skip); err != nil {
+		return err
+	}
+	if len(skip) > 0 && n.Kind == yaml.MappingNode {
+		n = without(n, skip)
+	}
+	if err := n.Decode(v); err != nil {
+		return Errorf(n, path, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return nil
+}
+
+// without returns a shallow copy of mapping node n minus the given keys.
+func without(n *yaml.Node, skip []string) *yaml.Node {
+	c := *n
+	c.Content = nil
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if contains(skip, n.Content[i].Value) {
+			continue
+		}
+		c.Content = append(c.Content, n.Content[i], n.Content[i+1])
+	}
+	return &c
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) || t.Implements(unmarshalerType) || t == nodeType {
+		return nil
+	}
+	if t == durationType {
+		if n.Kind != yaml.ScalarNode {
+			return Errorf(n, path, "want a duration such as 500ms or 2s")
+		}
+		if _, err := time.ParseDuration(n.Value); err != nil {
+			return Errorf(n, path, "bad duration %q (want e.g. 500ms, 2s, 1m)", n.Value)
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return check(n, path, t.Elem(), skip)
+	case reflect.Interface:
+		return nil
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return Errorf(n, path, "want a mapping, got %s", kindName(n))
+		}
+		fields := fieldsOf(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if contains(skip, k.Value) {
+				continue
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				return Errorf(k, Join(path, k.Value), "unknown key (known: %s)", strings.Join(sortedKeys(fields), ", "))
+			}
+			if err := check(val, Join(path, k.Value), ft, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return Errorf(n, path, "want a mapping, got %s", kindName(n))
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := check(n.Content[i+1], Join(path, n.Content[i].Value), t.Elem(), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return Errorf(n, path, "want a list, got %s", kindName(n))
+		}
+		for i, c := range n.Content {
+			if err := check(c, fmt.Sprintf("%s[%d]", path, i), t.Elem(), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		if n.Kind != yaml.ScalarNode {
+			return Errorf(n, path, "want a %s value, got %s", t.Kind(), kindName(n))
+		}
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return Errorf(n, path, "want a %s value, got %s", t.Kind(), kindName(n))
+		}
+		return nil
+	}
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "something else"
+}
+
+// fieldsOf maps the YAML keys of struct type t to field types, following
+// yaml.v3's rules: the yaml tag's name, else the lower-cased field name;
+// "-" skips; ",inline" merges.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range fieldsOf(ft) {
+					out[k] = v
+				}
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func sortedKeys(m map[string]reflect.Type) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// small maps: insertion sort keeps this dependency-free and stable
+	for i := 1; i < len(keys); i++ {
+		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
+}
