@@ -1,0 +1,339 @@
+package threadpool
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// ErrInvalidControllerConfig is wrapped by every error that
+// [ControllerConfig.Validate] reports.
+var ErrInvalidControllerConfig = errors.New("threadpool: invalid controller config")
+
+// Controller defaults (SEDA thesis §5.4.1).
+const (
+	DefaultControllerInterval = time.Second
+	DefaultQueueThreshold     = 100
+	DefaultIdle               = 5 * time.Second
+	DefaultSmoothing          = 0.3
+	DefaultMargin             = 0.2
+	DefaultResetEvery         = 10
+	DefaultMaxRandomDrop      = 4
+)
+
+// ControllerConfig configures a thread-pool [Controller]. Its zero value
+// means "disabled, defaults everywhere"; every zero field takes the default
+// named in its comment.
+type ControllerConfig struct {
+	// Enabled turns the controller on. A disabled controller still measures
+	// throughput but always answers the current size (clamped to [min,max]).
+	Enabled bool `yaml:"enabled"`
+	// Interval is the sampling period the driver ticks at (0 → 1s). The
+	// controller itself reads time only from Sample.Now; Interval scales the
+	// smoothing of irregularly spaced samples.
+	Interval time.Duration `yaml:"interval"`
+	// QueueThreshold: add a worker when the queue length is ≥ this at a tick
+	// (0 → 100).
+	QueueThreshold int `yaml:"queueThreshold"`
+	// Idle: a worker continuously idle this long may be retired (0 → 5s).
+	// The pool counts such workers into Sample.IdleWorkers.
+	Idle time.Duration `yaml:"idle"`
+	// AutoMaxDetect enables thrashing detection (thesis Fig. 31).
+	AutoMaxDetect bool `yaml:"autoMaxDetect"`
+	// Smoothing is the EWMA weight of a new throughput sample taken one
+	// Interval after the previous one (0 → 0.3), in (0,1].
+	Smoothing float64 `yaml:"smoothing"`
+	// Margin is the relative hysteresis of thrashing detection (0 → 0.2).
+	Margin float64 `yaml:"margin"`
+	// ResetEvery: thrashing is checked every ResetEvery-th measured tick
+	// (0 → 10).
+	ResetEvery int `yaml:"resetEvery"`
+	// MaxRandomDrop: on thrashing the pool is reset to the best size minus a
+	// random 0..MaxRandomDrop workers (0 → 4; negative → no random drop).
+	MaxRandomDrop int `yaml:"maxRandomDrop"`
+}
+
+// Validate reports the first invalid field, wrapping
+// [ErrInvalidControllerConfig]. Zero fields are valid (they mean default).
+func (c ControllerConfig) Validate() error {
+	switch {
+	case c.Interval < 0:
+		return fmt.Errorf("%w: interval %v is negative", ErrInvalidControllerConfig, c.Interval)
+	case c.QueueThreshold < 0:
+		return fmt.Errorf("%w: queueThreshold %d is negative", ErrInvalidControllerConfig, c.QueueThreshold)
+	case c.Idle < 0:
+		return fmt.Errorf("%w: idle %v is negative", ErrInvalidControllerConfig, c.Idle)
+	case math.IsNaN(c.Smoothing) || c.Smoothing < 0 || c.Smoothing > 1:
+		return fmt.Errorf("%w: smoothing %v is outside [0,1]", ErrInvalidControllerConfig, c.Smoothing)
+	case math.IsNaN(c.Margin) || c.Margin < 0 || c.Margin >= 1:
+		return fmt.Errorf("%w: margin %v is outside [0,1)", ErrInvalidControllerConfig, c.Margin)
+	case c.ResetEvery < 0:
+		return fmt.Errorf("%w: resetEvery %d is negative", ErrInvalidControllerConfig, c.ResetEvery)
+	}
+	return nil
+}
+
+// withDefaults returns c with every zero field replaced by its default.
+func (c ControllerConfig) withDefaults() ControllerConfig {
+	if c.Interval == 0 {
+		c.Interval = DefaultControllerInterval
+	}
+	if c.QueueThreshold == 0 {
+		c.QueueThreshold = DefaultQueueThreshold
+	}
+	if c.Idle == 0 {
+		c.Idle = DefaultIdle
+	}
+	if c.Smoothing == 0 {
+		c.Smoothing = DefaultSmoothing
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if c.ResetEvery == 0 {
+		c.ResetEvery = DefaultResetEvery
+	}
+	if c.MaxRandomDrop == 0 {
+		c.MaxRandomDrop = DefaultMaxRandomDrop
+	}
+	if c.MaxRandomDrop < 0 {
+		c.MaxRandomDrop = 0
+	}
+	return c
+}
+
+// Sample is what the pool reports to the controller at each tick.
+type Sample struct {
+	Now         time.Time // the tick's time (real or fake clock)
+	QueueLen    int       // the stage's queue length
+	Processed   uint64    // cumulative events completed by the stage
+	Size        int       // current number of workers
+	IdleWorkers int       // workers continuously idle for ≥ Idle at this tick
+}
+
+// Controller is the SEDA thread-pool controller (thesis §5.4.1, Figs. 30
+// and 31) as a clock-free state machine: the pool calls [Controller.Tick]
+// once per Interval with a [Sample] and resizes itself to the answer.
+//
+// Each tick applies these rules, in order:
+//
+//  1. Throughput. rate = ΔProcessed / ΔNow between this sample and the
+//     previous one. It feeds an EWMA whose weight is
+//     a = 1 − (1−Smoothing)^(ΔNow/Interval), so a late tick counts for as
+//     much as the ticks it replaces. The first sample only sets the
+//     baseline; a sample whose Now is not after the previous one is ignored
+//     for measurement; a counter that went backwards (stage restarted)
+//     re-baselines. Only ticks that yield a rate are "measured ticks".
+//  2. Queue and idleness. If QueueLen ≥ QueueThreshold the target is
+//     Size+1 ("backlogged" tick); otherwise, if IdleWorkers > 0, the target
+//     is Size−IdleWorkers; otherwise Size.
+//  3. Thrashing detection (AutoMaxDetect). On every ResetEvery-th measured
+//     tick, if every measured tick since the previous check was backlogged
+//     (otherwise throughput measures demand, not capacity, and nothing is
+//     decided), the EWMA throughput T is compared with the best record
+//     (bestSize, bestT), m being Margin:
+//     - no record yet, or T ≥ bestT·(1+m): record (Size, T) as the best;
+//     - T < bestT·(1−m) and Size > bestSize: thrashing. The limit and the
+//     target become max(min, bestSize − uniform 0..MaxRandomDrop): the
+//     pool is deliberately under-provisioned so that queue-driven growth
+//     re-explores sizes around the optimum;
+//     - T < bestT·(1−m) and Size < bestSize: under-provisioned after a
+//     random drop; the limit is raised back to bestSize;
+//     - T < bestT·(1−m) and Size == bestSize: the record is stale (the
+//     workload got heavier); the best throughput becomes T;
+//     - otherwise (within the margin): if T > bestT and Size ≤ bestSize the
+//     record becomes (Size, T) (as good with no more workers); if the pool
+//     is at the limit set by a thrash reset, the limit is raised by one so
+//     that more concurrency is still probed.
+//  4. The target is clamped to [min, limit], limit being max or the limit
+//     found by thrashing detection, whichever is smaller.
+//
+// A Controller is safe for concurrent use: the profiler may read its
+// accessors while the pool ticks it.
+type Controller struct {
+	cfg      ControllerConfig
+	min, max int
+
+	mu  sync.Mutex
+	rnd *rand.Rand
+
+	primed        bool
+	prevNow       time.Time
+	prevProcessed uint64
+	haveRate      bool
+	throughput    float64 // EWMA, events/s
+
+	measured  uint64 // measured ticks
+	saturated bool   // every measured tick since the last check was backlogged
+
+	hasBest  bool
+	bestSize int
+	bestTP   float64
+	limit    int // thrash-detected limit on the size, 0 = none
+	resets   uint64
+}
+
+// NewController returns a controller for a pool of min..max workers. A nil
+// rnd uses a randomly seeded generator; tests pass a seeded one.
+// It panics if cfg is invalid (see [ControllerConfig.Validate]) or the bounds
+// are not 0 ≤ min ≤ max, max ≥ 1: configuration loaders validate first.
+func NewController(cfg ControllerConfig, min, max int, rnd *rand.Rand) *Controller {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	if min < 0 || max < 1 || min > max {
+		panic(fmt.Sprintf("threadpool: NewController: bad bounds min=%d max=%d (want 0 ≤ min ≤ max, max ≥ 1)", min, max))
+	}
+	if rnd == nil {
+		rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return &Controller{cfg: cfg.withDefaults(), min: min, max: max, rnd: rnd, saturated: true}
+}
+
+// Config returns the configuration with defaults applied.
+func (c *Controller) Config() ControllerConfig { return c.cfg }
+
+// Tick feeds one sample and returns the desired pool size, in [min, max].
+func (c *Controller) Tick(s Sample) (target int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	measured := c.measure(s)
+	if !c.cfg.Enabled {
+		return clamp(s.Size, c.min, c.max)
+	}
+	backlogged := s.QueueLen >= c.cfg.QueueThreshold
+	target = s.Size
+	switch {
+	case backlogged:
+		target = s.Size + 1
+	case s.IdleWorkers > 0:
+		target = s.Size - s.IdleWorkers
+	}
+	if c.cfg.AutoMaxDetect && measured {
+		target = c.detect(s.Size, target, backlogged)
+	}
+	return clamp(target, c.min, c.limitLocked())
+}
+
+// measure updates the throughput estimate and reports whether s yielded a
+// rate.
+func (c *Controller) measure(s Sample) bool {
+	if !c.primed {
+		c.primed, c.prevNow, c.prevProcessed = true, s.Now, s.Processed
+		return false
+	}
+	dt := s.Now.Sub(c.prevNow)
+	switch {
+	case dt == 0:
+		return false // duplicate tick: keep the baseline
+	case dt < 0 || s.Processed < c.prevProcessed:
+		c.prevNow, c.prevProcessed = s.Now, s.Processed // clock or counter reset
+		return false
+	}
+	rate := float64(s.Processed-c.prevProcessed) / dt.Seconds()
+	c.prevNow, c.prevProcessed = s.Now, s.Processed
+	if !c.haveRate {
+		c.throughput, c.haveRate = rate, true
+	} else {
+		a := 1 - math.Pow(1-c.cfg.Smoothing, float64(dt)/float64(c.cfg.Interval))
+		c.throughput += a * (rate - c.throughput)
+	}
+	return true
+}
+
+// detect applies rule 3 of the Controller documentation.
+func (c *Controller) detect(size, target int, backlogged bool) int {
+	c.measured++
+	c.saturated = c.saturated && backlogged
+	if c.measured%uint64(c.cfg.ResetEvery) != 0 {
+		return target
+	}
+	saturated := c.saturated
+	c.saturated = true
+	if !saturated {
+		return target
+	}
+	tp, m := c.throughput, c.cfg.Margin
+	switch {
+	case !c.hasBest || tp >= c.bestTP*(1+m):
+		c.record(size, tp)
+	case tp < c.bestTP*(1-m):
+		switch {
+		case size > c.bestSize:
+			drop := 0
+			if c.cfg.MaxRandomDrop > 0 {
+				drop = c.rnd.IntN(c.cfg.MaxRandomDrop + 1)
+			}
+			c.limit = max(c.min, c.bestSize-drop, 1)
+			c.resets++
+			return c.limit
+		case size < c.bestSize:
+			if c.limit != 0 {
+				c.limit = max(c.limit, c.bestSize)
+			}
+		default:
+			c.bestTP = tp
+		}
+	default:
+		if tp > c.bestTP && size <= c.bestSize {
+			c.record(size, tp)
+		}
+		if c.limit != 0 && size >= c.limit && c.limit < c.max {
+			c.limit++
+		}
+	}
+	return target
+}
+
+func (c *Controller) record(size int, tp float64) {
+	c.hasBest, c.bestSize, c.bestTP = true, size, tp
+	if c.limit != 0 && c.limit < size {
+		c.limit = size
+	}
+}
+
+func (c *Controller) limitLocked() int {
+	if c.limit != 0 && c.limit < c.max {
+		return max(c.limit, c.min)
+	}
+	return c.max
+}
+
+// Best returns the best pool size and its throughput (events/s) found by
+// thrashing detection; (0, 0) before the first record.
+func (c *Controller) Best() (size int, throughput float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bestSize, c.bestTP
+}
+
+// Throughput returns the smoothed throughput in events/s (0 until two
+// samples have been seen).
+func (c *Controller) Throughput() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.throughput
+}
+
+// Limit returns the current upper bound on the pool size: max, or the lower
+// limit found by thrashing detection.
+func (c *Controller) Limit() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limitLocked()
+}
+
+// Resets returns how many times thrashing detection has cut the pool.
+func (c *Controller) Resets() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resets
+}
+
+func clamp(v, lo, hi int) int {
+	return max(lo, min(v, hi))
+}
