@@ -223,7 +223,7 @@ func (q *Queue) Prepare(es []Event) (Txn, error) {
 	}
 	q.reserved += len(es)
 	q.mu.Unlock()
-	return &txn{q: q, events: es}, nil
+	return &txn{q: q, events: append([]Event(nil), es...)}, nil
 }
 
 type txn struct {
@@ -408,9 +408,18 @@ func (q *Queue) Stats() Stats {
 	}
 }
 
-// spaceSignal is used by EnqueueWait: it registers a waiter and returns the
-// channel that is signalled when events leave the queue.
-func (q *Queue) spaceSignal() (<-chan struct{}, func()) {
+// Pending is the number of queued events plus those held by prepared,
+// unsettled transactions.
+func (q *Queue) Pending() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.count + q.reserved
+}
+
+// SpaceSignal registers a waiter for room in the queue: the returned channel
+// receives a token when events leave the queue or a transaction is aborted.
+// Call release when done waiting. See SpaceNotifier.
+func (q *Queue) SpaceSignal() (ch <-chan struct{}, release func()) {
 	q.spaceWait.Add(1)
 	return q.space, func() { q.spaceWait.Add(-1) }
 }

@@ -13,10 +13,16 @@ type WaitPolicy struct {
 	MaxBackoff time.Duration // 0 → 10ms
 }
 
+// SpaceNotifier is implemented by sinks that can tell a waiting producer
+// when room may have appeared (Queue does).
+type SpaceNotifier interface {
+	SpaceSignal() (ch <-chan struct{}, release func())
+}
+
 // EnqueueWait enqueues e on s, waiting while s rejects it, until it is
 // accepted, s is closed, or ctx ends. It is the back-pressure counterpart of
 // Enqueue for producers that would rather wait than shed load. It does not
-// spin: on a *Queue it sleeps until an event leaves the queue or the back-off
+// spin: on a SpaceNotifier it sleeps until an event leaves the queue or the back-off
 // elapses; on other sinks it backs off exponentially.
 //
 // It returns nil, an error wrapping ErrClosed, or ctx.Err() joined with the
@@ -38,8 +44,8 @@ func (p WaitPolicy) EnqueueWait(ctx context.Context, s Sink, e Event) error {
 		maxB = minB
 	}
 	var space <-chan struct{}
-	if q, ok := s.(*Queue); ok {
-		ch, release := q.spaceSignal()
+	if n, ok := s.(SpaceNotifier); ok {
+		ch, release := n.SpaceSignal()
 		defer release()
 		space = ch
 	}

@@ -1,0 +1,17 @@
+// Package threadpool holds the thread managers that run stages' handlers on
+// goroutines, and the thread-pool controller that sizes them.
+//
+// Pool is the default manager: a pool of goroutines per stage. Each worker
+// loops: take a batch (at most the stage's batching factor) off the stage's
+// queue, hand it to the stage, repeat; it waits on the queue's Ready channel
+// when there is nothing to do. A Controller (thesis §5.4.1) adds a worker
+// when the queue stays above its threshold, retires workers idle longer than
+// the idle time, and with auto max detection pulls the pool back to the size
+// that gave the best throughput when adding workers made things worse.
+//
+// SharedPool is the alternative: one pool for many stages, choosing among
+// stages with work by smooth weighted round robin.
+//
+// Both stop the same way: when the stage's queue is closed, the workers drain
+// what is left and exit.
+package threadpool

@@ -1,0 +1,359 @@
+package threadpool
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Stage is what a thread manager runs: a queue to take batches from and a
+// function that handles one batch.
+type Stage interface {
+	Name() string
+	Queue() *sink.Queue
+	// BatchSize is the current batching factor (≥ 1).
+	BatchSize() int
+	// RunBatch handles one batch. It must not panic: the stage recovers its
+	// handler's failures. events and stamps are reused after it returns.
+	RunBatch(events []sink.Event, stamps []int64)
+	// InFlight counts batches taken off the queue and not yet finished; the
+	// thread manager raises it before it dequeues, so that an event is at
+	// every instant either queued or counted here.
+	InFlight() *atomic.Int64
+}
+
+// Runner serves one stage's queue with goroutines.
+type Runner interface {
+	// Size is the number of goroutines serving the stage now.
+	Size() int
+	// Processed is the number of events handled so far.
+	Processed() uint64
+	// Wait blocks until the stage's queue is closed and drained and its
+	// goroutines have finished, or ctx ends.
+	Wait(ctx context.Context) error
+}
+
+// Config configures a per-stage Pool. Zero values are defaults.
+type Config struct {
+	Min     int // fewest workers (0 → 1)
+	Max     int // most workers (0 → 20)
+	Initial int // workers at start (0 → Min)
+	// SingleThreaded pins the pool to exactly one worker.
+	SingleThreaded bool
+	Controller     ControllerConfig
+	Logger         *slog.Logger
+}
+
+// Defaults from the SEDA thesis and Sandstorm.
+const (
+	DefaultMin = 1
+	DefaultMax = 20
+)
+
+func (c Config) withDefaults() Config {
+	if c.Min <= 0 {
+		c.Min = DefaultMin
+	}
+	if c.Max <= 0 {
+		c.Max = DefaultMax
+	}
+	if c.Max < c.Min {
+		c.Max = c.Min
+	}
+	if c.SingleThreaded {
+		c.Min, c.Max, c.Initial = 1, 1, 1
+		c.Controller.Enabled = false
+	}
+	if c.Initial <= 0 {
+		c.Initial = c.Min
+	}
+	c.Initial = clamp(c.Initial, c.Min, c.Max)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Pool is the default thread manager: a pool of goroutines dedicated to one
+// stage, sized by a Controller.
+type Pool struct {
+	st   Stage
+	cfg  Config
+	ctrl *Controller
+
+	size      atomic.Int32 // live workers
+	target    atomic.Int32 // desired workers
+	processed atomic.Uint64
+
+	mu      sync.Mutex
+	kick    chan struct{} // closed and replaced to wake idle workers
+	workers map[*worker]struct{}
+
+	ctx     context.Context
+	wg      sync.WaitGroup // workers
+	ctlDone chan struct{}
+	stop    chan struct{}
+	done    chan struct{} // closed when the last worker has exited after drain
+	started atomic.Bool
+}
+
+type worker struct {
+	idleSince atomic.Int64 // UnixNano when it went idle; 0 while busy
+}
+
+var _ Runner = (*Pool)(nil)
+
+// NewPool returns a pool for st. Call Start to run it.
+func NewPool(st Stage, cfg Config) *Pool {
+	cfg = cfg.withDefaults()
+	p := &Pool{
+		st:      st,
+		cfg:     cfg,
+		ctrl:    NewController(cfg.Controller, cfg.Min, cfg.Max, nil),
+		kick:    make(chan struct{}),
+		workers: map[*worker]struct{}{},
+		ctlDone: make(chan struct{}),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	return p
+}
+
+// Controller returns the pool's controller (for inspection).
+func (p *Pool) Controller() *Controller { return p.ctrl }
+
+// Config returns the pool's configuration with defaults filled in.
+func (p *Pool) Config() Config { return p.cfg }
+
+// Size returns the number of live workers.
+func (p *Pool) Size() int { return int(p.size.Load()) }
+
+// Processed returns the number of events handled.
+func (p *Pool) Processed() uint64 { return p.processed.Load() }
+
+// Start launches the initial workers and, if enabled, the controller. The
+// workers run until the stage's queue is closed and drained; cancelling ctx
+// stops them at once, abandoning queued events.
+func (p *Pool) Start(ctx context.Context) {
+	if !p.started.CompareAndSwap(false, true) {
+		return
+	}
+	p.ctx = ctx
+	p.target.Store(int32(p.cfg.Initial))
+	p.grow(p.cfg.Initial)
+	if p.cfg.Controller.Enabled {
+		go p.control()
+	} else {
+		close(p.ctlDone)
+	}
+}
+
+// Wait blocks until the queue is drained and every worker has exited (or
+// ctx ends), then stops the controller.
+func (p *Pool) Wait(ctx context.Context) error {
+	if !p.started.Load() {
+		return nil
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.wg.Wait()
+	p.stopControl()
+	<-p.ctlDone
+	return nil
+}
+
+func (p *Pool) stopControl() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+}
+
+func (p *Pool) grow(n int) {
+	for i := 0; i < n; i++ {
+		w := &worker{}
+		p.mu.Lock()
+		select {
+		case <-p.done:
+			p.mu.Unlock()
+			return
+		default:
+		}
+		p.workers[w] = struct{}{}
+		p.size.Add(1)
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.run(w)
+	}
+}
+
+// retire reports whether w should exit because the pool is above target;
+// if so it has already been removed.
+func (p *Pool) retire(w *worker) bool {
+	for {
+		s := p.size.Load()
+		if s <= p.target.Load() || s <= 1 {
+			return false
+		}
+		if p.size.CompareAndSwap(s, s-1) {
+			p.mu.Lock()
+			delete(p.workers, w)
+			p.mu.Unlock()
+			return true
+		}
+	}
+}
+
+func (p *Pool) kickCh() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kick
+}
+
+func (p *Pool) wakeAll() {
+	p.mu.Lock()
+	close(p.kick)
+	p.kick = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// exitDrained removes w after the queue has drained; the last worker out
+// closes done.
+func (p *Pool) exitDrained(w *worker) {
+	p.mu.Lock()
+	delete(p.workers, w)
+	last := p.size.Add(-1) == 0
+	if last {
+		select {
+		case <-p.done:
+		default:
+			close(p.done)
+		}
+	}
+	p.mu.Unlock()
+	if !last {
+		p.wakeAll() // let the others see the drained queue too
+	}
+}
+
+func (p *Pool) run(w *worker) {
+	defer p.wg.Done()
+	q := p.st.Queue()
+	inflight := p.st.InFlight()
+	var events []sink.Event
+	var stamps []int64
+	closed := q.Closed()
+	for {
+		if p.retire(w) {
+			return
+		}
+		bs := max(p.st.BatchSize(), 1)
+		if bs > len(events) {
+			events, stamps = make([]sink.Event, bs), make([]int64, bs)
+		}
+		inflight.Add(1)
+		n := q.Dequeue(events[:bs], stamps[:bs])
+		if n > 0 {
+			w.idleSince.Store(0)
+			p.st.RunBatch(events[:n], stamps[:n])
+			clear(events[:n])
+			p.processed.Add(uint64(n))
+			inflight.Add(-1)
+			continue
+		}
+		inflight.Add(-1)
+		if closed == nil && q.Drained() {
+			p.exitDrained(w)
+			return
+		}
+		if w.idleSince.Load() == 0 {
+			w.idleSince.Store(time.Now().UnixNano())
+		}
+		select {
+		case <-q.Ready():
+		case <-closed:
+			closed = nil
+		case <-p.kickCh():
+		case <-p.ctx.Done():
+			p.mu.Lock()
+			delete(p.workers, w)
+			if p.size.Add(-1) == 0 {
+				select {
+				case <-p.done:
+				default:
+					close(p.done)
+				}
+			}
+			p.mu.Unlock()
+			return
+		}
+	}
+}
+
+// idleWorkers counts workers idle for at least d at now.
+func (p *Pool) idleWorkers(now time.Time, d time.Duration) int {
+	cut := now.Add(-d).UnixNano()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for w := range p.workers {
+		if s := w.idleSince.Load(); s != 0 && s <= cut {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *Pool) control() {
+	defer close(p.ctlDone)
+	cfg := p.ctrl.Config()
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.ctx.Done():
+			return
+		case <-p.done:
+			return
+		case now := <-t.C:
+			p.tick(now, cfg.Idle)
+		}
+	}
+}
+
+// tick samples the stage, asks the controller and resizes the pool.
+func (p *Pool) tick(now time.Time, idle time.Duration) {
+	s := Sample{
+		Now:         now,
+		QueueLen:    p.st.Queue().Len(),
+		Processed:   p.processed.Load(),
+		Size:        p.Size(),
+		IdleWorkers: p.idleWorkers(now, idle),
+	}
+	target := p.ctrl.Tick(s)
+	p.resize(target)
+}
+
+func (p *Pool) resize(target int) {
+	target = clamp(target, p.cfg.Min, p.cfg.Max)
+	p.target.Store(int32(target))
+	if cur := p.Size(); target > cur {
+		p.cfg.Logger.Debug("threadpool: grow", "stage", p.st.Name(), "from", cur, "to", target)
+		p.grow(target - cur)
+	} else if target < cur {
+		p.cfg.Logger.Debug("threadpool: shrink", "stage", p.st.Name(), "from", cur, "to", target)
+		p.wakeAll()
+	}
+}
