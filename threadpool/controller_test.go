@@ -588,3 +588,35 @@ func TestThrashingDetectionAdaptsToHeavierWork(t *testing.T) {
 		t.Errorf("mean size %.1f after the change, want near the optimum 8", mean)
 	}
 }
+
+// FuzzController: any valid configuration and any samples give a target in
+// [min, max], and the limit found by detection never leaves [min, max].
+func FuzzController(f *testing.F) {
+	f.Add(true, true, 1, 20, 100, 0.0, 0.0, 0, 0, []byte{1, 200, 5, 3, 9, 0, 255, 4})
+	f.Add(true, true, 0, 3, 1, 1.0, 0.5, 1, -1, []byte{255, 255, 255, 0, 0, 0, 7, 7})
+	f.Add(false, true, 2, 2, 0, 0.0, 0.0, 0, 0, []byte{3, 3})
+	f.Fuzz(func(t *testing.T, enabled, detect bool, min, max, threshold int, smoothing, margin float64,
+		resetEvery, drop int, steps []byte) {
+		cfg := ControllerConfig{Enabled: enabled, AutoMaxDetect: detect, QueueThreshold: threshold,
+			Smoothing: smoothing, Margin: margin, ResetEvery: resetEvery % 100, MaxRandomDrop: drop % 100}
+		if cfg.Validate() != nil || min < 0 || max < 1 || min > max || max > 1000 {
+			return
+		}
+		c := NewController(cfg, min, max, seeded(1))
+		now, processed, size := t0, uint64(0), min
+		for i := 0; i+2 < len(steps); i += 3 {
+			now = now.Add(time.Duration(steps[i]%3) * time.Second)
+			processed += uint64(steps[i+1]) * 10
+			s := Sample{Now: now, QueueLen: int(steps[i+2]) * 4, Processed: processed, Size: size,
+				IdleWorkers: int(steps[i]) % (size + 1)}
+			target := c.Tick(s)
+			if target < min || target > max {
+				t.Fatalf("Tick(%+v) = %d outside [%d,%d]", s, target, min, max)
+			}
+			if l := c.Limit(); l < min || l > max {
+				t.Fatalf("Limit() = %d outside [%d,%d]", l, min, max)
+			}
+			size = target
+		}
+	})
+}
