@@ -1,0 +1,46 @@
+// Package http is the HTTP/1.1 protocol library of Sandstorm (thesis
+// chapter 5 §7): the pure, I/O-free core that a server stage on the aio
+// socket layer drives.
+//
+// # Parsing
+//
+// A [Parser] is the per-connection state machine (Sandstorm's
+// httpPacketReader). The server feeds it every packet read from the
+// connection, split anywhere, and gets back the requests completed by that
+// packet, several at once when the client pipelines:
+//
+//	reqs, err := conn.parser.Feed(reqs[:0], packet)
+//	for _, r := range reqs { /* enqueue r to the application stage */ }
+//	if err != nil { /* send ErrorResponse(err), then close */ }
+//
+// It handles HTTP/1.0 and 1.1, keep-alive and "Connection: close",
+// Content-Length and chunked bodies (with extensions and trailers),
+// "Expect: 100-continue" ([Parser.TakeContinue]) and size [Limits]. Bad
+// input fails the parser with an [*Error] that carries the status to answer
+// (400, 413, 414, 431, 501 or 505) and wraps a sentinel such as
+// [ErrFraming]; nothing panics. The parser is stricter than net/http where
+// RFC 9112 allows a server to be, to rule out request smuggling: it rejects
+// obsolete line folding, whitespace before a field's colon, requests with
+// both Content-Length and Transfer-Encoding, Transfer-Encoding in HTTP/1.0,
+// and HTTP/1.1 requests without exactly one valid Host. Otherwise it
+// accepts what net/http.ReadRequest accepts and agrees with it; FuzzParser
+// checks this.
+//
+// A [Request] is plain data owned by itself: the header section is copied
+// once per request and all its strings share that copy; the body is copied
+// into Request.Body. Request.Conn and Request.Seq let a server send the
+// responses to pipelined requests back in order; Request.Class (from the
+// X-Class header by default) and Request.Principal feed admission control.
+//
+// # Responses
+//
+// A [Response] holds a status, header fields and a body, in memory or sent
+// by the caller (a file, see [NewFileResponse]). Constructors cover the
+// usual kinds: [OK], [NotFound], [BadRequest], [Forbidden], [Redirect],
+// [ServiceUnavailable] (with Retry-After, the answer to an admission
+// rejection), [InternalServerError], [NotModified], [PartialContent],
+// [StatusResponse] and the general [NewResponse]. A [Formatter] appends the
+// bytes to send: status line, Date (cached per second), Server,
+// Content-Length and Connection as the request's version and the
+// response require, CRLF line ends, no body for HEAD.
+package http

@@ -1,0 +1,172 @@
+package http
+
+import (
+	"net/url"
+	"path"
+	"strings"
+	"time"
+)
+
+// inlineFields is how many header fields a Request holds without a separate
+// allocation; a typical browser request has 8 to 16.
+const inlineFields = 16
+
+// Request is one parsed HTTP/1.x request. It is plain data: every string
+// and the Body are owned by the Request (never aliasing the buffers passed
+// to Parser.Feed), so a Request can be queued to another stage, kept, or
+// encoded. The server stage fills Conn and Principal as it sees fit.
+type Request struct {
+	Method string // "GET", "POST", ... (any token)
+	// Target is the request-target exactly as received: "/a%20b?x=1",
+	// "http://host/p", "*", or "host:443" for CONNECT.
+	Target string
+	// Path is the decoded, cleaned path of the target: it starts with "/",
+	// has no "." or ".." segments and no empty segments, and keeps a trailing
+	// slash ("/docs/" stays "/docs/"; "/a/../b/%2e%2e/c" becomes "/c"). It is
+	// "*" for the asterisk form and "" for authority-form (CONNECT) and
+	// opaque targets. Decoding may produce any byte, including "/" from %2F
+	// and NUL from %00: file servers must still confine it to their root.
+	Path string
+	// RawQuery is the query without the "?" and not decoded; see Query.
+	RawQuery string
+	Proto    string // "HTTP/1.1"
+	Major    int    // always 1
+	Minor    int    // 0 or 1 (or a higher digit, handled as 1.1)
+	// Host is the authority of an absolute-form target, else the Host field.
+	Host    string
+	Header  Header
+	Trailer Header // fields after a chunked body, never merged into Header
+	Body    []byte // the decoded body; nil when there is none
+	Chunked bool   // the body came with Transfer-Encoding: chunked
+	// Close reports that the connection must be closed after the response:
+	// HTTP/1.1 with "Connection: close", or HTTP/1.0 without
+	// "Connection: keep-alive".
+	Close bool
+	// ExpectContinue reports an HTTP/1.1 "Expect: 100-continue" (see
+	// Parser.TakeContinue for answering it while the body is outstanding).
+	ExpectContinue bool
+	// Received is when the last byte of the request was parsed (from
+	// Parser.Now).
+	Received time.Time
+	// Class is the service class from the Parser's class header (default
+	// "X-Class"), 0 when absent. Admission predicates use it.
+	Class int
+	// Principal is free for the server to attach the identity the request
+	// runs on behalf of (for principal-based admission); the parser leaves it
+	// nil.
+	Principal any
+	// Conn identifies the connection (copied from Parser.Conn) and Seq is the
+	// request's position on it (0, 1, 2, ...), so that responses to
+	// pipelined requests can be sent back in order.
+	Conn any
+	Seq  uint64
+
+	fields [inlineFields]Field // backing store for small Headers
+}
+
+// KeepAlive reports whether the connection may stay open after the
+// response to this request.
+func (r *Request) KeepAlive() bool { return !r.Close }
+
+// ProtoAtLeast reports whether the request's version is at least
+// major.minor.
+func (r *Request) ProtoAtLeast(major, minor int) bool {
+	return r.Major > major || r.Major == major && r.Minor >= minor
+}
+
+// Query parses RawQuery. Malformed pairs are skipped, as net/http does; use
+// url.ParseQuery(r.RawQuery) to see the error.
+func (r *Request) Query() url.Values {
+	v, _ := url.ParseQuery(r.RawQuery)
+	return v
+}
+
+// parseTarget sets Path, RawQuery and, for absolute and authority forms,
+// Host, from Target. Its acceptance matches url.ParseRequestURI as used by
+// net/http.ReadRequest.
+func (r *Request) parseTarget() *Error {
+	t := r.Target
+	switch {
+	case t[0] == '/':
+		p, q, _ := strings.Cut(t, "?")
+		r.RawQuery = q
+		if strings.IndexByte(p, '%') >= 0 {
+			d, err := url.PathUnescape(p)
+			if err != nil {
+				return newError(ErrTarget, "%q: %v", t, err)
+			}
+			p = d
+		}
+		r.Path = cleanPath(p)
+		return nil
+	case t == "*":
+		r.Path = "*"
+		return nil
+	}
+	raw := t
+	authority := r.Method == "CONNECT"
+	if authority {
+		raw = "http://" + t
+	}
+	u, err := url.ParseRequestURI(raw)
+	if err != nil {
+		return newError(ErrTarget, "%q: %v", t, err)
+	}
+	r.RawQuery = u.RawQuery
+	if u.Host != "" {
+		r.Host = u.Host
+	}
+	switch {
+	case u.Opaque != "" || authority && u.Path == "":
+		r.Path = ""
+	default:
+		r.Path = cleanPath(u.Path)
+	}
+	return nil
+}
+
+// cleanPath returns the canonical form of a decoded path: rooted, no "."
+// or ".." or empty segments, trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	if isClean(p) {
+		return p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// isClean reports whether the rooted path p is already in the form
+// cleanPath produces, so that the common case allocates nothing.
+func isClean(p string) bool {
+	// Walk the segments after each '/'.
+	for i := 0; i < len(p); {
+		j := strings.IndexByte(p[i+1:], '/')
+		var seg string
+		if j < 0 {
+			seg = p[i+1:]
+		} else {
+			seg = p[i+1 : i+1+j]
+		}
+		last := j < 0
+		switch {
+		case seg == "." || seg == "..":
+			return false
+		case seg == "" && !last:
+			return false // "//"
+		}
+		if last {
+			return true
+		}
+		i += 1 + j
+	}
+	return true
+}

@@ -1,0 +1,82 @@
+package http
+
+// Status codes used by this package and its users (RFC 9110 §15).
+const (
+	StatusContinue           = 100
+	StatusSwitchingProtocols = 101
+
+	StatusOK             = 200
+	StatusCreated        = 201
+	StatusAccepted       = 202
+	StatusNoContent      = 204
+	StatusPartialContent = 206
+
+	StatusMovedPermanently  = 301
+	StatusFound             = 302
+	StatusSeeOther          = 303
+	StatusNotModified       = 304
+	StatusTemporaryRedirect = 307
+	StatusPermanentRedirect = 308
+
+	StatusBadRequest                  = 400
+	StatusUnauthorized                = 401
+	StatusForbidden                   = 403
+	StatusNotFound                    = 404
+	StatusMethodNotAllowed            = 405
+	StatusRequestTimeout              = 408
+	StatusLengthRequired              = 411
+	StatusPreconditionFailed          = 412
+	StatusContentTooLarge             = 413
+	StatusURITooLong                  = 414
+	StatusRangeNotSatisfiable         = 416
+	StatusExpectationFailed           = 417
+	StatusTooManyRequests             = 429
+	StatusRequestHeaderFieldsTooLarge = 431
+
+	StatusInternalServerError     = 500
+	StatusNotImplemented          = 501
+	StatusServiceUnavailable      = 503
+	StatusHTTPVersionNotSupported = 505
+)
+
+var statusText = map[int]string{
+	StatusContinue:           "Continue",
+	StatusSwitchingProtocols: "Switching Protocols",
+
+	StatusOK:             "OK",
+	StatusCreated:        "Created",
+	StatusAccepted:       "Accepted",
+	StatusNoContent:      "No Content",
+	StatusPartialContent: "Partial Content",
+
+	StatusMovedPermanently:  "Moved Permanently",
+	StatusFound:             "Found",
+	StatusSeeOther:          "See Other",
+	StatusNotModified:       "Not Modified",
+	StatusTemporaryRedirect: "Temporary Redirect",
+	StatusPermanentRedirect: "Permanent Redirect",
+
+	StatusBadRequest:                  "Bad Request",
+	StatusUnauthorized:                "Unauthorized",
+	StatusForbidden:                   "Forbidden",
+	StatusNotFound:                    "Not Found",
+	StatusMethodNotAllowed:            "Method Not Allowed",
+	StatusRequestTimeout:              "Request Timeout",
+	StatusLengthRequired:              "Length Required",
+	StatusPreconditionFailed:          "Precondition Failed",
+	StatusContentTooLarge:             "Content Too Large",
+	StatusURITooLong:                  "URI Too Long",
+	StatusRangeNotSatisfiable:         "Range Not Satisfiable",
+	StatusExpectationFailed:           "Expectation Failed",
+	StatusTooManyRequests:             "Too Many Requests",
+	StatusRequestHeaderFieldsTooLarge: "Request Header Fields Too Large",
+
+	StatusInternalServerError:     "Internal Server Error",
+	StatusNotImplemented:          "Not Implemented",
+	StatusServiceUnavailable:      "Service Unavailable",
+	StatusHTTPVersionNotSupported: "HTTP Version Not Supported",
+}
+
+// StatusText returns the reason phrase for a status code, or "" for a code
+// this package does not know (an empty reason phrase is valid HTTP).
+func StatusText(code int) string { return statusText[code] }
