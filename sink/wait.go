@@ -33,6 +33,15 @@ func EnqueueWait(ctx context.Context, s Sink, e Event) error {
 
 // EnqueueWait is EnqueueWait with this policy.
 func (p WaitPolicy) EnqueueWait(ctx context.Context, s Sink, e Event) error {
+	return p.wait(ctx, s, func() error { return s.Enqueue(e) })
+}
+
+// EnqueueManyWait is EnqueueWait for an all-or-nothing batch.
+func (p WaitPolicy) EnqueueManyWait(ctx context.Context, s Sink, es []Event) error {
+	return p.wait(ctx, s, func() error { return s.EnqueueMany(es) })
+}
+
+func (p WaitPolicy) wait(ctx context.Context, s Sink, try func() error) error {
 	minB, maxB := p.MinBackoff, p.MaxBackoff
 	if minB <= 0 {
 		minB = 50 * time.Microsecond
@@ -52,7 +61,7 @@ func (p WaitPolicy) EnqueueWait(ctx context.Context, s Sink, e Event) error {
 	backoff := minB
 	var timer *time.Timer
 	for {
-		err := s.Enqueue(e)
+		err := try()
 		if err == nil || errors.Is(err, ErrClosed) || !errors.Is(err, ErrRejected) {
 			return err
 		}

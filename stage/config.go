@@ -1,0 +1,362 @@
+package stage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/batching"
+	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/threadpool"
+)
+
+// ErrInvalidConfig is wrapped by every configuration error.
+var ErrInvalidConfig = errors.New("stage: invalid configuration")
+
+// ErrUnknownHandler is wrapped when a configuration names a handler that is
+// not registered.
+var ErrUnknownHandler = errors.New("unknown handler")
+
+// ConfigError locates a configuration error: the file (if any), and inside
+// Err the line and dotted key.
+type ConfigError struct {
+	File string
+	Err  error
+}
+
+func (e *ConfigError) Error() string {
+	if e.File == "" {
+		return "config: " + e.Err.Error()
+	}
+	return e.File + ": " + e.Err.Error()
+}
+
+// Unwrap returns ErrInvalidConfig and the located error.
+func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
+
+// QueueConfig bounds a stage's queue.
+type QueueConfig struct {
+	// Threshold is the queue's capacity; ≤ 0 (or absent) means unbounded.
+	Threshold int `yaml:"threshold"`
+}
+
+// ThreadPoolConfig sizes a stage's goroutines.
+type ThreadPoolConfig struct {
+	Min     int `yaml:"min"`     // 0 → 1
+	Max     int `yaml:"max"`     // 0 → 20
+	Initial int `yaml:"initial"` // 0 → Min
+	// Weight is the stage's share of a shared pool (0 → 1).
+	Weight     int                         `yaml:"weight"`
+	Controller threadpool.ControllerConfig `yaml:"controller"`
+}
+
+// BatchingConfig sets a stage's batching factor: the most events handed to
+// one HandleEvents call.
+type BatchingConfig struct {
+	Min int `yaml:"min"` // 0 → 1
+	Max int `yaml:"max"` // 0 → 1000
+	// Controller tunes the factor between Min and Max (thesis §5.4.2). Its
+	// own min and max, if given, are overridden by the ones above.
+	Controller batching.Config `yaml:"controller"`
+}
+
+// batchingConfig merges the bounds into the controller configuration.
+func (b BatchingConfig) batchingConfig() batching.Config {
+	c := b.Controller
+	if b.Min > 0 {
+		c.Min = b.Min
+	}
+	if b.Max > 0 {
+		c.Max = b.Max
+	}
+	return c
+}
+
+// StageConfig configures one stage. Its zero value is a usable default: an
+// unbounded queue, no predicate, one goroutine, batches of up to 1000.
+type StageConfig struct {
+	// Handler is the registry name of the handler (configuration files only).
+	Handler string      `yaml:"handler"`
+	Queue   QueueConfig `yaml:"queue"`
+	// Predicate is the admission predicate for stages created from Go.
+	Predicate sink.Predicate `yaml:"-"`
+	// PredicateSpec is the predicate block from a configuration file
+	// ({type: rate, rate: 5000, ...}); see package enqueuepred.
+	PredicateSpec *yaml.Node       `yaml:"predicate"`
+	ThreadPool    ThreadPoolConfig `yaml:"threadpool"`
+	Batching      BatchingConfig   `yaml:"batching"`
+	// Args are decoded by the handler's Init with Context.DecodeArgs.
+	Args yaml.Node `yaml:"args"`
+
+	path        string // key path in the configuration file, for errors
+	file        string
+	handlerLine int
+}
+
+// ThreadManagerConfig selects how stages get goroutines.
+type ThreadManagerConfig struct {
+	// Type is "pool" (default: a pool per stage) or "shared" (one pool for
+	// all stages, weighted round robin between them).
+	Type string `yaml:"type"`
+	// Threads is the shared pool's size (0 → 4).
+	Threads int `yaml:"threads"`
+}
+
+// GlobalConfig is the `global:` block: defaults for every stage plus the
+// settings of the manager's services.
+type GlobalConfig struct {
+	Queue         QueueConfig         `yaml:"queue"`
+	Predicate     *yaml.Node          `yaml:"predicate"`
+	ThreadPool    ThreadPoolConfig    `yaml:"threadpool"`
+	Batching      BatchingConfig      `yaml:"batching"`
+	ThreadManager ThreadManagerConfig `yaml:"threadManager"`
+	// Profiler and AIO are decoded by packages profiler and aio.
+	Profiler yaml.Node `yaml:"profiler"`
+	AIO      yaml.Node `yaml:"aio"`
+	// Shutdown bounds a graceful shutdown by the command that runs the
+	// manager (0 → 10s).
+	Shutdown time.Duration `yaml:"shutdown"`
+}
+
+// stageDefaults returns a StageConfig holding the global defaults.
+func (g GlobalConfig) stageDefaults() StageConfig {
+	return StageConfig{Queue: g.Queue, PredicateSpec: g.Predicate, ThreadPool: g.ThreadPool, Batching: g.Batching}
+}
+
+// Config is a whole configuration file.
+type Config struct {
+	File   string // where it was read from, "" for Parse
+	Global GlobalConfig
+	Stages []NamedStageConfig // in file order
+}
+
+// NamedStageConfig is one entry of `stages:`.
+type NamedStageConfig struct {
+	Name   string
+	Config StageConfig
+}
+
+// ParseConfig decodes and validates a configuration document. file names it
+// in errors ("" for none).
+func ParseConfig(data []byte, file string) (*Config, error) {
+	fail := func(err error) (*Config, error) { return nil, &ConfigError{File: file, Err: err} }
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fail(err)
+	}
+	cfg := &Config{File: file}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return cfg, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fail(yamlstrict.Errorf(root, "", "want a mapping with global: and stages:"))
+	}
+	var stagesNode *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch k.Value {
+		case "global":
+			if err := yamlstrict.Decode(v, "global", &cfg.Global); err != nil {
+				return fail(err)
+			}
+			if err := validateGlobal(&cfg.Global, v); err != nil {
+				return fail(err)
+			}
+		case "stages":
+			stagesNode = v
+		default:
+			return fail(yamlstrict.Errorf(k, k.Value, "unknown key (known: global, stages)"))
+		}
+	}
+	if stagesNode == nil {
+		return cfg, nil
+	}
+	if stagesNode.Kind != yaml.MappingNode {
+		if stagesNode.Tag == "!!null" {
+			return cfg, nil
+		}
+		return fail(yamlstrict.Errorf(stagesNode, "stages", "want a mapping of stage names to stage blocks"))
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(stagesNode.Content); i += 2 {
+		k, v := stagesNode.Content[i], stagesNode.Content[i+1]
+		name, path := k.Value, yamlstrict.Join("stages", k.Value)
+		if name == "" {
+			return fail(yamlstrict.Errorf(k, "stages", "empty stage name"))
+		}
+		if line, dup := seen[name]; dup {
+			return fail(yamlstrict.Errorf(k, path, "stage defined twice (first on line %d)", line))
+		}
+		seen[name] = k.Line
+		sc := cfg.Global.stageDefaults()
+		if err := yamlstrict.Decode(v, path, &sc); err != nil {
+			return fail(err)
+		}
+		if err := validateStage(&sc, v, path); err != nil {
+			return fail(err)
+		}
+		if sc.Handler == "" {
+			return fail(yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler"))
+		}
+		sc.path, sc.file = path, file
+		if hn := lookup(v, "handler"); hn != nil {
+			sc.handlerLine = hn.Line
+		}
+		cfg.Stages = append(cfg.Stages, NamedStageConfig{Name: name, Config: sc})
+	}
+	return cfg, nil
+}
+
+// lookup finds the node at a key path below n (nil if absent).
+func lookup(n *yaml.Node, keys ...string) *yaml.Node {
+	for _, key := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		n = next
+	}
+	return n
+}
+
+// check reports a semantic error at the node of a key path, falling back to
+// the block's own line when the key came from defaults.
+func check(ok bool, block *yaml.Node, path string, keys []string, format string, args ...any) error {
+	if ok {
+		return nil
+	}
+	n := lookup(block, keys...)
+	if n == nil {
+		n = block
+	}
+	p := path
+	for _, k := range keys {
+		p = yamlstrict.Join(p, k)
+	}
+	return yamlstrict.Errorf(n, p, format, args...)
+}
+
+func validatePool(tp ThreadPoolConfig, b BatchingConfig, block *yaml.Node, path string) error {
+	errs := []error{
+		check(tp.Min >= 0, block, path, []string{"threadpool", "min"}, "negative thread count %d", tp.Min),
+		check(tp.Max >= 0, block, path, []string{"threadpool", "max"}, "negative thread count %d", tp.Max),
+		check(tp.Initial >= 0, block, path, []string{"threadpool", "initial"}, "negative thread count %d", tp.Initial),
+		check(tp.Weight >= 0, block, path, []string{"threadpool", "weight"}, "negative weight %d", tp.Weight),
+		check(tp.Max == 0 || tp.Min <= tp.Max, block, path, []string{"threadpool", "min"}, "min %d is above max %d", tp.Min, tp.Max),
+		check(b.Min >= 0, block, path, []string{"batching", "min"}, "negative batch size %d", b.Min),
+		check(b.Max >= 0, block, path, []string{"batching", "max"}, "negative batch size %d", b.Max),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return firstError(errs)
+	}
+	if err := tp.Controller.Validate(); err != nil {
+		return check(false, block, path, []string{"threadpool", "controller"}, "%v", err)
+	}
+	if err := b.batchingConfig().Validate(); err != nil {
+		return check(false, block, path, []string{"batching"}, "%v", err)
+	}
+	return nil
+}
+
+func firstError(errs []error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func validateGlobal(g *GlobalConfig, n *yaml.Node) error {
+	if err := validatePool(g.ThreadPool, g.Batching, n, "global"); err != nil {
+		return err
+	}
+	switch g.ThreadManager.Type {
+	case "", "pool", "shared":
+	default:
+		return check(false, n, "global", []string{"threadManager", "type"}, "unknown thread manager %q (known: pool, shared)", g.ThreadManager.Type)
+	}
+	return firstError([]error{
+		check(g.ThreadManager.Threads >= 0, n, "global", []string{"threadManager", "threads"}, "negative thread count %d", g.ThreadManager.Threads),
+		check(g.Shutdown >= 0, n, "global", []string{"shutdown"}, "negative duration %v", g.Shutdown),
+	})
+}
+
+func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
+	return validatePool(sc.ThreadPool, sc.Batching, n, path)
+}
+
+// validateGo checks a StageConfig built in Go.
+func (sc *StageConfig) validateGo() error {
+	if err := validatePool(sc.ThreadPool, sc.Batching, nil, sc.path); err != nil {
+		var ye *yamlstrict.Error
+		if errors.As(err, &ye) {
+			return fmt.Errorf("%w: %s", ErrInvalidConfig, ye.Msg)
+		}
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	return nil
+}
+
+// LoadConfig reads and validates a configuration file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("stage: load config: %w", err)
+	}
+	return ParseConfig(data, path)
+}
+
+// Load reads a configuration file and builds a manager (not started) with
+// its stages, taking handlers from r (nil: DefaultRegistry).
+func Load(path string, r *Registry) (*Manager, error) {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return NewFromConfig(cfg, r, Options{})
+}
+
+// Parse is Load for a configuration held in memory.
+func Parse(data []byte, r *Registry) (*Manager, error) {
+	cfg, err := ParseConfig(data, "")
+	if err != nil {
+		return nil, err
+	}
+	return NewFromConfig(cfg, r, Options{})
+}
+
+// NewFromConfig builds a manager (not started) from a parsed configuration.
+// Options set in o win over the file's global block where both say something.
+func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
+	if r == nil {
+		r = DefaultRegistry
+	}
+	if o.ThreadManager.Type == "" {
+		o.ThreadManager = cfg.Global.ThreadManager
+	}
+	o.Registry = r
+	m := NewManager(o)
+	m.config = cfg
+	for _, ns := range cfg.Stages {
+		f, ok := r.Lookup(ns.Config.Handler)
+		if !ok {
+			return nil, &ConfigError{File: cfg.File, Err: fmt.Errorf("line %d: %s: %w %q (forgotten import?)",
+				ns.Config.handlerLine, yamlstrict.Join(ns.Config.path, "handler"), ErrUnknownHandler, ns.Config.Handler)}
+		}
+		if _, err := m.CreateStage(ns.Name, f(), ns.Config); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

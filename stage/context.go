@@ -1,0 +1,75 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	metrics "github.com/rcrowley/go-metrics"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// ErrNoStage is returned when a stage name is not known to the manager.
+var ErrNoStage = errors.New("stage: no such stage")
+
+// Context is what a handler's Init gets: its manager, its own stage, its
+// arguments, a logger and the metrics registry.
+type Context struct {
+	mgr   *Manager
+	stage *Stage
+	args  *yaml.Node
+	path  string // key path of args, for errors
+	file  string
+	log   *slog.Logger
+}
+
+// Manager returns the stage's manager.
+func (c *Context) Manager() *Manager { return c.mgr }
+
+// Stage returns the stage being initialized.
+func (c *Context) Stage() *Stage { return c.stage }
+
+// Logger returns a logger tagged with the stage's name.
+func (c *Context) Logger() *slog.Logger { return c.log }
+
+// Metrics returns the manager's metrics registry.
+func (c *Context) Metrics() metrics.Registry { return c.mgr.metrics }
+
+// Context returns a context that ends when the manager stops.
+func (c *Context) Context() context.Context {
+	if ctx := c.mgr.runContext(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// Profile registers a value the profiler samples under
+// "<stage>.<name>" (Sandstorm's ProfilableIF).
+func (c *Context) Profile(name string, f func() float64) {
+	c.stage.metrics.Register(name, f)
+}
+
+// HasArgs reports whether the stage was given args.
+func (c *Context) HasArgs() bool { return c.args != nil && c.args.Kind != 0 }
+
+// DecodeArgs decodes the stage's args strictly into v (a pointer to the
+// handler's own struct, pre-filled with its defaults): an unknown key, a
+// wrong type or a bad duration is an error naming the file, line and key.
+func (c *Context) DecodeArgs(v any) error {
+	if !c.HasArgs() {
+		return nil
+	}
+	if err := yamlstrict.Decode(c.args, c.path, v); err != nil {
+		return &ConfigError{File: c.file, Err: err}
+	}
+	return nil
+}
+
+// Sink returns the sink of the named stage for this stage to enqueue on.
+// Enqueues through it are traced as edges of the stage graph.
+func (c *Context) Sink(name string) (sink.Sink, error) {
+	return c.mgr.sinkFrom(c.stage.name, name)
+}

@@ -1,0 +1,535 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/threadpool"
+)
+
+// Errors returned by Manager methods.
+var (
+	ErrStageExists   = errors.New("stage: stage already exists")
+	ErrManagerClosed = errors.New("stage: manager is shut down")
+	ErrStarted       = errors.New("stage: manager already started")
+	ErrInit          = errors.New("stage: handler init failed")
+	ErrNotStopped    = errors.New("stage: stages did not stop")
+)
+
+// Options configure a Manager. The zero value is usable.
+type Options struct {
+	// Logger receives the runtime's logs (nil: discard).
+	Logger *slog.Logger
+	// Registry resolves handler names (nil: DefaultRegistry).
+	Registry *Registry
+	// Metrics is the manager's metrics registry (nil: a new one; never the
+	// go-metrics global default).
+	Metrics metrics.Registry
+	// ThreadManager selects per-stage pools (default) or one shared pool.
+	ThreadManager ThreadManagerConfig
+	// OnFailure, if set, is called for every failed batch (after it is
+	// counted and logged). It must not block.
+	OnFailure func(Failure)
+}
+
+type managerState int32
+
+const (
+	stateNew managerState = iota
+	stateRunning
+	stateStopping
+	stateStopped
+)
+
+// Manager owns a graph of stages: it creates, starts, looks up, destroys and
+// shuts them down, and provides timers and signals.
+type Manager struct {
+	opts     Options
+	log      *slog.Logger
+	registry *Registry
+	metrics  metrics.Registry
+	config   *Config
+	shared   *threadpool.SharedPool
+
+	mu     sync.RWMutex
+	stages map[string]*Stage
+	order  []*Stage
+	state  managerState
+	edges  map[[2]string]*atomic.Uint64
+
+	stopping atomic.Bool
+	runCtx   context.Context
+	cancel   context.CancelFunc
+	bg       sync.WaitGroup // batching controllers and other manager goroutines
+
+	timers  timerSet
+	signals signalBus
+
+	failures atomic.Uint64
+}
+
+// NewManager returns a manager with no stages, not started.
+func NewManager(o Options) *Manager {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Registry == nil {
+		o.Registry = DefaultRegistry
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.NewRegistry()
+	}
+	m := &Manager{
+		opts:     o,
+		log:      o.Logger,
+		registry: o.Registry,
+		metrics:  o.Metrics,
+		stages:   map[string]*Stage{},
+		edges:    map[[2]string]*atomic.Uint64{},
+	}
+	if o.ThreadManager.Type == "shared" {
+		m.shared = threadpool.NewSharedPool(threadpool.SharedConfig{Threads: o.ThreadManager.Threads, Logger: o.Logger})
+	}
+	m.timers.init(m)
+	return m
+}
+
+// Logger returns the manager's logger.
+func (m *Manager) Logger() *slog.Logger { return m.log }
+
+// Metrics returns the manager's metrics registry.
+func (m *Manager) Metrics() metrics.Registry { return m.metrics }
+
+// Registry returns the handler registry.
+func (m *Manager) Registry() *Registry { return m.registry }
+
+// Config returns the configuration the manager was built from, or nil.
+func (m *Manager) Config() *Config { return m.config }
+
+// Failures returns the number of failed batches across all stages.
+func (m *Manager) Failures() uint64 { return m.failures.Load() }
+
+func (m *Manager) runContext() context.Context {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.state != stateRunning && m.state != stateStopping {
+		return nil
+	}
+	return m.runCtx
+}
+
+// Stage returns the named stage.
+func (m *Manager) Stage(name string) (*Stage, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s, ok := m.stages[name]
+	return s, ok
+}
+
+// Stages returns the stages in creation order.
+func (m *Manager) Stages() []*Stage {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return append([]*Stage(nil), m.order...)
+}
+
+// CreateStage adds a stage running h. Before Start, the handler's Init runs
+// at Start; afterwards, at once. Zero fields of cfg take defaults.
+func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty stage name", ErrInvalidConfig)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: stage %q: nil handler", ErrInvalidConfig, name)
+	}
+	if cfg.path == "" {
+		cfg.path = "stages." + name
+		if err := cfg.validateGo(); err != nil {
+			return nil, fmt.Errorf("stage %q: %w", name, err)
+		}
+	}
+	s := &Stage{name: name, mgr: m, cfg: cfg, handler: h}
+	_, s.single = h.(SingleThreaded)
+	s.queue = sink.NewNamedQueue(name, cfg.Queue.Threshold)
+	s.external = &stageSink{st: s}
+
+	bc := cfg.Batching.batchingConfig()
+	if bc.Enabled {
+		s.batcher = newBatcher(s, bc)
+	} else {
+		max := bc.Max
+		if max <= 0 {
+			max = 1000
+		}
+		s.batchSize.Store(int32(max))
+	}
+
+	m.mu.Lock()
+	switch {
+	case m.state == stateStopping || m.state == stateStopped:
+		m.mu.Unlock()
+		return nil, ErrManagerClosed
+	case m.stages[name] != nil:
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %q", ErrStageExists, name)
+	}
+	m.stages[name] = s
+	m.order = append(m.order, s)
+	running := m.state == stateRunning
+	m.mu.Unlock()
+
+	pred, err := m.buildPredicate(s)
+	if err != nil {
+		m.forget(s)
+		return nil, err
+	}
+	if pred != nil {
+		s.queue.SetPredicate(pred)
+	}
+	if m.shared != nil {
+		s.runner = m.shared.Add(runtimeView{s}, cfg.ThreadPool.Weight, s.single)
+	} else {
+		s.pool = threadpool.NewPool(runtimeView{s}, threadpool.Config{
+			Min: cfg.ThreadPool.Min, Max: cfg.ThreadPool.Max, Initial: cfg.ThreadPool.Initial,
+			SingleThreaded: s.single, Controller: cfg.ThreadPool.Controller,
+			Logger: m.log,
+		})
+		s.runner = s.pool
+	}
+	s.metrics = newStageMetrics(m.metrics, s)
+	s.ctx = &Context{mgr: m, stage: s, args: &s.cfg.Args, path: cfg.path + ".args", file: cfg.file,
+		log: m.log.With("stage", name)}
+
+	if running {
+		if err := m.initStage(s); err != nil {
+			m.forget(s)
+			s.queue.Close()
+			s.metrics.unregister()
+			return nil, err
+		}
+		m.launch(s)
+	}
+	return s, nil
+}
+
+// forget removes s from the manager's tables.
+func (m *Manager) forget(s *Stage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stages[s.name] == s {
+		delete(m.stages, s.name)
+	}
+	for i, o := range m.order {
+		if o == s {
+			m.order = append(m.order[:i], m.order[i+1:]...)
+			break
+		}
+	}
+}
+
+func (m *Manager) initStage(s *Stage) (err error) {
+	in, ok := s.handler.(Initializer)
+	if !ok {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: stage %q: %w", ErrInit, s.name, &PanicError{Value: r})
+		}
+	}()
+	if err := in.Init(s.ctx); err != nil {
+		return fmt.Errorf("%w: stage %q: %w", ErrInit, s.name, err)
+	}
+	return nil
+}
+
+// launch starts a stage's goroutines.
+func (m *Manager) launch(s *Stage) {
+	ctx := m.runCtx
+	if s.pool != nil {
+		s.pool.Start(ctx)
+	}
+	if s.batcher != nil {
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			s.batcher.run(ctx, s.queue.Closed())
+		}()
+	}
+	if p := s.queue.Predicate(); p != nil {
+		s.startPredicate(ctx, p)
+	}
+}
+
+// Start initializes every stage created so far (in creation order), starts
+// their goroutines and raises the StagesInitialized signal. If an Init
+// fails, the stages already initialized are destroyed and the error is
+// returned. Cancelling ctx stops every stage at once, abandoning queued
+// events; use Shutdown for a graceful stop.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.state != stateNew {
+		m.mu.Unlock()
+		if m.state == stateRunning {
+			return ErrStarted
+		}
+		return ErrManagerClosed
+	}
+	m.runCtx, m.cancel = context.WithCancel(ctx)
+	m.state = stateRunning
+	stages := append([]*Stage(nil), m.order...)
+	m.mu.Unlock()
+
+	for i, s := range stages {
+		if err := m.initStage(s); err != nil {
+			m.log.Error("stage init failed", "stage", s.name, "err", err)
+			for _, done := range stages[:i] {
+				if d, ok := done.handler.(Destroyer); ok {
+					_ = d.Destroy()
+				}
+			}
+			m.mu.Lock()
+			m.state = stateStopped
+			m.mu.Unlock()
+			m.cancel()
+			return err
+		}
+	}
+	if m.shared != nil {
+		m.shared.Start(m.runCtx)
+	}
+	for _, s := range stages {
+		m.launch(s)
+	}
+	names := make([]string, len(stages))
+	for i, s := range stages {
+		names[i] = s.name
+	}
+	m.raiseLogged(SignalStagesInitialized, StagesInitialized{Stages: names})
+	m.log.Info("stages started", "count", len(stages))
+	return nil
+}
+
+// DestroyStage stops intake on the named stage (later enqueues get
+// ErrClosed), lets its goroutines handle what is queued, runs the handler's
+// Destroy and removes the stage.
+func (m *Manager) DestroyStage(name string) error {
+	m.mu.Lock()
+	s, ok := m.stages[name]
+	running := m.state == stateRunning || m.state == stateStopping
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNoStage, name)
+	}
+	m.forget(s)
+	s.queue.Close()
+	var err error
+	if running {
+		err = s.runner.Wait(context.Background())
+	}
+	s.stopPredicate()
+	if running {
+		if d, ok := s.handler.(Destroyer); ok {
+			err = errors.Join(err, m.destroyHandler(s, d))
+		}
+	}
+	s.metrics.unregister()
+	m.signals.dropStage(s)
+	m.log.Info("stage destroyed", "stage", name)
+	return err
+}
+
+func (m *Manager) destroyHandler(s *Stage, d Destroyer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("stage %q: destroy: %w", s.name, &PanicError{Value: r})
+		}
+	}()
+	if err := d.Destroy(); err != nil {
+		return fmt.Errorf("stage %q: destroy: %w", s.name, err)
+	}
+	return nil
+}
+
+// Shutdown stops the manager gracefully, like http.Server.Shutdown: it
+// raises ShutdownStarted, refuses events from outside the stages, cancels
+// pending timers, lets the stages drain every queued event (stages may
+// still enqueue on each other), then closes the queues, waits for the
+// goroutines and runs the handlers' Destroy in reverse creation order. If
+// ctx ends first, the events still queued are reported as lost and the
+// stages that did not stop are named in the error.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	switch m.state {
+	case stateNew:
+		m.state = stateStopped
+		m.mu.Unlock()
+		return nil
+	case stateStopping, stateStopped:
+		m.mu.Unlock()
+		return ErrManagerClosed
+	}
+	m.state = stateStopping
+	m.mu.Unlock()
+
+	m.stopping.Store(true)
+	m.raiseLogged(SignalShutdownStarted, ShutdownStarted{})
+	if n := m.timers.stopAll(); n > 0 {
+		m.log.Warn("shutdown cancelled pending timer events", "count", n)
+	}
+	var errs []error
+	if err := m.quiesce(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	stages := m.Stages()
+	for _, s := range stages {
+		s.queue.Close()
+	}
+	var stuck []string
+	for _, s := range stages {
+		if err := s.runner.Wait(ctx); err != nil {
+			stuck = append(stuck, s.name)
+		}
+	}
+	m.cancel() // stops controllers, predicate loops and anything stuck
+	if len(stuck) > 0 {
+		lost := 0
+		for _, s := range stages {
+			lost += len(s.queue.Discard())
+		}
+		errs = append(errs, fmt.Errorf("%w: %s (%d queued events lost): %w", ErrNotStopped, strings.Join(stuck, ", "), lost, ctx.Err()))
+	}
+	if m.shared != nil {
+		m.shared.Stop()
+	}
+	m.bg.Wait()
+	for i := len(stages) - 1; i >= 0; i-- {
+		s := stages[i]
+		s.stopPredicate()
+		if d, ok := s.handler.(Destroyer); ok {
+			if err := m.destroyHandler(s, d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	m.mu.Lock()
+	m.state = stateStopped
+	m.mu.Unlock()
+	m.log.Info("manager stopped")
+	return errors.Join(errs...)
+}
+
+// quiesce waits until no stage has queued or in-flight events and no event
+// moved between two looks, or ctx ends.
+func (m *Manager) quiesce(ctx context.Context) error {
+	wait := 100 * time.Microsecond
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		v1 := m.activity()
+		if m.idle() && m.activity() == v1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stage: shutdown: draining: %w", ctx.Err())
+		case <-timer.C:
+		}
+		wait = min(2*wait, 10*time.Millisecond)
+		timer.Reset(wait)
+	}
+}
+
+func (m *Manager) activity() uint64 {
+	var v uint64
+	for _, s := range m.Stages() {
+		v += s.queue.Stats().Enqueued
+	}
+	return v
+}
+
+func (m *Manager) idle() bool {
+	for _, s := range m.Stages() {
+		if s.inflight.Load() != 0 || s.queue.Pending() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Manager) reportFailure(f Failure) {
+	m.failures.Add(1)
+	var first sink.Event
+	if len(f.Events) > 0 {
+		first = f.Events[0]
+	}
+	m.log.Error("stage handler failed", "stage", f.Stage, "err", f.Err, "batch", len(f.Events),
+		"event", fmt.Sprintf("%.200v", first))
+	if m.opts.OnFailure != nil {
+		m.opts.OnFailure(f)
+	}
+}
+
+// sinkFrom returns the sink of stage to, traced as an edge from stage from.
+func (m *Manager) sinkFrom(from, to string) (sink.Sink, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.stages[to]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q (asked for by stage %q)", ErrNoStage, to, from)
+	}
+	key := [2]string{from, to}
+	c := m.edges[key]
+	if c == nil {
+		c = new(atomic.Uint64)
+		m.edges[key] = c
+	}
+	return &stageSink{st: s, from: from, edge: c}, nil
+}
+
+// Edge is an arc of the stage graph observed at run time.
+type Edge struct {
+	From  string // sending stage; "" for producers outside any stage
+	To    string
+	Count uint64 // events enqueued along the edge
+}
+
+// Edges returns the stage graph as traced from real enqueues: one edge per
+// (sender, receiver) pair that carried events, plus an edge from "" for
+// events that came from outside any stage (timers and signals included).
+func (m *Manager) Edges() []Edge {
+	m.mu.RLock()
+	var out []Edge
+	traced := map[string]uint64{}
+	for k, c := range m.edges {
+		n := c.Load()
+		traced[k[1]] += n
+		if n > 0 {
+			out = append(out, Edge{From: k[0], To: k[1], Count: n})
+		}
+	}
+	stages := append([]*Stage(nil), m.order...)
+	m.mu.RUnlock()
+	for _, s := range stages {
+		if ext := s.queue.Stats().Enqueued; ext > traced[s.name] {
+			out = append(out, Edge{From: "", To: s.name, Count: ext - traced[s.name]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].From != out[j].From {
+			return out[i].From < out[j].From
+		}
+		return out[i].To < out[j].To
+	})
+	return out
+}

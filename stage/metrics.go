@@ -1,0 +1,93 @@
+package stage
+
+import (
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+)
+
+// histogramEvery: service and queueing times go into the histograms for one
+// batch in this many, keeping the hot path to a few atomic adds while the
+// distributions stay representative.
+const histogramEvery = 8
+
+// stageMetrics registers a stage's values in the manager's go-metrics
+// registry under "<stage>.<name>".
+type stageMetrics struct {
+	reg         metrics.Registry
+	prefix      string
+	names       []string
+	serviceTime metrics.Histogram // nanoseconds per batch
+	queueTime   metrics.Histogram // nanoseconds the oldest event of a batch waited
+	batchSize   metrics.Histogram
+}
+
+func newStageMetrics(reg metrics.Registry, s *Stage) *stageMetrics {
+	m := &stageMetrics{reg: reg, prefix: s.name + "."}
+	gauge := func(name string, f func() int64) {
+		m.register(name, metrics.NewFunctionalGauge(f))
+	}
+	gauge("queue.length", func() int64 { return int64(s.queue.Len()) })
+	gauge("enqueued", func() int64 { return int64(s.queue.Stats().Enqueued) })
+	gauge("rejected.full", func() int64 { return int64(s.queue.Stats().RejectedFull) })
+	gauge("rejected.predicate", func() int64 { return int64(s.queue.Stats().RejectedPredicate) })
+	gauge("rejected.closed", func() int64 { return int64(s.queue.Stats().RejectedClosed) })
+	gauge("dropped", func() int64 { return int64(s.queue.Stats().Dropped) })
+	gauge("handled", func() int64 { return int64(s.events.Load()) })
+	gauge("batches", func() int64 { return int64(s.batches.Load()) })
+	gauge("failures", func() int64 { return int64(s.failures.Load()) })
+	gauge("pool.size", func() int64 {
+		if s.runner == nil {
+			return 0
+		}
+		return int64(s.runner.Size())
+	})
+	gauge("batching.factor", func() int64 { return int64(s.batchSize.Load()) })
+	if p := s.pool; p != nil && p.Config().Controller.Enabled {
+		c := p.Controller()
+		m.register("pool.throughput", metrics.NewFunctionalGaugeFloat64(c.Throughput))
+		gauge("pool.best.size", func() int64 { size, _ := c.Best(); return int64(size) })
+		m.register("pool.best.throughput", metrics.NewFunctionalGaugeFloat64(func() float64 { _, t := c.Best(); return t }))
+	}
+	if b := s.batcher; b != nil {
+		m.register("batching.best", metrics.NewFunctionalGaugeFloat64(b.ctrl.Best))
+		m.register("batching.throughput", metrics.NewFunctionalGaugeFloat64(b.ctrl.Throughput))
+	}
+	m.serviceTime = metrics.NewHistogram(metrics.NewExpDecaySample(1028, 0.015))
+	m.queueTime = metrics.NewHistogram(metrics.NewExpDecaySample(1028, 0.015))
+	m.batchSize = metrics.NewHistogram(metrics.NewExpDecaySample(1028, 0.015))
+	m.register("service.ns", m.serviceTime)
+	m.register("queue.wait.ns", m.queueTime)
+	m.register("batch.size", m.batchSize)
+	return m
+}
+
+func (m *stageMetrics) register(name string, v any) {
+	full := m.prefix + name
+	m.reg.Unregister(full)
+	if err := m.reg.Register(full, v); err == nil {
+		m.names = append(m.names, full)
+	}
+}
+
+// Register adds a handler's own value under "<stage>.<name>" (Sandstorm's
+// ProfilableIF): f is sampled by the profiler.
+func (m *stageMetrics) Register(name string, f func() float64) {
+	m.register(name, metrics.NewFunctionalGaugeFloat64(f))
+}
+
+func (m *stageMetrics) observe(batch uint64, n int, queued, service time.Duration) {
+	if batch%histogramEvery != 1 {
+		return
+	}
+	m.serviceTime.Update(int64(service))
+	m.queueTime.Update(int64(queued))
+	m.batchSize.Update(int64(n))
+}
+
+func (m *stageMetrics) unregister() {
+	for _, n := range m.names {
+		m.reg.Unregister(n)
+	}
+	m.names = nil
+}

@@ -1,0 +1,308 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/threadpool"
+)
+
+// ErrHandlerPanic is wrapped by the error recorded when a handler panics.
+var ErrHandlerPanic = errors.New("stage: handler panicked")
+
+// PanicError carries a recovered panic. It wraps ErrHandlerPanic.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("stage: handler panicked: %v", e.Value) }
+
+// Unwrap returns ErrHandlerPanic.
+func (e *PanicError) Unwrap() error { return ErrHandlerPanic }
+
+// Failure describes one failed batch: the handler returned an error or
+// panicked while handling Events.
+type Failure struct {
+	Stage  string
+	Err    error
+	Events []sink.Event // a copy of the batch that failed
+	Time   time.Time
+}
+
+// Stats are a stage's cumulative counters.
+type Stats struct {
+	sink.Stats
+	Batches     uint64        // batches handled
+	Events      uint64        // events handled
+	Failures    uint64        // batches that failed
+	ServiceTime time.Duration // total time inside the handler
+	PoolSize    int           // goroutines serving the stage
+	BatchSize   int           // current batching factor
+	QueueLen    int
+}
+
+// Stage is a running stage: a handler, its admission-controlled queue and
+// the goroutines that serve it.
+type Stage struct {
+	name    string
+	mgr     *Manager
+	cfg     StageConfig
+	queue   *sink.Queue
+	handler Handler
+	single  bool
+	ctx     *Context
+
+	external *stageSink
+	runner   threadpool.Runner
+	pool     *threadpool.Pool // nil on the shared pool
+
+	batchSize atomic.Int32
+	batcher   *batcher
+
+	inflight    atomic.Int64
+	batches     atomic.Uint64
+	events      atomic.Uint64
+	failures    atomic.Uint64
+	serviceNano atomic.Int64
+	metrics     *stageMetrics
+
+	predMu     sync.Mutex
+	predCancel context.CancelFunc
+	predWG     sync.WaitGroup
+
+	destroyOnce sync.Once
+}
+
+// Name returns the stage's name.
+func (s *Stage) Name() string { return s.name }
+
+// Sink returns the stage's event sink for producers outside any stage.
+// Handlers should use Context.Sink instead, which records the edge between
+// the two stages for the profiler and keeps working while the manager drains
+// at shutdown.
+func (s *Stage) Sink() sink.Sink { return s.external }
+
+// Handler returns the stage's handler.
+func (s *Stage) Handler() Handler { return s.handler }
+
+// Config returns the stage's configuration (defaults applied).
+func (s *Stage) Config() StageConfig { return s.cfg }
+
+// Manager returns the manager the stage belongs to.
+func (s *Stage) Manager() *Manager { return s.mgr }
+
+// Stats returns the stage's counters.
+func (s *Stage) Stats() Stats {
+	st := Stats{
+		Stats:       s.queue.Stats(),
+		Batches:     s.batches.Load(),
+		Events:      s.events.Load(),
+		Failures:    s.failures.Load(),
+		ServiceTime: time.Duration(s.serviceNano.Load()),
+		BatchSize:   int(s.batchSize.Load()),
+		QueueLen:    s.queue.Len(),
+	}
+	if s.runner != nil {
+		st.PoolSize = s.runner.Size()
+	}
+	return st
+}
+
+// Pool returns the stage's dedicated thread pool, or nil when it runs on the
+// shared pool.
+func (s *Stage) Pool() *threadpool.Pool { return s.pool }
+
+// runtimeView is what thread managers see of a stage.
+type runtimeView struct{ s *Stage }
+
+func (v runtimeView) Name() string            { return v.s.name }
+func (v runtimeView) Queue() *sink.Queue      { return v.s.queue }
+func (v runtimeView) BatchSize() int          { return int(v.s.batchSize.Load()) }
+func (v runtimeView) InFlight() *atomic.Int64 { return &v.s.inflight }
+func (v runtimeView) RunBatch(events []sink.Event, stamps []int64) {
+	v.s.runBatch(events, stamps)
+}
+
+// runBatch calls the handler, measures, feeds completions back to the
+// predicate and reports failures.
+func (s *Stage) runBatch(events []sink.Event, stamps []int64) {
+	start := sink.Nanotime()
+	err := s.invoke(events)
+	end := sink.Nanotime()
+	service := end - start
+	n := uint64(len(events))
+	b := s.batches.Add(1)
+	s.events.Add(n)
+	s.serviceNano.Add(service)
+	if p := s.queue.Predicate(); p != nil {
+		if c, ok := p.(sink.Completer); ok {
+			for i, e := range events {
+				c.Done(e, time.Duration(start-stamps[i]), time.Duration(service))
+			}
+		}
+	}
+	if s.metrics != nil {
+		s.metrics.observe(b, len(events), time.Duration(start-stamps[0]), time.Duration(service))
+	}
+	if err != nil {
+		s.failures.Add(1)
+		s.mgr.reportFailure(Failure{
+			Stage:  s.name,
+			Err:    err,
+			Events: append([]sink.Event(nil), events...),
+			Time:   time.Now(),
+		})
+	}
+}
+
+func (s *Stage) invoke(events []sink.Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return s.handler.HandleEvents(events)
+}
+
+// startPredicate runs the predicate's background loop, if it has one.
+func (s *Stage) startPredicate(ctx context.Context, p sink.Predicate) {
+	s.predMu.Lock()
+	defer s.predMu.Unlock()
+	if s.predCancel != nil {
+		s.predCancel()
+		s.predCancel = nil
+	}
+	r, ok := p.(interface{ Run(ctx context.Context) })
+	if !ok || ctx == nil {
+		return
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	s.predCancel = cancel
+	s.predWG.Add(1)
+	go func() {
+		defer s.predWG.Done()
+		r.Run(pctx)
+	}()
+}
+
+func (s *Stage) stopPredicate() {
+	s.predMu.Lock()
+	if s.predCancel != nil {
+		s.predCancel()
+		s.predCancel = nil
+	}
+	s.predMu.Unlock()
+	s.predWG.Wait()
+}
+
+// stageSink is the Sink handed out for a stage: it records the edge from
+// the enqueuing stage (nil: outside any stage) and refuses outside producers
+// once the manager has begun to shut down.
+type stageSink struct {
+	st   *Stage
+	from string
+	edge *atomic.Uint64 // nil for the external sink
+}
+
+var (
+	_ sink.Sink          = (*stageSink)(nil)
+	_ sink.SpaceNotifier = (*stageSink)(nil)
+)
+
+func (k *stageSink) refuse() error {
+	if k.edge == nil && k.st.mgr.stopping.Load() {
+		return &sink.ClosedError{Sink: k.st.name}
+	}
+	return nil
+}
+
+func (k *stageSink) count(n int) {
+	if k.edge != nil {
+		k.edge.Add(uint64(n))
+	}
+}
+
+func (k *stageSink) Enqueue(e sink.Event) error {
+	if err := k.refuse(); err != nil {
+		return err
+	}
+	if err := k.st.queue.Enqueue(e); err != nil {
+		return err
+	}
+	k.count(1)
+	return nil
+}
+
+func (k *stageSink) EnqueueMany(es []sink.Event) error {
+	if err := k.refuse(); err != nil {
+		return err
+	}
+	if err := k.st.queue.EnqueueMany(es); err != nil {
+		return err
+	}
+	k.count(len(es))
+	return nil
+}
+
+func (k *stageSink) EnqueueLossy(e sink.Event) bool {
+	if k.refuse() != nil {
+		return false
+	}
+	if !k.st.queue.EnqueueLossy(e) {
+		return false
+	}
+	k.count(1)
+	return true
+}
+
+func (k *stageSink) Prepare(es []sink.Event) (sink.Txn, error) {
+	if err := k.refuse(); err != nil {
+		return nil, err
+	}
+	t, err := k.st.queue.Prepare(es)
+	if err != nil {
+		return nil, err
+	}
+	return &countedTxn{Txn: t, k: k, n: len(es)}, nil
+}
+
+type countedTxn struct {
+	sink.Txn
+	k    *stageSink
+	n    int
+	once sync.Once
+}
+
+func (t *countedTxn) Commit() {
+	t.once.Do(func() {
+		t.Txn.Commit()
+		t.k.count(t.n)
+	})
+}
+
+func (t *countedTxn) Abort() {
+	t.once.Do(t.Txn.Abort)
+}
+
+func (k *stageSink) Len() int                               { return k.st.queue.Len() }
+func (k *stageSink) Predicate() sink.Predicate              { return k.st.queue.Predicate() }
+func (k *stageSink) SpaceSignal() (<-chan struct{}, func()) { return k.st.queue.SpaceSignal() }
+
+// SetPredicate replaces the stage's admission predicate while traffic
+// flows; a predicate with a Run method gets its background loop started.
+func (k *stageSink) SetPredicate(p sink.Predicate) {
+	k.st.queue.SetPredicate(p)
+	if ctx := k.st.mgr.runContext(); ctx != nil {
+		k.st.startPredicate(ctx, p)
+	}
+}
+
+// String names the sink for logs.
+func (k *stageSink) String() string { return "stage " + k.st.name }
