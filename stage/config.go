@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -146,7 +147,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	fail := func(err error) (*Config, error) { return nil, &ConfigError{File: file, Err: err} }
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fail(err)
+		return fail(errors.New(strings.TrimPrefix(err.Error(), "yaml: ")))
 	}
 	cfg := &Config{File: file}
 	if doc.Kind == 0 || len(doc.Content) == 0 {

@@ -1,0 +1,157 @@
+package stage_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+type echoArgs struct {
+	Greeting string `yaml:"greeting"`
+}
+
+type echoHandler struct {
+	args echoArgs
+	out  chan string
+}
+
+func (h *echoHandler) Init(c *stage.Context) error { return c.DecodeArgs(&h.args) }
+func (h *echoHandler) HandleEvents(batch []sink.Event) error {
+	for _, e := range batch {
+		if h.out != nil {
+			h.out <- h.args.Greeting + " " + e.(string)
+		}
+	}
+	return nil
+}
+
+func testRegistry(out chan string) *stage.Registry {
+	r := stage.NewRegistry()
+	r.Register("test.Echo", func() stage.Handler { return &echoHandler{out: out} })
+	r.Register("test.Count", func() stage.Handler { return &lifecycle{} })
+	return r
+}
+
+// TestConfigGolden loads every testdata/config/*.yaml: valid_* must load and
+// start, bad_* must fail with the error recorded in the golden file.
+func TestConfigGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/config/*.yaml")
+	sort.Strings(files)
+	var got []string
+	for _, f := range files {
+		base := filepath.Base(f)
+		m, err := stage.Load(f, testRegistry(nil))
+		if err == nil && !strings.HasPrefix(base, "valid") {
+			// args are decoded by the handler's Init, at Start
+			err = m.Start(context.Background())
+			_ = m.Shutdown(context.Background())
+		}
+		if strings.HasPrefix(base, "valid") {
+			if err != nil {
+				t.Errorf("%s: %v", base, err)
+				continue
+			}
+			if err := m.Start(context.Background()); err != nil {
+				t.Errorf("%s: start: %v", base, err)
+			}
+			_ = m.Shutdown(context.Background())
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: loaded, want an error", base)
+			continue
+		}
+		if !errors.Is(err, stage.ErrInvalidConfig) {
+			t.Errorf("%s: error %v does not wrap ErrInvalidConfig", base, err)
+		}
+		got = append(got, base+": "+err.Error())
+	}
+	golden := "testdata/config_errors.golden"
+	text := strings.Join(got, "\n") + "\n"
+	if *update {
+		if err := os.WriteFile(golden, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text != string(want) {
+		t.Errorf("errors differ from %s (run with -update to accept):\n--- got\n%s--- want\n%s", golden, text, want)
+	}
+}
+
+func TestConfigDefaultsAndOverrides(t *testing.T) {
+	cfg, err := stage.LoadConfig("testdata/config/valid_full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Stages) != 2 || cfg.Stages[0].Name != "Echo" || cfg.Stages[1].Name != "Sink" {
+		t.Fatalf("stages %+v", cfg.Stages)
+	}
+	echo, snk := cfg.Stages[0].Config, cfg.Stages[1].Config
+	// per-stage values override global, the rest is inherited
+	if echo.ThreadPool.Max != 4 || echo.ThreadPool.Min != 1 || !echo.ThreadPool.Controller.Enabled ||
+		echo.ThreadPool.Controller.Idle != 5*time.Second || echo.Batching.Max != 64 || echo.Queue.Threshold != 1000 {
+		t.Fatalf("Echo config %+v", echo)
+	}
+	if snk.ThreadPool.Max != 20 || snk.Batching.Max != 1000 || snk.Queue.Threshold != -1 {
+		t.Fatalf("Sink config %+v", snk)
+	}
+	if cfg.Global.Shutdown != 5*time.Second {
+		t.Fatalf("global %+v", cfg.Global)
+	}
+}
+
+func TestConfigArgsReachHandler(t *testing.T) {
+	out := make(chan string, 1)
+	m, err := stage.Load("testdata/config/valid_full.yaml", testRegistry(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, m)
+	echo, ok := m.Stage("Echo")
+	if !ok {
+		t.Fatal("no Echo stage")
+	}
+	if err := echo.Sink().Enqueue("world"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-out; got != "hello world" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	files, _ := filepath.Glob("testdata/config/*.yaml")
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := stage.ParseConfig(data, "fuzz.yaml")
+		if err != nil {
+			if !errors.Is(err, stage.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
+				t.Fatalf("error %q is not a located config error", err)
+			}
+			return
+		}
+		for _, s := range cfg.Stages {
+			if s.Config.Handler == "" || s.Config.ThreadPool.Max < 0 || s.Config.ThreadPool.Min < 0 {
+				t.Fatalf("invalid stage accepted: %+v", s)
+			}
+		}
+	})
+}
