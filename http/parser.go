@@ -386,15 +386,15 @@ func (p *Parser) splitRequestLine(line []byte) *Error {
 	if !isToken(method) {
 		return newError(ErrMalformed, "method %s", quote(method))
 	}
+	if len(target) == 0 {
+		return newError(ErrTarget, "empty request target")
+	}
 	if len(version) != len("HTTP/1.1") || string(version[:5]) != "HTTP/" ||
 		!isDigit(version[5]) || version[6] != '.' || !isDigit(version[7]) {
 		return newError(ErrMalformed, "version %s", quote(version))
 	}
 	if version[5] != '1' {
 		return newError(ErrVersion, "%s", version)
-	}
-	if len(target) == 0 {
-		return newError(ErrTarget, "empty request target")
 	}
 	for _, c := range target {
 		if c < ' ' || c == 0x7f {
@@ -421,6 +421,9 @@ func (p *Parser) endOfHead(raw []byte) (n int, more, done bool, err *Error) {
 	r.Minor = int(h[p.targetEnd+8] - '0')
 	if r.Header, err = parseFields(r.Header, h[p.hdrStart:]); err != nil {
 		return 0, false, false, err
+	}
+	if len(r.Header) == 0 {
+		r.Header = nil
 	}
 	if err := p.checkFields(r); err != nil {
 		return 0, false, false, err
