@@ -1,0 +1,147 @@
+package enqueuepred
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// tickShift sets the bucket's time resolution: 1 tick = 1/16 ns, so rates up
+// to 16e9/s are representable and the rounding error of a rate is below one
+// part in 10^4 up to 1e6/s. int64 ticks last 18 years from the bucket's
+// creation.
+const tickShift = 4
+
+// bucket is a lock-free token bucket implemented as a generic cell rate
+// algorithm: instead of a token count it keeps the theoretical arrival time
+// (tat) of the next conforming event. Holding d tokens at time t is
+// tat <= t - (d-1)*interval. One compare-and-swap per decision.
+type bucket struct {
+	tat    atomic.Int64
+	params atomic.Pointer[bucketParams]
+	origin time.Time
+	now    func() time.Time
+}
+
+type bucketParams struct {
+	rate     float64 // tokens per second as configured (after scaling)
+	depth    float64
+	interval int64 // ticks per token; 0 with open: unlimited
+	tau      int64 // (depth-1) * interval: how far tat may run ahead of now
+	open     bool  // unlimited rate: accept everything
+	closed   bool  // zero rate: reject everything
+}
+
+func newBucket(rate, depth float64, now func() time.Time) *bucket {
+	b := &bucket{now: nowFunc(now)}
+	b.origin = b.now()
+	b.set(rate, depth)
+	return b
+}
+
+// set installs a new rate and depth. The bucket keeps its debt or credit.
+func (b *bucket) set(rate, depth float64) {
+	p := &bucketParams{rate: rate, depth: depth}
+	if depth < 1 {
+		depth = 1
+	}
+	switch {
+	case math.IsNaN(rate) || rate <= 0:
+		p.closed = true
+	case math.IsInf(rate, 1) || rate >= float64(time.Second<<tickShift):
+		p.open = true
+	default:
+		p.interval = int64(float64(time.Second<<tickShift)/rate + 0.5)
+		if p.interval < 1 {
+			p.interval = 1
+		}
+		tau := (depth - 1) * float64(p.interval)
+		if tau > float64(math.MaxInt64/4) {
+			tau = float64(math.MaxInt64 / 4)
+		}
+		p.tau = int64(tau)
+	}
+	b.params.Store(p)
+}
+
+func (b *bucket) ticks() int64 {
+	return int64(b.now().Sub(b.origin)) << tickShift
+}
+
+// take removes n tokens if the bucket holds them.
+func (b *bucket) take(n int64) bool {
+	p := b.params.Load()
+	if p.open {
+		return true
+	}
+	if p.closed {
+		return false
+	}
+	return b.takeAt(p, b.ticks(), n)
+}
+
+// takeAt is take at a given time (ticks since origin).
+func (b *bucket) takeAt(p *bucketParams, now, n int64) bool {
+	if p.open {
+		return true
+	}
+	if p.closed {
+		return false
+	}
+	limit := now + p.tau + p.interval
+	for {
+		tat := b.tat.Load()
+		next := max(tat, now) + n*p.interval
+		if next > limit {
+			return false
+		}
+		if b.tat.CompareAndSwap(tat, next) {
+			return true
+		}
+	}
+}
+
+// force removes n tokens unconditionally, going into debt if needed.
+func (b *bucket) force(n int64) {
+	p := b.params.Load()
+	if p.open || p.closed {
+		return
+	}
+	now := b.ticks()
+	for {
+		tat := b.tat.Load()
+		if b.tat.CompareAndSwap(tat, max(tat, now)+n*p.interval) {
+			return
+		}
+	}
+}
+
+// refund gives n tokens back (an admitted event was not kept).
+func (b *bucket) refund(n int64) {
+	p := b.params.Load()
+	if p.open || p.closed {
+		return
+	}
+	b.tat.Add(-n * p.interval)
+}
+
+// tokens returns the tokens available now (negative: debt).
+func (b *bucket) tokens() float64 {
+	p := b.params.Load()
+	if p.open {
+		return math.Inf(1)
+	}
+	if p.closed {
+		return 0
+	}
+	now := b.ticks()
+	tat := b.tat.Load()
+	d := max(p.depth, 1)
+	if tat <= now {
+		return d
+	}
+	return d - float64(tat-now)/float64(p.interval)
+}
+
+func (b *bucket) rate() float64  { return b.params.Load().rate }
+func (b *bucket) depth() float64 { return b.params.Load().depth }

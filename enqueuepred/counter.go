@@ -1,0 +1,153 @@
+package enqueuepred
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Counter admits at most limit events in service at once (JOBS §7.2.1, a
+// credit system). An admitted event holds a credit until the runtime reports
+// its completion through sink.Done (also when the handler failed) or the
+// queue cancels it (sink.Cancel).
+//
+// The runtime must report every admitted event exactly once: a Done for an
+// event this counter did not admit (say, after the stage's predicate was
+// replaced) returns a credit it never gave, so a Counter never goes below
+// zero but may briefly admit more than limit.
+type Counter struct {
+	counts
+	inflight  atomic.Int64
+	effective atomic.Int64
+
+	mu      sync.Mutex // serializes setters
+	nominal int
+	scale   float64
+}
+
+var (
+	_ sink.Completer = (*Counter)(nil)
+	_ sink.Canceler  = (*Counter)(nil)
+	_ Scalable       = (*Counter)(nil)
+	_ Charger        = (*Counter)(nil)
+)
+
+// NewCounter returns a counter allowing limit events in service.
+func NewCounter(limit int) *Counter {
+	c := &Counter{nominal: limit, scale: 1}
+	c.effective.Store(int64(limit))
+	return c
+}
+
+// Name implements sink.Namer.
+func (c *Counter) Name() string { return "counter" }
+
+// Accept implements sink.Predicate.
+func (c *Counter) Accept(e sink.Event) bool {
+	limit := c.effective.Load()
+	for {
+		n := c.inflight.Load()
+		if n >= limit {
+			if IsNonRejectable(e) {
+				c.Charge(e)
+				return true
+			}
+			return c.no()
+		}
+		if c.inflight.CompareAndSwap(n, n+1) {
+			return c.yes()
+		}
+	}
+}
+
+// AcceptMany implements sink.BatchPredicate.
+func (c *Counter) AcceptMany(es []sink.Event) bool {
+	k := int64(len(es))
+	limit := c.effective.Load()
+	for {
+		n := c.inflight.Load()
+		if n+k > limit {
+			for _, e := range es {
+				if !IsNonRejectable(e) {
+					c.rejected.Add(uint64(k))
+					return false
+				}
+			}
+			c.inflight.Add(k)
+			c.accepted.Add(uint64(k))
+			return true
+		}
+		if c.inflight.CompareAndSwap(n, n+k) {
+			c.accepted.Add(uint64(k))
+			return true
+		}
+	}
+}
+
+// Charge implements Charger: it takes a credit even beyond the limit.
+func (c *Counter) Charge(sink.Event) {
+	c.inflight.Add(1)
+	c.accepted.Add(1)
+}
+
+// Done implements sink.Completer: the credit comes back.
+func (c *Counter) Done(e sink.Event, _, _ time.Duration) { c.release() }
+
+// Cancel implements sink.Canceler: the credit comes back.
+func (c *Counter) Cancel(sink.Event) { c.release() }
+
+func (c *Counter) release() {
+	for {
+		n := c.inflight.Load()
+		if n <= 0 {
+			return
+		}
+		if c.inflight.CompareAndSwap(n, n-1) {
+			return
+		}
+	}
+}
+
+// InFlight returns the number of credits held.
+func (c *Counter) InFlight() int { return int(c.inflight.Load()) }
+
+// SetLimit changes the nominal limit while traffic flows. Events already in
+// service keep their credits.
+func (c *Counter) SetLimit(limit int) {
+	c.mu.Lock()
+	c.nominal = limit
+	c.applyLocked()
+	c.mu.Unlock()
+}
+
+// Limit returns the nominal limit.
+func (c *Counter) Limit() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nominal
+}
+
+// EffectiveLimit returns the limit in force.
+func (c *Counter) EffectiveLimit() int { return int(c.effective.Load()) }
+
+// Scale implements Scalable.
+func (c *Counter) Scale(f float64) {
+	c.mu.Lock()
+	c.scale = clamp01(f)
+	c.applyLocked()
+	c.mu.Unlock()
+}
+
+func (c *Counter) applyLocked() {
+	c.effective.Store(int64(math.Floor(float64(c.nominal) * c.scale)))
+}
+
+// Inspect implements Inspector.
+func (c *Counter) Inspect(report func(string, float64)) {
+	report("limit", float64(c.effective.Load()))
+	report("inflight", float64(c.inflight.Load()))
+	c.inspect(report)
+}

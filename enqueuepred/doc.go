@@ -1,0 +1,58 @@
+// Package enqueuepred holds admission-control policies for SEDA stages:
+// sink.Predicate implementations that decide, on every enqueue attempt,
+// whether a stage accepts an event.
+//
+// Static policies:
+//
+//   - Threshold: reject while the guarded queue holds limit events or more.
+//   - Rate: token bucket of any rate (no 1 ms tick cap) and burst depth,
+//     lock-free, about one compare-and-swap per decision.
+//   - RED: random early detection, dropping with a probability that grows
+//     with the averaged queue length.
+//   - Counter (JOBS §7.2.1): at most limit events in service at once; the
+//     runtime returns the credit through sink.Done, also on failure.
+//   - GroupRate (JOBS §7.2.3): one token bucket shared by every stage whose
+//     predicate names the same group (see Shared).
+//
+// Adaptive policies:
+//
+//   - ResponseTime: the 90th-percentile response-time controller of the SEDA
+//     thesis §7.2.1 driving a token bucket. ModeThesis is the paper's
+//     additive-increase/multiplicative-decrease algorithm with its Fig. 50
+//     parameters; ModeFast (the default) starts from and tracks the measured
+//     completion rate and increases multiplicatively while far under target,
+//     so a load spike reaches the stage's capacity in well under a second
+//     instead of minutes. P90, Enable and Disable are the service-degradation
+//     API of §7.2.2.
+//   - Multiclass (§7.2.3): one controller and bucket per class; when a class
+//     misses its target, lower classes are cut first.
+//   - Sojourn: CoDel-style; rejects while the minimum queueing delay over the
+//     last interval stayed above a target (the queue has not drained).
+//   - Modified (JOBS §7.2.4): samplers (CPU, heap, goroutines, another
+//     stage's queue length or response time) turn readings into an overload
+//     degree through value or duration templates, and the degree scales down
+//     a regulator's limit (Rate, Counter, Threshold, GroupRate).
+//
+// Principals and composition:
+//
+//   - Events may carry a Principal (Whirlwind §III.C) through Principaled, or
+//     just a class through Classed. Session admits or rejects all requests of a
+//     session together; Priority gives principals of higher priority a larger
+//     share of the queue.
+//   - Events reporting NonRejectable() == true (JOBS §6.4, e.g. a session
+//     teardown) bypass admission in every predicate here; they are still
+//     charged to counters and buckets so that accounting stays exact.
+//   - All and Any compose predicates. Composites forward Bind, Done, Cancel
+//     and Charge to their children.
+//
+// Every predicate counts its decisions and implements Inspector so that a
+// profiler can read its state (rate, tokens, p90, accepted, rejected, ...).
+// Parameters can be changed while traffic flows (SetRate, SetLimit,
+// SetTarget, ...); replacing a stage's predicate is sink.Sink.SetPredicate.
+//
+// Time always comes from a Now function in the policy's config (nil means
+// time.Now), so controllers are tested on a fake clock. No policy here starts
+// a goroutine: time-driven updates happen lazily inside Accept and Done.
+//
+// FromYAML builds any policy from a stage's `predicate:` configuration block.
+package enqueuepred

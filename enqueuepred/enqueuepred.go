@@ -1,0 +1,203 @@
+package enqueuepred
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Classed is implemented by events that belong to a service class. Higher
+// classes are more important (thesis §7.2.3: lower classes are cut first).
+type Classed interface {
+	Class() int
+}
+
+// Principal is the entity on whose behalf an event is processed (Whirlwind
+// §III.C): a session, a connection or a user. It is shared by all the events
+// of that entity, across stages, so that admission control and scheduling
+// treat them consistently.
+type Principal struct {
+	ID       string  // session or user identity; "" means anonymous
+	Class    int     // service class; higher is more important
+	Priority int     // scheduling / admission priority; higher is more important
+	Cost     float64 // estimated relative cost of its requests (0: unknown)
+}
+
+// Principaled is implemented by events that carry a principal.
+type Principaled interface {
+	Principal() Principal
+}
+
+// NonRejectable is implemented by events that must never be refused, such
+// as a session teardown or an emergency call (JOBS §6.4). Every predicate in
+// this package admits an event whose NonRejectable method returns true, and
+// charges it to its counters and buckets.
+type NonRejectable interface {
+	NonRejectable() bool
+}
+
+// Inspector reports a predicate's state as name/value pairs for the
+// profiler. Durations are reported in seconds; an unlimited value (rate,
+// tokens) is reported as -1.
+type Inspector interface {
+	Inspect(report func(name string, value float64))
+}
+
+// Charger is implemented by predicates that hold per-event resources
+// (credits, tokens). Charge accounts for e as admitted without deciding: it
+// is used for non-rejectable events and by composites, so that the later
+// sink.Done or sink.Cancel for e balances.
+type Charger interface {
+	Charge(e sink.Event)
+}
+
+// Composite is implemented by predicates built from other predicates.
+type Composite interface {
+	Children() []sink.Predicate
+}
+
+// Scalable is implemented by regulators whose limit (rate, count, queue
+// length) can be scaled down by an overload degree; see Modified. f is in
+// [0, 1]; 1 restores the nominal limit.
+type Scalable interface {
+	sink.Predicate
+	Scale(f float64)
+}
+
+// ClassOf returns e's class: Classed, else its principal's class, else 0.
+func ClassOf(e sink.Event) int {
+	switch v := e.(type) {
+	case Classed:
+		return v.Class()
+	case Principaled:
+		return v.Principal().Class
+	}
+	return 0
+}
+
+// PrincipalOf returns e's principal, if it carries one.
+func PrincipalOf(e sink.Event) (Principal, bool) {
+	if v, ok := e.(Principaled); ok {
+		return v.Principal(), true
+	}
+	return Principal{}, false
+}
+
+// PriorityOf returns e's principal's priority, or 0.
+func PriorityOf(e sink.Event) int {
+	if v, ok := e.(Principaled); ok {
+		return v.Principal().Priority
+	}
+	return 0
+}
+
+// IsNonRejectable reports whether e must bypass admission control.
+func IsNonRejectable(e sink.Event) bool {
+	v, ok := e.(NonRejectable)
+	return ok && v.NonRejectable()
+}
+
+// Charge charges e to p if p implements Charger.
+func Charge(p sink.Predicate, e sink.Event) {
+	if c, ok := p.(Charger); ok {
+		c.Charge(e)
+	}
+}
+
+// Walk calls fn for p and, depth first, every predicate it is built from.
+func Walk(p sink.Predicate, fn func(sink.Predicate)) {
+	if p == nil {
+		return
+	}
+	fn(p)
+	if c, ok := p.(Composite); ok {
+		for _, child := range c.Children() {
+			Walk(child, fn)
+		}
+	}
+}
+
+// Inspect reports p's state through report if p implements Inspector, and
+// reports whether it did.
+func Inspect(p sink.Predicate, report func(name string, value float64)) bool {
+	if in, ok := p.(Inspector); ok {
+		in.Inspect(report)
+		return true
+	}
+	return false
+}
+
+// counts tallies a predicate's decisions.
+type counts struct {
+	accepted atomic.Uint64
+	rejected atomic.Uint64
+}
+
+func (c *counts) yes() bool { c.accepted.Add(1); return true }
+func (c *counts) no() bool  { c.rejected.Add(1); return false }
+
+// Accepted returns how many events the predicate admitted (charged
+// non-rejectable events included).
+func (c *counts) Accepted() uint64 { return c.accepted.Load() }
+
+// Rejected returns how many events the predicate refused.
+func (c *counts) Rejected() uint64 { return c.rejected.Load() }
+
+func (c *counts) inspect(report func(string, float64)) {
+	report("accepted", float64(c.accepted.Load()))
+	report("rejected", float64(c.rejected.Load()))
+}
+
+func nowFunc(f func() time.Time) func() time.Time {
+	if f == nil {
+		return time.Now
+	}
+	return f
+}
+
+// prefixed returns a report function that prefixes names.
+func prefixed(prefix string, report func(string, float64)) func(string, float64) {
+	return func(name string, v float64) { report(prefix+name, v) }
+}
+
+func childPrefix(i int, p sink.Predicate) string {
+	return fmt.Sprintf("%d.%s.", i, sink.PredicateName(p))
+}
+
+// boundSink holds the sink a length-based predicate guards.
+type boundSink struct {
+	s atomic.Pointer[sinkBox]
+}
+
+type sinkBox struct{ s sink.Sink }
+
+// Bind records s; sink.Queue.SetPredicate calls it.
+func (b *boundSink) Bind(s sink.Sink) {
+	if s == nil {
+		b.s.Store(nil)
+		return
+	}
+	b.s.Store(&sinkBox{s})
+}
+
+// len returns the bound sink's length, or -1 if unbound.
+func (b *boundSink) len() int {
+	if x := b.s.Load(); x != nil {
+		return x.s.Len()
+	}
+	return -1
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// finite maps +Inf (unlimited) to -1 for Inspect, whose consumers (JSON,
+// Prometheus text) want finite numbers.
+func finite(v float64) float64 {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return -1
+	}
+	return v
+}

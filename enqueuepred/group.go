@@ -1,0 +1,76 @@
+package enqueuepred
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// ErrGroupConflict is returned when a group rate is declared twice with
+// different parameters.
+var ErrGroupConflict = errors.New("enqueuepred: group rate declared with conflicting parameters")
+
+// GroupRate is a token bucket shared by every stage that names the same
+// group (JOBS §7.2.3): the total rate admitted into all of them stays under
+// the group's rate. Combine it with a stage's own Rate in All to get JOBS's
+// "least of the group and the specific regulator".
+type GroupRate struct {
+	*Rate
+	group string
+}
+
+// Name implements sink.Namer.
+func (g *GroupRate) Name() string { return "group:" + g.group }
+
+// Group returns the group's name.
+func (g *GroupRate) Group() string { return g.group }
+
+// Shared holds state shared by the predicates of one stage manager, such as
+// named group rates. The zero value is not usable: call NewShared.
+type Shared struct {
+	mu     sync.Mutex
+	groups map[string]*GroupRate
+	cfgs   map[string]RateConfig
+}
+
+// NewShared returns empty shared state.
+func NewShared() *Shared {
+	return &Shared{groups: map[string]*GroupRate{}, cfgs: map[string]RateConfig{}}
+}
+
+// Group returns the group rate called name, creating it with c on first
+// use. A later call may repeat the same Rate and Depth or leave them zero;
+// other values are an error wrapping ErrGroupConflict (change a group's rate
+// with SetRate instead).
+func (s *Shared) Group(name string, c RateConfig) (*GroupRate, error) {
+	if name == "" {
+		return nil, errors.New("enqueuepred: group rate needs a name")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.groups[name]; ok {
+		old := s.cfgs[name]
+		if (c.Rate != 0 && c.Rate != old.Rate) || (c.Depth != 0 && c.Depth != old.Depth) {
+			return nil, fmt.Errorf("%w: group %q has rate %v depth %d, not rate %v depth %d",
+				ErrGroupConflict, name, old.Rate, old.Depth, c.Rate, c.Depth)
+		}
+		return g, nil
+	}
+	g := &GroupRate{Rate: NewRate(c), group: name}
+	s.groups[name] = g
+	s.cfgs[name] = c
+	return g, nil
+}
+
+// Groups returns the names of the groups declared so far.
+func (s *Shared) Groups() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.groups))
+	for name := range s.groups {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}

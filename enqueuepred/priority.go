@@ -1,0 +1,91 @@
+package enqueuepred
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Priority gives events of higher-priority principals a larger share of the
+// queue it guards: an event of priority p is admitted while the queue holds
+// fewer than Limits[p] events. An unlisted priority uses the limit of the
+// highest listed priority below it, or of the lowest listed one. Events
+// without a principal have priority 0. Unbound, it accepts everything.
+type Priority struct {
+	boundSink
+	counts
+	levels []int
+	limits []atomic.Int64
+	rej    []atomic.Uint64
+}
+
+// NewPriority returns a priority predicate with queue-length limits per
+// priority level.
+func NewPriority(limits map[int]int) (*Priority, error) {
+	if len(limits) == 0 {
+		return nil, fmt.Errorf("%w: priority needs at least one level", ErrBadConfig)
+	}
+	p := &Priority{}
+	for lvl := range limits {
+		p.levels = append(p.levels, lvl)
+	}
+	slices.Sort(p.levels)
+	p.limits = make([]atomic.Int64, len(p.levels))
+	p.rej = make([]atomic.Uint64, len(p.levels))
+	for i, lvl := range p.levels {
+		p.limits[i].Store(int64(limits[lvl]))
+	}
+	return p, nil
+}
+
+func (p *Priority) index(prio int) int {
+	i, found := slices.BinarySearch(p.levels, prio)
+	if found || i == 0 {
+		return i
+	}
+	return i - 1
+}
+
+// Name implements sink.Namer.
+func (p *Priority) Name() string { return "priority" }
+
+// Accept implements sink.Predicate.
+func (p *Priority) Accept(e sink.Event) bool {
+	n := p.len()
+	if n < 0 || IsNonRejectable(e) {
+		return p.yes()
+	}
+	i := p.index(PriorityOf(e))
+	if int64(n) >= p.limits[i].Load() {
+		p.rej[i].Add(1)
+		return p.no()
+	}
+	return p.yes()
+}
+
+// Charge implements Charger.
+func (p *Priority) Charge(sink.Event) { p.accepted.Add(1) }
+
+// SetLimit changes the limit of a listed priority level while traffic flows.
+func (p *Priority) SetLimit(prio, limit int) error {
+	i, found := slices.BinarySearch(p.levels, prio)
+	if !found {
+		return fmt.Errorf("%w: priority level %d is not configured", ErrBadConfig, prio)
+	}
+	p.limits[i].Store(int64(limit))
+	return nil
+}
+
+// Inspect implements Inspector.
+func (p *Priority) Inspect(report func(string, float64)) {
+	report("length", float64(p.len()))
+	for i, lvl := range p.levels {
+		s := strconv.Itoa(lvl)
+		report("priority"+s+".limit", float64(p.limits[i].Load()))
+		report("priority"+s+".rejected", float64(p.rej[i].Load()))
+	}
+	p.inspect(report)
+}

@@ -1,0 +1,156 @@
+package enqueuepred
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// RateConfig configures a token-bucket rate limiter. The zero value is an
+// unlimited bucket.
+type RateConfig struct {
+	Rate  float64          // tokens per second; 0 or +Inf: unlimited
+	Depth int              // burst size in tokens; 0: Rate/100 (10 ms of tokens), at least 1
+	Now   func() time.Time // nil: time.Now
+}
+
+func (c RateConfig) depth() float64 {
+	if c.Depth > 0 {
+		return float64(c.Depth)
+	}
+	if c.Rate <= 0 || math.IsInf(c.Rate, 1) {
+		return 1
+	}
+	return max(1, math.Ceil(c.Rate/100))
+}
+
+func (c RateConfig) rate() float64 {
+	if c.Rate <= 0 {
+		return math.Inf(1)
+	}
+	return c.Rate
+}
+
+// Rate admits events at most at a given rate with a given burst depth (a
+// token bucket). Unlike Sandstorm's, any rate works: tokens regenerate
+// continuously, not on a 1 ms tick. A decision costs one clock read and one
+// compare-and-swap, allocation free.
+type Rate struct {
+	counts
+	b *bucket
+
+	mu      sync.Mutex // serializes setters
+	nominal float64
+	dep     float64
+	scale   float64
+}
+
+var (
+	_ sink.BatchPredicate = (*Rate)(nil)
+	_ sink.Canceler       = (*Rate)(nil)
+	_ Scalable            = (*Rate)(nil)
+	_ Charger             = (*Rate)(nil)
+)
+
+// NewRate returns a token bucket that starts full.
+func NewRate(c RateConfig) *Rate {
+	r := &Rate{nominal: c.rate(), dep: c.depth(), scale: 1}
+	r.b = newBucket(r.nominal, r.dep, c.Now)
+	return r
+}
+
+// Name implements sink.Namer.
+func (r *Rate) Name() string { return "rate" }
+
+// Accept implements sink.Predicate.
+func (r *Rate) Accept(e sink.Event) bool {
+	if r.b.take(1) {
+		return r.yes()
+	}
+	if IsNonRejectable(e) {
+		r.Charge(e)
+		return true
+	}
+	return r.no()
+}
+
+// AcceptMany implements sink.BatchPredicate: all of es or nothing.
+func (r *Rate) AcceptMany(es []sink.Event) bool {
+	if r.b.take(int64(len(es))) {
+		r.accepted.Add(uint64(len(es)))
+		return true
+	}
+	for _, e := range es {
+		if !IsNonRejectable(e) {
+			r.rejected.Add(uint64(len(es)))
+			return false
+		}
+	}
+	r.b.force(int64(len(es)))
+	r.accepted.Add(uint64(len(es)))
+	return true
+}
+
+// Charge implements Charger: it takes a token even if that means debt.
+func (r *Rate) Charge(sink.Event) {
+	r.b.force(1)
+	r.accepted.Add(1)
+}
+
+// Cancel implements sink.Canceler: the token goes back.
+func (r *Rate) Cancel(sink.Event) { r.b.refund(1) }
+
+// SetRate changes the nominal rate while traffic flows (<= 0: unlimited).
+func (r *Rate) SetRate(rate float64) {
+	r.mu.Lock()
+	r.nominal = RateConfig{Rate: rate}.rate()
+	r.applyLocked()
+	r.mu.Unlock()
+}
+
+// SetDepth changes the burst depth (<= 0: default).
+func (r *Rate) SetDepth(depth int) {
+	r.mu.Lock()
+	r.dep = RateConfig{Rate: r.nominal, Depth: depth}.depth()
+	r.applyLocked()
+	r.mu.Unlock()
+}
+
+// Scale implements Scalable.
+func (r *Rate) Scale(f float64) {
+	r.mu.Lock()
+	r.scale = clamp01(f)
+	r.applyLocked()
+	r.mu.Unlock()
+}
+
+func (r *Rate) applyLocked() {
+	rate := r.nominal * r.scale
+	if math.IsInf(r.nominal, 1) && r.scale < 1 {
+		rate = math.Inf(1) // an unlimited rate has nothing to scale
+	}
+	r.b.set(rate, r.dep)
+}
+
+// Rate returns the nominal rate (+Inf: unlimited).
+func (r *Rate) Rate() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nominal
+}
+
+// EffectiveRate returns the rate in force (nominal scaled by modifiers).
+func (r *Rate) EffectiveRate() float64 { return r.b.rate() }
+
+// Tokens returns the tokens available now.
+func (r *Rate) Tokens() float64 { return r.b.tokens() }
+
+// Inspect implements Inspector.
+func (r *Rate) Inspect(report func(string, float64)) {
+	report("rate", finite(r.b.rate()))
+	report("depth", r.b.depth())
+	report("tokens", finite(r.b.tokens()))
+	r.inspect(report)
+}

@@ -1,0 +1,143 @@
+package enqueuepred
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// SojournConfig configures a Sojourn predicate. Zero fields take defaults.
+type SojournConfig struct {
+	Target   time.Duration    // acceptable standing queueing delay; default 5ms
+	Interval time.Duration    // observation window; default 100ms
+	Now      func() time.Time // nil: time.Now
+}
+
+// Sojourn is a CoDel-style admission policy (Nichols & Jacobson 2012, and
+// the "adaptive LIFO + CoDel" practice of shedding work once a queue has not
+// drained for a while). It watches the time events spent queued, reported by
+// the runtime through sink.Done, and keeps the minimum over each Interval:
+// a minimum above Target means a standing queue, not a burst, so the stage
+// rejects new events until a window's minimum falls back under Target or the
+// queue it guards is seen empty.
+type Sojourn struct {
+	boundSink
+	counts
+	now func() time.Time
+
+	overloaded atomic.Bool
+	deadline   atomic.Int64 // end of the current window, UnixNano
+
+	mu       sync.Mutex
+	cfg      SojournConfig
+	minQueue time.Duration // minimum queued time in the current window
+	samples  int
+	windows  uint64 // overloaded windows so far
+	lastMin  time.Duration
+}
+
+var _ sink.Completer = (*Sojourn)(nil)
+
+// NewSojourn returns a sojourn-time predicate.
+func NewSojourn(c SojournConfig) *Sojourn {
+	s := &Sojourn{now: nowFunc(c.Now), minQueue: math.MaxInt64}
+	s.cfg = c.withDefaults()
+	s.deadline.Store(s.now().Add(s.cfg.Interval).UnixNano())
+	return s
+}
+
+func (c SojournConfig) withDefaults() SojournConfig {
+	if c.Target <= 0 {
+		c.Target = 5 * time.Millisecond
+	}
+	if c.Interval <= 0 {
+		c.Interval = 100 * time.Millisecond
+	}
+	return c
+}
+
+// Name implements sink.Namer.
+func (s *Sojourn) Name() string { return "codel" }
+
+// Accept implements sink.Predicate.
+func (s *Sojourn) Accept(e sink.Event) bool {
+	now := s.now().UnixNano()
+	if now >= s.deadline.Load() && s.mu.TryLock() {
+		s.rollLocked(now)
+		s.mu.Unlock()
+	}
+	if !s.overloaded.Load() || IsNonRejectable(e) {
+		return s.yes()
+	}
+	if s.len() == 0 {
+		// The queue drained: the standing queue is gone.
+		s.overloaded.Store(false)
+		return s.yes()
+	}
+	return s.no()
+}
+
+// Charge implements Charger.
+func (s *Sojourn) Charge(sink.Event) { s.accepted.Add(1) }
+
+// Done implements sink.Completer.
+func (s *Sojourn) Done(_ sink.Event, queued, _ time.Duration) {
+	now := s.now().UnixNano()
+	s.mu.Lock()
+	if now >= s.deadline.Load() {
+		s.rollLocked(now)
+	}
+	s.samples++
+	s.minQueue = min(s.minQueue, queued)
+	s.mu.Unlock()
+}
+
+// rollLocked closes the current window.
+func (s *Sojourn) rollLocked(now int64) {
+	if now < s.deadline.Load() {
+		return
+	}
+	if s.samples > 0 {
+		over := s.minQueue > s.cfg.Target
+		s.overloaded.Store(over)
+		if over {
+			s.windows++
+		}
+		s.lastMin = s.minQueue
+	} else if s.len() == 0 {
+		s.overloaded.Store(false)
+	}
+	s.samples = 0
+	s.minQueue = math.MaxInt64
+	s.deadline.Store(now + int64(s.cfg.Interval))
+}
+
+// SetConfig changes target and interval while traffic flows.
+func (s *Sojourn) SetConfig(c SojournConfig) {
+	s.mu.Lock()
+	c.Now = nil
+	s.cfg = c.withDefaults()
+	s.mu.Unlock()
+}
+
+// Overloaded reports whether the predicate is rejecting.
+func (s *Sojourn) Overloaded() bool { return s.overloaded.Load() }
+
+// Inspect implements Inspector.
+func (s *Sojourn) Inspect(report func(string, float64)) {
+	s.mu.Lock()
+	last, windows, target := s.lastMin, s.windows, s.cfg.Target
+	s.mu.Unlock()
+	over := 0.0
+	if s.overloaded.Load() {
+		over = 1
+	}
+	report("overloaded", over)
+	report("min_queued", seconds(last))
+	report("target", seconds(target))
+	report("overloaded_windows", float64(windows))
+	s.inspect(report)
+}

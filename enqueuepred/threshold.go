@@ -1,0 +1,98 @@
+package enqueuepred
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Threshold rejects events while the queue it guards holds limit events or
+// more (Sandstorm's QueueThresholdPredicate). It learns the queue through
+// sink.Binder when installed with SetPredicate; unbound, it accepts
+// everything.
+type Threshold struct {
+	boundSink
+	counts
+	effective atomic.Int64
+
+	mu      sync.Mutex // serializes setters
+	nominal int
+	scale   float64
+}
+
+var (
+	_ sink.Binder = (*Threshold)(nil)
+	_ Scalable    = (*Threshold)(nil)
+	_ Inspector   = (*Threshold)(nil)
+)
+
+// NewThreshold returns a threshold predicate; limit <= 0 rejects every
+// rejectable event.
+func NewThreshold(limit int) *Threshold {
+	t := &Threshold{nominal: limit, scale: 1}
+	t.effective.Store(int64(limit))
+	return t
+}
+
+// Name implements sink.Namer.
+func (t *Threshold) Name() string { return "threshold" }
+
+// Accept implements sink.Predicate.
+func (t *Threshold) Accept(e sink.Event) bool {
+	if n := t.len(); n >= 0 && int64(n) >= t.effective.Load() && !IsNonRejectable(e) {
+		return t.no()
+	}
+	return t.yes()
+}
+
+// Charge implements Charger (a threshold holds nothing per event).
+func (t *Threshold) Charge(sink.Event) { t.accepted.Add(1) }
+
+// SetLimit changes the nominal limit while traffic flows.
+func (t *Threshold) SetLimit(limit int) {
+	t.mu.Lock()
+	t.nominal = limit
+	t.applyLocked()
+	t.mu.Unlock()
+}
+
+// Limit returns the nominal limit.
+func (t *Threshold) Limit() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nominal
+}
+
+// EffectiveLimit returns the limit in force (nominal scaled by modifiers).
+func (t *Threshold) EffectiveLimit() int { return int(t.effective.Load()) }
+
+// Scale implements Scalable.
+func (t *Threshold) Scale(f float64) {
+	t.mu.Lock()
+	t.scale = clamp01(f)
+	t.applyLocked()
+	t.mu.Unlock()
+}
+
+func (t *Threshold) applyLocked() {
+	t.effective.Store(int64(math.Floor(float64(t.nominal) * t.scale)))
+}
+
+// Inspect implements Inspector.
+func (t *Threshold) Inspect(report func(string, float64)) {
+	report("limit", float64(t.effective.Load()))
+	report("length", float64(t.len()))
+	t.inspect(report)
+}
+
+func clamp01(f float64) float64 {
+	if f != f || f < 0 { // NaN or negative
+		return 0
+	}
+	if f > 1 {
+		return 1
+	}
+	return f
+}

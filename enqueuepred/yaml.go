@@ -1,0 +1,601 @@
+package enqueuepred
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Env is what FromYAML needs from the stage runtime.
+type Env struct {
+	Stage  string           // the stage the predicate guards (for messages)
+	Now    func() time.Time // nil: time.Now
+	Logger *slog.Logger     // nil: discard
+	// Lookup finds another stage's sink (queue and response-time samplers).
+	Lookup func(stage string) (sink.Sink, bool)
+	// ResponseTime, if set, reports the runtime's own measurement of a
+	// stage's response time for response-time samplers.
+	ResponseTime func(stage string) (time.Duration, bool)
+	// Shared holds per-manager state such as group rates; group predicates
+	// need it.
+	Shared *Shared
+}
+
+func (env Env) logger() *slog.Logger {
+	l := env.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	if env.Stage != "" {
+		l = l.With("stage", env.Stage)
+	}
+	return l
+}
+
+type builder func(n *yaml.Node, path string, env Env) (sink.Predicate, error)
+
+var builders map[string]builder
+
+func init() {
+	builders = map[string]builder{
+		"threshold":  buildThreshold,
+		"rate":       buildRate,
+		"rt":         buildRT,
+		"multiclass": buildMulticlass,
+		"counter":    buildCounter,
+		"red":        buildRED,
+		"codel":      buildSojourn,
+		"sojourn":    buildSojourn,
+		"group":      buildGroup,
+		"session":    buildSession,
+		"priority":   buildPriority,
+		"all":        buildAll,
+		"any":        buildAny,
+	}
+}
+
+// Types returns the predicate types FromYAML knows, sorted.
+func Types() []string {
+	out := make([]string, 0, len(builders))
+	for k := range builders {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// FromYAML builds a predicate from a configuration block such as
+// `{type: rate, rate: 5000, depth: 100}`. n is the block's mapping node and
+// path its dotted key path, used with n's line in errors (which wrap
+// yamlstrict.ErrInvalid). Known types:
+//
+//	threshold  {limit: N, modifiers: [...]}
+//	rate       {rate: R, depth: D, modifiers: [...]}
+//	rt         {target: 500ms, mode: fast|thesis, nreq, timeout, interval, alpha,
+//	            errInc, errDec, adjInc, adjDec, cInc, rateMin, rateMax,
+//	            initialRate, depth, headroom, enabled}
+//	multiclass {targets: {0: 2s, 1: 500ms}, adjLow, lowCount, + the rt knobs}
+//	counter    {limit: N, modifiers: [...]}
+//	red        {min, max, maxp, weight, gentle}
+//	codel      {target: 5ms, interval: 100ms}   (alias: sojourn)
+//	group      {group: NAME, rate: R, depth: D} (shared through Env.Shared)
+//	session    {window: 10s, maxSessions: N, of: {nested block}}
+//	priority   {limits: {0: 100, 1: 1000}}
+//	all, any   {of: [{nested block}, ...]}
+//
+// A modifier is {sampler: cpu|heap|goroutines|queue|rt, stage: NAME,
+// interval: 1s, factor: 10, value: {80: 1, 90: 2}} or, by duration,
+// {..., over: 90, duration: {0s: 1, 30s: 2}}. Sampler units: cpu percent,
+// heap MiB, goroutines count, queue events, rt milliseconds.
+func FromYAML(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	if n == nil {
+		return nil, yamlstrict.Errorf(nil, path, "missing predicate block")
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, yamlstrict.Errorf(n, path, "want a predicate mapping such as {type: threshold, limit: 1000}")
+	}
+	var typeNode *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "type" {
+			typeNode = n.Content[i+1]
+		}
+	}
+	known := strings.Join(Types(), ", ")
+	if typeNode == nil {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "type"), "missing predicate type (known: %s)", known)
+	}
+	b, ok := builders[typeNode.Value]
+	if !ok || typeNode.Kind != yaml.ScalarNode {
+		return nil, yamlstrict.Errorf(typeNode, yamlstrict.Join(path, "type"), "unknown predicate type %q (known: %s)", typeNode.Value, known)
+	}
+	return b(n, path, env)
+}
+
+func decode(n *yaml.Node, path string, v any) error {
+	return yamlstrict.Decode(n, path, v, "type")
+}
+
+// child returns the value node of key in mapping n, or nil.
+func child(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// at returns the node to blame for key: its value, or n itself.
+func at(n *yaml.Node, key string) *yaml.Node {
+	if c := child(n, key); c != nil {
+		return c
+	}
+	return n
+}
+
+type regulatorYAML struct {
+	Modifiers []yaml.Node `yaml:"modifiers"`
+}
+
+func buildThreshold(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Limit *int          `yaml:"limit"`
+		Reg   regulatorYAML `yaml:",inline"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Limit == nil {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "limit"), "threshold needs a limit")
+	}
+	if *c.Limit < 0 {
+		return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be >= 0, got %d", *c.Limit)
+	}
+	return withModifiers(NewThreshold(*c.Limit), c.Reg.Modifiers, n, path, env)
+}
+
+func buildCounter(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Limit *int          `yaml:"limit"`
+		Reg   regulatorYAML `yaml:",inline"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Limit == nil {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "limit"), "counter needs a limit")
+	}
+	if *c.Limit < 1 {
+		return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be >= 1, got %d", *c.Limit)
+	}
+	return withModifiers(NewCounter(*c.Limit), c.Reg.Modifiers, n, path, env)
+}
+
+type rateYAML struct {
+	Rate  *float64 `yaml:"rate"`
+	Depth int      `yaml:"depth"`
+}
+
+func (c rateYAML) check(n *yaml.Node, path string) error {
+	if c.Rate == nil {
+		return yamlstrict.Errorf(n, yamlstrict.Join(path, "rate"), "missing rate (events per second)")
+	}
+	if !(*c.Rate > 0) {
+		return yamlstrict.Errorf(at(n, "rate"), yamlstrict.Join(path, "rate"), "rate must be positive, got %v", *c.Rate)
+	}
+	if c.Depth < 0 {
+		return yamlstrict.Errorf(at(n, "depth"), yamlstrict.Join(path, "depth"), "depth must be >= 0, got %d", c.Depth)
+	}
+	return nil
+}
+
+func buildRate(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		R   rateYAML      `yaml:",inline"`
+		Reg regulatorYAML `yaml:",inline"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if err := c.R.check(n, path); err != nil {
+		return nil, err
+	}
+	r := NewRate(RateConfig{Rate: *c.R.Rate, Depth: c.R.Depth, Now: env.Now})
+	return withModifiers(r, c.Reg.Modifiers, n, path, env)
+}
+
+func buildGroup(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Group string   `yaml:"group"`
+		R     rateYAML `yaml:",inline"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Group == "" {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "group"), "group predicate needs a group name")
+	}
+	if env.Shared == nil {
+		return nil, yamlstrict.Errorf(n, path, "group predicates need shared manager state (Env.Shared)")
+	}
+	cfg := RateConfig{Depth: c.R.Depth, Now: env.Now}
+	if c.R.Rate != nil {
+		if err := c.R.check(n, path); err != nil {
+			return nil, err
+		}
+		cfg.Rate = *c.R.Rate
+	} else if !slices.Contains(env.Shared.Groups(), c.Group) {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "rate"), "group %q is not defined yet: give its rate here", c.Group)
+	}
+	g, err := env.Shared.Group(c.Group, cfg)
+	if err != nil {
+		return nil, yamlstrict.Errorf(n, path, "%v", err)
+	}
+	return g, nil
+}
+
+type rtYAML struct {
+	Mode        string        `yaml:"mode"`
+	NReq        int           `yaml:"nreq"`
+	Timeout     time.Duration `yaml:"timeout"`
+	Interval    time.Duration `yaml:"interval"`
+	Alpha       float64       `yaml:"alpha"`
+	ErrInc      float64       `yaml:"errInc"`
+	ErrDec      float64       `yaml:"errDec"`
+	AdjInc      float64       `yaml:"adjInc"`
+	AdjDec      float64       `yaml:"adjDec"`
+	CInc        float64       `yaml:"cInc"`
+	RateMin     float64       `yaml:"rateMin"`
+	RateMax     float64       `yaml:"rateMax"`
+	InitialRate float64       `yaml:"initialRate"`
+	Depth       int           `yaml:"depth"`
+	Headroom    float64       `yaml:"headroom"`
+	Enabled     *bool         `yaml:"enabled"`
+}
+
+func (c rtYAML) config(n *yaml.Node, path string, env Env) (RTConfig, error) {
+	mode, err := ParseMode(c.Mode)
+	if err != nil {
+		return RTConfig{}, yamlstrict.Errorf(at(n, "mode"), yamlstrict.Join(path, "mode"), "%v", err)
+	}
+	for _, f := range []struct {
+		key string
+		bad bool
+	}{
+		{"nreq", c.NReq < 0}, {"timeout", c.Timeout < 0}, {"interval", c.Interval < 0},
+		{"depth", c.Depth < 0}, {"rateMin", c.RateMin < 0}, {"rateMax", c.RateMax < 0},
+		{"initialRate", c.InitialRate < 0},
+	} {
+		if f.bad {
+			return RTConfig{}, yamlstrict.Errorf(at(n, f.key), yamlstrict.Join(path, f.key), "must not be negative")
+		}
+	}
+	return RTConfig{
+		Mode: mode, NReq: c.NReq, Timeout: c.Timeout, Interval: c.Interval,
+		Alpha: c.Alpha, ErrInc: c.ErrInc, ErrDec: c.ErrDec, AdjInc: c.AdjInc, AdjDec: c.AdjDec,
+		CInc: c.CInc, RateMin: c.RateMin, RateMax: c.RateMax, InitialRate: c.InitialRate,
+		Depth: c.Depth, Headroom: c.Headroom, Disabled: c.Enabled != nil && !*c.Enabled,
+		Now: env.Now, Logger: env.logger(),
+	}, nil
+}
+
+func buildRT(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Target time.Duration `yaml:"target"`
+		RT     rtYAML        `yaml:",inline"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Target <= 0 {
+		return nil, yamlstrict.Errorf(at(n, "target"), yamlstrict.Join(path, "target"), "rt needs a positive 90th-percentile target such as 500ms")
+	}
+	cfg, err := c.RT.config(n, path, env)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Target = c.Target
+	r, err := NewResponseTime(cfg)
+	if err != nil {
+		return nil, yamlstrict.Errorf(n, path, "%v", err)
+	}
+	return r, nil
+}
+
+func buildMulticlass(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Targets  map[int]time.Duration `yaml:"targets"`
+		AdjLow   float64               `yaml:"adjLow"`
+		LowCount int                   `yaml:"lowCount"`
+		RT       rtYAML                `yaml:",inline"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	tp := yamlstrict.Join(path, "targets")
+	if len(c.Targets) == 0 {
+		return nil, yamlstrict.Errorf(at(n, "targets"), tp, "multiclass needs targets per class, e.g. {0: 2s, 1: 500ms}")
+	}
+	for class, d := range c.Targets {
+		if d <= 0 {
+			return nil, yamlstrict.Errorf(at(n, "targets"), yamlstrict.Join(tp, strconv.Itoa(class)), "target must be positive, got %v", d)
+		}
+	}
+	if c.AdjLow != 0 && c.AdjLow < 1 {
+		return nil, yamlstrict.Errorf(at(n, "adjLow"), yamlstrict.Join(path, "adjLow"), "adjLow must be >= 1, got %v", c.AdjLow)
+	}
+	if c.LowCount < 0 {
+		return nil, yamlstrict.Errorf(at(n, "lowCount"), yamlstrict.Join(path, "lowCount"), "lowCount must not be negative")
+	}
+	rt, err := c.RT.config(n, path, env)
+	if err != nil {
+		return nil, err
+	}
+	m, err := NewMulticlass(MulticlassConfig{Targets: c.Targets, RT: rt, AdjLow: c.AdjLow, LowCount: c.LowCount})
+	if err != nil {
+		return nil, yamlstrict.Errorf(n, path, "%v", err)
+	}
+	return m, nil
+}
+
+func buildRED(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
+	var c struct {
+		Min    float64 `yaml:"min"`
+		Max    float64 `yaml:"max"`
+		MaxP   float64 `yaml:"maxp"`
+		Weight float64 `yaml:"weight"`
+		Gentle bool    `yaml:"gentle"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Min < 0:
+		return nil, yamlstrict.Errorf(at(n, "min"), yamlstrict.Join(path, "min"), "must not be negative")
+	case c.Max != 0 && c.Max <= c.Min:
+		return nil, yamlstrict.Errorf(at(n, "max"), yamlstrict.Join(path, "max"), "max (%v) must be above min (%v)", c.Max, c.Min)
+	case c.MaxP < 0 || c.MaxP > 1:
+		return nil, yamlstrict.Errorf(at(n, "maxp"), yamlstrict.Join(path, "maxp"), "maxp must be in (0,1], got %v", c.MaxP)
+	case c.Weight < 0 || c.Weight > 1:
+		return nil, yamlstrict.Errorf(at(n, "weight"), yamlstrict.Join(path, "weight"), "weight must be in (0,1], got %v", c.Weight)
+	}
+	return NewRED(REDConfig{Min: c.Min, Max: c.Max, MaxP: c.MaxP, Weight: c.Weight, Gentle: c.Gentle}), nil
+}
+
+func buildSojourn(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Target   time.Duration `yaml:"target"`
+		Interval time.Duration `yaml:"interval"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Target < 0 || c.Interval < 0 {
+		return nil, yamlstrict.Errorf(n, path, "target and interval must not be negative")
+	}
+	return NewSojourn(SojournConfig{Target: c.Target, Interval: c.Interval, Now: env.Now}), nil
+}
+
+func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Window      time.Duration `yaml:"window"`
+		MaxSessions int           `yaml:"maxSessions"`
+		Of          *yaml.Node    `yaml:"of"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Window < 0 || c.MaxSessions < 0 {
+		return nil, yamlstrict.Errorf(n, path, "window and maxSessions must not be negative")
+	}
+	if c.Of == nil {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "of"), "session needs the predicate deciding each new session, e.g. of: {type: rt, target: 1s}")
+	}
+	inner, err := FromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
+	if err != nil {
+		return nil, err
+	}
+	return NewSession(inner, SessionConfig{Window: c.Window, MaxSessions: c.MaxSessions, Now: env.Now}), nil
+}
+
+func buildPriority(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
+	var c struct {
+		Limits map[int]int `yaml:"limits"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if len(c.Limits) == 0 {
+		return nil, yamlstrict.Errorf(at(n, "limits"), yamlstrict.Join(path, "limits"), "priority needs queue-length limits per priority, e.g. {0: 100, 1: 1000}")
+	}
+	for lvl, l := range c.Limits {
+		if l < 0 {
+			return nil, yamlstrict.Errorf(at(n, "limits"), yamlstrict.Join(path, "limits."+strconv.Itoa(lvl)), "limit must not be negative")
+		}
+	}
+	return NewPriority(c.Limits)
+}
+
+func buildChildren(n *yaml.Node, path string, env Env) ([]sink.Predicate, error) {
+	var c struct {
+		Of []yaml.Node `yaml:"of"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	of := child(n, "of")
+	if of == nil || len(of.Content) == 0 {
+		return nil, yamlstrict.Errorf(at(n, "of"), yamlstrict.Join(path, "of"), "want a non-empty list of predicate blocks")
+	}
+	ps := make([]sink.Predicate, 0, len(of.Content))
+	for i, cn := range of.Content {
+		p, err := FromYAML(cn, fmt.Sprintf("%s[%d]", yamlstrict.Join(path, "of"), i), env)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+func buildAll(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	ps, err := buildChildren(n, path, env)
+	if err != nil {
+		return nil, err
+	}
+	return NewAll(ps...), nil
+}
+
+func buildAny(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	ps, err := buildChildren(n, path, env)
+	if err != nil {
+		return nil, err
+	}
+	return NewAny(ps...), nil
+}
+
+type modifierYAML struct {
+	Sampler  string        `yaml:"sampler"`
+	Stage    string        `yaml:"stage"`
+	Interval time.Duration `yaml:"interval"`
+	Factor   float64       `yaml:"factor"`
+	Value    yaml.Node     `yaml:"value"`
+	Over     *float64      `yaml:"over"`
+	Duration yaml.Node     `yaml:"duration"`
+}
+
+func withModifiers(p Scalable, mods []yaml.Node, n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	if len(mods) == 0 {
+		return p, nil
+	}
+	list := child(n, "modifiers")
+	cfg := ModifiedConfig{Now: env.Now, Logger: env.logger()}
+	for i, mn := range list.Content {
+		mp := fmt.Sprintf("%s[%d]", yamlstrict.Join(path, "modifiers"), i)
+		m, err := modifierFromYAML(mn, mp, env)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Modifiers = append(cfg.Modifiers, m)
+	}
+	mod, err := NewModified(p, cfg)
+	if err != nil {
+		return nil, yamlstrict.Errorf(list, yamlstrict.Join(path, "modifiers"), "%v", err)
+	}
+	return mod, nil
+}
+
+func modifierFromYAML(n *yaml.Node, path string, env Env) (Modifier, error) {
+	var c modifierYAML
+	if err := yamlstrict.Decode(n, path, &c); err != nil {
+		return Modifier{}, err
+	}
+	m := Modifier{Interval: c.Interval, Factor: c.Factor}
+	if c.Interval < 0 {
+		return m, yamlstrict.Errorf(at(n, "interval"), yamlstrict.Join(path, "interval"), "must not be negative")
+	}
+	if c.Factor < 0 {
+		return m, yamlstrict.Errorf(at(n, "factor"), yamlstrict.Join(path, "factor"), "must not be negative")
+	}
+	needStage := func() error {
+		if c.Stage == "" {
+			return yamlstrict.Errorf(n, yamlstrict.Join(path, "stage"), "sampler %q needs a stage", c.Sampler)
+		}
+		return nil
+	}
+	switch c.Sampler {
+	case "cpu":
+		m.Sampler = NewCPUSampler()
+	case "heap":
+		m.Sampler = NewHeapSampler()
+	case "goroutines":
+		m.Sampler = GoroutineSampler{}
+	case "queue":
+		if err := needStage(); err != nil {
+			return m, err
+		}
+		m.Sampler = QueueSampler{Stage: c.Stage, Lookup: env.Lookup}
+	case "rt":
+		if err := needStage(); err != nil {
+			return m, err
+		}
+		m.Sampler = ResponseTimeSampler{Stage: c.Stage, Lookup: env.Lookup, ResponseTime: env.ResponseTime}
+	default:
+		return m, yamlstrict.Errorf(at(n, "sampler"), yamlstrict.Join(path, "sampler"), "unknown sampler %q (known: cpu, goroutines, heap, queue, rt)", c.Sampler)
+	}
+	if c.Stage != "" && c.Sampler != "queue" && c.Sampler != "rt" {
+		return m, yamlstrict.Errorf(at(n, "stage"), yamlstrict.Join(path, "stage"), "sampler %q takes no stage", c.Sampler)
+	}
+	hasValue, hasDuration := c.Value.Kind != 0, c.Duration.Kind != 0
+	switch {
+	case hasValue && hasDuration, !hasValue && !hasDuration:
+		return m, yamlstrict.Errorf(n, path, "a modifier needs either value: {threshold: degree, ...} or over: X with duration: {0s: degree, ...}")
+	case hasValue:
+		if c.Over != nil {
+			return m, yamlstrict.Errorf(at(n, "over"), yamlstrict.Join(path, "over"), "over goes with duration templates")
+		}
+		vn, vp := child(n, "value"), yamlstrict.Join(path, "value")
+		if vn.Kind != yaml.MappingNode || len(vn.Content) == 0 {
+			return m, yamlstrict.Errorf(vn, vp, "want a non-empty mapping {threshold: degree, ...}")
+		}
+		for i := 0; i+1 < len(vn.Content); i += 2 {
+			k, v := vn.Content[i], vn.Content[i+1]
+			at, err := strconv.ParseFloat(k.Value, 64)
+			if err != nil {
+				return m, yamlstrict.Errorf(k, yamlstrict.Join(vp, k.Value), "threshold must be a number")
+			}
+			d, err := degreeOf(v, yamlstrict.Join(vp, k.Value))
+			if err != nil {
+				return m, err
+			}
+			m.Template.Value = append(m.Template.Value, Step{At: at, Degree: d})
+		}
+	default:
+		if c.Over == nil {
+			return m, yamlstrict.Errorf(n, yamlstrict.Join(path, "over"), "a duration template needs over: the value from which the indicator counts as overloaded")
+		}
+		m.Template.Over = *c.Over
+		dn, dp := child(n, "duration"), yamlstrict.Join(path, "duration")
+		if dn.Kind != yaml.MappingNode || len(dn.Content) == 0 {
+			return m, yamlstrict.Errorf(dn, dp, "want a non-empty mapping {0s: degree, 30s: degree, ...}")
+		}
+		for i := 0; i+1 < len(dn.Content); i += 2 {
+			k, v := dn.Content[i], dn.Content[i+1]
+			after, err := time.ParseDuration(k.Value)
+			if k.Value == "0" {
+				after, err = 0, nil
+			}
+			if err != nil || after < 0 {
+				return m, yamlstrict.Errorf(k, yamlstrict.Join(dp, k.Value), "bad duration %q (want e.g. 0s, 30s, 1m)", k.Value)
+			}
+			d, err := degreeOf(v, yamlstrict.Join(dp, k.Value))
+			if err != nil {
+				return m, err
+			}
+			m.Template.Duration = append(m.Template.Duration, DurationStep{After: after, Degree: d})
+		}
+	}
+	return m, nil
+}
+
+func degreeOf(v *yaml.Node, path string) (float64, error) {
+	d, err := strconv.ParseFloat(v.Value, 64)
+	if v.Kind != yaml.ScalarNode || err != nil || d < 0 || d != d {
+		return 0, yamlstrict.Errorf(v, path, "degree must be a non-negative number, got %q", v.Value)
+	}
+	return d, nil
+}
