@@ -56,6 +56,7 @@ type Queue struct {
 	full   *RejectError
 	shut   *ClosedError
 
+	isClosed  atomic.Bool
 	ready     chan struct{} // token: events may be available
 	space     chan struct{} // token: room may be available
 	spaceWait atomic.Int32
@@ -290,6 +291,9 @@ func (q *Queue) push(e Event, stamp int64) {
 // (it must then be at least as long as dst). It returns how many it moved and
 // never waits. For the runtime only.
 func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
+	if q.length.Load() == 0 {
+		return 0 // cheap look before taking the lock
+	}
 	q.mu.Lock()
 	n := min(len(dst), q.count)
 	for i := 0; i < n; i++ {
@@ -331,6 +335,10 @@ func (q *Queue) Ready() <-chan struct{} { return q.ready }
 // queue is used.
 func (q *Queue) SetReady(ch chan struct{}) { q.ready = ch }
 
+// Signal puts a token on the Ready channel (if none is there), waking one
+// waiting consumer. The runtime uses it to pass a wake-up on.
+func (q *Queue) Signal() { q.signalReady() }
+
 func (q *Queue) signalReady() {
 	select {
 	case q.ready <- struct{}{}:
@@ -358,10 +366,14 @@ func (q *Queue) Close() {
 		return
 	}
 	q.closed = true
+	q.isClosed.Store(true)
 	q.mu.Unlock()
 	close(q.done)
 	q.signalReady()
 }
+
+// IsClosed reports whether Close has been called.
+func (q *Queue) IsClosed() bool { return q.isClosed.Load() }
 
 // Closed returns a channel closed by Close.
 func (q *Queue) Closed() <-chan struct{} { return q.done }

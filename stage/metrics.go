@@ -6,11 +6,6 @@ import (
 	metrics "github.com/rcrowley/go-metrics"
 )
 
-// histogramEvery: service and queueing times go into the histograms for one
-// batch in this many, keeping the hot path to a few atomic adds while the
-// distributions stay representative.
-const histogramEvery = 8
-
 // stageMetrics registers a stage's values in the manager's go-metrics
 // registry under "<stage>.<name>".
 type stageMetrics struct {
@@ -76,10 +71,9 @@ func (m *stageMetrics) Register(name string, f func() float64) {
 	m.register(name, metrics.NewFunctionalGaugeFloat64(f))
 }
 
-func (m *stageMetrics) observe(batch uint64, n int, queued, service time.Duration) {
-	if batch%histogramEvery != 1 {
-		return
-	}
+// observe records one sampled batch (see timingEvery): the hot path stays
+// a few atomic adds while the distributions remain representative.
+func (m *stageMetrics) observe(n int, queued, service time.Duration) {
 	m.serviceTime.Update(int64(service))
 	m.queueTime.Update(int64(queued))
 	m.batchSize.Update(int64(n))

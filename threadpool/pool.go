@@ -90,7 +90,7 @@ type Pool struct {
 	processed atomic.Uint64
 
 	mu      sync.Mutex
-	kick    chan struct{} // closed and replaced to wake idle workers
+	gen     atomic.Uint64 // bumped to make every idle worker look again
 	workers map[*worker]struct{}
 
 	ctx     context.Context
@@ -114,7 +114,6 @@ func NewPool(st Stage, cfg Config) *Pool {
 		st:      st,
 		cfg:     cfg,
 		ctrl:    NewController(cfg.Controller, cfg.Min, cfg.Max, nil),
-		kick:    make(chan struct{}),
 		workers: map[*worker]struct{}{},
 		ctlDone: make(chan struct{}),
 		stop:    make(chan struct{}),
@@ -143,6 +142,7 @@ func (p *Pool) Start(ctx context.Context) {
 		return
 	}
 	p.ctx = ctx
+	context.AfterFunc(ctx, p.wakeAll)
 	p.target.Store(int32(p.cfg.Initial))
 	p.grow(p.cfg.Initial)
 	if p.cfg.Controller.Enabled {
@@ -214,17 +214,16 @@ func (p *Pool) retire(w *worker) bool {
 	}
 }
 
-func (p *Pool) kickCh() chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.kick
-}
-
+// wakeAll makes every idle worker look at the pool's state again
+// (retirement, cancellation, drain). Workers wait on the queue's Ready
+// channel alone (one channel is cheaper to wait on than a select); the
+// wake-up is one token that each woken worker passes on when it sees a new
+// generation. Go wakes channel receivers in arrival order, so the token
+// reaches every worker that was waiting when wakeAll ran; a worker that was
+// busy sees the generation before it waits.
 func (p *Pool) wakeAll() {
-	p.mu.Lock()
-	close(p.kick)
-	p.kick = make(chan struct{})
-	p.mu.Unlock()
+	p.gen.Add(1)
+	p.st.Queue().Signal()
 }
 
 // exitDrained removes w after the queue has drained; the last worker out
@@ -232,8 +231,7 @@ func (p *Pool) wakeAll() {
 func (p *Pool) exitDrained(w *worker) {
 	p.mu.Lock()
 	delete(p.workers, w)
-	last := p.size.Add(-1) == 0
-	if last {
+	if p.size.Add(-1) == 0 {
 		select {
 		case <-p.done:
 		default:
@@ -241,20 +239,19 @@ func (p *Pool) exitDrained(w *worker) {
 		}
 	}
 	p.mu.Unlock()
-	if !last {
-		p.wakeAll() // let the others see the drained queue too
-	}
 }
 
 func (p *Pool) run(w *worker) {
 	defer p.wg.Done()
 	q := p.st.Queue()
 	inflight := p.st.InFlight()
+	trackIdle := p.cfg.Controller.Enabled
 	var events []sink.Event
 	var stamps []int64
-	closed := q.Closed()
 	for {
+		gen := p.gen.Load()
 		if p.retire(w) {
+			p.st.Queue().Signal() // pass the wake-up on
 			return
 		}
 		bs := max(p.st.BatchSize(), 1)
@@ -264,7 +261,9 @@ func (p *Pool) run(w *worker) {
 		inflight.Add(1)
 		n := q.Dequeue(events[:bs], stamps[:bs])
 		if n > 0 {
-			w.idleSince.Store(0)
+			if trackIdle {
+				w.idleSince.Store(0)
+			}
 			p.st.RunBatch(events[:n], stamps[:n])
 			clear(events[:n])
 			p.processed.Add(uint64(n))
@@ -272,32 +271,37 @@ func (p *Pool) run(w *worker) {
 			continue
 		}
 		inflight.Add(-1)
-		if closed == nil && q.Drained() {
+		if q.IsClosed() && q.Drained() {
 			p.exitDrained(w)
+			q.Signal()
 			return
 		}
-		if w.idleSince.Load() == 0 {
+		if p.ctx.Err() != nil {
+			p.exitCancelled(w)
+			q.Signal()
+			return
+		}
+		if trackIdle && w.idleSince.Load() == 0 {
 			w.idleSince.Store(time.Now().UnixNano())
 		}
-		select {
-		case <-q.Ready():
-		case <-closed:
-			closed = nil
-		case <-p.kickCh():
-		case <-p.ctx.Done():
-			p.mu.Lock()
-			delete(p.workers, w)
-			if p.size.Add(-1) == 0 {
-				select {
-				case <-p.done:
-				default:
-					close(p.done)
-				}
-			}
-			p.mu.Unlock()
-			return
+		<-q.Ready() // Close, cancellation and resizing signal it too
+		if p.gen.Load() != gen {
+			q.Signal()
 		}
 	}
+}
+
+func (p *Pool) exitCancelled(w *worker) {
+	p.mu.Lock()
+	delete(p.workers, w)
+	if p.size.Add(-1) == 0 {
+		select {
+		case <-p.done:
+		default:
+			close(p.done)
+		}
+	}
+	p.mu.Unlock()
 }
 
 // idleWorkers counts workers idle for at least d at now.

@@ -1,0 +1,204 @@
+package stage_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// The benchmarks below measure the runtime beside the same shape built from
+// plain Go channels, in the same run (DESIGN §7): compare the sub-benchmarks'
+// ns/op, never an absolute figure.
+
+const ringSize = 10
+
+// hopper forwards every event to the next stage of a ring, counting hops
+// down; the last hop signals done.
+type hopper struct {
+	next string
+	out  sink.Sink
+	done chan struct{}
+}
+
+func (h *hopper) Init(c *stage.Context) (err error) {
+	h.out, err = c.Sink(h.next)
+	return err
+}
+
+func (h *hopper) HandleEvents(batch []sink.Event) error {
+	for _, e := range batch {
+		left := e.(*int)
+		if *left == 0 {
+			h.done <- struct{}{}
+			continue
+		}
+		*left--
+		if err := h.out.Enqueue(left); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkHop measures one event hopping around a ring of 10 stages with
+// one event in flight: ns/op is the cost of one hop (enqueue → handler on
+// another goroutine).
+func BenchmarkHop(b *testing.B) {
+	b.Run("stages", func(b *testing.B) {
+		m := stage.NewManager(stage.Options{})
+		done := make(chan struct{})
+		for i := 0; i < ringSize; i++ {
+			h := &hopper{next: fmt.Sprintf("S%d", (i+1)%ringSize), done: done}
+			if _, err := m.CreateStage(fmt.Sprintf("S%d", i), h, stage.StageConfig{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := m.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		defer m.Shutdown(context.Background())
+		first, _ := m.Stage("S0")
+		left := b.N
+		b.ReportAllocs()
+		b.ResetTimer()
+		if err := first.Sink().Enqueue(&left); err != nil {
+			b.Fatal(err)
+		}
+		<-done
+	})
+	b.Run("channels", func(b *testing.B) {
+		chans := make([]chan sink.Event, ringSize)
+		for i := range chans {
+			chans[i] = make(chan sink.Event, 1024)
+		}
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 0; i < ringSize; i++ {
+			wg.Add(1)
+			go func(in, out chan sink.Event) {
+				defer wg.Done()
+				for e := range in {
+					left := e.(*int)
+					if *left == 0 {
+						done <- struct{}{}
+						continue
+					}
+					*left--
+					out <- left
+				}
+			}(chans[i], chans[(i+1)%ringSize])
+		}
+		left := b.N
+		b.ReportAllocs()
+		b.ResetTimer()
+		chans[0] <- &left
+		<-done
+		b.StopTimer()
+		for _, c := range chans {
+			close(c)
+		}
+		wg.Wait()
+	})
+}
+
+// passer forwards whole batches to the next stage, waiting (back-pressure)
+// while it is full.
+type passer struct {
+	next string
+	out  sink.Sink
+	last chan int
+}
+
+func (p *passer) Init(c *stage.Context) (err error) {
+	if p.next != "" {
+		p.out, err = c.Sink(p.next)
+	}
+	return err
+}
+
+func (p *passer) HandleEvents(batch []sink.Event) error {
+	if p.out == nil {
+		p.last <- len(batch)
+		return nil
+	}
+	return sink.WaitPolicy{}.EnqueueManyWait(context.Background(), p.out, batch)
+}
+
+// BenchmarkPipeline measures events/s through a 10-stage pipeline with
+// batching, beside a 10-goroutine channel pipeline passing events one by
+// one. ns/op is per event end to end.
+func BenchmarkPipeline(b *testing.B) {
+	const stages, chunk = 10, 256
+	var ev sink.Event = 1
+	b.Run("stages-batched", func(b *testing.B) {
+		m := stage.NewManager(stage.Options{})
+		last := make(chan int, 1024)
+		for i := 0; i < stages; i++ {
+			next := ""
+			if i < stages-1 {
+				next = fmt.Sprintf("P%d", i+1)
+			}
+			_, err := m.CreateStage(fmt.Sprintf("P%d", i), &passer{next: next, last: last}, stage.StageConfig{
+				Queue:    stage.QueueConfig{Threshold: 8192},
+				Batching: stage.BatchingConfig{Max: 1024},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := m.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		defer m.Shutdown(context.Background())
+		first, _ := m.Stage("P0")
+		batch := make([]sink.Event, chunk)
+		for i := range batch {
+			batch[i] = ev
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		go func() {
+			for sent := 0; sent < b.N; sent += chunk {
+				n := min(chunk, b.N-sent)
+				if err := (sink.WaitPolicy{}).EnqueueManyWait(context.Background(), first.Sink(), batch[:n]); err != nil {
+					panic(err)
+				}
+			}
+		}()
+		for got := 0; got < b.N; {
+			got += <-last
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+	b.Run("channels", func(b *testing.B) {
+		chans := make([]chan sink.Event, stages+1)
+		for i := range chans {
+			chans[i] = make(chan sink.Event, 1024)
+		}
+		for i := 0; i < stages; i++ {
+			go func(in, out chan sink.Event) {
+				for e := range in {
+					out <- e
+				}
+				close(out)
+			}(chans[i], chans[i+1])
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		go func() {
+			for i := 0; i < b.N; i++ {
+				chans[0] <- ev
+			}
+			close(chans[0])
+		}()
+		for range chans[stages] {
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+}
