@@ -39,12 +39,12 @@ type Failure struct {
 // Stats are a stage's cumulative counters.
 type Stats struct {
 	sink.Stats
-	Batches     uint64        // batches handled
-	Events      uint64        // events handled
-	Failures    uint64        // batches that failed
-	PoolSize    int           // goroutines serving the stage
-	BatchSize   int           // current batching factor
-	QueueLen    int
+	Batches   uint64 // batches handled
+	Events    uint64 // events handled
+	Failures  uint64 // batches that failed
+	PoolSize  int    // goroutines serving the stage
+	BatchSize int    // current batching factor
+	QueueLen  int
 }
 
 // Stage is a running stage: a handler, its admission-controlled queue and
@@ -65,11 +65,11 @@ type Stage struct {
 	batchSize atomic.Int32
 	batcher   *batcher
 
-	inflight    atomic.Int64
-	batches     atomic.Uint64
-	events      atomic.Uint64
-	failures    atomic.Uint64
-	metrics     *stageMetrics
+	inflight atomic.Int64
+	batches  atomic.Uint64
+	events   atomic.Uint64
+	failures atomic.Uint64
+	metrics  *stageMetrics
 
 	predMu     sync.Mutex
 	predCancel context.CancelFunc
@@ -99,12 +99,12 @@ func (s *Stage) Manager() *Manager { return s.mgr }
 // Stats returns the stage's counters.
 func (s *Stage) Stats() Stats {
 	st := Stats{
-		Stats:       s.queue.Stats(),
-		Batches:     s.batches.Load(),
-		Events:      s.events.Load(),
-		Failures:    s.failures.Load(),
-		BatchSize:   int(s.batchSize.Load()),
-		QueueLen:    s.queue.Len(),
+		Stats:     s.queue.Stats(),
+		Batches:   s.batches.Load(),
+		Events:    s.events.Load(),
+		Failures:  s.failures.Load(),
+		BatchSize: int(s.batchSize.Load()),
+		QueueLen:  s.queue.Len(),
 	}
 	if s.runner != nil {
 		st.PoolSize = s.runner.Size()
