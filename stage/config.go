@@ -87,7 +87,7 @@ type StageConfig struct {
 	Predicate sink.Predicate `yaml:"-"`
 	// PredicateSpec is the predicate block from a configuration file
 	// ({type: rate, rate: 5000, ...}); see package enqueuepred.
-	PredicateSpec *yaml.Node       `yaml:"predicate"`
+	PredicateSpec yaml.Node        `yaml:"predicate"`
 	ThreadPool    ThreadPoolConfig `yaml:"threadpool"`
 	Batching      BatchingConfig   `yaml:"batching"`
 	// Args are decoded by the handler's Init with Context.DecodeArgs.
@@ -111,7 +111,7 @@ type ThreadManagerConfig struct {
 // settings of the manager's services.
 type GlobalConfig struct {
 	Queue         QueueConfig         `yaml:"queue"`
-	Predicate     *yaml.Node          `yaml:"predicate"`
+	Predicate     yaml.Node           `yaml:"predicate"`
 	ThreadPool    ThreadPoolConfig    `yaml:"threadpool"`
 	Batching      BatchingConfig      `yaml:"batching"`
 	ThreadManager ThreadManagerConfig `yaml:"threadManager"`

@@ -98,7 +98,7 @@ func TestConfigDefaultsAndOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Stages) != 2 || cfg.Stages[0].Name != "Echo" || cfg.Stages[1].Name != "Sink" {
+	if len(cfg.Stages) != 4 || cfg.Stages[0].Name != "Echo" || cfg.Stages[1].Name != "Sink" {
 		t.Fatalf("stages %+v", cfg.Stages)
 	}
 	echo, snk := cfg.Stages[0].Config, cfg.Stages[1].Config

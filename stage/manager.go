@@ -13,6 +13,7 @@ import (
 
 	metrics "github.com/rcrowley/go-metrics"
 
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/threadpool"
 )
@@ -76,6 +77,9 @@ type Manager struct {
 	signals signalBus
 
 	failures atomic.Uint64
+
+	predOnce   sync.Once
+	predShared *enqueuepred.Shared
 }
 
 // NewManager returns a manager with no stages, not started.

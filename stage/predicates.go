@@ -1,8 +1,9 @@
 package stage
 
 import (
-	"fmt"
+	"time"
 
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -12,8 +13,43 @@ func (m *Manager) buildPredicate(s *Stage) (sink.Predicate, error) {
 	if s.cfg.Predicate != nil {
 		return s.cfg.Predicate, nil
 	}
-	if s.cfg.PredicateSpec == nil || s.cfg.PredicateSpec.Tag == "!!null" {
+	spec := &s.cfg.PredicateSpec
+	if spec.Kind == 0 || spec.Tag == "!!null" {
 		return nil, nil
 	}
-	return nil, fmt.Errorf("%w: stage %q: predicate blocks are not supported yet", ErrInvalidConfig, s.name)
+	p, err := enqueuepred.FromYAML(spec, s.cfg.path+".predicate", enqueuepred.Env{
+		Stage:  s.name,
+		Logger: m.log,
+		Lookup: func(name string) (sink.Sink, bool) {
+			st, ok := m.Stage(name)
+			if !ok {
+				return nil, false
+			}
+			return st.Sink(), true
+		},
+		ResponseTime: m.responseTime,
+		Shared:       m.predicateShared(),
+	})
+	if err != nil {
+		return nil, &ConfigError{File: s.cfg.file, Err: err}
+	}
+	return p, nil
+}
+
+// predicateShared returns the manager's shared predicate state (group rates).
+func (m *Manager) predicateShared() *enqueuepred.Shared {
+	m.predOnce.Do(func() { m.predShared = enqueuepred.NewShared() })
+	return m.predShared
+}
+
+// responseTime estimates a stage's 90th-percentile response time from the
+// runtime's sampled queueing and service times.
+func (m *Manager) responseTime(name string) (time.Duration, bool) {
+	st, ok := m.Stage(name)
+	if !ok || st.metrics == nil || st.metrics.serviceTime.Count() == 0 {
+		return 0, false
+	}
+	q := st.metrics.queueTime.Percentile(0.9)
+	s := st.metrics.serviceTime.Percentile(0.9)
+	return time.Duration(q + s), true
 }
