@@ -1,0 +1,67 @@
+package enqueuepred
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// fakeClock is a manual clock for controller tests.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// ev is a test event with a class, a principal and a rejectability flag.
+type ev struct {
+	class, prio int
+	id          string
+	must        bool
+}
+
+func (e ev) Class() int { return e.class }
+func (e ev) Principal() Principal {
+	return Principal{ID: e.id, Class: e.class, Priority: e.prio}
+}
+func (e ev) NonRejectable() bool { return e.must }
+
+// lenSink is a sink.Sink whose length the test sets.
+type lenSink struct {
+	sink.Sink
+	n int
+}
+
+func (l *lenSink) Len() int { return l.n }
+
+// count returns how many of n Accept calls p admits.
+func count(p sink.Predicate, e sink.Event, n int) int {
+	k := 0
+	for i := 0; i < n; i++ {
+		if p.Accept(e) {
+			k++
+		}
+	}
+	return k
+}
+
+// inspectMap collects an Inspector's report.
+func inspectMap(p sink.Predicate) map[string]float64 {
+	m := map[string]float64{}
+	Inspect(p, func(k string, v float64) { m[k] = v })
+	return m
+}
