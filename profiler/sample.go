@@ -1,0 +1,225 @@
+package profiler
+
+import (
+	rtmetrics "runtime/metrics"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// Value is one named number of a sample.
+type Value struct {
+	Name  string
+	Value float64
+}
+
+// StageSample is one stage's values at one instant. Names are relative to
+// the stage: the metrics the runtime registers under "<stage>.<name>"
+// (queue.length, enqueued, rejected.predicate, pool.size,
+// batching.factor, ...; histograms as <name>.mean/.p50/.p90/.p99/.max),
+// the handler's own values (stage.Context.Profile), "predicate.<name>" for
+// what the admission predicate reports through Inspect, and the rates the
+// profiler derives between two samples: rate.enqueued, rate.handled and
+// rate.rejected (events per second; rejected counts full-queue and
+// predicate refusals).
+type StageSample struct {
+	Name   string
+	Values []Value // sorted by name
+}
+
+// Get returns the stage's value called name.
+func (s *StageSample) Get(name string) (float64, bool) {
+	i := sort.Search(len(s.Values), func(i int) bool { return s.Values[i].Name >= name })
+	if i < len(s.Values) && s.Values[i].Name == name {
+		return s.Values[i].Value, true
+	}
+	return 0, false
+}
+
+// Sample is what the profiler records at one instant.
+type Sample struct {
+	Seq  uint64 // 1 for the first sample of a profiler, then +1
+	Time time.Time
+	// Process holds the Go runtime's numbers: mem.heap (bytes of heap
+	// objects), mem.total (bytes mapped by the runtime), goroutines and
+	// gc.cycles.
+	Process []Value
+	Stages  []StageSample // in the manager's creation order
+	// Other holds metrics of the manager's registry that belong to no
+	// stage, under their full names.
+	Other []Value
+	Edges []stage.Edge // the traced stage graph
+}
+
+// Stage returns the named stage's sample.
+func (s *Sample) Stage(name string) (*StageSample, bool) {
+	for i := range s.Stages {
+		if s.Stages[i].Name == name {
+			return &s.Stages[i], true
+		}
+	}
+	return nil, false
+}
+
+// inspector is what predicates implement to report their state (see
+// package enqueuepred); the profiler finds it by type assertion.
+type inspector interface {
+	Inspect(report func(name string, value float64))
+}
+
+var runtimeNames = []struct{ metric, name string }{
+	{"/memory/classes/heap/objects:bytes", "mem.heap"},
+	{"/memory/classes/total:bytes", "mem.total"},
+	{"/sched/goroutines:goroutines", "goroutines"},
+	{"/gc/cycles/total:gc-cycles", "gc.cycles"},
+}
+
+// counters are the cumulative stage counters rates are derived from.
+type counters struct {
+	at                          time.Time
+	enqueued, handled, rejected uint64
+}
+
+// sampler takes samples of a manager; it remembers the previous counters of
+// every stage to derive rates.
+type sampler struct {
+	m   *stage.Manager
+	now func() time.Time
+
+	mu   sync.Mutex
+	seq  uint64
+	prev map[*stage.Stage]counters
+	rt   []rtmetrics.Sample
+}
+
+func newSampler(m *stage.Manager, now func() time.Time) *sampler {
+	if now == nil {
+		now = time.Now
+	}
+	s := &sampler{m: m, now: now, prev: map[*stage.Stage]counters{}}
+	for _, n := range runtimeNames {
+		s.rt = append(s.rt, rtmetrics.Sample{Name: n.metric})
+	}
+	return s
+}
+
+// take samples the manager now.
+func (s *sampler) take() Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	out := Sample{Seq: s.seq, Time: s.now()}
+
+	rtmetrics.Read(s.rt)
+	for i, r := range s.rt {
+		v := 0.0
+		switch r.Value.Kind() {
+		case rtmetrics.KindUint64:
+			v = float64(r.Value.Uint64())
+		case rtmetrics.KindFloat64:
+			v = r.Value.Float64()
+		}
+		out.Process = append(out.Process, Value{runtimeNames[i].name, v})
+	}
+
+	stages := s.m.Stages()
+	index := make(map[string]int, len(stages))
+	out.Stages = make([]StageSample, len(stages))
+	for i, st := range stages {
+		out.Stages[i].Name = st.Name()
+		index[st.Name()] = i
+	}
+	s.m.Metrics().Each(func(name string, v any) {
+		if i, rel, ok := owner(index, name); ok {
+			out.Stages[i].Values = appendMetric(out.Stages[i].Values, rel, v)
+		} else {
+			out.Other = appendMetric(out.Other, name, v)
+		}
+	})
+
+	next := make(map[*stage.Stage]counters, len(stages))
+	for i, st := range stages {
+		ss := &out.Stages[i]
+		if in, ok := st.Sink().Predicate().(inspector); ok {
+			in.Inspect(func(name string, v float64) {
+				ss.Values = append(ss.Values, Value{"predicate." + name, v})
+			})
+		}
+		stats := st.Stats()
+		c := counters{at: out.Time, enqueued: stats.Enqueued, handled: stats.Events,
+			rejected: stats.RejectedFull + stats.RejectedPredicate}
+		var re, rh, rr float64
+		if p, ok := s.prev[st]; ok {
+			if dt := c.at.Sub(p.at).Seconds(); dt > 0 {
+				re = float64(c.enqueued-p.enqueued) / dt
+				rh = float64(c.handled-p.handled) / dt
+				rr = float64(c.rejected-p.rejected) / dt
+			}
+		}
+		next[st] = c
+		ss.Values = append(ss.Values,
+			Value{"rate.enqueued", re}, Value{"rate.handled", rh}, Value{"rate.rejected", rr})
+		sortValues(ss.Values)
+	}
+	s.prev = next
+	sortValues(out.Other)
+	out.Edges = s.m.Edges()
+	return out
+}
+
+// owner finds the stage a registry name belongs to: the longest stage name
+// that prefixes it followed by a dot.
+func owner(index map[string]int, name string) (int, string, bool) {
+	for j := strings.LastIndexByte(name, '.'); j > 0; j = strings.LastIndexByte(name[:j], '.') {
+		if i, ok := index[name[:j]]; ok {
+			return i, name[j+1:], true
+		}
+	}
+	return 0, "", false
+}
+
+// appendMetric flattens one go-metrics value into named numbers. Types
+// that carry no number (health checks) are left out.
+func appendMetric(out []Value, name string, v any) []Value {
+	switch m := v.(type) {
+	case metrics.Gauge:
+		return append(out, Value{name, float64(m.Value())})
+	case metrics.GaugeFloat64:
+		return append(out, Value{name, m.Value()})
+	case metrics.Counter:
+		return append(out, Value{name, float64(m.Count())})
+	case metrics.Histogram:
+		h := m.Snapshot()
+		return appendDistribution(out, name, h.Mean(), h.Percentiles(quantiles), h.Max())
+	case metrics.Timer:
+		t := m.Snapshot()
+		out = appendDistribution(out, name, t.Mean(), t.Percentiles(quantiles), t.Max())
+		return append(out, Value{name + ".rate1", t.Rate1()})
+	case metrics.Meter:
+		mm := m.Snapshot()
+		return append(out, Value{name + ".count", float64(mm.Count())}, Value{name + ".rate1", mm.Rate1()})
+	case metrics.EWMA:
+		return append(out, Value{name, m.Rate()})
+	}
+	return out
+}
+
+var quantiles = []float64{0.5, 0.9, 0.99}
+
+func appendDistribution(out []Value, name string, mean float64, q []float64, max int64) []Value {
+	return append(out,
+		Value{name + ".mean", mean},
+		Value{name + ".p50", q[0]},
+		Value{name + ".p90", q[1]},
+		Value{name + ".p99", q[2]},
+		Value{name + ".max", float64(max)})
+}
+
+func sortValues(vs []Value) {
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Name < vs[j].Name })
+}
