@@ -26,8 +26,8 @@ const (
 )
 
 // maxWait bounds how long a metrics.json?after= request waits for a new
-// sample.
-const maxWait = 10 * time.Second
+// sample (a variable for tests).
+var maxWait = 10 * time.Second
 
 // Handler returns the profiler's HTTP endpoints on a mux of their own, to
 // be served by Start's listener or mounted on an application's server:

@@ -1,6 +1,9 @@
 package profiler
 
 import (
+	"context"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -53,5 +56,38 @@ func TestRates(t *testing.T) {
 	third := s.take()
 	if got := rate(third, "rate.enqueued"); got != 0 || third.Seq != 3 {
 		t.Errorf("rate.enqueued at dt=0 = %v (seq %d)", got, third.Seq)
+	}
+}
+
+// TestShutdownEndsLongPolls: a client waiting for a sample does not hold
+// up Shutdown (were it to, the poll below would wait an hour).
+func TestShutdownEndsLongPolls(t *testing.T) {
+	defer func(d time.Duration) { maxWait = d }(maxWait)
+	maxWait = time.Hour
+	m := stage.NewManager(stage.Options{})
+	p, err := New(m, Config{HTTP: "127.0.0.1:0", Interval: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + p.Addr().String() + MetricsPath + "?after=99")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	for p.polls.Load() == 0 { // until the request waits in the handler
+		time.Sleep(time.Millisecond)
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting client got %v, want the latest sample", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -51,6 +52,7 @@ type Profiler struct {
 	hmu     sync.RWMutex
 	history []Sample      // ring of the last historyLen samples, oldest first
 	fresh   chan struct{} // closed and replaced at every new sample
+	polls   atomic.Int32  // requests waiting for a sample
 }
 
 // New returns a profiler of m, not started. Zero fields of cfg take their
@@ -250,6 +252,8 @@ func (p *Profiler) waitSample(ctx context.Context, seq uint64, timeout time.Dura
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	p.polls.Add(1)
+	defer p.polls.Add(-1)
 	select {
 	case <-fresh:
 	case <-ctx.Done():
