@@ -59,6 +59,12 @@ func BenchmarkParserBrowserGETIn4Packets(b *testing.B) {
 	benchFeed(b, []byte(browserGET), 1, 4)
 }
 
+// BenchmarkParserBrowserGETBytewise feeds one byte at a time, the worst
+// case of a slow client; its cost per byte stays flat (no rescanning).
+func BenchmarkParserBrowserGETBytewise(b *testing.B) {
+	benchFeed(b, []byte(browserGET), 1, len(browserGET))
+}
+
 func BenchmarkParserPipelinedGETs(b *testing.B) {
 	const n = 16
 	var in strings.Builder

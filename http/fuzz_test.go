@@ -247,6 +247,10 @@ func excuse(data []byte, nreq *nethttp.Request, err error) string {
 		if nreq.ProtoMajor != 1 {
 			return "not HTTP/1.x (505)"
 		}
+	case errors.Is(err, ErrTarget):
+		if nreq.RequestURI == "" {
+			return "empty request-target (RFC 9112 §3.2; net/http takes it for CONNECT)"
+		}
 	case errors.Is(err, ErrObsFold):
 		if bytes.Contains(data, []byte("\n ")) || bytes.Contains(data, []byte("\n\t")) {
 			return "obsolete line folding (RFC 9112 §5.2)"
@@ -311,4 +315,74 @@ func rawFieldValue(data []byte, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// FuzzFormatter checks that no status, field or body makes the formatter
+// write something other than one well-formed response: net/http reads it
+// back exactly, with the one field intact and no field injected.
+func FuzzFormatter(f *testing.F) {
+	f.Add(200, "Content-Type", "text/plain", []byte("hello"), false, false)
+	f.Add(404, "X-Evil", "a\r\nSet-Cookie: x=1\r\n\r\nHTTP/1.1 200 OK", []byte{}, true, false)
+	f.Add(304, "Bad Name:", "v", []byte("ignored"), false, true)
+	f.Add(0, "Connection", "close", []byte(nil), false, false)
+	f.Add(101, "", "\x00\x7f\xff", []byte("x"), false, true)
+	f.Fuzz(func(t *testing.T, status int, name, value string, body []byte, head, http10 bool) {
+		reqText := "GET / HTTP/1.1\r\nHost: h\r\n\r\n"
+		if head {
+			reqText = "HEAD / HTTP/1.1\r\nHost: h\r\n\r\n"
+		}
+		if http10 {
+			reqText = strings.Replace(reqText, "1.1", "1.0", 1)
+		}
+		reqs, err := newTestParser().Feed(nil, []byte(reqText))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := reqs[0]
+		resp := &Response{Status: status, Header: Header{{Name: name, Value: value}}, Body: body}
+		wire := resp.Append(nil, req, fixedTime)
+
+		nreq, _ := nethttp.NewRequest(req.Method, "/", nil)
+		br := bufio.NewReader(bytes.NewReader(wire))
+		got, err := nethttp.ReadResponse(br, nreq)
+		if err != nil {
+			t.Fatalf("net/http cannot read %q: %v", wire, err)
+		}
+		gotBody, err := io.ReadAll(got.Body)
+		if err != nil {
+			t.Fatalf("reading body of %q: %v", wire, err)
+		}
+		if got.StatusCode != resp.status() || br.Buffered() != 0 {
+			t.Fatalf("%q: status %d, %d bytes left", wire, got.StatusCode, br.Buffered())
+		}
+		if resp.SendsBody(req) && string(gotBody) != string(body) || !resp.SendsBody(req) && len(gotBody) != 0 {
+			t.Fatalf("%q: body %q", wire, gotBody)
+		}
+		if got.Close == resp.KeepAlive(req) && !noBody(resp.status()) {
+			t.Fatalf("%q: net/http Close=%v, KeepAlive=%v", wire, got.Close, resp.KeepAlive(req))
+		}
+		// Only the managed fields and the one given field are there.
+		var sanitized strings.Builder
+		for _, c := range []byte(cmpOr(name, "_")) {
+			if !isTokenByte(c) {
+				c = '_'
+			}
+			sanitized.WriteByte(c)
+		}
+		own := CanonicalKey(sanitized.String())
+		for k := range got.Header {
+			switch k {
+			case "Date", "Server", "Content-Length", "Connection", own:
+			default:
+				t.Fatalf("%q: field %q injected", wire, k)
+			}
+		}
+	})
+}
+
+func cmpOr(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
 }

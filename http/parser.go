@@ -65,6 +65,7 @@ const (
 	stateChunkData              // reading chunk data
 	stateChunkEnd               // reading the CRLF after chunk data
 	stateTrailer                // looking for the end of the trailer section
+	stateClosed                 // after a request with Close: input is ignored
 	stateFailed                 // after an error; the connection is done
 )
 
@@ -121,7 +122,8 @@ type Parser struct {
 // Feed parses data, the next bytes received on the connection, and appends
 // the requests it completes to dst, in order; it returns the extended dst.
 // data is not retained: the bytes of an incomplete request are copied
-// into the Parser.
+// into the Parser. After a request with Close, Feed ignores its input (see
+// Closed).
 //
 // On malformed or oversized input Feed returns an *Error wrapping one of the
 // Err* sentinels with the status to answer (ErrorResponse builds the
@@ -133,7 +135,7 @@ func (p *Parser) Feed(dst []*Request, data []byte) ([]*Request, error) {
 	if p.state == stateFailed {
 		return dst, p.err
 	}
-	if len(data) == 0 {
+	if p.state == stateClosed || len(data) == 0 {
 		return dst, nil
 	}
 	p.lim = p.Limits.withDefaults()
@@ -172,6 +174,8 @@ func (p *Parser) Feed(dst []*Request, data []byte) ([]*Request, error) {
 			n, more, err = p.chunkEnd(s)
 		case stateTrailer:
 			n, more, done, err = p.trailer(s)
+		case stateClosed:
+			n = len(s) // RFC 9112 §9.6: no further requests are processed
 		}
 		pos += n
 		if err != nil {
@@ -193,9 +197,13 @@ func (p *Parser) Feed(dst []*Request, data []byte) ([]*Request, error) {
 	if p.state != stateIdle && p.state != stateHead && len(rest) > 0 {
 		p.bodySeen = true
 	}
-	if carried {
+	switch {
+	case carried && pos == 0:
+		// Nothing consumed: the input stays where it is, so that a request
+		// arriving byte by byte costs linear, not quadratic, time.
+	case carried:
 		p.buf = p.buf[:copy(p.buf, rest)]
-	} else {
+	default:
 		p.buf = append(p.buf[:0], rest...)
 	}
 	if len(p.buf) == 0 && cap(p.buf) > 64<<10 {
@@ -203,6 +211,13 @@ func (p *Parser) Feed(dst []*Request, data []byte) ([]*Request, error) {
 	}
 	return dst, nil
 }
+
+// Closed reports that the Parser returned a request with Close set (HTTP/1.1
+// "Connection: close", or HTTP/1.0 without keep-alive). That request is the
+// last one on the connection (RFC 9112 §9.6): the Parser ignores any input
+// after it, and the server closes the connection once its response is
+// sent.
+func (p *Parser) Closed() bool { return p.state == stateClosed }
 
 // Err returns the error that failed the Parser, or nil.
 func (p *Parser) Err() error {
@@ -271,6 +286,9 @@ func (p *Parser) finish(now time.Time) *Request {
 	p.seq++
 	p.req = nil
 	p.state = stateIdle
+	if r.Close {
+		p.state = stateClosed
+	}
 	p.leading = 0
 	p.bodySeen = false
 	p.continued = false
@@ -386,15 +404,15 @@ func (p *Parser) splitRequestLine(line []byte) *Error {
 	if !isToken(method) {
 		return newError(ErrMalformed, "method %s", quote(method))
 	}
-	if len(target) == 0 {
-		return newError(ErrTarget, "empty request target")
-	}
 	if len(version) != len("HTTP/1.1") || string(version[:5]) != "HTTP/" ||
 		!isDigit(version[5]) || version[6] != '.' || !isDigit(version[7]) {
 		return newError(ErrMalformed, "version %s", quote(version))
 	}
 	if version[5] != '1' {
 		return newError(ErrVersion, "%s", version)
+	}
+	if len(target) == 0 {
+		return newError(ErrTarget, "empty request target")
 	}
 	for _, c := range target {
 		if c < ' ' || c == 0x7f {

@@ -212,8 +212,8 @@ func TestParserValidAtEverySplit(t *testing.T) {
 				if !reqs[0].Received.Equal(fixedTime) {
 					t.Errorf("%s: Received = %v", how, reqs[0].Received)
 				}
-				if !p.Idle() || p.Buffered() != 0 {
-					t.Errorf("%s: parser not idle after a complete request", how)
+				if p.Buffered() != 0 || p.Idle() == tc.want.Close || p.Closed() != tc.want.Close {
+					t.Errorf("%s: after a complete request Idle=%v Closed=%v Buffered=%d", how, p.Idle(), p.Closed(), p.Buffered())
 				}
 			}
 		})
@@ -287,7 +287,8 @@ var badRequests = []struct {
 }{
 	{"no spaces", "GET\r\n\r\n", Limits{}, 400, ErrMalformed},
 	{"HTTP/0.9 style", "GET /\r\n\r\n", Limits{}, 400, ErrMalformed},
-	{"double space", "GET  / HTTP/1.1\r\nHost: h\r\n\r\n", Limits{}, 400, ErrTarget},
+	{"double space", "GET  / HTTP/1.1\r\nHost: h\r\n\r\n", Limits{}, 400, ErrMalformed},
+	{"empty authority", "CONNECT  HTTP/1.1\r\nHost: h\r\n\r\n", Limits{}, 400, ErrTarget},
 	{"bad method", "G(T / HTTP/1.1\r\nHost: h\r\n\r\n", Limits{}, 400, ErrMalformed},
 	{"control byte before request line", "\x00GET / HTTP/1.1\r\n\r\n", Limits{}, 400, ErrMalformed},
 	{"lower-case version", "GET / http/1.1\r\nHost: h\r\n\r\n", Limits{}, 400, ErrMalformed},
@@ -578,5 +579,25 @@ func TestParserManyHeadersSpillInline(t *testing.T) {
 	h := reqs[0].Header
 	if len(h) != 41 || h.Get("x-h39") != "39" || h.Get("X-H0") != "0" {
 		t.Fatalf("got %d fields", len(h))
+	}
+}
+
+func TestParserStopsAfterClose(t *testing.T) {
+	for _, first := range []string{
+		"GET /1 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+		"GET /1 HTTP/1.0\r\n\r\n",
+	} {
+		in := first + "GET /2 HTTP/1.1\r\nHost: h\r\n\r\nGARBAGE\r\n\r\n"
+		for how, pieces := range splits(in) {
+			p := newTestParser()
+			reqs, err := feedPieces(p, pieces)
+			if err != nil || len(reqs) != 1 || reqs[0].Path != "/1" || !reqs[0].Close || !p.Closed() {
+				t.Fatalf("%s: %v, %d requests, Closed=%v", how, err, len(reqs), p.Closed())
+			}
+		}
+	}
+	p := newTestParser()
+	if _, err := p.Feed(nil, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n")); err != nil || p.Closed() {
+		t.Fatal("Closed after a keep-alive request")
 	}
 }
