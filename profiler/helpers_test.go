@@ -22,8 +22,6 @@ type forward struct {
 	seen atomic.Int64
 }
 
-func (f *forward) SingleThreaded() {}
-
 func (f *forward) Init(c *stage.Context) error {
 	c.Profile("seen", func() float64 { return float64(f.seen.Load()) })
 	if f.next == "" {
