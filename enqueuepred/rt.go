@@ -87,6 +87,9 @@ type RTConfig struct {
 	Logger   *slog.Logger     // nil: discard
 }
 
+// maxNReq bounds the sample buffer.
+const maxNReq = 1 << 16
+
 // params is an RTConfig with defaults applied, in float seconds.
 type params struct {
 	mode                                        Mode
@@ -166,6 +169,8 @@ func (c RTConfig) params() (params, error) {
 		return params{}, fmt.Errorf("%w: need 0 < rateMin <= rateMax, got %v, %v", ErrBadConfig, p.rateMin, p.rateMax)
 	case p.errInc > p.errDec:
 		return params{}, fmt.Errorf("%w: errInc %v above errDec %v", ErrBadConfig, p.errInc, p.errDec)
+	case p.nreq > maxNReq:
+		return params{}, fmt.Errorf("%w: nreq must be at most %d, got %d", ErrBadConfig, maxNReq, p.nreq)
 	case p.headroom < 1:
 		return params{}, fmt.Errorf("%w: headroom must be >= 1, got %v", ErrBadConfig, p.headroom)
 	}

@@ -1,0 +1,245 @@
+package enqueuepred
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+func parse(t testing.TB, doc string) *yaml.Node {
+	t.Helper()
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
+		t.Fatalf("yaml: %v", err)
+	}
+	return &n
+}
+
+func TestFromYAML(t *testing.T) {
+	tests := []struct {
+		doc   string
+		check func(t *testing.T, p sink.Predicate)
+	}{
+		{"{type: threshold, limit: 1000}", func(t *testing.T, p sink.Predicate) {
+			if p.(*Threshold).Limit() != 1000 {
+				t.Fatal("limit")
+			}
+		}},
+		{"{type: rate, rate: 5000, depth: 100}", func(t *testing.T, p sink.Predicate) {
+			r := p.(*Rate)
+			if r.Rate() != 5000 || r.b.depth() != 100 {
+				t.Fatal("rate/depth")
+			}
+		}},
+		{"{type: rt, target: 500ms}", func(t *testing.T, p sink.Predicate) {
+			r := p.(*ResponseTime)
+			if r.Target() != 500*time.Millisecond || r.Mode() != ModeFast || !r.Enabled() {
+				t.Fatal("rt defaults")
+			}
+		}},
+		{"{type: rt, target: 1s, mode: thesis, nreq: 50, alpha: 0.5, rateMax: 100, enabled: false}", func(t *testing.T, p sink.Predicate) {
+			r := p.(*ResponseTime)
+			if r.Mode() != ModeThesis || r.p.nreq != 50 || r.p.alpha != 0.5 || r.p.rateMax != 100 || r.Enabled() {
+				t.Fatalf("rt knobs %+v", r.p)
+			}
+		}},
+		{"{type: multiclass, targets: {0: 2s, 1: 500ms}}", func(t *testing.T, p sink.Predicate) {
+			m := p.(*Multiclass)
+			if len(m.Classes()) != 2 || m.p[1].target != 0.5 {
+				t.Fatal("multiclass")
+			}
+		}},
+		{"{type: counter, limit: 64}", func(t *testing.T, p sink.Predicate) {
+			if p.(*Counter).Limit() != 64 {
+				t.Fatal("counter")
+			}
+		}},
+		{"{type: red, min: 10, max: 40, maxp: 0.2}", func(t *testing.T, p sink.Predicate) {
+			if c := p.(*RED).Config(); c.Min != 10 || c.Max != 40 || c.MaxP != 0.2 {
+				t.Fatal("red")
+			}
+		}},
+		{"{type: codel, target: 10ms, interval: 200ms}", func(t *testing.T, p sink.Predicate) {
+			if c := p.(*Sojourn).cfg; c.Target != 10*time.Millisecond || c.Interval != 200*time.Millisecond {
+				t.Fatal("codel")
+			}
+		}},
+		{"{type: all, of: [{type: threshold, limit: 10}, {type: rate, rate: 100}]}", func(t *testing.T, p sink.Predicate) {
+			if len(p.(*All).Children()) != 2 {
+				t.Fatal("all")
+			}
+		}},
+		{"{type: any, of: [{type: counter, limit: 1}]}", func(t *testing.T, p sink.Predicate) {
+			_ = p.(*Any)
+		}},
+		{"{type: session, window: 5s, of: {type: rt, target: 1s}}", func(t *testing.T, p sink.Predicate) {
+			s := p.(*Session)
+			if s.cfg.Window != 5*time.Second || sink.PredicateName(s.inner) != "rt" {
+				t.Fatal("session")
+			}
+		}},
+		{"{type: priority, limits: {0: 10, 2: 100}}", func(t *testing.T, p sink.Predicate) {
+			if len(p.(*Priority).levels) != 2 {
+				t.Fatal("priority")
+			}
+		}},
+		{"{type: group, group: g1, rate: 300}", func(t *testing.T, p sink.Predicate) {
+			if p.(*GroupRate).Rate.Rate() != 300 {
+				t.Fatal("group")
+			}
+		}},
+		{`
+type: rate
+rate: 1000
+modifiers:
+  - {sampler: cpu, value: {80: 1, 90: 2}, factor: 20}
+  - {sampler: queue, stage: Other, over: 100, duration: {0s: 1, 30s: 3}, interval: 500ms}
+  - {sampler: rt, stage: Other, value: {500: 1}}
+  - {sampler: heap, value: {1024: 1}}
+  - {sampler: goroutines, value: {10000: 2}}
+`, func(t *testing.T, p sink.Predicate) {
+			m := p.(*Modified)
+			if len(m.mods) != 5 || m.mods[0].Factor != 20 || m.mods[1].Interval != 500*time.Millisecond ||
+				m.mods[1].Template.Over != 100 || m.mods[1].Template.Duration[1].After != 30*time.Second {
+				t.Fatalf("modifiers %+v", m.mods)
+			}
+			if sink.PredicateName(m) != "rate" {
+				t.Fatal("a modified rate is still named rate")
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.doc, func(t *testing.T) {
+			env := Env{Stage: "S", Shared: NewShared()}
+			p, err := FromYAML(parse(t, tt.doc), "stages.S.predicate", env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, p)
+			p.Accept(1) // usable
+			if !Inspect(p, func(string, float64) {}) {
+				t.Fatal("not an Inspector")
+			}
+		})
+	}
+}
+
+func TestFromYAMLErrors(t *testing.T) {
+	tests := []struct {
+		doc  string
+		want string
+	}{
+		{"{type: bogus}", `line 1: p.type: unknown predicate type "bogus" (known: all, any, codel, counter, group, multiclass`},
+		{"{limit: 3}", "line 1: p.type: missing predicate type"},
+		{"[1, 2]", "line 1: p: want a predicate mapping"},
+		{"type: threshold\nlimit: 10\nlimt: 3\n", "line 3: p.limt: unknown key"},
+		{"type: threshold\n", "p.limit: threshold needs a limit"},
+		{"type: threshold\nlimit: -1\n", "line 2: p.limit: limit must be >= 0"},
+		{"type: rate\nrate: fast\n", `line 2: p.rate: want a float64 value, got "fast"`},
+		{"type: rate\nrate: 0\n", "line 2: p.rate: rate must be positive"},
+		{"type: rate\n", "p.rate: missing rate"},
+		{"type: rt\ntarget: 5 parsecs\n", `line 2: p.target: bad duration "5 parsecs"`},
+		{"type: rt\n", "p.target: rt needs a positive"},
+		{"type: rt\ntarget: 1s\nmode: turbo\n", `line 3: p.mode: unknown mode "turbo"`},
+		{"type: rt\ntarget: 1s\nalpha: 2\n", "alpha must be in [0,1)"},
+		{"type: multiclass\ntargets: {}\n", "line 2: p.targets: multiclass needs targets"},
+		{"type: multiclass\ntargets:\n  0: 1s\n  1: soon\n", `line 4: p.targets.1: bad duration "soon"`},
+		{"type: counter\nlimit: 0\n", "line 2: p.limit: limit must be >= 1"},
+		{"type: red\nmin: 10\nmax: 5\n", "line 3: p.max: max (5) must be above min (10)"},
+		{"type: all\nof: []\n", "line 2: p.of: want a non-empty list"},
+		{"type: all\nof:\n  - {type: threshold, limit: 1}\n  - {type: nope}\n", `line 4: p.of[1].type: unknown predicate type "nope"`},
+		{"type: session\n", "p.of: session needs the predicate"},
+		{"type: session\nof: {type: rate}\n", "p.of.rate: missing rate"},
+		{"type: group\nrate: 10\n", "p.group: group predicate needs a group name"},
+		{"type: group\ngroup: unknown\n", `p.rate: group "unknown" is not defined yet`},
+		{"type: priority\nlimits: {0: -1}\n", "p.limits.0: limit must not be negative"},
+		{"type: rate\nrate: 1\nmodifiers:\n  - {sampler: disk, value: {1: 1}}\n", `line 4: p.modifiers[0].sampler: unknown sampler "disk"`},
+		{"type: rate\nrate: 1\nmodifiers:\n  - {sampler: queue, value: {1: 1}}\n", `line 4: p.modifiers[0].stage: sampler "queue" needs a stage`},
+		{"type: rate\nrate: 1\nmodifiers:\n  - {sampler: cpu}\n", "p.modifiers[0]: a modifier needs either value"},
+		{"type: rate\nrate: 1\nmodifiers:\n  - sampler: cpu\n    value: {high: 1}\n", "line 5: p.modifiers[0].value.high: threshold must be a number"},
+		{"type: rate\nrate: 1\nmodifiers:\n  - sampler: cpu\n    over: 90\n    duration: {soon: 1}\n", `line 6: p.modifiers[0].duration.soon: bad duration "soon"`},
+		{"type: rate\nrate: 1\nmodifiers:\n  - sampler: cpu\n    duration: {0s: 1}\n", "p.modifiers[0].over: a duration template needs over"},
+		{"type: rate\nrate: 1\nmodifiers:\n  - sampler: cpu\n    value: {80: -1}\n", "line 5: p.modifiers[0].value.80: degree must be a non-negative number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.doc, func(t *testing.T) {
+			_, err := FromYAML(parse(t, tt.doc), "p", Env{Shared: NewShared()})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v\nwant it to contain %q", err, tt.want)
+			}
+			if !errors.Is(err, yamlstrict.ErrInvalid) {
+				t.Fatalf("error %v does not wrap yamlstrict.ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestFromYAMLGroupSharedAcrossStages(t *testing.T) {
+	env := Env{Shared: NewShared()}
+	a, err := FromYAML(parse(t, "{type: group, group: g, rate: 10, depth: 3}"), "a", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := FromYAML(parse(t, "{type: group, group: g}"), "b", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count(a, 1, 2)+count(b, 1, 2) != 3 {
+		t.Fatal("stages do not share the group's bucket")
+	}
+	if _, err := FromYAML(parse(t, "{type: group, group: g, rate: 20}"), "c", env); err == nil ||
+		!strings.Contains(err.Error(), "conflicting") {
+		t.Fatalf("conflict: %v", err)
+	}
+	if _, err := FromYAML(parse(t, "{type: group, group: g, rate: 20}"), "c", Env{}); err == nil {
+		t.Fatal("group without Env.Shared accepted")
+	}
+}
+
+func FuzzFromYAML(f *testing.F) {
+	seeds := []string{
+		"{type: threshold, limit: 1000}",
+		"{type: rate, rate: 5000, depth: 100}",
+		"{type: rt, target: 500ms, mode: thesis}",
+		"{type: multiclass, targets: {0: 2s, 1: 500ms}}",
+		"{type: counter, limit: 64}",
+		"{type: all, of: [{type: threshold, limit: 10}, {type: rate, rate: 100}]}",
+		"{type: session, of: {type: red, min: 3}}",
+		"{type: rate, rate: 1, modifiers: [{sampler: queue, stage: A, over: 1, duration: {0s: 1}}]}",
+		"{type: group, group: g, rate: 5}",
+		"{type: priority, limits: {0: 1}}",
+		"{type: any, of: [{type: codel}]}",
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		if len(doc) > 2048 {
+			return // predicate blocks are short; long inputs only slow the fuzzer
+		}
+		var n yaml.Node
+		if yaml.Unmarshal([]byte(doc), &n) != nil {
+			return
+		}
+		p, err := FromYAML(&n, "p", Env{Shared: NewShared(), Lookup: func(string) (sink.Sink, bool) { return nil, false }})
+		if err != nil {
+			if !errors.Is(err, yamlstrict.ErrInvalid) && !errors.Is(err, ErrBadConfig) {
+				t.Fatalf("error %v wraps neither ErrInvalid nor ErrBadConfig", err)
+			}
+			return
+		}
+		q := sink.NewQueue(4)
+		q.SetPredicate(p)
+		for i := 0; i < 8; i++ {
+			_ = q.Enqueue(ev{class: i % 3, id: "s"})
+		}
+		sink.Done(p, ev{}, time.Millisecond, time.Millisecond)
+		Inspect(p, func(string, float64) {})
+	})
+}
