@@ -12,6 +12,17 @@
 // Handlers only ever see Sink; taking events off a queue (Queue.Dequeue) is
 // the runtime's job.
 //
+// A Queue is FIFO by default, on a lock-protected ring. A Scheduler changes
+// the order in which the runtime gets events (Whirlwind §III.E): NewLIFO
+// (newest first), NewPriority, NewStride (proportional share between
+// classes by tickets), NewShortest (shortest first within a batch) and
+// NewKeyed, which runs the events of one key one at a time in FIFO order
+// while different keys run in parallel; the runtime reports finished
+// batches with Queue.Release so the next event of a key may run.
+// Queue.Pause holds every event back while a stage's handler is swapped,
+// and Queue.RemoveIf takes events out unhandled (the runtime uses it to fail
+// the pending events of a principal whose event failed).
+//
 // Predicates may implement optional hooks found by type assertion:
 //
 //   - Binder: Bind(s Sink) is called by SetPredicate so that length-based

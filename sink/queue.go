@@ -21,6 +21,7 @@ type Stats struct {
 	RejectedClosed    uint64 // events refused because the queue was closed
 	Dropped           uint64 // events refused on EnqueueLossy (also counted above)
 	Dequeued          uint64 // events handed to the runtime
+	Removed           uint64 // events taken out unhandled (RemoveIf, Discard)
 }
 
 type entry struct {
@@ -37,6 +38,9 @@ type predicateBox struct {
 
 // Queue is a bounded multi-producer/multi-consumer FIFO event queue with
 // admission control. The zero value is not usable: call NewQueue.
+// SetScheduler replaces FIFO order by another (LIFO, priority, stride,
+// shortest first, keyed); Pause holds events back while the runtime swaps a
+// stage's handler.
 //
 // Producers use the Sink methods. The runtime takes events off with Dequeue
 // and waits for work on Ready.
@@ -62,7 +66,16 @@ type Queue struct {
 	spaceWait atomic.Int32
 	done      chan struct{} // closed by Close
 
-	enqueued, rejectedFull, rejectedPred, rejectedClosed, dropped, dequeued atomic.Uint64
+	// Scheduling (sched.go). slow is set while a scheduler is installed or
+	// the queue is paused; Dequeue then leaves the FIFO fast path.
+	sched    Scheduler
+	release  Releaser
+	pauses   int
+	slow     bool
+	slowFlag atomic.Bool  // slow, readable without the lock
+	runnable atomic.Int64 // what Dequeue could hand out, when slow
+
+	enqueued, rejectedFull, rejectedPred, rejectedClosed, dropped, dequeued, removed atomic.Uint64
 }
 
 var _ Sink = (*Queue)(nil)
@@ -271,6 +284,12 @@ func (t *txn) Abort() {
 
 // push appends under q.mu, growing an unbounded ring.
 func (q *Queue) push(e Event, stamp int64) {
+	if q.sched != nil {
+		q.sched.Push(e, stamp)
+		q.count++
+		q.noteLocked()
+		return
+	}
 	if q.count == len(q.ring) {
 		grown := make([]entry, 2*len(q.ring))
 		n := copy(grown, q.ring[q.head:])
@@ -295,6 +314,9 @@ func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
 		return 0 // cheap look before taking the lock
 	}
 	q.mu.Lock()
+	if q.slow {
+		return q.dequeueSlow(dst, stamps)
+	}
 	n := min(len(dst), q.count)
 	for i := 0; i < n; i++ {
 		slot := &q.ring[q.head]
@@ -390,16 +412,24 @@ func (q *Queue) Drained() bool {
 // cannot process them can report them instead of losing them silently.
 func (q *Queue) Discard() []Event {
 	q.mu.Lock()
-	out := make([]Event, 0, q.count)
-	for q.count > 0 {
-		out = append(out, q.ring[q.head].ev)
-		q.ring[q.head] = entry{}
-		q.head = (q.head + 1) % len(q.ring)
-		q.count--
+	var out []Event
+	if q.sched != nil {
+		out = q.sched.RemoveIf(func(Event) bool { return true })
+		q.count = 0
+		q.noteLocked()
+	} else {
+		out = make([]Event, 0, q.count)
+		for q.count > 0 {
+			out = append(out, q.ring[q.head].ev)
+			q.ring[q.head] = entry{}
+			q.head = (q.head + 1) % len(q.ring)
+			q.count--
+		}
+		q.head = 0
+		q.length.Store(0)
 	}
-	q.head = 0
-	q.length.Store(0)
 	q.mu.Unlock()
+	q.removed.Add(uint64(len(out)))
 	if b := q.pred.Load(); b != nil {
 		for _, e := range out {
 			Cancel(b.p, e)
@@ -417,6 +447,7 @@ func (q *Queue) Stats() Stats {
 		RejectedClosed:    q.rejectedClosed.Load(),
 		Dropped:           q.dropped.Load(),
 		Dequeued:          q.dequeued.Load(),
+		Removed:           q.removed.Load(),
 	}
 }
 

@@ -119,7 +119,7 @@ func (sp *SharedPool) pick() *sharedEntry {
 			continue
 		}
 		kept = append(kept, e)
-		if e.st.Queue().Len() == 0 || (e.singleThreaded && e.busy > 0) {
+		if e.st.Queue().Runnable() == 0 || (e.singleThreaded && e.busy > 0) {
 			continue
 		}
 		e.current += e.weight
