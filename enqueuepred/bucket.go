@@ -17,10 +17,11 @@ const tickShift = 4
 // (tat) of the next conforming event. Holding d tokens at time t is
 // tat <= t - (d-1)*interval. One compare-and-swap per decision.
 type bucket struct {
+	_      [64]byte // keep tat on its own cache line
 	tat    atomic.Int64
+	_      [56]byte
 	params atomic.Pointer[bucketParams]
-	origin time.Time
-	now    func() time.Time
+	clock  monoClock
 }
 
 type bucketParams struct {
@@ -33,8 +34,7 @@ type bucketParams struct {
 }
 
 func newBucket(rate, depth float64, now func() time.Time) *bucket {
-	b := &bucket{now: nowFunc(now)}
-	b.origin = b.now()
+	b := &bucket{clock: newMonoClock(now)}
 	b.set(rate, depth)
 	return b
 }
@@ -65,7 +65,7 @@ func (b *bucket) set(rate, depth float64) {
 }
 
 func (b *bucket) ticks() int64 {
-	return int64(b.now().Sub(b.origin)) << tickShift
+	return b.clock.ns() << tickShift
 }
 
 // take removes n tokens if the bucket holds them.

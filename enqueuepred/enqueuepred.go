@@ -151,6 +151,32 @@ func (c *counts) inspect(report func(string, float64)) {
 	report("rejected", float64(c.rejected.Load()))
 }
 
+// monoClock reads time as nanoseconds since its creation. Without a Now
+// function it uses the monotonic clock alone (time.Since), which costs about
+// half of time.Now.
+type monoClock struct {
+	now    func() time.Time // nil: monotonic clock
+	origin time.Time
+}
+
+func newMonoClock(now func() time.Time) monoClock {
+	if now == nil {
+		return monoClock{origin: time.Now()}
+	}
+	return monoClock{now: now, origin: now()}
+}
+
+// ns returns nanoseconds since the clock's origin.
+func (c *monoClock) ns() int64 {
+	if c.now == nil {
+		return int64(time.Since(c.origin))
+	}
+	return int64(c.now().Sub(c.origin))
+}
+
+// at converts ns back to a time.
+func (c *monoClock) at(ns int64) time.Time { return c.origin.Add(time.Duration(ns)) }
+
 func nowFunc(f func() time.Time) func() time.Time {
 	if f == nil {
 		return time.Now

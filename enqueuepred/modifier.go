@@ -110,9 +110,9 @@ type ModifiedConfig struct {
 type Modified struct {
 	inner Scalable
 	mods  []modState
-	now   func() time.Time
+	clock monoClock
 	log   *slog.Logger
-	next  atomic.Int64 // UnixNano when some modifier is due
+	next  atomic.Int64 // clock ns when some modifier is due
 
 	mu    sync.Mutex
 	scale float64
@@ -138,7 +138,7 @@ func NewModified(inner Scalable, c ModifiedConfig) (*Modified, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("%w: modifiers need a regulator", ErrBadConfig)
 	}
-	m := &Modified{inner: inner, now: nowFunc(c.Now), log: c.Logger, scale: 1}
+	m := &Modified{inner: inner, clock: newMonoClock(c.Now), log: c.Logger, scale: 1}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -176,10 +176,7 @@ func (m *Modified) Inner() Scalable { return m.inner }
 
 // Accept implements sink.Predicate.
 func (m *Modified) Accept(e sink.Event) bool {
-	if now := m.now(); now.UnixNano() >= m.next.Load() && m.mu.TryLock() {
-		m.updateLocked(now)
-		m.mu.Unlock()
-	}
+	m.maybeUpdate()
 	return m.inner.Accept(e)
 }
 
@@ -187,11 +184,19 @@ func (m *Modified) Accept(e sink.Event) bool {
 // does this by itself; Update is for callers that want a fresh reading.
 func (m *Modified) Update() {
 	m.mu.Lock()
-	m.updateLocked(m.now())
+	m.updateLocked(m.clock.ns())
 	m.mu.Unlock()
 }
 
-func (m *Modified) updateLocked(now time.Time) {
+func (m *Modified) maybeUpdate() {
+	if now := m.clock.ns(); now >= m.next.Load() && m.mu.TryLock() {
+		m.updateLocked(now)
+		m.mu.Unlock()
+	}
+}
+
+func (m *Modified) updateLocked(ns int64) {
+	now := m.clock.at(ns)
 	next := time.Time{}
 	reduction := 0.0
 	for i := range m.mods {
@@ -223,7 +228,7 @@ func (m *Modified) updateLocked(now time.Time) {
 		m.inner.Scale(scale)
 	}
 	if !next.IsZero() {
-		m.next.Store(next.UnixNano())
+		m.next.Store(int64(next.Sub(m.clock.origin)))
 	}
 }
 
@@ -255,10 +260,7 @@ func (m *Modified) Cancel(e sink.Event) { sink.Cancel(m.inner, e) }
 // AcceptMany implements sink.BatchPredicate when the regulator does.
 func (m *Modified) AcceptMany(es []sink.Event) bool {
 	if bp, ok := m.inner.(sink.BatchPredicate); ok {
-		if now := m.now(); now.UnixNano() >= m.next.Load() && m.mu.TryLock() {
-			m.updateLocked(now)
-			m.mu.Unlock()
-		}
+		m.maybeUpdate()
 		return bp.AcceptMany(es)
 	}
 	for i, e := range es {

@@ -105,7 +105,7 @@ func NewMulticlass(cfg MulticlassConfig) (*Multiclass, error) {
 		if origin == nil {
 			origin = m.ctls[i].b
 		}
-		m.ctls[i].b.origin = origin.origin // one time base for all classes
+		m.ctls[i].b.clock = origin.clock // one time base for all classes
 		m.ctls[i].lastRun = m.ctls[i].nowNS()
 	}
 	m.next.Store(m.ctls[0].lastRun + m.p[0].interval)

@@ -26,10 +26,10 @@ type SojournConfig struct {
 type Sojourn struct {
 	boundSink
 	counts
-	now func() time.Time
+	clock monoClock
 
 	overloaded atomic.Bool
-	deadline   atomic.Int64 // end of the current window, UnixNano
+	deadline   atomic.Int64 // end of the current window, clock ns
 
 	mu       sync.Mutex
 	cfg      SojournConfig
@@ -43,9 +43,9 @@ var _ sink.Completer = (*Sojourn)(nil)
 
 // NewSojourn returns a sojourn-time predicate.
 func NewSojourn(c SojournConfig) *Sojourn {
-	s := &Sojourn{now: nowFunc(c.Now), minQueue: math.MaxInt64}
+	s := &Sojourn{clock: newMonoClock(c.Now), minQueue: math.MaxInt64}
 	s.cfg = c.withDefaults()
-	s.deadline.Store(s.now().Add(s.cfg.Interval).UnixNano())
+	s.deadline.Store(s.clock.ns() + int64(s.cfg.Interval))
 	return s
 }
 
@@ -64,7 +64,7 @@ func (s *Sojourn) Name() string { return "codel" }
 
 // Accept implements sink.Predicate.
 func (s *Sojourn) Accept(e sink.Event) bool {
-	now := s.now().UnixNano()
+	now := s.clock.ns()
 	if now >= s.deadline.Load() && s.mu.TryLock() {
 		s.rollLocked(now)
 		s.mu.Unlock()
@@ -85,7 +85,7 @@ func (s *Sojourn) Charge(sink.Event) { s.accepted.Add(1) }
 
 // Done implements sink.Completer.
 func (s *Sojourn) Done(_ sink.Event, queued, _ time.Duration) {
-	now := s.now().UnixNano()
+	now := s.clock.ns()
 	s.mu.Lock()
 	if now >= s.deadline.Load() {
 		s.rollLocked(now)

@@ -1,0 +1,178 @@
+package enqueuepred_test
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+func ExampleNewThreshold() {
+	q := sink.NewNamedQueue("Pages", 0)
+	q.SetPredicate(enqueuepred.NewThreshold(2)) // binds to q
+	for i := 0; i < 3; i++ {
+		err := q.Enqueue(i)
+		fmt.Println(i, err == nil, errors.Is(err, sink.ErrRejected))
+	}
+	// Output:
+	// 0 true false
+	// 1 true false
+	// 2 false true
+}
+
+func ExampleNewRate() {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { return now }
+	r := enqueuepred.NewRate(enqueuepred.RateConfig{Rate: 2500, Depth: 5, Now: clock})
+	admitted := 0
+	for i := 0; i < 10; i++ {
+		if r.Accept(i) {
+			admitted++
+		}
+	}
+	fmt.Println("burst admitted:", admitted)
+	now = now.Add(2 * time.Millisecond) // 2 ms at 2500/s = 5 tokens
+	admitted = 0
+	for i := 0; i < 10; i++ {
+		if r.Accept(i) {
+			admitted++
+		}
+	}
+	fmt.Println("after 2ms:", admitted)
+	// Output:
+	// burst admitted: 5
+	// after 2ms: 5
+}
+
+func ExampleNewCounter() {
+	c := enqueuepred.NewCounter(1)
+	fmt.Println(c.Accept("a"), c.Accept("b"))
+	// The runtime reports completion (also of failed events) through
+	// sink.Done, which returns the credit.
+	sink.Done(c, "a", time.Millisecond, time.Millisecond)
+	fmt.Println(c.Accept("b"))
+	// Output:
+	// true false
+	// true
+}
+
+func ExampleNewResponseTime() {
+	now := time.Unix(0, 0)
+	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{
+		Target: time.Second,
+		Mode:   enqueuepred.ModeThesis, // the paper's algorithm, Fig. 50
+		Now:    func() time.Time { return now },
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("initial rate %.0f/s\n", rt.Rate())
+	// 100 completions at 3 s each: the controller runs and cuts the rate.
+	for i := 0; i < 100; i++ {
+		sink.Done(rt, i, 2*time.Second, time.Second)
+	}
+	for i := 0; i < 100; i++ {
+		sink.Done(rt, i, 2*time.Second, time.Second)
+	}
+	fmt.Printf("p90 estimate %v, rate %.2f/s\n", rt.P90(), rt.Rate())
+
+	// Service degradation (§7.2.2): the application reads the estimate and
+	// may switch admission control off while it degrades quality instead.
+	if rt.P90() > time.Second {
+		rt.Disable()
+	}
+	fmt.Println("admission control enabled:", rt.Enabled())
+	// Output:
+	// initial rate 10/s
+	// p90 estimate 1.53s, rate 8.33/s
+	// admission control enabled: false
+}
+
+type request struct {
+	user  string
+	class int
+}
+
+func (r request) Principal() enqueuepred.Principal {
+	return enqueuepred.Principal{ID: r.user, Class: r.class}
+}
+
+func ExampleNewSession() {
+	// One session admitted per 'counter' credit; later requests of an
+	// admitted session are admitted too, a rejected session stays rejected.
+	s := enqueuepred.NewSession(enqueuepred.NewCounter(1), enqueuepred.SessionConfig{Window: time.Minute})
+	fmt.Println(s.Accept(request{user: "ann"}), s.Accept(request{user: "bob"}))
+	fmt.Println(s.Accept(request{user: "ann"}), s.Accept(request{user: "bob"}))
+	// Output:
+	// true false
+	// true false
+}
+
+type teardown struct{}
+
+func (teardown) NonRejectable() bool { return true }
+
+func ExampleNonRejectable() {
+	c := enqueuepred.NewCounter(0) // admits nothing rejectable
+	fmt.Println(c.Accept("login"), c.Accept(teardown{}))
+	// Output:
+	// false true
+}
+
+func ExampleNewAll() {
+	sh := enqueuepred.NewShared()
+	group, _ := sh.Group("backend", enqueuepred.RateConfig{Rate: 1000, Depth: 1})
+	// The least of the stage's own counter and the group rate (JOBS §7.2.3).
+	p := enqueuepred.NewAll(enqueuepred.NewCounter(10), group)
+	fmt.Println(p.Accept(1), p.Accept(2))
+	// Output:
+	// true false
+}
+
+func ExampleFromYAML() {
+	var doc yaml.Node
+	src := `
+type: all
+of:
+  - {type: threshold, limit: 1000}
+  - type: rate
+    rate: 5000
+    depth: 100
+    modifiers:
+      - {sampler: cpu, value: {80: 1, 90: 2, 100: 3}, factor: 20}
+`
+	if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
+		panic(err)
+	}
+	env := enqueuepred.Env{Stage: "Echo", Shared: enqueuepred.NewShared()}
+	p, err := enqueuepred.FromYAML(&doc, "stages.Echo.predicate", env)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(sink.PredicateName(p), p.Accept("hello"))
+
+	bad := `{type: rate, rate: 5000, dept: 100}`
+	_ = yaml.Unmarshal([]byte(bad), &doc)
+	_, err = enqueuepred.FromYAML(&doc, "stages.Echo.predicate", env)
+	fmt.Println(err)
+	// Output:
+	// all true
+	// line 1: stages.Echo.predicate.dept: unknown key (known: depth, modifiers, rate)
+}
+
+func ExampleInspector() {
+	var p sink.Predicate = enqueuepred.NewCounter(4)
+	p.Accept(1)
+	p.(enqueuepred.Inspector).Inspect(func(name string, v float64) {
+		fmt.Println(name, v)
+	})
+	// Output:
+	// limit 4
+	// inflight 1
+	// accepted 1
+	// rejected 0
+}
