@@ -1,0 +1,291 @@
+package haboob
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/http"
+)
+
+// Errors of path resolution; each maps to a status (see statusOf).
+var (
+	ErrNotFound    = errors.New("haboob: not found")
+	ErrOutsideRoot = errors.New("haboob: path escapes the document root")
+)
+
+// Site maps request paths to files under a document root, the way users of a
+// static web server expect: index files for directories, a redirect from a
+// directory path without its trailing slash, and nothing outside the root
+// (no "..", no encoded dots, no symbolic links that lead out).
+type Site struct {
+	root  string // absolute, symlinks resolved
+	index []string
+}
+
+// SiteConfig configures a Site.
+type SiteConfig struct {
+	Root  string   // document root (required)
+	Index []string // index files tried for a directory (nil → index.html, index.htm)
+}
+
+// NewSite returns a Site for cfg.Root, which must be an existing directory.
+func NewSite(cfg SiteConfig) (*Site, error) {
+	if cfg.Root == "" {
+		return nil, fmt.Errorf("haboob: empty document root")
+	}
+	abs, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("haboob: document root: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("haboob: document root: %w", err)
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return nil, fmt.Errorf("haboob: document root: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("haboob: document root %s: not a directory", cfg.Root)
+	}
+	idx := cfg.Index
+	if idx == nil {
+		idx = []string{"index.html", "index.htm"}
+	}
+	return &Site{root: real, index: idx}, nil
+}
+
+// Root returns the resolved document root.
+func (s *Site) Root() string { return s.root }
+
+// Target is what a request path resolves to.
+type Target struct {
+	File     string      // file system path of the file to serve
+	Info     fs.FileInfo // its metadata
+	Redirect string      // non-empty: answer 301 to this location instead
+}
+
+// Resolve maps a cleaned request path (http.Request.Path) to a file.
+func (s *Site) Resolve(urlPath string) (Target, error) {
+	if urlPath == "" || urlPath[0] != '/' || strings.ContainsAny(urlPath, "\x00\\") {
+		return Target{}, ErrNotFound
+	}
+	clean := path.Clean(urlPath)
+	for _, seg := range strings.Split(clean, "/") {
+		if seg == ".." {
+			return Target{}, ErrOutsideRoot
+		}
+	}
+	file := filepath.Join(s.root, filepath.FromSlash(clean))
+	real, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Target{}, ErrNotFound
+		}
+		return Target{}, fmt.Errorf("haboob: resolve %s: %w", urlPath, err)
+	}
+	if !within(s.root, real) {
+		return Target{}, ErrOutsideRoot
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return Target{}, ErrNotFound
+	}
+	if info.IsDir() {
+		if !strings.HasSuffix(urlPath, "/") {
+			return Target{Redirect: escapePath(clean + "/")}, nil
+		}
+		for _, name := range s.index {
+			t, err := s.Resolve(path.Join(clean, name))
+			if err == nil && t.Redirect == "" && t.Info.Mode().IsRegular() {
+				return t, nil
+			}
+		}
+		return Target{}, ErrNotFound // no directory listings
+	}
+	if !info.Mode().IsRegular() {
+		return Target{}, ErrNotFound
+	}
+	return Target{File: real, Info: info}, nil
+}
+
+func within(root, p string) bool {
+	if p == root {
+		return true
+	}
+	return strings.HasPrefix(p, root+string(filepath.Separator))
+}
+
+// escapePath percent-encodes a path for a Location header.
+func escapePath(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c == '/' || c == '-' || c == '_' || c == '.' || c == '~' ||
+			('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+// ContentType returns the MIME type for a file name.
+func ContentType(name string) string {
+	ext := strings.ToLower(filepath.Ext(name))
+	switch ext {
+	case ".html", ".htm":
+		return "text/html; charset=utf-8"
+	case ".txt":
+		return "text/plain; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".js", ".mjs":
+		return "text/javascript; charset=utf-8"
+	case ".json":
+		return "application/json"
+	case ".svg":
+		return "image/svg+xml"
+	case ".png":
+		return "image/png"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".gif":
+		return "image/gif"
+	case ".ico":
+		return "image/x-icon"
+	case ".wasm":
+		return "application/wasm"
+	}
+	if t := mime.TypeByExtension(ext); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// ETag returns a strong validator for a file version.
+func ETag(info fs.FileInfo) string {
+	return `"` + strconv.FormatInt(info.ModTime().UnixNano(), 36) + "-" + strconv.FormatInt(info.Size(), 36) + `"`
+}
+
+// Validators are a representation's ETag and modification time.
+type Validators struct {
+	ETag    string
+	ModTime time.Time
+}
+
+// NotModified reports whether a conditional GET/HEAD can be answered 304:
+// If-None-Match takes precedence over If-Modified-Since (RFC 9110 §13.2.2).
+func NotModified(req *http.Request, v Validators) bool {
+	if inm, ok := req.Header.Lookup("If-None-Match"); ok {
+		return etagListMatches(inm, v.ETag, true)
+	}
+	ims, ok := req.Header.Lookup("If-Modified-Since")
+	if !ok || v.ModTime.IsZero() {
+		return false
+	}
+	t, err := time.Parse(http.TimeFormat, ims)
+	if err != nil {
+		return false
+	}
+	return !v.ModTime.Truncate(time.Second).After(t)
+}
+
+// etagListMatches compares an If-None-Match / If-Range style list with etag;
+// weak comparison ignores W/ prefixes.
+func etagListMatches(list, etag string, weak bool) bool {
+	if strings.TrimSpace(list) == "*" {
+		return true
+	}
+	strip := func(s string) string {
+		s = strings.TrimSpace(s)
+		if weak {
+			s = strings.TrimPrefix(s, "W/")
+		}
+		return s
+	}
+	want := strip(etag)
+	for _, cand := range strings.Split(list, ",") {
+		if c := strip(cand); c != "" && c == want {
+			return true
+		}
+	}
+	return false
+}
+
+// ByteRange is an inclusive byte range First..Last of a representation.
+type ByteRange struct{ First, Last int64 }
+
+// Length is the number of bytes in the range.
+func (r ByteRange) Length() int64 { return r.Last - r.First + 1 }
+
+// ErrUnsatisfiable means a Range header asked for no byte of the
+// representation: the answer is 416.
+var ErrUnsatisfiable = errors.New("haboob: range not satisfiable")
+
+// ParseRange interprets a request's Range header for a representation of
+// size bytes. ok is false when the whole representation should be sent (no
+// Range, a syntax error, several ranges, or an If-Range that does not
+// match); ErrUnsatisfiable when no requested byte exists.
+func ParseRange(req *http.Request, size int64, v Validators) (r ByteRange, ok bool, err error) {
+	spec, has := req.Header.Lookup("Range")
+	if !has {
+		return ByteRange{}, false, nil
+	}
+	if ir, has := req.Header.Lookup("If-Range"); has {
+		if strings.HasPrefix(strings.TrimSpace(ir), `"`) || strings.HasPrefix(strings.TrimSpace(ir), "W/") {
+			if !etagListMatches(ir, v.ETag, false) || strings.HasPrefix(strings.TrimSpace(ir), "W/") {
+				return ByteRange{}, false, nil
+			}
+		} else if t, perr := time.Parse(http.TimeFormat, ir); perr != nil || !v.ModTime.Truncate(time.Second).Equal(t) {
+			return ByteRange{}, false, nil
+		}
+	}
+	unit, set, found := strings.Cut(spec, "=")
+	if !found || strings.TrimSpace(strings.ToLower(unit)) != "bytes" || strings.Contains(set, ",") {
+		return ByteRange{}, false, nil // ignoring Range is always allowed
+	}
+	first, last, found := strings.Cut(strings.TrimSpace(set), "-")
+	if !found {
+		return ByteRange{}, false, nil
+	}
+	first, last = strings.TrimSpace(first), strings.TrimSpace(last)
+	switch {
+	case first == "" && last == "":
+		return ByteRange{}, false, nil
+	case first == "": // suffix: the last n bytes
+		n, perr := strconv.ParseInt(last, 10, 64)
+		if perr != nil || n < 0 {
+			return ByteRange{}, false, nil
+		}
+		if n == 0 || size == 0 {
+			return ByteRange{}, false, ErrUnsatisfiable
+		}
+		return ByteRange{First: max(size-n, 0), Last: size - 1}, true, nil
+	default:
+		f, perr := strconv.ParseInt(first, 10, 64)
+		if perr != nil || f < 0 {
+			return ByteRange{}, false, nil
+		}
+		l := size - 1
+		if last != "" {
+			l, perr = strconv.ParseInt(last, 10, 64)
+			if perr != nil || l < f {
+				return ByteRange{}, false, nil
+			}
+		}
+		if f >= size {
+			return ByteRange{}, false, ErrUnsatisfiable
+		}
+		return ByteRange{First: f, Last: min(l, size-1)}, true, nil
+	}
+}
