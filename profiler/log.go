@@ -49,21 +49,10 @@ func (r *Record) Get(name string) (float64, bool) {
 // process values, then every stage's values prefixed with "<stage>.", then
 // the other registry values.
 func Columns(s *Sample) []Value {
-	n := len(s.Process) + len(s.Other)
-	for _, st := range s.Stages {
-		n += len(st.Values)
-	}
-	out := make([]Value, 0, n)
-	out = append(out, s.Process...)
-	for _, st := range s.Stages {
-		prefix := logName(st.Name) + "."
-		for _, v := range st.Values {
-			out = append(out, Value{prefix + logName(v.Name), v.Value})
-		}
-	}
-	for _, v := range s.Other {
-		out = append(out, Value{logName(v.Name), v.Value})
-	}
+	var out []Value
+	eachColumn(s, func(prefix, name string, v float64) {
+		out = append(out, Value{prefix + name, v})
+	})
 	return out
 }
 
@@ -104,21 +93,23 @@ func NewLogWriter(w io.Writer) *LogWriter {
 // Write appends s as one line, preceded by a "# columns" header when its
 // columns differ from the previous line's.
 func (l *LogWriter) Write(s *Sample, interval time.Duration) error {
-	vals := Columns(s)
 	if !l.started {
 		l.started = true
 		fmt.Fprintf(l.w, "# sandstorm profile started %s interval %s\n", s.Time.UTC().Format(time.RFC3339), interval)
 	}
-	if !sameColumns(l.cols, vals) {
+	if !l.sameColumns(s) {
 		l.cols = l.cols[:0]
 		b := append(l.buf[:0], "# columns 1:time"...)
-		for k, v := range vals {
-			l.cols = append(l.cols, v.Name)
+		k := 0
+		eachColumn(s, func(prefix, name string, _ float64) {
+			l.cols = append(l.cols, prefix+name)
 			b = append(b, ' ')
 			b = strconv.AppendInt(b, int64(3+2*k), 10)
 			b = append(b, ':')
-			b = append(b, v.Name...)
-		}
+			b = append(b, prefix...)
+			b = append(b, name...)
+			k++
+		})
 		b = append(b, '\n')
 		l.buf = b
 		if _, err := l.w.Write(b); err != nil {
@@ -126,32 +117,57 @@ func (l *LogWriter) Write(s *Sample, interval time.Duration) error {
 		}
 	}
 	b := strconv.AppendFloat(l.buf[:0], float64(s.Time.UnixMilli())/1000, 'f', 3, 64)
-	for _, v := range vals {
+	i := 0
+	eachColumn(s, func(_, _ string, v float64) {
 		b = append(b, ' ')
-		b = append(b, v.Name...)
+		b = append(b, l.cols[i]...)
 		b = append(b, ' ')
-		b = appendNumber(b, v.Value)
-	}
+		b = appendNumber(b, v)
+		i++
+	})
 	b = append(b, '\n')
 	l.buf = b
 	_, err := l.w.Write(b)
 	return err
 }
 
-// Flush writes buffered lines to the underlying writer.
-func (l *LogWriter) Flush() error { return l.w.Flush() }
+// sameColumns reports whether s has the columns of the last header.
+func (l *LogWriter) sameColumns(s *Sample) bool {
+	i, same := 0, true
+	eachColumn(s, func(prefix, name string, _ float64) {
+		if !same {
+			return
+		}
+		if i >= len(l.cols) {
+			same = false
+			return
+		}
+		c := l.cols[i]
+		same = len(c) == len(prefix)+len(name) && c[:len(prefix)] == prefix && c[len(prefix):] == name
+		i++
+	})
+	return same && i == len(l.cols)
+}
 
-func sameColumns(cols []string, vals []Value) bool {
-	if len(cols) != len(vals) {
-		return false
+// eachColumn calls f for every column of s in log order; a column's name
+// is prefix+name.
+func eachColumn(s *Sample, f func(prefix, name string, v float64)) {
+	for _, v := range s.Process {
+		f("", logName(v.Name), v.Value)
 	}
-	for i, v := range vals {
-		if cols[i] != v.Name {
-			return false
+	for _, st := range s.Stages {
+		prefix := logName(st.Name) + "."
+		for _, v := range st.Values {
+			f(prefix, logName(v.Name), v.Value)
 		}
 	}
-	return true
+	for _, v := range s.Other {
+		f("", logName(v.Name), v.Value)
+	}
 }
+
+// Flush writes buffered lines to the underlying writer.
+func (l *LogWriter) Flush() error { return l.w.Flush() }
 
 // appendNumber writes integers without exponent or fraction.
 func appendNumber(b []byte, v float64) []byte {

@@ -119,15 +119,19 @@ func (p *Profiler) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("profiler: profile log: %w", err)
 		}
+		p.writeMu.Lock()
 		p.file, p.lw = f, NewLogWriter(f)
+		p.writeMu.Unlock()
 	}
 	if p.cfg.HTTP != "" {
 		ln, err := net.Listen("tcp", p.cfg.HTTP)
 		if err != nil {
+			p.writeMu.Lock()
 			if p.file != nil {
 				_ = p.file.Close()
 				p.file, p.lw = nil, nil
 			}
+			p.writeMu.Unlock()
 			return fmt.Errorf("profiler: http: %w", err)
 		}
 		p.ln = ln
