@@ -93,6 +93,22 @@ type StageConfig struct {
 	// Args are decoded by the handler's Init with Context.DecodeArgs.
 	Args yaml.Node `yaml:"args"`
 
+	// Scheduler orders the queued events (zero: FIFO). In files it is the
+	// `scheduler:` key, read through SchedulerSpec.
+	Scheduler     SchedulerConfig `yaml:"-"`
+	SchedulerSpec yaml.Node       `yaml:"scheduler"`
+	// Ordering makes events with the same key sequential.
+	Ordering OrderingConfig `yaml:"ordering"`
+	// Keyed is short for Ordering.Key = "event".
+	Keyed bool `yaml:"keyed"`
+	// Supervisor, if set, restarts the stage's handler from Factory when
+	// it fails; see SupervisorConfig. Nil: failures are contained,
+	// counted and reported, and the handler goes on.
+	Supervisor *SupervisorConfig `yaml:"supervisor"`
+	// Factory makes a fresh handler when a supervisor restarts the stage.
+	// Configuration files use the registry's factory.
+	Factory Factory `yaml:"-"`
+
 	path        string // key path in the configuration file, for errors
 	file        string
 	handlerLine int
@@ -130,9 +146,16 @@ func (g GlobalConfig) stageDefaults() StageConfig {
 
 // Config is a whole configuration file.
 type Config struct {
-	File   string // where it was read from, "" for Parse
-	Global GlobalConfig
-	Stages []NamedStageConfig // in file order
+	File        string // where it was read from, "" for Parse
+	Global      GlobalConfig
+	Stages      []NamedStageConfig      // in file order
+	Supervisors []NamedSupervisorConfig // in dependency order: children first
+}
+
+// NamedSupervisorConfig is one entry of `supervisors:`, a supervisor group.
+type NamedSupervisorConfig struct {
+	Name   string
+	Config SupervisorConfig
 }
 
 // NamedStageConfig is one entry of `stages:`.
@@ -157,7 +180,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	if root.Kind != yaml.MappingNode {
 		return fail(yamlstrict.Errorf(root, "", "want a mapping with global: and stages:"))
 	}
-	var stagesNode *yaml.Node
+	var stagesNode, supNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		switch k.Value {
@@ -170,39 +193,51 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 			}
 		case "stages":
 			stagesNode = v
+		case "supervisors":
+			supNode = v
 		default:
-			return fail(yamlstrict.Errorf(k, k.Value, "unknown key (known: global, stages)"))
+			return fail(yamlstrict.Errorf(k, k.Value, "unknown key (known: global, stages, supervisors)"))
 		}
 	}
+	if err := parseStages(cfg, stagesNode, file); err != nil {
+		return fail(err)
+	}
+	if err := parseSupervisors(cfg, supNode); err != nil {
+		return fail(err)
+	}
+	return cfg, nil
+}
+
+func parseStages(cfg *Config, stagesNode *yaml.Node, file string) error {
 	if stagesNode == nil {
-		return cfg, nil
+		return nil
 	}
 	if stagesNode.Kind != yaml.MappingNode {
 		if stagesNode.Tag == "!!null" {
-			return cfg, nil
+			return nil
 		}
-		return fail(yamlstrict.Errorf(stagesNode, "stages", "want a mapping of stage names to stage blocks"))
+		return yamlstrict.Errorf(stagesNode, "stages", "want a mapping of stage names to stage blocks")
 	}
 	seen := map[string]int{}
 	for i := 0; i+1 < len(stagesNode.Content); i += 2 {
 		k, v := stagesNode.Content[i], stagesNode.Content[i+1]
 		name, path := k.Value, yamlstrict.Join("stages", k.Value)
 		if name == "" {
-			return fail(yamlstrict.Errorf(k, "stages", "empty stage name"))
+			return yamlstrict.Errorf(k, "stages", "empty stage name")
 		}
 		if line, dup := seen[name]; dup {
-			return fail(yamlstrict.Errorf(k, path, "stage defined twice (first on line %d)", line))
+			return yamlstrict.Errorf(k, path, "stage defined twice (first on line %d)", line)
 		}
 		seen[name] = k.Line
 		sc := cfg.Global.stageDefaults()
 		if err := yamlstrict.Decode(v, path, &sc); err != nil {
-			return fail(err)
+			return err
 		}
 		if err := validateStage(&sc, v, path); err != nil {
-			return fail(err)
+			return err
 		}
 		if sc.Handler == "" {
-			return fail(yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler"))
+			return yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler")
 		}
 		sc.path, sc.file = path, file
 		if hn := lookup(v, "handler"); hn != nil {
@@ -210,7 +245,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		}
 		cfg.Stages = append(cfg.Stages, NamedStageConfig{Name: name, Config: sc})
 	}
-	return cfg, nil
+	return nil
 }
 
 // lookup finds the node at a key path below n (nil if absent).
@@ -294,7 +329,31 @@ func validateGlobal(g *GlobalConfig, n *yaml.Node) error {
 }
 
 func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
-	return validatePool(sc.ThreadPool, sc.Batching, n, path)
+	if err := validatePool(sc.ThreadPool, sc.Batching, n, path); err != nil {
+		return err
+	}
+	spec := lookup(n, "scheduler")
+	sched, err := decodeScheduler(spec, yamlstrict.Join(path, "scheduler"))
+	if err != nil {
+		return err
+	}
+	sc.Scheduler = sched
+	if p := checkScheduler(sc.Scheduler); p != nil {
+		if spec != nil && spec.Kind == yaml.MappingNode && len(p.keys) == 1 {
+			p.keys = append(p.keys, "type")
+		}
+		return p.at(n, path)
+	}
+	if p := checkOrdering(sc); p != nil {
+		return p.at(n, path)
+	}
+	if sc.Supervisor != nil {
+		if p := checkSupervisor(*sc.Supervisor, false); p != nil {
+			p.keys = append([]string{"supervisor"}, p.keys...)
+			return p.at(n, path)
+		}
+	}
+	return nil
 }
 
 // validateGo checks a StageConfig built in Go.
@@ -305,6 +364,18 @@ func (sc *StageConfig) validateGo() error {
 			return fmt.Errorf("%w: %s", ErrInvalidConfig, ye.Msg)
 		}
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if p := checkScheduler(sc.Scheduler); p != nil {
+		return p.inGo()
+	}
+	if p := checkOrdering(sc); p != nil {
+		return p.inGo()
+	}
+	if sc.Supervisor != nil {
+		if p := checkSupervisor(*sc.Supervisor, false); p != nil {
+			p.keys = append([]string{"supervisor"}, p.keys...)
+			return p.inGo()
+		}
 	}
 	return nil
 }
@@ -355,9 +426,113 @@ func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
 			return nil, &ConfigError{File: cfg.File, Err: fmt.Errorf("line %d: %s: %w %q (forgotten import?)",
 				ns.Config.handlerLine, yamlstrict.Join(ns.Config.path, "handler"), ErrUnknownHandler, ns.Config.Handler)}
 		}
-		if _, err := m.CreateStage(ns.Name, f(), ns.Config); err != nil {
+		sc := ns.Config
+		sc.Factory = f
+		if _, err := m.CreateStage(ns.Name, f(), sc); err != nil {
 			return nil, err
 		}
 	}
+	for _, g := range cfg.Supervisors {
+		if err := m.Supervise(g.Name, g.Config); err != nil {
+			return nil, &ConfigError{File: cfg.File, Err: err}
+		}
+	}
 	return m, nil
+}
+
+// parseSupervisors reads the top-level `supervisors:` block: groups over
+// stages and other groups. Every name must resolve, every child has one
+// parent, and groups form a forest.
+func parseSupervisors(cfg *Config, n *yaml.Node) error {
+	if n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return yamlstrict.Errorf(n, "supervisors", "want a mapping of supervisor names to {strategy, maxRestarts, period, children}")
+	}
+	stages := map[string]bool{}
+	for _, s := range cfg.Stages {
+		stages[s.Name] = true
+	}
+	type group struct {
+		name string
+		cfg  SupervisorConfig
+		key  *yaml.Node
+	}
+	var groups []group
+	lines := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name, path := k.Value, yamlstrict.Join("supervisors", k.Value)
+		switch {
+		case name == "":
+			return yamlstrict.Errorf(k, "supervisors", "empty supervisor name")
+		case stages[name]:
+			return yamlstrict.Errorf(k, path, "a stage has that name; children name stages and supervisors alike")
+		case lines[name] != 0:
+			return yamlstrict.Errorf(k, path, "supervisor defined twice (first on line %d)", lines[name])
+		}
+		lines[name] = k.Line
+		var sc SupervisorConfig
+		if err := yamlstrict.Decode(v, path, &sc); err != nil {
+			return err
+		}
+		if p := checkSupervisor(sc, true); p != nil {
+			return p.at(v, path)
+		}
+		groups = append(groups, group{name: name, cfg: sc, key: k})
+	}
+	// resolve children and parents
+	parent := map[string]string{}
+	for _, g := range groups {
+		path := yamlstrict.Join(yamlstrict.Join("supervisors", g.name), "children")
+		list := lookup(n, g.name, "children")
+		for i, c := range g.cfg.Children {
+			at := list
+			if list != nil && i < len(list.Content) {
+				at = list.Content[i]
+			}
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if !stages[c] && lines[c] == 0 {
+				return yamlstrict.Errorf(at, p, "no stage or supervisor %q", c)
+			}
+			if c == g.name {
+				return yamlstrict.Errorf(at, p, "a supervisor cannot supervise itself")
+			}
+			if prev, ok := parent[c]; ok {
+				return yamlstrict.Errorf(at, p, "%q is already supervised by %q", c, prev)
+			}
+			parent[c] = g.name
+		}
+	}
+	// a group reachable from itself through parents is a cycle
+	for _, g := range groups {
+		seen := map[string]bool{g.name: true}
+		for p, ok := parent[g.name]; ok; p, ok = parent[p] {
+			if seen[p] {
+				return yamlstrict.Errorf(g.key, yamlstrict.Join("supervisors", g.name), "supervisors form a cycle through %q", p)
+			}
+			seen[p] = true
+		}
+	}
+	// children first, otherwise in file order
+	done := map[string]bool{}
+	for len(cfg.Supervisors) < len(groups) {
+		for _, g := range groups {
+			if done[g.name] {
+				continue
+			}
+			ready := true
+			for _, c := range g.cfg.Children {
+				if lines[c] != 0 && !done[c] {
+					ready = false
+				}
+			}
+			if ready {
+				done[g.name] = true
+				cfg.Supervisors = append(cfg.Supervisors, NamedSupervisorConfig{Name: g.name, Config: g.cfg})
+			}
+		}
+	}
+	return nil
 }

@@ -39,8 +39,12 @@ type Options struct {
 	// ThreadManager selects per-stage pools (default) or one shared pool.
 	ThreadManager ThreadManagerConfig
 	// OnFailure, if set, is called for every failed batch (after it is
-	// counted and logged). It must not block.
+	// counted and logged). It must not block. Manager.Monitor delivers the
+	// same failures as events, per stage.
 	OnFailure func(Failure)
+	// Now is the supervisors' clock for restart intensity windows (nil:
+	// time.Now).
+	Now func() time.Time
 }
 
 type managerState int32
@@ -76,7 +80,15 @@ type Manager struct {
 	timers  timerSet
 	signals signalBus
 
-	failures atomic.Uint64
+	failures        atomic.Uint64
+	monitorRejected atomic.Uint64
+
+	sup      supervision
+	done     chan struct{} // closed when the manager has stopped
+	doneOnce sync.Once
+	errMu    sync.Mutex
+	cause    error // why the manager stopped itself (a root supervisor gave up)
+	err      error // Err's answer once done is closed
 
 	predOnce   sync.Once
 	predShared *enqueuepred.Shared
@@ -105,6 +117,8 @@ func NewManager(o Options) *Manager {
 		m.shared = threadpool.NewSharedPool(threadpool.SharedConfig{Threads: o.ThreadManager.Threads, Logger: o.Logger})
 	}
 	m.timers.init(m)
+	m.sup.init(m)
+	m.done = make(chan struct{})
 	return m
 }
 
@@ -162,10 +176,24 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 			return nil, fmt.Errorf("stage %q: %w", name, err)
 		}
 	}
-	s := &Stage{name: name, mgr: m, cfg: cfg, handler: h}
+	if cfg.Supervisor != nil && cfg.Factory == nil {
+		return nil, fmt.Errorf("%w: stage %q: %w", ErrInvalidConfig, name, errNoFactory)
+	}
+	s := &Stage{name: name, mgr: m, cfg: cfg}
+	s.cur.Store(&instance{h: h, n: 1})
 	_, s.single = h.(SingleThreaded)
 	s.queue = sink.NewNamedQueue(name, cfg.Queue.Threshold)
 	s.external = &stageSink{st: s}
+	sched, err := buildScheduler(cfg.Scheduler, cfg.Ordering)
+	if err != nil {
+		return nil, fmt.Errorf("stage %q: %w", name, err)
+	}
+	if sched != nil {
+		if err := s.queue.SetScheduler(sched); err != nil {
+			return nil, err
+		}
+		_, s.keyed = sched.(sink.Releaser)
+	}
 
 	bc := cfg.Batching.batchingConfig()
 	if bc.Enabled {
@@ -192,8 +220,16 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	running := m.state == stateRunning
 	m.mu.Unlock()
 
+	if cfg.Supervisor != nil {
+		if err := m.sup.addOwn(s, *cfg.Supervisor); err != nil {
+			m.forget(s)
+			return nil, err
+		}
+	}
+
 	pred, err := m.buildPredicate(s)
 	if err != nil {
+		m.sup.removeStage(s)
 		m.forget(s)
 		return nil, err
 	}
@@ -216,6 +252,7 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 
 	if running {
 		if err := m.initStage(s); err != nil {
+			m.sup.removeStage(s)
 			m.forget(s)
 			s.queue.Close()
 			s.metrics.unregister()
@@ -242,7 +279,7 @@ func (m *Manager) forget(s *Stage) {
 }
 
 func (m *Manager) initStage(s *Stage) (err error) {
-	in, ok := s.handler.(Initializer)
+	in, ok := s.Handler().(Initializer)
 	if !ok {
 		return nil
 	}
@@ -298,7 +335,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		if err := m.initStage(s); err != nil {
 			m.log.Error("stage init failed", "stage", s.name, "err", err)
 			for _, done := range stages[:i] {
-				if d, ok := done.handler.(Destroyer); ok {
+				if d, ok := done.Handler().(Destroyer); ok {
 					_ = d.Destroy()
 				}
 			}
@@ -306,12 +343,14 @@ func (m *Manager) Start(ctx context.Context) error {
 			m.state = stateStopped
 			m.mu.Unlock()
 			m.cancel()
+			m.finish(err)
 			return err
 		}
 	}
 	if m.shared != nil {
 		m.shared.Start(m.runCtx)
 	}
+	m.sup.start(m.runCtx)
 	for _, s := range stages {
 		m.launch(s)
 	}
@@ -326,7 +365,8 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // DestroyStage stops intake on the named stage (later enqueues get
 // ErrClosed), lets its goroutines handle what is queued, runs the handler's
-// Destroy and removes the stage.
+// Destroy and removes the stage. The stage leaves its supervisor, and its
+// monitors get StageTerminated with ReasonDestroyed.
 func (m *Manager) DestroyStage(name string) error {
 	m.mu.Lock()
 	s, ok := m.stages[name]
@@ -335,6 +375,7 @@ func (m *Manager) DestroyStage(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoStage, name)
 	}
+	m.sup.removeStage(s)
 	m.forget(s)
 	s.queue.Close()
 	var err error
@@ -343,13 +384,14 @@ func (m *Manager) DestroyStage(name string) error {
 	}
 	s.stopPredicate()
 	if running {
-		if d, ok := s.handler.(Destroyer); ok {
+		if d, ok := s.Handler().(Destroyer); ok {
 			err = errors.Join(err, m.destroyHandler(s, d))
 		}
 	}
 	s.metrics.unregister()
 	m.signals.dropStage(s)
 	m.log.Info("stage destroyed", "stage", name)
+	m.notify(s, StageTerminated{Stage: name, Reason: ReasonDestroyed, Time: time.Now()}, true)
 	return err
 }
 
@@ -378,6 +420,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	case stateNew:
 		m.state = stateStopped
 		m.mu.Unlock()
+		m.finish(nil)
 		return nil
 	case stateStopping, stateStopped:
 		m.mu.Unlock()
@@ -395,7 +438,14 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	if err := m.quiesce(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	m.sup.stop()
 	stages := m.Stages()
+	// Monitors hear of the end before the queues close, so that monitoring
+	// stages still get the news.
+	reason, cause := m.terminationReason()
+	for _, s := range stages {
+		m.notify(s, StageTerminated{Stage: s.name, Reason: reason, Err: cause, Time: time.Now()}, true)
+	}
 	for _, s := range stages {
 		s.queue.Close()
 	}
@@ -420,7 +470,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	for i := len(stages) - 1; i >= 0; i-- {
 		s := stages[i]
 		s.stopPredicate()
-		if d, ok := s.handler.(Destroyer); ok {
+		if d, ok := s.Handler().(Destroyer); ok {
 			if err := m.destroyHandler(s, d); err != nil {
 				errs = append(errs, err)
 			}
@@ -430,7 +480,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.state = stateStopped
 	m.mu.Unlock()
 	m.log.Info("manager stopped")
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	m.finish(err)
+	return err
 }
 
 // quiesce waits until no stage has queued or in-flight events and no event

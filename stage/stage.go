@@ -34,6 +34,9 @@ type Failure struct {
 	Err    error
 	Events []sink.Event // a copy of the batch that failed
 	Time   time.Time
+	// Instance numbers the handler that failed: 1 for the stage's first,
+	// one more for each restart by its supervisor.
+	Instance uint64
 }
 
 // Stats are a stage's cumulative counters.
@@ -41,7 +44,9 @@ type Stats struct {
 	sink.Stats
 	Batches   uint64 // batches handled
 	Events    uint64 // events handled
-	Failures  uint64 // batches that failed
+	Failures  uint64 // batches that failed (and restarted handlers whose Init failed)
+	Restarts  uint64 // handlers replaced by the stage's supervisor
+	Linked    uint64 // events cancelled because an event of their principal failed
 	PoolSize  int    // goroutines serving the stage
 	BatchSize int    // current batching factor
 	QueueLen  int
@@ -54,8 +59,9 @@ type Stage struct {
 	mgr     *Manager
 	cfg     StageConfig
 	queue   *sink.Queue
-	handler Handler
+	cur     atomic.Pointer[instance] // the handler; swapped by restarts while no batch runs
 	single  bool
+	keyed   bool // the queue's scheduler holds events back until Release
 	ctx     *Context
 
 	external *stageSink
@@ -69,7 +75,12 @@ type Stage struct {
 	batches  atomic.Uint64
 	events   atomic.Uint64
 	failures atomic.Uint64
+	restarts atomic.Uint64
+	linked   atomic.Uint64
 	metrics  *stageMetrics
+
+	monitors  monitors
+	parentSup *supNode // guarded by Manager.sup.mu
 
 	predMu     sync.Mutex
 	predCancel context.CancelFunc
@@ -87,8 +98,16 @@ func (s *Stage) Name() string { return s.name }
 // at shutdown.
 func (s *Stage) Sink() sink.Sink { return s.external }
 
-// Handler returns the stage's handler.
-func (s *Stage) Handler() Handler { return s.handler }
+// instance is one handler of a stage and its number.
+type instance struct {
+	h Handler
+	n uint64
+}
+
+// Handler returns the stage's current handler (a supervisor may replace it).
+func (s *Stage) Handler() Handler { return s.cur.Load().h }
+
+func (s *Stage) instanceNumber() uint64 { return s.cur.Load().n }
 
 // Config returns the stage's configuration (defaults applied).
 func (s *Stage) Config() StageConfig { return s.cfg }
@@ -103,6 +122,8 @@ func (s *Stage) Stats() Stats {
 		Batches:   s.batches.Load(),
 		Events:    s.events.Load(),
 		Failures:  s.failures.Load(),
+		Restarts:  s.restarts.Load(),
+		Linked:    s.linked.Load(),
 		BatchSize: int(s.batchSize.Load()),
 		QueueLen:  s.queue.Len(),
 	}
@@ -131,20 +152,39 @@ func (v runtimeView) RunBatch(events []sink.Event, stamps []int64) {
 // timed on one batch in this many (clock reads cost ~30 ns each).
 const timingEvery = 16
 
-// runBatch calls the handler, measures, feeds completions back to the
-// predicate and reports failures.
+// runBatch handles a batch; on a keyed stage it then releases the batch's
+// keys so their next events may run.
 func (s *Stage) runBatch(events []sink.Event, stamps []int64) {
+	if !s.keyed {
+		s.handleBatch(events, stamps)
+		return
+	}
+	// The handler may overwrite the batch slice: release from a copy.
+	saved := batchPool.Get().(*[]sink.Event)
+	*saved = append((*saved)[:0], events...)
+	s.handleBatch(events, stamps)
+	s.queue.Release(*saved)
+	clear(*saved)
+	batchPool.Put(saved)
+}
+
+var batchPool = sync.Pool{New: func() any { return new([]sink.Event) }}
+
+// handleBatch calls the handler, measures, feeds completions back to the
+// predicate and reports failures.
+func (s *Stage) handleBatch(events []sink.Event, stamps []int64) {
 	b := s.batches.Add(1)
 	s.events.Add(uint64(len(events)))
+	inst := s.cur.Load()
 	completer, _ := s.queue.Predicate().(sink.Completer)
 	if completer == nil && b%timingEvery != 1 {
-		if err := s.invoke(events); err != nil {
-			s.fail(err, events)
+		if err := invoke(inst.h, events); err != nil {
+			s.fail(inst, err, events)
 		}
 		return
 	}
 	start := sink.Nanotime()
-	err := s.invoke(events)
+	err := invoke(inst.h, events)
 	service := time.Duration(sink.Nanotime() - start)
 	if completer != nil {
 		for i, e := range events {
@@ -155,27 +195,37 @@ func (s *Stage) runBatch(events []sink.Event, stamps []int64) {
 		s.metrics.observe(len(events), time.Duration(start-stamps[0]), service)
 	}
 	if err != nil {
-		s.fail(err, events)
+		s.fail(inst, err, events)
 	}
 }
 
-func (s *Stage) fail(err error, events []sink.Event) {
+// fail contains a failed batch: it is counted, logged, reported to
+// Options.OnFailure and to the stage's monitors, linked events are
+// cancelled, and the stage's supervisor (if any) is told.
+func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	s.failures.Add(1)
-	s.mgr.reportFailure(Failure{
-		Stage:  s.name,
-		Err:    err,
-		Events: append([]sink.Event(nil), events...),
-		Time:   time.Now(),
-	})
+	f := Failure{
+		Stage:    s.name,
+		Err:      err,
+		Events:   append([]sink.Event(nil), events...),
+		Time:     time.Now(),
+		Instance: inst.n,
+	}
+	s.mgr.reportFailure(f)
+	s.mgr.notify(s, StageFailed{f}, false)
+	if s.cfg.Ordering.Linked {
+		s.failLinked(f)
+	}
+	s.mgr.sup.report(s, inst.n, err)
 }
 
-func (s *Stage) invoke(events []sink.Event) (err error) {
+func invoke(h Handler, events []sink.Event) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
-	return s.handler.HandleEvents(events)
+	return h.HandleEvents(events)
 }
 
 // startPredicate runs the predicate's background loop, if it has one.

@@ -1,0 +1,603 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Strategy is how a supervisor restarts its children when one fails
+// (Erlang/OTP's restart strategies, as in Whirlwind's supervisor library).
+type Strategy string
+
+// Restart strategies.
+const (
+	// OneForOne restarts only the child that failed.
+	OneForOne Strategy = "one-for-one"
+	// OneForAll restarts every child of the supervisor: for stages that
+	// share a fate (the stages of one connection, a cache and its loader).
+	OneForAll Strategy = "one-for-all"
+	// RestForOne restarts the child that failed and the children listed
+	// after it, which depend on it.
+	RestForOne Strategy = "rest-for-one"
+)
+
+var strategies = []string{string(OneForOne), string(OneForAll), string(RestForOne)}
+
+// Supervision defaults.
+const (
+	DefaultMaxRestarts = 3
+	DefaultPeriod      = 5 * time.Second
+)
+
+// SupervisorConfig configures a supervisor: a stage's own (the stage's
+// `supervisor:` block, StageConfig.Supervisor) or a group of stages and
+// other supervisors (the top-level `supervisors:` block, Manager.Supervise).
+//
+// A supervisor restarts failed children by replacing their handlers with
+// fresh ones from their factories: the old handler's Destroy runs (if it
+// has one), the new one's Init runs. The stage's queue stays: events queued
+// while it restarts are kept and handled by the new handler. If more than
+// MaxRestarts restarts happen within Period, the supervisor gives up and
+// its parent treats that as a failure of the supervisor as a whole
+// (restarting every stage under it, per the parent's strategy). A
+// supervisor without a parent is a root: when it gives up, the manager
+// shuts down cleanly and Manager.Done is closed, with Manager.Err wrapping
+// ErrGaveUp.
+type SupervisorConfig struct {
+	// Strategy is one-for-one (default), one-for-all or rest-for-one.
+	Strategy Strategy `yaml:"strategy"`
+	// MaxRestarts is how many restarts Period allows (0 → 3).
+	MaxRestarts int `yaml:"maxRestarts"`
+	// Period is the window of the restart intensity (0 → 5s).
+	Period time.Duration `yaml:"period"`
+	// Children names the stages and supervisors of a group, in start
+	// order (rest-for-one restarts the ones after the failed child). A
+	// stage with its own supervisor joins through it. Only for groups.
+	Children []string `yaml:"children"`
+}
+
+func (c SupervisorConfig) withDefaults() SupervisorConfig {
+	if c.Strategy == "" {
+		c.Strategy = OneForOne
+	}
+	if c.MaxRestarts == 0 {
+		c.MaxRestarts = DefaultMaxRestarts
+	}
+	if c.Period == 0 {
+		c.Period = DefaultPeriod
+	}
+	return c
+}
+
+// checkSupervisor validates a supervisor block; keys are relative to it.
+func checkSupervisor(c SupervisorConfig, group bool) *problem {
+	if c.Strategy != "" && !slices.Contains(strategies, string(c.Strategy)) {
+		return &problem{[]string{"strategy"}, fmt.Sprintf("unknown strategy %q (known: %s)", c.Strategy, strings.Join(strategies, ", "))}
+	}
+	if c.MaxRestarts < 0 {
+		return &problem{[]string{"maxRestarts"}, fmt.Sprintf("negative restart count %d", c.MaxRestarts)}
+	}
+	if c.Period < 0 {
+		return &problem{[]string{"period"}, fmt.Sprintf("negative duration %v", c.Period)}
+	}
+	if group && len(c.Children) == 0 {
+		return &problem{[]string{"children"}, "a supervisor group needs children (stage or supervisor names)"}
+	}
+	if !group && len(c.Children) > 0 {
+		return &problem{[]string{"children"}, "a stage's own supervisor has no children; group stages under the top-level supervisors: block"}
+	}
+	return nil
+}
+
+// Errors of supervision.
+var (
+	// ErrGaveUp is wrapped by Manager.Err when a root supervisor gave up.
+	ErrGaveUp = errors.New("stage: supervisor gave up")
+	// ErrSupervisor is wrapped by errors setting up supervision.
+	ErrSupervisor = errors.New("stage: supervision")
+)
+
+// supNode is a supervisor: a stage's own or a group.
+type supNode struct {
+	name     string
+	cfg      SupervisorConfig // defaults applied
+	own      *Stage           // set for a stage's own supervisor
+	parent   *supNode
+	children []supChild
+	history  []time.Time // restarts within the period
+}
+
+// supChild is a stage or a supervisor.
+type supChild struct {
+	st   *Stage
+	node *supNode
+}
+
+func (c supChild) is(o supChild) bool { return c.st == o.st && c.node == o.node }
+
+// stages appends the stages under c, depth first, in start order.
+func (c supChild) stages(out []*Stage) []*Stage {
+	if c.st != nil {
+		return append(out, c.st)
+	}
+	for _, cc := range c.node.children {
+		out = cc.stages(out)
+	}
+	return out
+}
+
+func (c supChild) contains(s *Stage) bool {
+	if c.st != nil {
+		return c.st == s
+	}
+	for _, cc := range c.node.children {
+		if cc.contains(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// reset forgets the restart history of every supervisor under c: a
+// restarted supervisor starts afresh.
+func (c supChild) reset() {
+	if c.node == nil {
+		return
+	}
+	c.node.history = c.node.history[:0]
+	for _, cc := range c.node.children {
+		cc.reset()
+	}
+}
+
+// supNote is a failure waiting for the supervision loop.
+type supNote struct {
+	st       *Stage
+	instance uint64
+	err      error
+}
+
+// supervision is the manager's supervisor tree and the goroutine that
+// restarts stages. Workers only append to its queue; all decisions and
+// restarts happen on its own goroutine, so a failing batch never waits.
+type supervision struct {
+	m     *Manager
+	mu    sync.Mutex
+	nodes map[string]*supNode
+	queue []supNote
+	ended bool // shutting down or gave up: no more restarts
+
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the loop exits; nil before start
+}
+
+func (sv *supervision) init(m *Manager) {
+	sv.m = m
+	sv.nodes = map[string]*supNode{}
+	sv.wake = make(chan struct{}, 1)
+}
+
+func (sv *supervision) now() time.Time {
+	if sv.m.opts.Now != nil {
+		return sv.m.opts.Now()
+	}
+	return time.Now()
+}
+
+// addOwn gives s its own supervisor.
+func (sv *supervision) addOwn(s *Stage, cfg SupervisorConfig) error {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if _, dup := sv.nodes[s.name]; dup {
+		return fmt.Errorf("%w: stage %q: a supervisor of that name exists", ErrSupervisor, s.name)
+	}
+	n := &supNode{name: s.name, cfg: cfg.withDefaults(), own: s, children: []supChild{{st: s}}}
+	sv.nodes[s.name] = n
+	s.parentSup = n
+	return nil
+}
+
+// Supervise creates a supervisor group over existing stages and
+// supervisors (cfg.Children, in start order); see SupervisorConfig. A stage
+// child needs a factory (StageConfig.Factory) unless it has its own
+// supervisor, which then becomes the child. Every child has at most one
+// parent; a group without a parent is a root.
+func (m *Manager) Supervise(name string, cfg SupervisorConfig) error {
+	if p := checkSupervisor(cfg, true); p != nil {
+		return fmt.Errorf("%w: supervisor %q: %w", ErrSupervisor, name, p.inGo())
+	}
+	if name == "" {
+		return fmt.Errorf("%w: empty supervisor name", ErrSupervisor)
+	}
+	if _, ok := m.Stage(name); ok {
+		return fmt.Errorf("%w: supervisor %q: a stage has that name", ErrSupervisor, name)
+	}
+	sv := &m.sup
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if _, dup := sv.nodes[name]; dup {
+		return fmt.Errorf("%w: supervisor %q defined twice", ErrSupervisor, name)
+	}
+	node := &supNode{name: name, cfg: cfg.withDefaults()}
+	seen := map[string]bool{}
+	for _, cn := range cfg.Children {
+		if seen[cn] {
+			return fmt.Errorf("%w: supervisor %q: child %q listed twice", ErrSupervisor, name, cn)
+		}
+		seen[cn] = true
+		var c supChild
+		if st, ok := m.Stage(cn); ok {
+			switch {
+			case st.parentSup != nil && st.parentSup.own == st:
+				c.node = st.parentSup
+			case st.parentSup != nil:
+				return fmt.Errorf("%w: supervisor %q: stage %q is already supervised by %q", ErrSupervisor, name, cn, st.parentSup.name)
+			case st.cfg.Factory == nil:
+				return fmt.Errorf("%w: supervisor %q: stage %q: %w", ErrSupervisor, name, cn, errNoFactory)
+			default:
+				c.st = st
+			}
+		} else if n := sv.nodes[cn]; n != nil && n.own == nil {
+			c.node = n
+		} else {
+			return fmt.Errorf("%w: supervisor %q: no stage or supervisor %q", ErrSupervisor, name, cn)
+		}
+		if c.node != nil && c.node.parent != nil {
+			return fmt.Errorf("%w: supervisor %q: %q is already supervised by %q", ErrSupervisor, name, cn, c.node.parent.name)
+		}
+		node.children = append(node.children, c)
+	}
+	for _, c := range node.children {
+		if c.st != nil {
+			c.st.parentSup = node
+		} else {
+			c.node.parent = node
+		}
+	}
+	sv.nodes[name] = node
+	return nil
+}
+
+// CreateSupervised creates a stage whose handler f makes, supervised: by
+// cfg.Supervisor if set, else by a one-for-one supervisor with the default
+// intensity.
+func (m *Manager) CreateSupervised(name string, f Factory, cfg StageConfig) (*Stage, error) {
+	if f == nil {
+		return nil, fmt.Errorf("%w: stage %q: nil factory", ErrInvalidConfig, name)
+	}
+	cfg.Factory = f
+	if cfg.Supervisor == nil {
+		cfg.Supervisor = &SupervisorConfig{}
+	}
+	return m.CreateStage(name, f(), cfg)
+}
+
+// removeStage takes a destroyed stage out of the tree.
+func (sv *supervision) removeStage(s *Stage) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	p := s.parentSup
+	s.parentSup = nil
+	if p == nil {
+		return
+	}
+	p.children = slices.DeleteFunc(p.children, func(c supChild) bool { return c.st == s })
+	if p.own == s {
+		delete(sv.nodes, p.name)
+		if gp := p.parent; gp != nil {
+			gp.children = slices.DeleteFunc(gp.children, func(c supChild) bool { return c.node == p })
+		}
+	}
+}
+
+// report queues a failure of s's handler number instance for supervision.
+func (sv *supervision) report(s *Stage, instance uint64, err error) {
+	sv.mu.Lock()
+	if sv.ended || s.parentSup == nil {
+		sv.mu.Unlock()
+		return
+	}
+	sv.queue = append(sv.queue, supNote{st: s, instance: instance, err: err})
+	sv.mu.Unlock()
+	select {
+	case sv.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start runs the supervision loop until stop.
+func (sv *supervision) start(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	sv.mu.Lock()
+	sv.cancel = cancel
+	sv.done = make(chan struct{})
+	sv.mu.Unlock()
+	go sv.run(ctx)
+}
+
+// stop ends supervision (no more restarts) and waits for the loop; a
+// restart in progress is abandoned at its next wait and its stages resume
+// with the handlers they have.
+func (sv *supervision) stop() {
+	sv.mu.Lock()
+	sv.ended = true
+	sv.queue = nil
+	cancel, done := sv.cancel, sv.done
+	sv.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (sv *supervision) run(ctx context.Context) {
+	defer close(sv.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sv.wake:
+		}
+		for {
+			sv.mu.Lock()
+			notes := sv.queue
+			sv.queue = nil
+			sv.mu.Unlock()
+			if len(notes) == 0 || ctx.Err() != nil {
+				break
+			}
+			for _, n := range notes {
+				sv.handle(ctx, n)
+			}
+		}
+	}
+}
+
+// handle applies the supervisors' strategies to one failure: restart,
+// or give up and escalate, up to the root.
+func (sv *supervision) handle(ctx context.Context, n supNote) {
+	if n.instance != n.st.instanceNumber() {
+		return // the handler that failed was already replaced
+	}
+	var paused []*Stage
+	defer func() {
+		for _, s := range paused {
+			s.queue.Resume()
+		}
+	}()
+	sv.mu.Lock()
+	node, child, cause := n.st.parentSup, supChild{st: n.st}, n.err
+	for node != nil && !sv.ended {
+		if !sv.allow(node) {
+			sv.m.log.Error("supervisor gave up", "supervisor", node.name, "restarts", node.cfg.MaxRestarts,
+				"period", node.cfg.Period, "err", cause)
+			if node.parent == nil {
+				sv.ended = true
+				sv.queue = nil
+				sv.mu.Unlock()
+				sv.m.gaveUp(node.name, cause)
+				return
+			}
+			child, node = supChild{node: node}, node.parent
+			continue
+		}
+		targets := sv.affected(node, child)
+		if targets == nil {
+			break // the child left the tree meanwhile
+		}
+		var stages []*Stage
+		for _, c := range targets {
+			c.reset()
+			stages = c.stages(stages)
+		}
+		sv.mu.Unlock()
+		for _, s := range stages {
+			s.queue.Pause()
+			paused = append(paused, s)
+		}
+		failed, err := sv.m.restart(ctx, node.name, stages)
+		sv.mu.Lock()
+		if failed == nil {
+			break
+		}
+		// A fresh handler whose Init failed is another failure of the
+		// child that holds it.
+		child, cause = supChild{}, err
+		for _, c := range node.children {
+			if c.contains(failed) {
+				child = c
+			}
+		}
+		if child.st == nil && child.node == nil {
+			break
+		}
+	}
+	sv.mu.Unlock()
+}
+
+// allow records a restart by node now and reports whether its intensity
+// permits it.
+func (sv *supervision) allow(node *supNode) bool {
+	now := sv.now()
+	cut := now.Add(-node.cfg.Period)
+	h := node.history[:0]
+	for _, t := range node.history {
+		if t.After(cut) {
+			h = append(h, t)
+		}
+	}
+	node.history = append(h, now)
+	return len(node.history) <= node.cfg.MaxRestarts
+}
+
+// affected returns the children of node to restart when child failed, or
+// nil if child is no longer there.
+func (sv *supervision) affected(node *supNode, child supChild) []supChild {
+	i := slices.IndexFunc(node.children, child.is)
+	if i < 0 {
+		return nil
+	}
+	switch node.cfg.Strategy {
+	case OneForAll:
+		return slices.Clone(node.children)
+	case RestForOne:
+		return slices.Clone(node.children[i:])
+	}
+	return []supChild{child}
+}
+
+// restart replaces the handlers of stages (paused by the caller) by fresh
+// ones: it waits for their running batches, destroys the old handlers in
+// reverse order, then makes and initializes new ones in order. It returns
+// the first stage whose new handler failed Init.
+func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stage) (*Stage, error) {
+	for _, s := range stages {
+		if err := s.waitIdle(ctx); err != nil {
+			m.log.Warn("restart abandoned", "supervisor", supervisor, "stage", s.name, "err", err)
+			return nil, nil
+		}
+	}
+	for i := len(stages) - 1; i >= 0; i-- {
+		s := stages[i]
+		if d, ok := s.Handler().(Destroyer); ok {
+			if err := m.destroyHandler(s, d); err != nil {
+				m.log.Warn("destroy before restart failed", "stage", s.name, "err", err)
+			}
+		}
+	}
+	var failed *Stage
+	var failErr error
+	for _, s := range stages {
+		h := s.cfg.Factory()
+		var err error
+		if h == nil {
+			err = fmt.Errorf("%w: stage %q: factory returned a nil handler", ErrInit, s.name)
+			h = HandlerFunc(func([]sink.Event) error { return err })
+		}
+		inst := &instance{h: h, n: s.cur.Load().n + 1}
+		s.cur.Store(inst)
+		s.restarts.Add(1)
+		if err == nil {
+			err = m.initStage(s)
+		}
+		if err != nil {
+			m.log.Error("restarted handler failed to initialize", "stage", s.name, "supervisor", supervisor, "err", err)
+			s.failures.Add(1)
+			m.notify(s, StageFailed{Failure{Stage: s.name, Err: err, Time: time.Now(), Instance: inst.n}}, false)
+			if failed == nil {
+				failed, failErr = s, err
+			}
+			continue
+		}
+		m.log.Info("stage restarted", "stage", s.name, "supervisor", supervisor, "instance", inst.n)
+		m.notify(s, StageRestarted{Stage: s.name, Supervisor: supervisor, Instance: inst.n, Time: time.Now()}, false)
+	}
+	return failed, failErr
+}
+
+// waitIdle waits until no batch of s is running. The caller has paused its
+// queue, so no new batch starts.
+func (s *Stage) waitIdle(ctx context.Context) error {
+	wait := 20 * time.Microsecond
+	for s.inflight.Load() != 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Millisecond)
+	}
+	return nil
+}
+
+// gaveUp stops the manager after its root supervisor gave up.
+func (m *Manager) gaveUp(root string, cause error) {
+	err := fmt.Errorf("%w: root supervisor %q: %w", ErrGaveUp, root, cause)
+	m.errMu.Lock()
+	if m.cause == nil {
+		m.cause = err
+	}
+	m.errMu.Unlock()
+	m.log.Error("root supervisor gave up: stopping the manager", "supervisor", root, "err", cause)
+	m.mu.RLock()
+	running := m.state == stateRunning
+	m.mu.RUnlock()
+	if !running {
+		return // a shutdown is under way and will close Done
+	}
+	timeout := 10 * time.Second
+	if m.config != nil && m.config.Global.Shutdown > 0 {
+		timeout = m.config.Global.Shutdown
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil && !errors.Is(err, ErrManagerClosed) {
+			m.log.Error("shutdown after supervisor gave up", "err", err)
+		}
+	}()
+}
+
+// Done returns a channel closed when the manager has stopped: after
+// Shutdown, or after the shutdown a root supervisor started when it gave
+// up. Commands wait on it beside their signals.
+func (m *Manager) Done() <-chan struct{} { return m.done }
+
+// Err returns why the manager stopped, once Done is closed: nil after a
+// clean Shutdown, an error wrapping ErrGaveUp if a root supervisor gave up
+// (joined with any shutdown error), or the error Shutdown or Start
+// returned.
+func (m *Manager) Err() error {
+	select {
+	case <-m.done:
+	default:
+		return nil
+	}
+	m.errMu.Lock()
+	defer m.errMu.Unlock()
+	return m.err
+}
+
+// finish records the final error and closes Done, once.
+func (m *Manager) finish(err error) {
+	m.doneOnce.Do(func() {
+		m.errMu.Lock()
+		m.err = errors.Join(m.cause, err)
+		m.errMu.Unlock()
+		close(m.done)
+	})
+}
+
+// terminationReason is what Shutdown tells monitors.
+func (m *Manager) terminationReason() (TerminationReason, error) {
+	m.errMu.Lock()
+	defer m.errMu.Unlock()
+	if m.cause != nil {
+		return ReasonGaveUp, m.cause
+	}
+	return ReasonShutdown, nil
+}
+
+// Supervisors returns the names of the supervisors (groups and stages' own),
+// sorted.
+func (m *Manager) Supervisors() []string {
+	sv := &m.sup
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	names := make([]string, 0, len(sv.nodes))
+	for n := range sv.nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
