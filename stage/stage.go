@@ -55,14 +55,14 @@ type Stats struct {
 // Stage is a running stage: a handler, its admission-controlled queue and
 // the goroutines that serve it.
 type Stage struct {
-	name    string
-	mgr     *Manager
-	cfg     StageConfig
-	queue   *sink.Queue
-	cur     atomic.Pointer[instance] // the handler; swapped by restarts while no batch runs
-	single  bool
-	keyed   bool // the queue's scheduler holds events back until Release
-	ctx     *Context
+	name   string
+	mgr    *Manager
+	cfg    StageConfig
+	queue  *sink.Queue
+	cur    atomic.Pointer[instance] // the handler; swapped by restarts while no batch runs
+	single bool
+	keyed  bool // the queue's scheduler holds events back until Release
+	ctx    *Context
 
 	external *stageSink
 	runner   threadpool.Runner
