@@ -37,6 +37,7 @@ var maxWait = 10 * time.Second
 //	/debug/sandstorm/graph.dot     the stage graph in Graphviz's language
 //	/debug/sandstorm/graph.svg     the same rendered by dot (501 when dot is not installed)
 //	/debug/pprof/                  net/http/pprof
+//	/metrics                       Prometheus text exposition (client_golang)
 //
 // metrics.json?after=N also lists, under "samples", the kept samples newer
 // than N, waiting (up to two intervals) for one when there is none yet:
@@ -47,6 +48,7 @@ func (p *Profiler) Handler() http.Handler {
 	mux.HandleFunc("GET "+MetricsPath, p.serveMetrics)
 	mux.HandleFunc("GET "+GraphDotPath, p.serveDot)
 	mux.HandleFunc("GET "+GraphSVGPath, p.serveSVG)
+	mux.Handle("GET "+PrometheusPath, p.prometheusHandler())
 	mux.HandleFunc(PprofPath, pprof.Index)
 	mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
 	mux.HandleFunc(PprofPath+"profile", pprof.Profile)
