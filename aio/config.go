@@ -1,0 +1,475 @@
+package aio
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// ErrInvalidConfig is wrapped by every configuration error of this package.
+var ErrInvalidConfig = errors.New("aio: invalid configuration")
+
+// Defaults (Sandstorm 3.0 read 16 KB per packet and allowed 1000 pending
+// write requests per socket).
+const (
+	DefaultReadBuffer     = 16 << 10
+	DefaultMaxInbound     = 1 << 20
+	DefaultMaxWriteBytes  = 1 << 20
+	DefaultMaxWrites      = 1000
+	DefaultCloseTimeout   = 30 * time.Second
+	DefaultPollInterval   = time.Millisecond
+	DefaultConnectTimeout = 10 * time.Second
+)
+
+// ByteSize is a number of bytes that YAML may spell as an integer or with a
+// binary unit: 512, 16KiB, 16K, 16KB, 1MiB, 1M, 2GiB (K, KB and KiB all mean
+// 1024). A negative value means "unbounded" where a field says so.
+type ByteSize int64
+
+// ParseByteSize parses "16KiB", "1M", "4096" or "-1".
+func ParseByteSize(s string) (ByteSize, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, fmt.Errorf("%w: empty byte size", ErrInvalidConfig)
+	}
+	num := t
+	mult := int64(1)
+	upper := strings.ToUpper(t)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30},
+		{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+	} {
+		if strings.HasSuffix(upper, u.suffix) {
+			num = strings.TrimSpace(t[:len(t)-len(u.suffix)])
+			mult = u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: bad byte size %q (want e.g. 4096, 16KiB, 1MiB)", ErrInvalidConfig, s)
+	}
+	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
+		return 0, fmt.Errorf("%w: byte size %q overflows", ErrInvalidConfig, s)
+	}
+	return ByteSize(n * mult), nil
+}
+
+// UnmarshalYAML accepts an integer or a string with a unit.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a byte size such as 16KiB", n.Line)
+	}
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = v
+	return nil
+}
+
+// String formats b with the largest exact binary unit.
+func (b ByteSize) String() string {
+	switch {
+	case b != 0 && b%(1<<30) == 0:
+		return strconv.FormatInt(int64(b>>30), 10) + "GiB"
+	case b != 0 && b%(1<<20) == 0:
+		return strconv.FormatInt(int64(b>>20), 10) + "MiB"
+	case b != 0 && b%(1<<10) == 0:
+		return strconv.FormatInt(int64(b>>10), 10) + "KiB"
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+// ClogPolicy says what happens when a write would push a connection past its
+// write threshold. In both cases the write is refused with an error wrapping
+// sink.ErrRejected and ErrClogged, and a SinkClogged event is delivered once
+// per episode.
+type ClogPolicy string
+
+const (
+	// ClogReject (the default) only refuses writes until the peer catches
+	// up; an IdleTimeout closes peers that stop reading altogether.
+	ClogReject ClogPolicy = "reject"
+	// ClogClose also closes the connection (thesis ch. 6 §2.2: a slow
+	// Gnutella peer is dropped; it will reconnect elsewhere).
+	ClogClose ClogPolicy = "close"
+)
+
+// WriteThreshold bounds what a connection may hold unsent: bytes accepted by
+// Enqueue and not yet written to the kernel, and write requests not yet
+// completed. A single write larger than Bytes is accepted when nothing else
+// is outstanding, so that it can be sent at all.
+type WriteThreshold struct {
+	Bytes  ByteSize `yaml:"bytes"`  // 0 → 1 MiB; < 0: unbounded
+	Writes int      `yaml:"writes"` // 0 → 1000; < 0: unbounded
+}
+
+// RateConfig is the optional read-rate governor (Sandstorm's ReadStage rate
+// controller): a token bucket that paces how fast packets are taken off the
+// sockets and handed to the application. Zero rates mean no limit.
+//
+// gnet cannot stop reading a socket, so throttled bytes wait in gnet's
+// inbound buffer, which MaxInbound bounds: a peer that keeps sending faster
+// than the governed rate is eventually closed (load shedding).
+type RateConfig struct {
+	Bytes   float64 `yaml:"bytes"`   // bytes per second
+	Packets float64 `yaml:"packets"` // packets per second
+	// Burst is how much rate the bucket may bank (0 → 100ms): depth =
+	// rate × Burst, at least one packet and one read buffer.
+	Burst time.Duration `yaml:"burst"`
+	// PerConnection gives every connection its own bucket; by default one
+	// bucket governs the whole server socket, as in Sandstorm.
+	PerConnection bool `yaml:"perConnection"`
+}
+
+// Enabled reports whether any limit is set.
+func (r RateConfig) Enabled() bool { return r.Bytes > 0 || r.Packets > 0 }
+
+// SocketConfig configures a server or client socket and the connections it
+// makes. The zero value is usable: every zero field takes its default.
+type SocketConfig struct {
+	// Addr is host:port (TCP), or a gnet URL: tcp://, tcp4://, tcp6://,
+	// unix://path. Servers listen on it; clients ignore it.
+	Addr string `yaml:"addr"`
+	// EventLoops is the number of gnet event loops (0 → one per CPU).
+	EventLoops int `yaml:"eventLoops"`
+	// ReusePort binds one listener per event loop with SO_REUSEPORT
+	// (needs a fixed port).
+	ReusePort bool `yaml:"reusePort"`
+	// ReadBuffer is gnet's read size and the largest packet (0 → 16 KiB).
+	ReadBuffer ByteSize `yaml:"readBuffer"`
+	// MaxInbound bounds the unread bytes held for a connection whose reading
+	// is paused (no reader yet, reader sink rejecting, governor); past it the
+	// connection is closed with ErrInboundOverflow (0 → 1 MiB; < 0:
+	// unbounded).
+	MaxInbound     ByteSize       `yaml:"maxInbound"`
+	WriteThreshold WriteThreshold `yaml:"writeThreshold"`
+	ClogPolicy     ClogPolicy     `yaml:"clogPolicy"` // "" → reject
+	// IdleTimeout closes a connection that neither received bytes nor got
+	// any of its output written for this long (0: never).
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// CloseTimeout bounds a graceful Close waiting for output to drain;
+	// then the connection is aborted (0 → 30s; < 0: wait forever).
+	CloseTimeout time.Duration `yaml:"closeTimeout"`
+	ReadRate     RateConfig    `yaml:"readRate"`
+	// SendBuffer and RecvBuffer set the kernel socket buffers (0: OS default).
+	SendBuffer ByteSize `yaml:"sendBuffer"`
+	RecvBuffer ByteSize `yaml:"recvBuffer"`
+	// KeepAlive enables TCP keep-alive probes with this period (0: off).
+	KeepAlive time.Duration `yaml:"keepAlive"`
+	// ConnectTimeout bounds a client's dial (0 → 10s).
+	ConnectTimeout time.Duration `yaml:"connectTimeout"`
+	// PollInterval is the granularity of the socket's maintenance loop:
+	// retries of rejected deliveries, governor wake-ups, drain checks for
+	// write completions and graceful closes (0 → 1ms).
+	PollInterval time.Duration `yaml:"pollInterval"`
+
+	// Name names the socket in metrics and logs (default: derived from the
+	// address).
+	Name string `yaml:"-"`
+	// Manager, when set, registers the socket's metrics in the manager's
+	// registry, and a server stops accepting when the manager raises
+	// stage.SignalShutdownStarted.
+	Manager *stage.Manager `yaml:"-"`
+	// Metrics is the registry for the socket's metrics (default: the
+	// Manager's, if any).
+	Metrics metrics.Registry `yaml:"-"`
+	// Logger receives the socket's logs and gnet's (nil: the Manager's
+	// logger, else discard).
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c SocketConfig) Validate() error {
+	if msg := c.problem(); msg != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, msg)
+	}
+	return nil
+}
+
+func (c SocketConfig) problem() string {
+	bad := fmt.Sprintf
+	switch {
+	case c.EventLoops < 0:
+		return bad("eventLoops %d is negative", c.EventLoops)
+	case c.ReadBuffer < 0:
+		return bad("readBuffer %d is negative", c.ReadBuffer)
+	case c.ReadBuffer > 64<<20:
+		return bad("readBuffer %v is above 64MiB", c.ReadBuffer)
+	case c.ClogPolicy != "" && c.ClogPolicy != ClogReject && c.ClogPolicy != ClogClose:
+		return bad("unknown clogPolicy %q (known: reject, close)", c.ClogPolicy)
+	case c.IdleTimeout < 0:
+		return bad("idleTimeout %v is negative", c.IdleTimeout)
+	case c.ReadRate.Bytes < 0 || math.IsNaN(c.ReadRate.Bytes) || math.IsInf(c.ReadRate.Bytes, 0):
+		return bad("readRate.bytes %v must be a finite number ≥ 0", c.ReadRate.Bytes)
+	case c.ReadRate.Packets < 0 || math.IsNaN(c.ReadRate.Packets) || math.IsInf(c.ReadRate.Packets, 0):
+		return bad("readRate.packets %v must be a finite number ≥ 0", c.ReadRate.Packets)
+	case c.ReadRate.Burst < 0:
+		return bad("readRate.burst %v is negative", c.ReadRate.Burst)
+	case c.SendBuffer < 0 || c.RecvBuffer < 0:
+		return bad("socket buffer sizes must be ≥ 0")
+	case c.KeepAlive < 0:
+		return bad("keepAlive %v is negative", c.KeepAlive)
+	case c.ConnectTimeout < 0:
+		return bad("connectTimeout %v is negative", c.ConnectTimeout)
+	case c.PollInterval < 0:
+		return bad("pollInterval %v is negative", c.PollInterval)
+	}
+	return ""
+}
+
+// withDefaults returns c with zero fields replaced by defaults.
+func (c SocketConfig) withDefaults() SocketConfig {
+	if c.ReadBuffer == 0 {
+		c.ReadBuffer = DefaultReadBuffer
+	}
+	if c.MaxInbound == 0 {
+		c.MaxInbound = DefaultMaxInbound
+	}
+	if c.WriteThreshold.Bytes == 0 {
+		c.WriteThreshold.Bytes = DefaultMaxWriteBytes
+	}
+	if c.WriteThreshold.Writes == 0 {
+		c.WriteThreshold.Writes = DefaultMaxWrites
+	}
+	if c.ClogPolicy == "" {
+		c.ClogPolicy = ClogReject
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = DefaultCloseTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.ReadRate.Burst == 0 {
+		c.ReadRate.Burst = 100 * time.Millisecond
+	}
+	if c.Metrics == nil && c.Manager != nil {
+		c.Metrics = c.Manager.Metrics()
+	}
+	if c.Logger == nil {
+		if c.Manager != nil {
+			c.Logger = c.Manager.Logger()
+		} else {
+			c.Logger = slog.New(slog.DiscardHandler)
+		}
+	}
+	return c
+}
+
+// FileConfig configures the asyncFile stage.
+type FileConfig struct {
+	// Stage is the stage's name (0 → "aio.file").
+	Stage string `yaml:"stage"`
+	// ThreadPool sizes the stage (defaults: min 1, max 20, the thread-pool
+	// controller on, ticking every 200ms and adding a worker while 2 or more
+	// files wait).
+	ThreadPool stage.ThreadPoolConfig `yaml:"threadpool"`
+	// FixedPool turns the thread-pool controller off.
+	FixedPool bool `yaml:"fixedPool"`
+	// Queue bounds the stage's queue: files with work waiting for a worker
+	// plus ReadFile requests (≤ 0: unbounded).
+	Queue stage.QueueConfig `yaml:"queue"`
+	// MaxPending bounds the requests queued on one file (0 → 1000).
+	MaxPending int `yaml:"maxPending"`
+	// MaxReadFile bounds ReadFile (0 → 64 MiB; < 0: unbounded).
+	MaxReadFile ByteSize `yaml:"maxReadFile"`
+}
+
+// DefaultFileStage is the name of the asyncFile stage.
+const DefaultFileStage = "aio.file"
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+func (c FileConfig) Validate() error {
+	if msg := c.problem(); msg != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, msg)
+	}
+	return nil
+}
+
+func (c FileConfig) problem() string {
+	switch {
+	case c.MaxPending < 0:
+		return fmt.Sprintf("maxPending %d is negative", c.MaxPending)
+	case c.ThreadPool.Min < 0 || c.ThreadPool.Max < 0 || c.ThreadPool.Initial < 0:
+		return "threadpool: negative thread count"
+	case c.ThreadPool.Max > 0 && c.ThreadPool.Min > c.ThreadPool.Max:
+		return fmt.Sprintf("threadpool: min %d is above max %d", c.ThreadPool.Min, c.ThreadPool.Max)
+	}
+	if err := c.ThreadPool.Controller.Validate(); err != nil {
+		return "threadpool.controller: " + err.Error()
+	}
+	return ""
+}
+
+func (c FileConfig) withDefaults() FileConfig {
+	if c.Stage == "" {
+		c.Stage = DefaultFileStage
+	}
+	tp := &c.ThreadPool
+	if tp.Min == 0 {
+		tp.Min = 1
+	}
+	if tp.Max == 0 {
+		tp.Max = 20
+	}
+	if !c.FixedPool {
+		tp.Controller.Enabled = true
+		if tp.Controller.Interval == 0 {
+			tp.Controller.Interval = 200 * time.Millisecond
+		}
+		if tp.Controller.QueueThreshold == 0 {
+			tp.Controller.QueueThreshold = 2
+		}
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = 1000
+	}
+	if c.MaxReadFile == 0 {
+		c.MaxReadFile = 64 << 20
+	}
+	return c
+}
+
+// Config is the `global.aio` block of a stage configuration: defaults for
+// every socket, named sockets, and the asyncFile stage.
+//
+//	global:
+//	  aio:
+//	    eventLoops: 2
+//	    readBuffer: 16KiB
+//	    writeThreshold: {bytes: 1MiB, writes: 1000}
+//	    idleTimeout: 60s
+//	    sockets:
+//	      http: {addr: "127.0.0.1:8080", clogPolicy: close}
+//	    file: {threadpool: {max: 20}}
+type Config struct {
+	// Defaults applies to every socket.
+	Defaults SocketConfig `yaml:",inline"`
+	// Sockets holds named sockets; each starts from Defaults.
+	Sockets map[string]SocketConfig `yaml:"-"`
+	File    FileConfig              `yaml:"file"`
+}
+
+// Socket returns the named socket's configuration, or Defaults and false.
+func (c Config) Socket(name string) (SocketConfig, bool) {
+	s, ok := c.Sockets[name]
+	if !ok {
+		s = c.Defaults
+	}
+	s.Name = name
+	return s, ok
+}
+
+// configError wraps a located configuration error with ErrInvalidConfig.
+type configError struct{ err error }
+
+func (e *configError) Error() string   { return e.err.Error() }
+func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
+
+// ParseConfig decodes an aio block strictly: an unknown key, a bad size or
+// duration is an error naming the line and key path (path is the block's
+// own key path, e.g. "global.aio"). A nil or empty node gives the defaults.
+// Errors wrap ErrInvalidConfig.
+func ParseConfig(n *yaml.Node, path string) (Config, error) {
+	cfg, err := parseConfig(n, path)
+	if err != nil {
+		return Config{}, &configError{err}
+	}
+	return cfg, nil
+}
+
+func parseConfig(n *yaml.Node, path string) (Config, error) {
+	var cfg Config
+	if n == nil || n.Kind == 0 {
+		return cfg, nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return cfg, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return cfg, yamlstrict.Errorf(n, path, "want a mapping")
+	}
+	if err := yamlstrict.Decode(n, path, &cfg, "sockets"); err != nil {
+		return cfg, err
+	}
+	if cfg.Defaults.Addr != "" {
+		return cfg, yamlstrict.Errorf(lookupKey(n, "addr"), yamlstrict.Join(path, "addr"),
+			"addr belongs in a socket block under sockets:")
+	}
+	if msg := cfg.Defaults.problem(); msg != "" {
+		return cfg, yamlstrict.Errorf(n, path, "%s", msg)
+	}
+	if msg := cfg.File.problem(); msg != "" {
+		return cfg, yamlstrict.Errorf(lookupKey(n, "file"), yamlstrict.Join(path, "file"), "%s", msg)
+	}
+	if sn := lookupKey(n, "sockets"); sn != nil && !(sn.Kind == yaml.ScalarNode && sn.Tag == "!!null") {
+		if sn.Kind != yaml.MappingNode {
+			return cfg, yamlstrict.Errorf(sn, yamlstrict.Join(path, "sockets"), "want a mapping of socket names to socket blocks")
+		}
+		cfg.Sockets = map[string]SocketConfig{}
+		for i := 0; i+1 < len(sn.Content); i += 2 {
+			k, v := sn.Content[i], sn.Content[i+1]
+			sp := yamlstrict.Join(yamlstrict.Join(path, "sockets"), k.Value)
+			if _, dup := cfg.Sockets[k.Value]; dup {
+				return cfg, yamlstrict.Errorf(k, sp, "socket defined twice")
+			}
+			sc := cfg.Defaults
+			if err := yamlstrict.Decode(v, sp, &sc); err != nil {
+				return cfg, err
+			}
+			if msg := sc.problem(); msg != "" {
+				return cfg, yamlstrict.Errorf(v, sp, "%s", msg)
+			}
+			cfg.Sockets[k.Value] = sc
+		}
+	}
+	return cfg, nil
+}
+
+func lookupKey(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// ConfigOf decodes the `global.aio` block of the configuration m was built
+// from (defaults if m has none). Errors name the file, line and key.
+func ConfigOf(m *stage.Manager) (Config, error) {
+	if m == nil || m.Config() == nil {
+		return Config{}, nil
+	}
+	mc := m.Config()
+	cfg, err := ParseConfig(&mc.Global.AIO, "global.aio")
+	if err != nil {
+		return cfg, &stage.ConfigError{File: mc.File, Err: err}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,974 @@
+package aio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+type connState uint8
+
+const (
+	stateOpen     connState = iota
+	stateClosing            // graceful close: waiting for output to drain
+	stateAborting           // gnet Close requested
+	stateClosed             // OnClose ran; the gnet conn is gone
+)
+
+// pendingWrite is an accepted write request not yet known to be flushed.
+type pendingWrite struct {
+	end  int64 // cumulative byte offset just past the request
+	n    int
+	done sink.Sink
+	tag  any
+}
+
+// writeOp is one parsed write request.
+type writeOp struct {
+	data []byte
+	bufs [][]byte
+	n    int
+	done sink.Sink
+	tag  any
+}
+
+type sinkRef struct{ s sink.Sink }
+
+type predRef struct{ p sink.Predicate }
+
+// Connection is an open TCP (or Unix) connection. It is a sink.Sink of
+// outgoing buffers: enqueue []byte, WriteRequest or CloseRequest events.
+// Incoming bytes are delivered as Packet events to the sink given to
+// StartReader. Status events (SinkClogged, SinkClosed) go to the reader
+// sink, or, before StartReader, to the sink that received the Connection.
+//
+// Enqueue never blocks. A write is refused (an error wrapping
+// sink.ErrRejected and ErrClogged) when the connection's unsent output
+// would pass its WriteThreshold; see ClogPolicy. All methods are safe for
+// concurrent use.
+type Connection struct {
+	eng    *engine
+	cfg    *SocketConfig
+	gc     gnet.Conn
+	id     uint64
+	local  net.Addr
+	remote net.Addr
+	owner  sink.Sink
+	gov    *Governor
+	value  atomic.Pointer[any]
+	reader atomic.Pointer[sinkRef]
+	pred   atomic.Pointer[predRef]
+	box    outbox
+
+	mu             sync.Mutex
+	state          connState
+	queued         int64 // bytes accepted by Enqueue, ever
+	reservedBytes  int64 // held by prepared transactions
+	reservedWrites int
+	ring           deque[pendingWrite]
+	waiters        int // ring entries with a Done sink
+	clogged        bool
+	closeAt        int64     // graceful close: offset that must be applied
+	closeBy        time.Time // graceful close deadline (zero: none)
+	reason         CloseReason
+	reasonErr      error
+	announced      bool      // the Connection event reached the application
+	held           *SinkClosed // closed before StartReader with bytes waiting
+	tail           []Packet
+	maxOutstanding int64
+	clogs          uint64
+	refused        uint64
+
+	flushed  atomic.Int64 // bytes written to the kernel (event loop writes)
+	activity atomic.Int64 // sink.Nanotime of the last progress in or out
+	paused   atomic.Bool  // delivery stopped (sink rejected or governor)
+	resumeAt atomic.Int64 // governor pause end (sink.Nanotime)
+	wantPoll atomic.Bool  // output drain must be watched
+	bytesIn  atomic.Uint64
+	packets  atomic.Uint64
+	rejected atomic.Uint64
+
+	// Event-loop only.
+	applied int64 // bytes handed to gnet (AsyncWrite callbacks run)
+	seq     uint64
+	seen    int // inbound bytes left in gnet's buffer after the last traffic
+}
+
+var _ sink.Sink = (*Connection)(nil)
+
+func newConnection(e *engine, owner sink.Sink, value any) *Connection {
+	c := &Connection{eng: e, cfg: &e.cfg, id: e.nextID.Add(1), owner: owner, gov: e.gov}
+	if value != nil {
+		c.value.Store(&value)
+	}
+	if e.cfg.ReadRate.Enabled() && e.cfg.ReadRate.PerConnection {
+		c.gov = NewGovernor(e.cfg.ReadRate, int(e.cfg.ReadBuffer))
+	}
+	c.box.retry = func() { e.arm(c) }
+	c.box.lost = e.lost
+	c.box.rejected = func() {
+		c.rejected.Add(1)
+		e.stats.rejectedReads.Add(1)
+	}
+	c.activity.Store(sink.Nanotime())
+	return c
+}
+
+// attach binds c to its gnet connection (event loop, in OnOpen).
+func (c *Connection) attach(gc gnet.Conn) {
+	c.gc = gc
+	c.local = cloneAddr(gc.LocalAddr())
+	c.remote = cloneAddr(gc.RemoteAddr())
+}
+
+// ID is unique among the connections of a socket.
+func (c *Connection) ID() uint64 { return c.id }
+
+// LocalAddr is the connection's local address.
+func (c *Connection) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr is the peer's address.
+func (c *Connection) RemoteAddr() net.Addr { return c.remote }
+
+// Value returns the value attached with SetValue (or given to Connect).
+func (c *Connection) Value() any {
+	if p := c.value.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetValue attaches an application value (for example a protocol parser).
+func (c *Connection) SetValue(v any) { c.value.Store(&v) }
+
+// String names the connection in logs and errors.
+func (c *Connection) String() string {
+	return fmt.Sprintf("aio.%s#%d(%v)", c.eng.name, c.id, c.remote)
+}
+
+// events is where status events go: the reader sink once reading started.
+func (c *Connection) events() sink.Sink {
+	if r := c.reader.Load(); r != nil {
+		return r.s
+	}
+	return c.owner
+}
+
+// StartReader starts delivering incoming bytes to s as Packet events, then
+// SinkClosed when the connection closes. Bytes that arrived before are
+// delivered first, even if the connection closed meanwhile (a peer that sent
+// a request and closed at once). Reading pauses while s rejects packets:
+// nothing is dropped; the bytes wait (up to MaxInbound) and delivery resumes
+// once s accepts.
+func (c *Connection) StartReader(s sink.Sink) error {
+	if s == nil {
+		return fmt.Errorf("%w: StartReader with a nil sink", ErrBadEvent)
+	}
+	if !c.reader.CompareAndSwap(nil, &sinkRef{s}) {
+		return ErrReaderStarted
+	}
+	c.mu.Lock()
+	tail, held := c.tail, c.held
+	c.tail, c.held = nil, nil
+	if c.state != stateClosed {
+		_ = c.gc.Wake(nil) // deliver what is buffered already
+	}
+	c.mu.Unlock()
+	if held != nil {
+		c.eng.unhold(c)
+		c.sendTail(s, tail)
+		c.box.send(delivery{to: s, ev: *held})
+	}
+	return nil
+}
+
+func (c *Connection) sendTail(to sink.Sink, tail []Packet) {
+	for _, p := range tail {
+		c.countIn(len(p.Data))
+		c.box.send(delivery{to: to, ev: p})
+	}
+}
+
+func (c *Connection) countIn(n int) {
+	c.bytesIn.Add(uint64(n))
+	c.packets.Add(1)
+	c.eng.stats.bytesIn.Add(uint64(n))
+	c.eng.stats.packets.Add(1)
+}
+
+// ---- writing (any goroutine) ----
+
+// Enqueue queues an outgoing buffer: a []byte, a WriteRequest (or
+// *WriteRequest), or a CloseRequest. It never blocks. The bytes must not be
+// modified until they are sent (SinkDrained, or the connection closed).
+func (c *Connection) Enqueue(e sink.Event) error {
+	var one [1]writeOp
+	ops, closeAfter, err := parseWrite(e, one[:0])
+	if err != nil {
+		return err
+	}
+	if p := c.pred.Load(); p != nil && !p.p.Accept(e) {
+		return c.predicateRefused(p.p)
+	}
+	return c.submit(ops, closeAfter, 0, 0, true)
+}
+
+// EnqueueMany queues all of es or none of them. A CloseRequest may only
+// come last.
+func (c *Connection) EnqueueMany(es []sink.Event) error {
+	ops, closeAfter, err := parseWrites(es)
+	if err != nil {
+		return err
+	}
+	if err := c.admitPredicate(es); err != nil {
+		return err
+	}
+	return c.submit(ops, closeAfter, 0, 0, true)
+}
+
+// EnqueueLossy is Enqueue reporting only whether the event was accepted.
+func (c *Connection) EnqueueLossy(e sink.Event) bool { return c.Enqueue(e) == nil }
+
+// Prepare admits es against the write threshold and reserves room for
+// them; Commit sends them, Abort releases the room.
+func (c *Connection) Prepare(es []sink.Event) (sink.Txn, error) {
+	ops, closeAfter, err := parseWrites(es)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.admitPredicate(es); err != nil {
+		return nil, err
+	}
+	total, count := sizeOf(ops)
+	c.mu.Lock()
+	if c.state != stateOpen {
+		c.mu.Unlock()
+		return nil, c.closedErr()
+	}
+	if err, ev := c.admitLocked(total, count); err != nil {
+		c.mu.Unlock()
+		c.reportClog(ev)
+		return nil, err
+	}
+	c.reservedBytes += total
+	c.reservedWrites += count
+	c.mu.Unlock()
+	return &connTxn{c: c, ops: ops, closeAfter: closeAfter, bytes: total, writes: count}, nil
+}
+
+type connTxn struct {
+	c          *Connection
+	ops        []writeOp
+	closeAfter bool
+	bytes      int64
+	writes     int
+	once       sync.Once
+}
+
+func (t *connTxn) Commit() {
+	t.once.Do(func() {
+		if err := t.c.submit(t.ops, t.closeAfter, t.bytes, t.writes, false); err != nil {
+			// The connection closed between Prepare and Commit.
+			for _, op := range t.ops {
+				if op.done != nil {
+					t.c.box.send(delivery{to: op.done, ev: WriteFailed{Conn: t.c, Tag: op.tag, Bytes: op.n, Err: err}})
+				}
+			}
+		}
+	})
+}
+
+func (t *connTxn) Abort() {
+	t.once.Do(func() {
+		t.c.mu.Lock()
+		t.c.reservedBytes -= t.bytes
+		t.c.reservedWrites -= t.writes
+		t.c.mu.Unlock()
+	})
+}
+
+// Len is the number of write requests not yet completed.
+func (c *Connection) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ring.len()
+}
+
+// SetPredicate installs an admission predicate run on every enqueue (nil:
+// none).
+func (c *Connection) SetPredicate(p sink.Predicate) {
+	if p == nil {
+		c.pred.Store(nil)
+		return
+	}
+	if b, ok := p.(sink.Binder); ok {
+		b.Bind(c)
+	}
+	c.pred.Store(&predRef{p})
+}
+
+// Predicate returns the installed predicate, or nil.
+func (c *Connection) Predicate() sink.Predicate {
+	if p := c.pred.Load(); p != nil {
+		return p.p
+	}
+	return nil
+}
+
+// Send queues data and, if done is not nil, has done receive SinkDrained
+// with tag once it is sent.
+func (c *Connection) Send(data []byte, done sink.Sink, tag any) error {
+	return c.Enqueue(WriteRequest{Data: data, Done: done, Tag: tag})
+}
+
+// Flush has done receive SinkDrained with tag once every byte queued so far
+// has been written to the kernel. (Writes are always started at once;
+// Flush is how to learn they finished.)
+func (c *Connection) Flush(done sink.Sink, tag any) error {
+	if done == nil {
+		return fmt.Errorf("%w: Flush needs a sink", ErrBadEvent)
+	}
+	return c.submit([]writeOp{{done: done, tag: tag}}, false, 0, 0, true)
+}
+
+// Close closes the connection once every byte queued before it has been
+// written to the kernel (gnet itself would drop unsent output). Later writes
+// are refused. If the output does not drain within CloseTimeout the
+// connection is aborted. Close is idempotent.
+func (c *Connection) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != stateOpen {
+		return nil
+	}
+	c.beginCloseLocked()
+	return nil
+}
+
+// Abort closes the connection now, dropping unsent output.
+func (c *Connection) Abort() error {
+	c.closeWith(ClosedLocal, nil)
+	return nil
+}
+
+func (c *Connection) beginCloseLocked() {
+	c.state = stateClosing
+	c.closeAt = c.queued
+	if c.cfg.CloseTimeout > 0 {
+		c.closeBy = time.Now().Add(c.cfg.CloseTimeout)
+	}
+	_ = c.gc.Wake(nil) // the event loop checks the drain
+}
+
+// closeWith closes the connection now, recording why.
+func (c *Connection) closeWith(r CloseReason, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.abortLocked(r, err)
+}
+
+func (c *Connection) abortLocked(r CloseReason, err error) {
+	if c.state == stateAborting || c.state == stateClosed {
+		return
+	}
+	if c.reason == 0 {
+		c.reason, c.reasonErr = r, err
+	}
+	c.state = stateAborting
+	_ = c.gc.Close()
+}
+
+func (c *Connection) closedErr() error {
+	return fmt.Errorf("%w: %w", ErrConnClosed, &sink.ClosedError{Sink: c.String()})
+}
+
+func (c *Connection) predicateRefused(p sink.Predicate) error {
+	return &sink.RejectError{Sink: c.String(), Predicate: sink.PredicateName(p), Reason: "admission refused"}
+}
+
+func (c *Connection) admitPredicate(es []sink.Event) error {
+	pr := c.pred.Load()
+	if pr == nil {
+		return nil
+	}
+	if bp, ok := pr.p.(sink.BatchPredicate); ok {
+		if !bp.AcceptMany(es) {
+			return c.predicateRefused(pr.p)
+		}
+		return nil
+	}
+	for _, e := range es {
+		if !pr.p.Accept(e) {
+			return c.predicateRefused(pr.p)
+		}
+	}
+	return nil
+}
+
+func parseWrite(e sink.Event, ops []writeOp) ([]writeOp, bool, error) {
+	switch v := e.(type) {
+	case []byte:
+		return append(ops, writeOp{data: v, n: len(v)}), false, nil
+	case WriteRequest:
+		return append(ops, requestOp(&v)), false, nil
+	case *WriteRequest:
+		if v == nil {
+			return nil, false, fmt.Errorf("%w: nil *WriteRequest", ErrBadEvent)
+		}
+		return append(ops, requestOp(v)), false, nil
+	case CloseRequest, *CloseRequest:
+		return ops, true, nil
+	}
+	return nil, false, fmt.Errorf("%w: %T (want []byte, WriteRequest or CloseRequest)", ErrBadEvent, e)
+}
+
+func requestOp(r *WriteRequest) writeOp {
+	n := len(r.Data)
+	for _, b := range r.Bufs {
+		n += len(b)
+	}
+	return writeOp{data: r.Data, bufs: r.Bufs, n: n, done: r.Done, tag: r.Tag}
+}
+
+func parseWrites(es []sink.Event) ([]writeOp, bool, error) {
+	ops := make([]writeOp, 0, len(es))
+	closeAfter := false
+	for i, e := range es {
+		if closeAfter {
+			return nil, false, fmt.Errorf("%w: CloseRequest at %d is not the last event", ErrBadEvent, i-1)
+		}
+		var err error
+		ops, closeAfter, err = parseWrite(e, ops)
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	return ops, closeAfter, nil
+}
+
+func sizeOf(ops []writeOp) (total int64, count int) {
+	for _, op := range ops {
+		total += int64(op.n)
+	}
+	return total, len(ops)
+}
+
+// admitLocked checks a write of total bytes in count requests against the
+// threshold. On refusal it returns the error and, for the first refusal of
+// an episode, the SinkClogged event to deliver (after unlocking).
+func (c *Connection) admitLocked(total int64, count int) (error, *SinkClogged) {
+	lim := c.cfg.WriteThreshold
+	out := c.queued + c.reservedBytes - c.flushed.Load()
+	writes := c.ring.len() + c.reservedWrites
+	overBytes := lim.Bytes > 0 && out > 0 && out+total > int64(lim.Bytes)
+	overWrites := lim.Writes > 0 && writes+count > lim.Writes
+	if !overBytes && !overWrites {
+		return nil, nil
+	}
+	c.refused++
+	c.eng.stats.refusedWrites.Add(1)
+	var ev *SinkClogged
+	if !c.clogged {
+		c.clogged = true
+		c.clogs++
+		c.eng.stats.clogs.Add(1)
+		ev = &SinkClogged{Conn: c, Outstanding: out, Writes: writes, Refused: int(total)}
+	}
+	if c.cfg.ClogPolicy == ClogClose && c.state != stateAborting && c.state != stateClosed {
+		c.eng.stats.cloggedClosed.Add(1)
+		c.abortLocked(ClosedClogged, ErrClogged)
+	}
+	err := fmt.Errorf("%w: %w", ErrClogged, &sink.RejectError{Sink: c.String(),
+		Reason: fmt.Sprintf("clogged: %d bytes in %d writes unsent", out, writes)})
+	return err, ev
+}
+
+// reportClog reports a new clog episode (outside c.mu) and has the drain
+// watched so that the episode can end.
+func (c *Connection) reportClog(ev *SinkClogged) {
+	if ev == nil {
+		return
+	}
+	c.box.send(delivery{to: c.events(), ev: *ev})
+	c.wantPoll.Store(true)
+	c.eng.arm(c)
+}
+
+// submit records ops and hands their bytes to gnet. resBytes/resWrites
+// release a prepared transaction's reservation; admit says whether to check
+// the threshold.
+func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resWrites int, admit bool) error {
+	total, count := sizeOf(ops)
+	c.mu.Lock()
+	c.reservedBytes -= resBytes
+	c.reservedWrites -= resWrites
+	if c.state != stateOpen {
+		c.mu.Unlock()
+		return c.closedErr()
+	}
+	if admit && count > 0 {
+		if err, ev := c.admitLocked(total, count); err != nil {
+			c.mu.Unlock()
+			c.reportClog(ev)
+			return err
+		}
+	}
+	start := c.queued
+	hasDone := false
+	for _, op := range ops {
+		c.queued += int64(op.n)
+		c.ring.push(pendingWrite{end: c.queued, n: op.n, done: op.done, tag: op.tag})
+		if op.done != nil {
+			c.waiters++
+			hasDone = true
+		}
+	}
+	if total > 0 {
+		if err := c.handOff(ops, total); err != nil {
+			// gnet is shutting down: undo.
+			c.queued = start
+			for range ops {
+				if w := c.ring.popBack(); w.done != nil {
+					c.waiters--
+				}
+			}
+			c.mu.Unlock()
+			return fmt.Errorf("%w: %w", c.closedErr(), err)
+		}
+	}
+	if out := c.queued - c.flushed.Load(); out > c.maxOutstanding {
+		c.maxOutstanding = out
+	}
+	switch {
+	case closeAfter:
+		c.beginCloseLocked()
+	case total == 0 && hasDone:
+		_ = c.gc.Wake(nil) // a Flush: the event loop completes it
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// handOff gives the bytes of ops to gnet (c.mu held, so hand-offs keep the
+// order of their offsets).
+func (c *Connection) handOff(ops []writeOp, total int64) error {
+	cb := c.written(total)
+	if len(ops) == 1 && len(ops[0].bufs) == 0 {
+		return c.gc.AsyncWrite(ops[0].data, cb)
+	}
+	bufs := make([][]byte, 0, len(ops)+2)
+	for _, op := range ops {
+		if len(op.data) > 0 {
+			bufs = append(bufs, op.data)
+		}
+		for _, b := range op.bufs {
+			if len(b) > 0 {
+				bufs = append(bufs, b)
+			}
+		}
+	}
+	if len(bufs) == 1 {
+		return c.gc.AsyncWrite(bufs[0], cb)
+	}
+	return c.gc.AsyncWritev(bufs, cb)
+}
+
+// written is the AsyncWrite callback: it runs on the event loop once gnet
+// has written the bytes or buffered the rest.
+func (c *Connection) written(n int64) gnet.AsyncCallback {
+	return func(gc gnet.Conn, err error) error {
+		if err != nil {
+			return nil // the connection is closing; OnClose accounts for it
+		}
+		c.applied += n
+		if c.progress(gc) {
+			c.mu.Lock()
+			c.closeDrainedLocked()
+			c.mu.Unlock()
+		}
+		return nil
+	}
+}
+
+// closeDrainedLocked ends a graceful close whose output has drained.
+func (c *Connection) closeDrainedLocked() {
+	if c.state != stateClosing {
+		return
+	}
+	if c.reason == 0 {
+		c.reason = ClosedLocal
+	}
+	c.state = stateAborting
+	_ = c.gc.Close()
+}
+
+// ---- event loop ----
+
+// progress updates write progress from gnet's outbound buffer, completes
+// the requests that are now flushed and says whether a graceful close may
+// proceed. Event loop only.
+func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
+	out := int64(gc.OutboundBuffered())
+	fl := c.applied - out
+	if old := c.flushed.Load(); fl > old {
+		c.flushed.Store(fl)
+		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.activity.Store(sink.Nanotime())
+	}
+	c.mu.Lock()
+	var done []pendingWrite
+	for c.ring.len() > 0 && c.ring.front().end <= fl {
+		w := c.ring.pop()
+		if w.done != nil {
+			c.waiters--
+			done = append(done, w)
+		}
+	}
+	if c.clogged && c.unclogLocked(fl) {
+		c.clogged = false
+	}
+	closeNow = c.state == stateClosing && c.applied >= c.closeAt && out == 0
+	poll := !closeNow && (c.state == stateClosing || (out > 0 && (c.waiters > 0 || c.clogged)))
+	c.mu.Unlock()
+	c.wantPoll.Store(poll)
+	if poll {
+		c.eng.arm(c)
+	}
+	for _, w := range done {
+		c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
+	}
+	return closeNow
+}
+
+// unclogLocked reports whether a clog episode is over: outstanding output
+// is back to half the threshold.
+func (c *Connection) unclogLocked(flushed int64) bool {
+	lim := c.cfg.WriteThreshold
+	out := c.queued - flushed
+	return (lim.Bytes <= 0 || out <= int64(lim.Bytes)/2) && (lim.Writes <= 0 || c.ring.len() <= lim.Writes/2)
+}
+
+func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
+	if c.progress(gc) {
+		c.mu.Lock()
+		if c.state == stateClosing {
+			if c.reason == 0 {
+				c.reason = ClosedLocal
+			}
+			c.state = stateAborting
+		}
+		c.mu.Unlock()
+		return gnet.Close
+	}
+	avail := gc.InboundBuffered()
+	if avail > c.seen {
+		c.activity.Store(sink.Nanotime())
+	}
+	act := c.read(gc, avail)
+	if act == gnet.None {
+		c.seen = gc.InboundBuffered()
+	}
+	return act
+}
+
+// read hands buffered bytes to the reader as packets until the buffer is
+// empty, the reader rejects one, or the governor says wait.
+func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
+	r := c.reader.Load()
+	if r == nil {
+		return c.overflow(gc)
+	}
+	if !c.box.empty() {
+		// Earlier events still wait for their sink: keep the bytes.
+		c.paused.Store(true)
+		c.eng.arm(c)
+		return c.overflow(gc)
+	}
+	if c.paused.Load() {
+		if c.resumeAt.Load() > sink.Nanotime() {
+			c.eng.arm(c)
+			return c.overflow(gc)
+		}
+		c.paused.Store(false)
+	}
+	var now time.Time
+	for avail > 0 {
+		n := min(avail, int(c.cfg.ReadBuffer))
+		if c.gov != nil {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			grant, wait := c.gov.Take(now, n)
+			if grant == 0 {
+				c.resumeAt.Store(sink.Nanotime() + int64(wait))
+				c.paused.Store(true)
+				c.eng.arm(c)
+				break
+			}
+			n = grant
+		}
+		data := make([]byte, n)
+		m, _ := gc.Read(data)
+		if m <= 0 {
+			break
+		}
+		avail -= m
+		c.seq++
+		c.countIn(m)
+		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: data[:m]}}) {
+			// The packet waits in the outbox; so do the bytes behind it.
+			c.paused.Store(true)
+			c.eng.arm(c)
+			break
+		}
+	}
+	return c.overflow(gc)
+}
+
+// overflow closes the connection if too many unread bytes wait.
+func (c *Connection) overflow(gc gnet.Conn) gnet.Action {
+	lim := int64(c.cfg.MaxInbound)
+	if lim <= 0 || int64(gc.InboundBuffered()) <= lim {
+		return gnet.None
+	}
+	c.mu.Lock()
+	if c.reason == 0 {
+		c.reason, c.reasonErr = ClosedOverflow, ErrInboundOverflow
+	}
+	c.state = stateAborting
+	c.mu.Unlock()
+	c.eng.stats.overflowClosed.Add(1)
+	return gnet.Close
+}
+
+// onClose runs in gnet's OnClose, while gnet still holds the buffers.
+func (c *Connection) onClose(gc gnet.Conn, err error) {
+	out := int64(gc.OutboundBuffered())
+	fl := c.applied - out
+	if old := c.flushed.Load(); fl > old {
+		c.flushed.Store(fl)
+		c.eng.stats.bytesOut.Add(uint64(fl - old))
+	}
+	// Bytes received and not yet taken by a reader are delivered, not lost.
+	var tail []Packet
+	var tailBytes int64
+	for gc.InboundBuffered() > 0 {
+		data := make([]byte, min(gc.InboundBuffered(), int(c.cfg.ReadBuffer)))
+		m, _ := gc.Read(data)
+		if m <= 0 {
+			break
+		}
+		c.seq++
+		tail = append(tail, Packet{Conn: c, Seq: c.seq, Data: data[:m]})
+		tailBytes += int64(m)
+	}
+
+	c.mu.Lock()
+	reason, rerr := c.reason, c.reasonErr
+	if reason == 0 {
+		reason, rerr = c.closeCause(err)
+	}
+	c.state = stateClosed
+	ev := SinkClosed{Conn: c, Reason: reason, Err: rerr, Unsent: c.queued - fl}
+	var failed []pendingWrite
+	for c.ring.len() > 0 {
+		if w := c.ring.pop(); w.done != nil {
+			failed = append(failed, w)
+		}
+	}
+	c.waiters = 0
+	r := c.reader.Load()
+	announced := c.announced
+	hold := false
+	if announced && r == nil && len(tail) > 0 {
+		if reason == ClosedPeer || reason == ClosedError {
+			// The peer sent bytes and left before the application started
+			// reading: keep them for StartReader.
+			hold = true
+			c.tail, c.held = tail, &ev
+		} else {
+			ev.Unread = tailBytes
+		}
+	}
+	c.mu.Unlock()
+	c.wantPoll.Store(false)
+	c.paused.Store(false)
+
+	if len(failed) > 0 {
+		ferr := fmt.Errorf("%w (%s)", ErrConnClosed, reason)
+		if rerr != nil {
+			ferr = fmt.Errorf("%w (%s): %w", ErrConnClosed, reason, rerr)
+		}
+		for _, w := range failed {
+			c.box.send(delivery{to: w.done, ev: WriteFailed{Conn: c, Tag: w.tag, Bytes: w.n, Err: ferr}})
+		}
+	}
+	if !announced {
+		return
+	}
+	if hold {
+		c.eng.hold(c)
+		return
+	}
+	if r != nil {
+		c.sendTail(r.s, tail)
+		c.box.send(delivery{to: r.s, ev: ev})
+		return
+	}
+	c.box.send(delivery{to: c.owner, ev: ev})
+}
+
+func (c *Connection) closeCause(err error) (CloseReason, error) {
+	switch {
+	case err == nil && c.eng.isClosing():
+		return ClosedShutdown, ErrSocketClosed
+	case err == nil:
+		return ClosedError, ErrSocketClosed // the gnet engine stopped by itself
+	case errors.Is(err, io.EOF):
+		return ClosedPeer, err
+	}
+	return ClosedError, err
+}
+
+// ---- maintenance goroutine ----
+
+// tick is the maintenance goroutine's visit: retry deliveries, resume a
+// paused reader, poll the output drain, enforce the close deadline.
+func (c *Connection) tick(now time.Time) {
+	empty := c.box.drain()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.state {
+	case stateClosed, stateAborting:
+		return
+	case stateClosing:
+		if !c.closeBy.IsZero() && now.After(c.closeBy) {
+			c.abortLocked(ClosedLocal, ErrCloseTimeout)
+			return
+		}
+	}
+	wake := c.wantPoll.Load()
+	if c.paused.Load() && empty {
+		if c.resumeAt.Load() <= sink.Nanotime() {
+			wake = true
+		} else {
+			c.eng.arm(c)
+		}
+	}
+	if wake {
+		_ = c.gc.Wake(nil)
+	}
+}
+
+// finish is the last visit when the socket closes: deliver what the sinks
+// take now, report the rest.
+func (c *Connection) finish() {
+	c.box.drain()
+	for _, d := range c.box.discard() {
+		c.eng.lost(d, fmt.Errorf("%w: sink still rejecting when the socket closed", sink.ErrRejected))
+	}
+}
+
+// releaseHeld delivers a held SinkClosed to the owner when the socket
+// closes and StartReader never came; the held bytes are reported as Unread.
+func (c *Connection) releaseHeld() {
+	c.mu.Lock()
+	held, tail := c.held, c.tail
+	c.held, c.tail = nil, nil
+	c.mu.Unlock()
+	if held == nil {
+		return
+	}
+	for _, p := range tail {
+		held.Unread += int64(len(p.Data))
+	}
+	c.box.send(delivery{to: c.owner, ev: *held})
+	c.finish()
+}
+
+// ConnStats are a connection's counters.
+type ConnStats struct {
+	BytesIn        uint64 // bytes delivered as packets
+	Packets        uint64
+	BytesQueued    int64 // bytes accepted for sending
+	BytesFlushed   int64 // bytes written to the kernel
+	Outstanding    int64 // accepted, not yet written
+	MaxOutstanding int64 // highest Outstanding seen at an accepted write
+	PendingWrites  int   // write requests not yet completed
+	Clogs          uint64
+	RefusedWrites  uint64
+	RejectedReads  uint64 // deliveries a sink rejected
+	Paused         bool   // delivery is paused
+	Closed         bool
+}
+
+// Stats returns the connection's counters.
+func (c *Connection) Stats() ConnStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fl := c.flushed.Load()
+	return ConnStats{
+		BytesIn:        c.bytesIn.Load(),
+		Packets:        c.packets.Load(),
+		BytesQueued:    c.queued,
+		BytesFlushed:   fl,
+		Outstanding:    c.queued - fl,
+		MaxOutstanding: c.maxOutstanding,
+		PendingWrites:  c.ring.len(),
+		Clogs:          c.clogs,
+		RefusedWrites:  c.refused,
+		RejectedReads:  c.rejected.Load(),
+		Paused:         c.paused.Load(),
+		Closed:         c.state == stateClosed,
+	}
+}
+
+// deque is a FIFO that can also drop from its back.
+type deque[T any] struct {
+	buf  []T
+	head int
+}
+
+func (d *deque[T]) len() int { return len(d.buf) - d.head }
+
+func (d *deque[T]) front() *T { return &d.buf[d.head] }
+
+func (d *deque[T]) push(v T) {
+	if d.head > 0 && d.head >= len(d.buf)/2 {
+		n := copy(d.buf, d.buf[d.head:])
+		clear(d.buf[n:])
+		d.buf, d.head = d.buf[:n], 0
+	}
+	d.buf = append(d.buf, v)
+}
+
+func (d *deque[T]) pop() T {
+	v := d.buf[d.head]
+	var zero T
+	d.buf[d.head] = zero
+	d.head++
+	if d.head == len(d.buf) {
+		d.buf, d.head = d.buf[:0], 0
+	}
+	return v
+}
+
+func (d *deque[T]) popBack() T {
+	i := len(d.buf) - 1
+	v := d.buf[i]
+	var zero T
+	d.buf[i] = zero
+	d.buf = d.buf[:i]
+	if d.head == len(d.buf) {
+		d.buf, d.head = d.buf[:0], 0
+	}
+	return v
+}

@@ -1,0 +1,76 @@
+// Package aio is Sandstorm's asynchronous I/O layer (thesis chapter 5 §6):
+// sockets on gnet event loops and files on a wrapped blocking stage, both
+// speaking events to application sinks.
+//
+// # Sockets
+//
+// Listen opens a server socket. Its sink receives ListenSucceeded (or
+// ListenFailed), one *Connection per accepted connection, and ServerClosed
+// when it stops. NewClient and Client.Connect make outgoing connections,
+// delivered as *Connection or ConnectFailed.
+//
+// A *Connection is a sink.Sink of outgoing buffers: enqueue []byte,
+// WriteRequest (with an optional Done sink that receives SinkDrained once
+// the bytes are written to the kernel, or WriteFailed) or CloseRequest.
+// StartReader(s) delivers incoming bytes to s as Packet events (a private
+// copy, with the connection and a per-connection sequence number), and
+// SinkClosed exactly once when the connection closes, after its last
+// packet. SinkClogged reports a connection whose unsent output passed its
+// WriteThreshold: the write is refused (sink.ErrRejected, ErrClogged) and,
+// under ClogClose, the slow peer is closed (thesis ch. 6 §2.2). Close sends
+// everything queued first; Abort does not.
+//
+// # How gnet's limits are handled
+//
+//   - Nothing blocks in a gnet callback. Deliveries use non-blocking
+//     enqueues; an event a sink rejects waits, in order, in the
+//     connection's outbox, and a goroutine per socket (the maintenance
+//     loop) retries it every PollInterval.
+//   - gnet reads every readable socket; it cannot pause one. When a reader
+//     sink rejects a packet (or the read-rate governor says wait, or no
+//     reader has started) the connection stops taking bytes out of gnet's
+//     inbound buffer, so nothing is lost, and resumes when the sink accepts.
+//     MaxInbound bounds that buffer: a peer that keeps sending into a
+//     paused connection is closed (ClosedOverflow), and the bytes it had
+//     sent are still delivered before SinkClosed.
+//   - gnet's outbound buffer is unbounded, so the write threshold bounds
+//     it. gnet has no "drained" callback: completions are found by reading
+//     OutboundBuffered after each write and, while someone waits, by waking
+//     the connection onto its event loop every PollInterval.
+//   - gnet drops unsent output on Close, so Connection.Close waits until the
+//     outbound buffer is empty (bounded by CloseTimeout).
+//   - gnet has no deadlines: IdleTimeout is enforced by the maintenance
+//     loop.
+//   - gnet cannot pause accept(2): SuspendAccept closes new connections at
+//     once while suspended.
+//   - gnet closes a connection when the peer half-closes (EOF), so a peer
+//     that shuts down its write side cannot receive a reply afterwards;
+//     the bytes it sent are still delivered.
+//   - gnet calls on a connection after its engine stopped could write to a
+//     recycled descriptor, so every call into gnet happens under the
+//     connection's lock while it is not closed, and OnClose (which gnet
+//     runs for every connection before it closes its pollers) marks it
+//     closed.
+//
+// Each Server and Client owns its gnet engine and maintenance goroutine;
+// Close (abrupt) and Shutdown (graceful, like http.Server.Shutdown) wait
+// for them. A server given a stage.Manager stops accepting when the manager
+// raises stage.SignalShutdownStarted, and its counters (SocketStats) are
+// registered in the manager's metrics registry as "aio.<socket>.<name>".
+//
+// # Files
+//
+// FileIO (Sandstorm's asyncFileIO) turns Open, Read, Write, SeekTo, Stat,
+// Flush and Close into requests to one stage ("aio.file") whose thread pool
+// the thread-pool controller sizes. Requests on one File run one at a time
+// in order (the File is queued on the stage only while its own FIFO has
+// work, so one worker at a time has it); different files proceed in
+// parallel. Completions (IOCompleted, EOF, IOError) go to the File's sink.
+// ReadFile reads a whole file in one request (FileRead).
+//
+// # Configuration
+//
+// SocketConfig and FileConfig have zero-value defaults and YAML tags.
+// ConfigOf decodes a manager's `global.aio` block: socket defaults, named
+// sockets under `sockets:`, and `file:`.
+package aio

@@ -1,0 +1,426 @@
+package aio
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	metrics "github.com/rcrowley/go-metrics"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// engine is what a Server and a Client share: the gnet event handler, the
+// table of open connections, the maintenance goroutine and the counters.
+//
+// Threading: gnet calls the handler methods on its event-loop goroutines.
+// Everything they do is non-blocking (atomics, short mutexes, non-blocking
+// enqueues). Work that has to wait (a sink that rejected, a governor pause,
+// output still draining, timeouts) is put on the watch set and picked up by
+// the maintenance goroutine, which wakes the connection back onto its event
+// loop with gnet's Conn.Wake, the only way into a loop from outside besides
+// AsyncWrite and Close.
+type engine struct {
+	gnet.BuiltinEventEngine
+
+	cfg    SocketConfig // defaults applied
+	name   string
+	log    *slog.Logger
+	server *Server // nil for a client
+	gov    *Governor
+	stats  counters
+
+	mu      sync.Mutex
+	conns   map[*Connection]struct{}
+	held    map[*Connection]struct{} // closed, bytes kept for StartReader
+	closing bool
+
+	wmu   sync.Mutex
+	watch map[*Connection]struct{}
+	kick  chan struct{}
+
+	box     outbox // socket-level events
+	boxWait atomic.Bool
+	nextID  atomic.Uint64
+
+	stop    chan struct{}
+	stopped atomic.Bool
+	wg      sync.WaitGroup
+
+	metricReg   metrics.Registry
+	metricNames []string
+}
+
+func newEngine(cfg SocketConfig, name string) *engine {
+	e := &engine{
+		cfg:   cfg,
+		name:  name,
+		log:   cfg.Logger.With("socket", name),
+		conns: map[*Connection]struct{}{},
+		held:  map[*Connection]struct{}{},
+		watch: map[*Connection]struct{}{},
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+	}
+	if cfg.ReadRate.Enabled() && !cfg.ReadRate.PerConnection {
+		e.gov = NewGovernor(cfg.ReadRate, int(cfg.ReadBuffer))
+	}
+	e.box.retry = func() { e.boxWait.Store(true); e.poke() }
+	e.box.lost = e.lost
+	e.box.rejected = func() {}
+	e.registerMetrics()
+	return e
+}
+
+// gnetOptions translates the configuration into gnet options.
+func (e *engine) gnetOptions() []gnet.Option {
+	c := e.cfg
+	opts := []gnet.Option{
+		gnet.WithLogger(gnetLogger{e.log}),
+		gnet.WithReadBufferCap(int(c.ReadBuffer)),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithReusePort(c.ReusePort),
+		gnet.WithReuseAddr(true),
+		gnet.WithLoadBalancing(gnet.LeastConnections),
+	}
+	if c.EventLoops > 0 {
+		opts = append(opts, gnet.WithNumEventLoop(c.EventLoops))
+	} else {
+		opts = append(opts, gnet.WithMulticore(true))
+	}
+	if c.SendBuffer > 0 {
+		opts = append(opts, gnet.WithSocketSendBuffer(int(c.SendBuffer)))
+	}
+	if c.RecvBuffer > 0 {
+		opts = append(opts, gnet.WithSocketRecvBuffer(int(c.RecvBuffer)))
+	}
+	if c.KeepAlive > 0 {
+		opts = append(opts, gnet.WithTCPKeepAlive(c.KeepAlive))
+	}
+	return opts
+}
+
+// start runs the maintenance goroutine.
+func (e *engine) start() {
+	e.wg.Add(1)
+	go e.maintain()
+}
+
+// ---- gnet callbacks (event-loop goroutines; never block) ----
+
+func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if c, ok := gc.Context().(*Connection); ok && c != nil {
+		// A client connection: Connect made c and passed it to gnet.
+		if !e.add(c) {
+			return nil, gnet.Close
+		}
+		c.attach(gc)
+		e.stats.connected.Add(1)
+		c.mu.Lock()
+		c.announced = true
+		c.mu.Unlock()
+		c.box.send(delivery{to: c.owner, ev: c})
+		return nil, gnet.None
+	}
+	s := e.server
+	if s == nil || s.suspended.Load() {
+		e.stats.rejectedAccepts.Add(1)
+		return nil, gnet.Close
+	}
+	c := newConnection(e, s.sink, nil)
+	if !e.add(c) {
+		e.stats.rejectedAccepts.Add(1)
+		return nil, gnet.Close
+	}
+	c.attach(gc)
+	gc.SetContext(c)
+	e.stats.accepted.Add(1)
+	if err := s.box().sendNow(delivery{to: s.sink, ev: c}); err != nil {
+		// Admission control at accept: the application's stage refused the
+		// connection, so it is closed at once and nobody ever sees it.
+		e.stats.rejectedAccepts.Add(1)
+		e.log.Debug("aio: connection refused by sink", "err", err)
+		c.mu.Lock()
+		c.reason = ClosedLocal
+		c.mu.Unlock()
+		return nil, gnet.Close
+	}
+	c.mu.Lock()
+	c.announced = true
+	c.mu.Unlock()
+	return nil, gnet.None
+}
+
+func (e *engine) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, _ := gc.Context().(*Connection)
+	if c == nil {
+		return gnet.None
+	}
+	return c.onTraffic(gc)
+}
+
+func (e *engine) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, _ := gc.Context().(*Connection)
+	if c == nil {
+		return gnet.None
+	}
+	c.onClose(gc, err)
+	e.remove(c)
+	return gnet.None
+}
+
+// ---- connection table ----
+
+func (e *engine) add(c *Connection) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closing {
+		return false
+	}
+	e.conns[c] = struct{}{}
+	return true
+}
+
+func (e *engine) remove(c *Connection) {
+	e.mu.Lock()
+	delete(e.conns, c)
+	e.mu.Unlock()
+	e.stats.closed.Add(1)
+}
+
+func (e *engine) hold(c *Connection) {
+	e.mu.Lock()
+	e.held[c] = struct{}{}
+	e.mu.Unlock()
+}
+
+func (e *engine) unhold(c *Connection) {
+	e.mu.Lock()
+	delete(e.held, c)
+	e.mu.Unlock()
+}
+
+func (e *engine) snapshot() []*Connection {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*Connection, 0, len(e.conns))
+	for c := range e.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (e *engine) open() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.conns)
+}
+
+func (e *engine) isClosing() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closing
+}
+
+func (e *engine) setClosing() {
+	e.mu.Lock()
+	e.closing = true
+	e.mu.Unlock()
+}
+
+// ---- watch set and maintenance ----
+
+// arm asks the maintenance goroutine to look at c at its next tick.
+func (e *engine) arm(c *Connection) {
+	e.wmu.Lock()
+	first := len(e.watch) == 0
+	e.watch[c] = struct{}{}
+	e.wmu.Unlock()
+	if first {
+		e.poke()
+	}
+}
+
+// poke wakes the maintenance goroutine so that it switches to its short
+// tick.
+func (e *engine) poke() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (e *engine) takeWatch() map[*Connection]struct{} {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	if len(e.watch) == 0 {
+		return nil
+	}
+	w := e.watch
+	e.watch = make(map[*Connection]struct{}, len(w))
+	return w
+}
+
+func (e *engine) watching() bool {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	return len(e.watch) > 0
+}
+
+// maintain is the socket's maintenance goroutine: it retries deliveries,
+// resumes paused readers, polls output drain for completions and graceful
+// closes, and closes idle connections.
+func (e *engine) maintain() {
+	defer e.wg.Done()
+	poll := e.cfg.PollInterval
+	idleEvery := time.Duration(0)
+	if e.cfg.IdleTimeout > 0 {
+		idleEvery = min(max(e.cfg.IdleTimeout/4, poll), time.Second)
+	}
+	nextIdle := time.Now().Add(idleEvery)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := time.Hour
+		if e.watching() || e.boxWait.Load() {
+			wait = poll
+		} else if idleEvery > 0 {
+			wait = max(time.Until(nextIdle), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-e.stop:
+			return
+		case <-e.kick:
+			if wait <= poll {
+				// Already on the short tick: wait for it rather than
+				// restarting it, so that pokes cannot starve the tick.
+				select {
+				case <-e.stop:
+					return
+				case <-timer.C:
+				}
+			} else {
+				continue
+			}
+		case <-timer.C:
+		}
+		now := time.Now()
+		for c := range e.takeWatch() {
+			c.tick(now)
+		}
+		if e.boxWait.Swap(false) {
+			e.box.drain()
+		}
+		if idleEvery > 0 && !now.Before(nextIdle) {
+			e.closeIdle(now)
+			nextIdle = now.Add(idleEvery)
+		}
+	}
+}
+
+func (e *engine) closeIdle(now time.Time) {
+	cut := now.Add(-e.cfg.IdleTimeout).UnixNano()
+	for _, c := range e.snapshot() {
+		if c.activity.Load() < cut {
+			e.stats.idleClosed.Add(1)
+			c.closeWith(ClosedIdle, ErrIdleTimeout)
+		}
+	}
+}
+
+// finish stops the maintenance goroutine (gnet must be stopped already, so
+// every connection has had its OnClose), makes a last attempt at every
+// pending delivery and reports what cannot be delivered.
+func (e *engine) finish(last sink.Event, to sink.Sink) {
+	if !e.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	close(e.stop)
+	e.wg.Wait()
+	e.mu.Lock()
+	held := e.held
+	e.held = map[*Connection]struct{}{}
+	e.mu.Unlock()
+	for c := range held {
+		c.releaseHeld()
+	}
+	for c := range e.takeWatch() {
+		c.finish()
+	}
+	if last != nil && to != nil {
+		e.box.send(delivery{to: to, ev: last})
+	}
+	e.box.drain()
+	for _, d := range e.box.discard() {
+		e.lost(d, fmt.Errorf("%w: sink still rejecting at close", sink.ErrRejected))
+	}
+	e.unregisterMetrics()
+}
+
+// lost logs and counts an event that can never be delivered.
+func (e *engine) lost(d delivery, err error) {
+	e.stats.lost.Add(1)
+	e.log.Warn("aio: event not delivered", "event", fmt.Sprintf("%T", d.ev), "sink", fmt.Sprint(d.to), "err", err)
+}
+
+// ---- addresses ----
+
+// splitAddr turns a configured address into gnet's URL form and the
+// network/address pair for net.Dial.
+func splitAddr(addr string) (gnetURL, network, address string, err error) {
+	if addr == "" {
+		return "", "", "", fmt.Errorf("%w: empty address", ErrInvalidConfig)
+	}
+	network, address = "tcp", addr
+	if scheme, rest, ok := strings.Cut(addr, "://"); ok {
+		network, address = scheme, rest
+	}
+	switch network {
+	case "tcp", "tcp4", "tcp6":
+		if _, _, err := net.SplitHostPort(address); err != nil {
+			return "", "", "", fmt.Errorf("%w: address %q: %w", ErrInvalidConfig, addr, err)
+		}
+	case "unix":
+		if address == "" {
+			return "", "", "", fmt.Errorf("%w: address %q: empty path", ErrInvalidConfig, addr)
+		}
+	default:
+		return "", "", "", fmt.Errorf("%w: address %q: unsupported network %q (tcp, tcp4, tcp6, unix)", ErrInvalidConfig, addr, network)
+	}
+	return network + "://" + address, network, address, nil
+}
+
+func cloneAddr(a net.Addr) net.Addr {
+	switch v := a.(type) {
+	case *net.TCPAddr:
+		return &net.TCPAddr{IP: append(net.IP(nil), v.IP...), Port: v.Port, Zone: strings.Clone(v.Zone)}
+	case *net.UnixAddr:
+		return &net.UnixAddr{Name: strings.Clone(v.Name), Net: v.Net}
+	case nil:
+		return nil
+	}
+	return a
+}
+
+func defaultName(kind, addr string) string {
+	if addr == "" {
+		return kind
+	}
+	r := strings.NewReplacer(":", "_", "/", "_", ".", "_", "[", "", "]", "")
+	return kind + "-" + r.Replace(addr)
+}
+
+// numLoops is the number of event loops gnet will run.
+func numLoops(c SocketConfig) int {
+	if c.EventLoops > 0 {
+		return c.EventLoops
+	}
+	return runtime.NumCPU()
+}

@@ -1,0 +1,103 @@
+package aio
+
+import (
+	"sync/atomic"
+
+	metrics "github.com/rcrowley/go-metrics"
+)
+
+// SocketStats are a server's or client's counters. All but Open are
+// cumulative.
+type SocketStats struct {
+	Open          int    // connections open now
+	Accepted      uint64 // connections accepted (server)
+	Connected     uint64 // connections made (client)
+	ConnectFailed uint64 // connects that failed (client)
+	Closed        uint64 // connections closed
+	// RejectedAccepts counts connections closed at once: accept suspended,
+	// or the sink refused the Connection event.
+	RejectedAccepts uint64
+	BytesIn         uint64 // bytes handed to readers as packets
+	BytesOut        uint64 // bytes written to the kernel
+	Packets         uint64 // packets handed to readers
+	Clogs           uint64 // clog episodes (SinkClogged events)
+	RefusedWrites   uint64 // writes refused for a clogged connection
+	// RejectedReads counts rejections by user sinks: each one pauses the
+	// connection's delivery (and reading) until the sink accepts.
+	RejectedReads  uint64
+	IdleClosed     uint64 // connections closed by IdleTimeout
+	CloggedClosed  uint64 // connections closed by ClogClose
+	OverflowClosed uint64 // connections closed by MaxInbound
+	Lost           uint64 // events no sink would ever take (closed sinks)
+}
+
+type counters struct {
+	accepted, connected, connectFailed, closed, rejectedAccepts atomic.Uint64
+	bytesIn, bytesOut, packets, clogs, refusedWrites           atomic.Uint64
+	rejectedReads, idleClosed, cloggedClosed, overflowClosed    atomic.Uint64
+	lost                                                        atomic.Uint64
+}
+
+func (e *engine) snapshotStats() SocketStats {
+	s := &e.stats
+	return SocketStats{
+		Open:            e.open(),
+		Accepted:        s.accepted.Load(),
+		Connected:       s.connected.Load(),
+		ConnectFailed:   s.connectFailed.Load(),
+		Closed:          s.closed.Load(),
+		RejectedAccepts: s.rejectedAccepts.Load(),
+		BytesIn:         s.bytesIn.Load(),
+		BytesOut:        s.bytesOut.Load(),
+		Packets:         s.packets.Load(),
+		Clogs:           s.clogs.Load(),
+		RefusedWrites:   s.refusedWrites.Load(),
+		RejectedReads:   s.rejectedReads.Load(),
+		IdleClosed:      s.idleClosed.Load(),
+		CloggedClosed:   s.cloggedClosed.Load(),
+		OverflowClosed:  s.overflowClosed.Load(),
+		Lost:            s.lost.Load(),
+	}
+}
+
+// registerMetrics publishes the counters as functional gauges named
+// "aio.<socket>.<counter>" in the configured registry.
+func (e *engine) registerMetrics() {
+	reg := e.cfg.Metrics
+	if reg == nil {
+		return
+	}
+	e.metricReg = reg
+	s := &e.stats
+	gauge := func(name string, f func() int64) {
+		full := "aio." + e.name + "." + name
+		reg.Unregister(full)
+		if err := reg.Register(full, metrics.NewFunctionalGauge(f)); err == nil {
+			e.metricNames = append(e.metricNames, full)
+		}
+	}
+	u := func(a *atomic.Uint64) func() int64 { return func() int64 { return int64(a.Load()) } }
+	gauge("connections.open", func() int64 { return int64(e.open()) })
+	gauge("connections.accepted", u(&s.accepted))
+	gauge("connections.connected", u(&s.connected))
+	gauge("connections.connectFailed", u(&s.connectFailed))
+	gauge("connections.closed", u(&s.closed))
+	gauge("connections.rejected", u(&s.rejectedAccepts))
+	gauge("bytes.in", u(&s.bytesIn))
+	gauge("bytes.out", u(&s.bytesOut))
+	gauge("packets.in", u(&s.packets))
+	gauge("clogs", u(&s.clogs))
+	gauge("writes.refused", u(&s.refusedWrites))
+	gauge("reads.rejected", u(&s.rejectedReads))
+	gauge("closed.idle", u(&s.idleClosed))
+	gauge("closed.clogged", u(&s.cloggedClosed))
+	gauge("closed.overflow", u(&s.overflowClosed))
+	gauge("events.lost", u(&s.lost))
+}
+
+func (e *engine) unregisterMetrics() {
+	for _, n := range e.metricNames {
+		e.metricReg.Unregister(n)
+	}
+	e.metricNames = nil
+}
