@@ -157,7 +157,8 @@ func (c supChild) reset() {
 	}
 }
 
-// supNote is a failure waiting for the supervision loop.
+// supNote is a failure waiting for the supervision loop. Its stage's queue
+// is paused until the note is dealt with.
 type supNote struct {
 	st       *Stage
 	instance uint64
@@ -299,12 +300,15 @@ func (sv *supervision) removeStage(s *Stage) {
 }
 
 // report queues a failure of s's handler number instance for supervision.
+// It pauses s's queue at once, so that the failed handler gets no new
+// batch; the supervision loop resumes it when it has dealt with the note.
 func (sv *supervision) report(s *Stage, instance uint64, err error) {
 	sv.mu.Lock()
 	if sv.ended || s.parentSup == nil {
 		sv.mu.Unlock()
 		return
 	}
+	s.queue.Pause()
 	sv.queue = append(sv.queue, supNote{st: s, instance: instance, err: err})
 	sv.mu.Unlock()
 	select {
@@ -329,9 +333,11 @@ func (sv *supervision) start(ctx context.Context) {
 func (sv *supervision) stop() {
 	sv.mu.Lock()
 	sv.ended = true
+	dropped := sv.queue
 	sv.queue = nil
 	cancel, done := sv.cancel, sv.done
 	sv.mu.Unlock()
+	resumeNotes(dropped)
 	if cancel != nil {
 		cancel()
 		<-done
@@ -351,7 +357,11 @@ func (sv *supervision) run(ctx context.Context) {
 			notes := sv.queue
 			sv.queue = nil
 			sv.mu.Unlock()
-			if len(notes) == 0 || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				resumeNotes(notes)
+				return
+			}
+			if len(notes) == 0 {
 				break
 			}
 			for _, n := range notes {
@@ -361,18 +371,24 @@ func (sv *supervision) run(ctx context.Context) {
 	}
 }
 
+func resumeNotes(notes []supNote) {
+	for _, n := range notes {
+		n.st.queue.Resume()
+	}
+}
+
 // handle applies the supervisors' strategies to one failure: restart,
 // or give up and escalate, up to the root.
 func (sv *supervision) handle(ctx context.Context, n supNote) {
-	if n.instance != n.st.instanceNumber() {
-		return // the handler that failed was already replaced
-	}
-	var paused []*Stage
+	paused := []*Stage{n.st} // the pause report took
 	defer func() {
 		for _, s := range paused {
 			s.queue.Resume()
 		}
 	}()
+	if n.instance != n.st.instanceNumber() {
+		return // the handler that failed was already replaced
+	}
 	sv.mu.Lock()
 	node, child, cause := n.st.parentSup, supChild{st: n.st}, n.err
 	for node != nil && !sv.ended {
@@ -381,8 +397,10 @@ func (sv *supervision) handle(ctx context.Context, n supNote) {
 				"period", node.cfg.Period, "err", cause)
 			if node.parent == nil {
 				sv.ended = true
+				dropped := sv.queue
 				sv.queue = nil
 				sv.mu.Unlock()
+				resumeNotes(dropped)
 				sv.m.gaveUp(node.name, cause)
 				return
 			}
