@@ -39,8 +39,29 @@ func newBucket(rate, depth float64, now func() time.Time) *bucket {
 	return b
 }
 
-// set installs a new rate and depth. The bucket keeps its debt or credit.
+// set installs a new rate and depth. The bucket keeps the number of tokens
+// it lacks (or owes): the theoretical arrival time is rescaled from the old
+// emission interval to the new one, so a bucket that was drained at a very
+// low rate refills at once at the speed of a new, higher rate.
 func (b *bucket) set(rate, depth float64) {
+	p := newBucketParams(rate, depth)
+	old := b.params.Load()
+	if old != nil {
+		now := b.ticks()
+		tat := b.tat.Load()
+		switch {
+		case old.open || old.closed || p.open || p.closed:
+			b.tat.CompareAndSwap(tat, now) // full
+		case tat > now:
+			missing := float64(tat-now) / float64(old.interval)
+			limit := float64(p.tau+p.interval) * 2 // at most one bucket of debt
+			b.tat.CompareAndSwap(tat, now+int64(min(missing*float64(p.interval), limit)))
+		}
+	}
+	b.params.Store(p)
+}
+
+func newBucketParams(rate, depth float64) *bucketParams {
 	p := &bucketParams{rate: rate, depth: depth}
 	if depth < 1 {
 		depth = 1
@@ -61,7 +82,7 @@ func (b *bucket) set(rate, depth float64) {
 		}
 		p.tau = int64(tau)
 	}
-	b.params.Store(p)
+	return p
 }
 
 func (b *bucket) ticks() int64 {

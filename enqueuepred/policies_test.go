@@ -485,3 +485,36 @@ func TestWalk(t *testing.T) {
 		t.Fatalf("walk %v", names)
 	}
 }
+
+func TestRateChangeKeepsTokenCount(t *testing.T) {
+	tests := []struct {
+		name          string
+		from, to      float64
+		depth         int
+		drain         int // tokens taken before the change
+		wantAfterward int // admitted right after the change
+	}{
+		// Drained at 0.05/s the bucket lacks 10 tokens = 200 s; at 1000/s
+		// those 10 tokens take 10 ms, not 200 s.
+		{"low to high, drained", 0.05, 1000, 10, 10, 0},
+		{"high to low, half full", 1000, 1, 10, 5, 5},
+		{"low to high, half full", 1, 1000, 10, 5, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newClock()
+			r := NewRate(RateConfig{Rate: tt.from, Depth: tt.depth, Now: clk.Now})
+			if got := count(r, 1, tt.drain); got != tt.drain {
+				t.Fatalf("drain admitted %d", got)
+			}
+			r.SetRate(tt.to)
+			if got := count(r, 1, 100); got != tt.wantAfterward {
+				t.Fatalf("right after the change admitted %d, want %d", got, tt.wantAfterward)
+			}
+			clk.Advance(time.Duration(float64(tt.depth) / tt.to * float64(time.Second)))
+			if got := count(r, 1, 100); got != tt.depth {
+				t.Fatalf("one refill time at the new rate later admitted %d, want %d", got, tt.depth)
+			}
+		})
+	}
+}

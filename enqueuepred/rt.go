@@ -77,7 +77,7 @@ type RTConfig struct {
 	RateMax float64 // thesis 5000, fast 1e7
 
 	InitialRate float64 // thesis 10, fast 10
-	Depth       int     // bucket depth; thesis 10, fast: rate/100 and at least 1
+	Depth       int     // bucket depth; thesis 10, fast: rate/100 (10 ms of tokens) and at least 10
 	// Headroom is the fast mode's admission rate, as a multiple of the
 	// measured throughput, while it is not rejecting anything; default 2.
 	Headroom float64
@@ -182,7 +182,7 @@ func (p *params) depthFor(rate float64) float64 {
 	if p.depth > 0 {
 		return float64(p.depth)
 	}
-	return max(1, math.Ceil(rate/100))
+	return max(10, math.Ceil(rate/100))
 }
 
 // ctl is the per-class state of a response-time controller. Fields below mu

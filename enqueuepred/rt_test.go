@@ -161,7 +161,7 @@ type sim struct {
 	byClass            map[int][2]int    // class -> admitted, rejected
 }
 
-func simulate(p sink.Predicate, clk *fakeClock, rate func(t time.Duration) float64, class func(i int) int,
+func simulate(p sink.Predicate, clk *fakeClock, rate func(t time.Duration) float64, class func(i int, now time.Duration) int,
 	service time.Duration, dur time.Duration) *sim {
 	secs := int(dur / time.Second)
 	s := &sim{admitted: make([]int, secs+1), rejected: make([]int, secs+1), rts: make([][]time.Duration, secs+1), byClass: map[int][2]int{}}
@@ -187,7 +187,7 @@ func simulate(p sink.Predicate, clk *fakeClock, rate func(t time.Duration) float
 			s.rts[int(now/time.Second)] = append(s.rts[int(now/time.Second)], now-cur.arr)
 			cur = nil
 		} else {
-			e := ev{class: class(i)}
+			e := ev{class: class(i, now)}
 			bc := s.byClass[e.class]
 			if p.Accept(e) {
 				queue = append(queue, item{now, e})
@@ -234,7 +234,7 @@ func TestRTFastConvergesAfterSpike(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := simulate(r, clk, spike, func(int) int { return 0 }, time.Millisecond, 20*time.Second)
+	s := simulate(r, clk, spike, func(int, time.Duration) int { return 0 }, time.Millisecond, 20*time.Second)
 	// Within 5 s of the spike (t=5 s) throughput is >= 80% of capacity and
 	// stays there, with the admitted requests' p90 within 1.5x the target.
 	for sec := 9; sec < 20; sec++ {
@@ -260,7 +260,7 @@ func TestRTThesisIsSlowAfterSpike(t *testing.T) {
 	// The paper's additive increase from 10/s: minutes to reach capacity.
 	clk := newClock()
 	r, _ := NewResponseTime(RTConfig{Target: 100 * time.Millisecond, Mode: ModeThesis, Now: clk.Now})
-	s := simulate(r, clk, spike, func(int) int { return 0 }, time.Millisecond, 15*time.Second)
+	s := simulate(r, clk, spike, func(int, time.Duration) int { return 0 }, time.Millisecond, 15*time.Second)
 	if s.admitted[14] > 300 {
 		t.Fatalf("thesis mode admitted %d/s 10 s after the spike; expected far below capacity", s.admitted[14])
 	}
@@ -274,7 +274,7 @@ func TestRTFastNoSpikeNoRejects(t *testing.T) {
 	r, _ := NewResponseTime(RTConfig{Target: 100 * time.Millisecond, Now: clk.Now})
 	// Steady 500/s against 1000/s capacity after a gentle ramp.
 	ramp := func(t time.Duration) float64 { return min(500, 20+float64(t)/float64(time.Second)*100) }
-	s := simulate(r, clk, ramp, func(int) int { return 0 }, time.Millisecond, 15*time.Second)
+	s := simulate(r, clk, ramp, func(int, time.Duration) int { return 0 }, time.Millisecond, 15*time.Second)
 	rej := 0
 	for _, n := range s.rejected {
 		rej += n
@@ -357,7 +357,7 @@ func TestMulticlassFastDifferentiates(t *testing.T) {
 		t.Fatal(err)
 	}
 	rate := func(time.Duration) float64 { return 4000 }
-	s := simulate(m, clk, rate, func(i int) int { return i % 2 }, time.Millisecond, 20*time.Second)
+	s := simulate(m, clk, rate, func(i int, _ time.Duration) int { return i % 2 }, time.Millisecond, 20*time.Second)
 	lo, hi := s.byClass[0], s.byClass[1]
 	loRej := float64(lo[1]) / float64(lo[0]+lo[1])
 	hiRej := float64(hi[1]) / float64(hi[0]+hi[1])
@@ -382,8 +382,42 @@ func TestRTFastTrace(t *testing.T) {
 	}
 	clk := newClock()
 	r, _ := NewResponseTime(RTConfig{Target: 100 * time.Millisecond, Now: clk.Now})
-	s := simulate(r, clk, spike, func(int) int { return 0 }, time.Millisecond, 12*time.Second)
+	s := simulate(r, clk, spike, func(int, time.Duration) int { return 0 }, time.Millisecond, 12*time.Second)
 	for sec := range s.rts {
 		t.Logf("second %d: admitted %d rejected %d p90 %v", sec, s.admitted[sec], s.rejected[sec], p90(s.rts[sec]))
+	}
+}
+
+func TestMulticlassLowClassRecovers(t *testing.T) {
+	// The high class comes and goes; the low class, cut to the floor
+	// meanwhile, must get the stage back at once afterwards.
+	for _, mode := range []Mode{ModeFast, ModeThesis} {
+		t.Run(mode.String(), func(t *testing.T) {
+			clk := newClock()
+			m, err := NewMulticlass(MulticlassConfig{
+				Targets: map[int]time.Duration{0: 100 * time.Millisecond, 1: 100 * time.Millisecond},
+				RT:      RTConfig{Mode: mode, Now: clk.Now},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rate := func(time.Duration) float64 { return 3000 }
+			class := func(i int, now time.Duration) int {
+				if now >= 5*time.Second && now < 15*time.Second && i%2 == 1 {
+					return 1
+				}
+				return 0
+			}
+			s := simulate(m, clk, rate, class, time.Millisecond, 40*time.Second)
+			if m.Rate(0) <= 1 {
+				t.Fatalf("low class rate still %v after the high class left", m.Rate(0))
+			}
+			if mode == ModeFast && s.admitted[20] < 800 {
+				t.Fatalf("5 s after the high class left the low class gets %d/s, want >= 800", s.admitted[20])
+			}
+			if mode == ModeThesis && s.admitted[39] <= s.admitted[16] {
+				t.Fatalf("thesis mode low class does not recover: %v", s.admitted)
+			}
+		})
 	}
 }
