@@ -80,7 +80,7 @@ type Connection struct {
 	closeBy        time.Time // graceful close deadline (zero: none)
 	reason         CloseReason
 	reasonErr      error
-	announced      bool      // the Connection event reached the application
+	announced      bool        // the Connection event reached the application
 	held           *SinkClosed // closed before StartReader with bytes waiting
 	tail           []Packet
 	maxOutstanding int64

@@ -70,8 +70,10 @@ func (g *Governor) Take(now time.Time, want int) (grant int, wait time.Duration)
 		}
 	}
 	if w > 0 {
-		d := time.Duration(math.Ceil(w * float64(time.Second)))
-		return 0, max(d, time.Nanosecond)
+		// Whole microseconds: pacing needs no finer grain, and rounding
+		// keeps float noise out of the answer.
+		d := time.Duration(math.Round(w*1e6)) * time.Microsecond
+		return 0, max(d, time.Microsecond)
 	}
 	if g.byteRate > 0 {
 		g.bytes -= float64(grant)

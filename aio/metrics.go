@@ -33,7 +33,7 @@ type SocketStats struct {
 
 type counters struct {
 	accepted, connected, connectFailed, closed, rejectedAccepts atomic.Uint64
-	bytesIn, bytesOut, packets, clogs, refusedWrites           atomic.Uint64
+	bytesIn, bytesOut, packets, clogs, refusedWrites            atomic.Uint64
 	rejectedReads, idleClosed, cloggedClosed, overflowClosed    atomic.Uint64
 	lost                                                        atomic.Uint64
 }

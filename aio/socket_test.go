@@ -200,8 +200,8 @@ func TestCloseAfterWriteDeliversEverything(t *testing.T) {
 	checkLeaks(t)
 	// A small kernel send buffer keeps most of the output in gnet's buffer
 	// when the close is requested. (The client keeps its default buffer:
-	// tiny windows on both ends stall on delayed ACKs.)
-	_, owner, c, client := serverConn(t, SocketConfig{SendBuffer: 16 << 10, WriteThreshold: WriteThreshold{Bytes: -1}})
+	// windows below two segments stall on delayed ACKs.)
+	_, owner, c, client := serverConn(t, SocketConfig{SendBuffer: 128 << 10, WriteThreshold: WriteThreshold{Bytes: -1}})
 	const total = 4 << 20
 	want := pattern(7, total)
 	for off := 0; off < total; off += 256 << 10 {
@@ -459,7 +459,7 @@ func TestManagerShutdownStopsAccepting(t *testing.T) {
 
 func TestServerShutdownDrainsConnections(t *testing.T) {
 	checkLeaks(t)
-	srv, owner, c, client := serverConn(t, SocketConfig{SendBuffer: 8 << 10, WriteThreshold: WriteThreshold{Bytes: -1}})
+	srv, owner, c, client := serverConn(t, SocketConfig{SendBuffer: 128 << 10, WriteThreshold: WriteThreshold{Bytes: -1}})
 	want := pattern(9, 2<<20)
 	if err := c.Enqueue(want); err != nil {
 		t.Fatal(err)
