@@ -67,6 +67,8 @@ type Connection struct {
 	reader atomic.Pointer[sinkRef]
 	pred   atomic.Pointer[predRef]
 	box    outbox
+	// writtenCB is c.written as a value, made once (not per write).
+	writtenCB gnet.AsyncCallback
 
 	mu             sync.Mutex
 	state          connState
@@ -74,7 +76,8 @@ type Connection struct {
 	reservedBytes  int64 // held by prepared transactions
 	reservedWrites int
 	ring           deque[pendingWrite]
-	waiters        int // ring entries with a Done sink
+	handoffs       deque[int64] // end offsets of AsyncWrites whose callback is due
+	waiters        int          // ring entries with a Done sink
 	clogged        bool
 	closeAt        int64     // graceful close: offset that must be applied
 	closeBy        time.Time // graceful close deadline (zero: none)
@@ -112,6 +115,7 @@ func newConnection(e *engine, owner sink.Sink, value any) *Connection {
 	if e.cfg.ReadRate.Enabled() && e.cfg.ReadRate.PerConnection {
 		c.gov = NewGovernor(e.cfg.ReadRate, int(e.cfg.ReadBuffer))
 	}
+	c.writtenCB = c.written
 	c.box.retry = func() { e.arm(c) }
 	c.box.lost = e.lost
 	c.box.rejected = func() {
@@ -558,9 +562,18 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 }
 
 // handOff gives the bytes of ops to gnet (c.mu held, so hand-offs keep the
-// order of their offsets).
+// order of their offsets, and gnet runs their callbacks in that order).
 func (c *Connection) handOff(ops []writeOp, total int64) error {
-	cb := c.written(total)
+	c.handoffs.push(c.queued)
+	err := c.handOffBufs(ops)
+	if err != nil {
+		c.handoffs.popBack()
+	}
+	return err
+}
+
+func (c *Connection) handOffBufs(ops []writeOp) error {
+	cb := c.writtenCB
 	if len(ops) == 1 && len(ops[0].bufs) == 0 {
 		return c.gc.AsyncWrite(ops[0].data, cb)
 	}
@@ -582,20 +595,25 @@ func (c *Connection) handOff(ops []writeOp, total int64) error {
 }
 
 // written is the AsyncWrite callback: it runs on the event loop once gnet
-// has written the bytes or buffered the rest.
-func (c *Connection) written(n int64) gnet.AsyncCallback {
-	return func(gc gnet.Conn, err error) error {
-		if err != nil {
-			return nil // the connection is closing; OnClose accounts for it
-		}
-		c.applied += n
-		if c.progress(gc) {
-			c.mu.Lock()
-			c.closeDrainedLocked()
-			c.mu.Unlock()
-		}
-		return nil
+// has written the bytes or buffered the rest. Callbacks come in hand-off
+// order, so the oldest hand-off is the one just applied.
+func (c *Connection) written(gc gnet.Conn, err error) error {
+	c.mu.Lock()
+	end := int64(-1)
+	if c.handoffs.len() > 0 {
+		end = c.handoffs.pop()
 	}
+	c.mu.Unlock()
+	if err != nil || end < 0 {
+		return nil // the connection is closing; OnClose accounts for it
+	}
+	c.applied = end
+	if c.progress(gc) {
+		c.mu.Lock()
+		c.closeDrainedLocked()
+		c.mu.Unlock()
+	}
+	return nil
 }
 
 // closeDrainedLocked ends a graceful close whose output has drained.
@@ -948,6 +966,17 @@ func (d *deque[T]) push(v T) {
 		d.buf, d.head = d.buf[:n], 0
 	}
 	d.buf = append(d.buf, v)
+}
+
+func (d *deque[T]) pushFront(v T) {
+	if d.head > 0 {
+		d.head--
+		d.buf[d.head] = v
+		return
+	}
+	d.buf = append(d.buf, v)
+	copy(d.buf[1:], d.buf)
+	d.buf[0] = v
 }
 
 func (d *deque[T]) pop() T {

@@ -19,7 +19,7 @@ type delivery struct {
 // sink is closed) are handed to lost, which logs and counts them.
 type outbox struct {
 	mu   sync.Mutex
-	q    []delivery
+	q    deque[delivery]
 	busy bool // a goroutine is delivering; it will take what is appended
 
 	retry    func()                // schedules a later drain
@@ -27,24 +27,65 @@ type outbox struct {
 	rejected func()                // counts a rejection
 }
 
-// send appends d and delivers as much as it can. It reports whether the
-// outbox is empty afterwards (d and everything before it delivered or lost).
+// send delivers d after everything already waiting. It reports whether
+// the outbox is empty afterwards (d and everything before it delivered or
+// lost); if not, a retry is scheduled.
 func (o *outbox) send(d delivery) bool {
 	o.mu.Lock()
-	o.q = append(o.q, d)
-	if o.busy {
+	if o.busy || o.q.len() > 0 {
+		o.q.push(d)
+		busy := o.busy
 		o.mu.Unlock()
+		if busy {
+			return false // the busy goroutine delivers it or schedules a retry
+		}
+		return o.drain()
+	}
+	// Fast path: nothing waits, deliver without queueing.
+	o.busy = true
+	o.mu.Unlock()
+	err := d.to.Enqueue(d.ev)
+	if err != nil && retryable(err) {
+		o.mu.Lock()
+		o.q.pushFront(d)
+		o.busy = false
+		o.mu.Unlock()
+		o.rejectedOnce()
 		return false
 	}
+	if err != nil && o.lost != nil {
+		o.lost(d, err)
+	}
+	o.mu.Lock()
+	o.busy = false
+	more := o.q.len() > 0
 	o.mu.Unlock()
-	return o.drain()
+	if more {
+		return o.drain()
+	}
+	return true
+}
+
+// retryable reports whether a refusal may be retried later: a rejection,
+// not a closed sink or another error.
+func retryable(err error) bool {
+	return errors.Is(err, sink.ErrRejected) && !errors.Is(err, sink.ErrClosed)
+}
+
+func (o *outbox) rejectedOnce() {
+	if o.rejected != nil {
+		o.rejected()
+	}
+	if o.retry != nil {
+		o.retry()
+	}
 }
 
 // sendNow delivers d only if nothing is waiting before it and the sink
 // accepts it at once; otherwise it returns the refusal and keeps nothing.
 func (o *outbox) sendNow(d delivery) error {
 	o.mu.Lock()
-	if o.busy || len(o.q) > 0 {
+	if o.busy || o.q.len() > 0 {
 		o.mu.Unlock()
 		return errBacklog
 	}
@@ -53,7 +94,7 @@ func (o *outbox) sendNow(d delivery) error {
 	err := d.to.Enqueue(d.ev)
 	o.mu.Lock()
 	o.busy = false
-	more := len(o.q) > 0
+	more := o.q.len() > 0
 	o.mu.Unlock()
 	if more {
 		o.drain()
@@ -72,31 +113,23 @@ func (o *outbox) drain() bool {
 		return false
 	}
 	o.busy = true
-	for len(o.q) > 0 {
-		d := o.q[0]
+	for o.q.len() > 0 {
+		d := *o.q.front()
 		o.mu.Unlock()
 		err := d.to.Enqueue(d.ev)
-		o.mu.Lock()
-		if err != nil && errors.Is(err, sink.ErrRejected) && !errors.Is(err, sink.ErrClosed) {
+		if err != nil && retryable(err) {
+			o.mu.Lock()
 			o.busy = false
 			o.mu.Unlock()
-			if o.rejected != nil {
-				o.rejected()
-			}
-			if o.retry != nil {
-				o.retry()
-			}
+			o.rejectedOnce()
 			return false
 		}
-		o.q[0] = delivery{}
-		o.q = o.q[1:]
 		if err != nil && o.lost != nil {
-			o.mu.Unlock()
 			o.lost(d, err)
-			o.mu.Lock()
 		}
+		o.mu.Lock()
+		o.q.pop()
 	}
-	o.q = nil
 	o.busy = false
 	o.mu.Unlock()
 	return true
@@ -106,14 +139,16 @@ func (o *outbox) drain() bool {
 func (o *outbox) empty() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.q) == 0 && !o.busy
+	return o.q.len() == 0 && !o.busy
 }
 
 // discard empties the outbox and returns what it held.
 func (o *outbox) discard() []delivery {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	q := o.q
-	o.q = nil
-	return q
+	var out []delivery
+	for o.q.len() > 0 {
+		out = append(out, o.q.pop())
+	}
+	return out
 }
