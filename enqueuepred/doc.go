@@ -11,6 +11,9 @@
 //     with the averaged queue length.
 //   - Counter (JOBS §7.2.1): at most limit events in service at once; the
 //     runtime returns the credit through sink.Done, also on failure.
+//   - Cost (Whirlwind §III.D): the estimated cost of the events admitted
+//     and not yet handled stays within a limit, so expensive requests are
+//     refused first and cheap variants still get in (Costed, CostOf).
 //   - GroupRate (JOBS §7.2.3): one token bucket shared by every stage whose
 //     predicate names the same group (see Shared).
 //

@@ -51,6 +51,7 @@ func init() {
 		"rt":         buildRT,
 		"multiclass": buildMulticlass,
 		"counter":    buildCounter,
+		"cost":       buildCost,
 		"red":        buildRED,
 		"codel":      buildSojourn,
 		"sojourn":    buildSojourn,
@@ -84,6 +85,7 @@ func Types() []string {
 //	            initialRate, depth, headroom, enabled}
 //	multiclass {targets: {0: 2s, 1: 500ms}, adjLow, lowCount, + the rt knobs}
 //	counter    {limit: N, modifiers: [...]}
+//	cost       {limit: L}  (outstanding cost; see Costed, CostOf)
 //	red        {min, max, maxp, weight, gentle}
 //	codel      {target: 5ms, interval: 100ms}   (alias: sojourn)
 //	group      {group: NAME, rate: R, depth: D} (shared through Env.Shared)

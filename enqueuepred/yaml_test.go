@@ -135,7 +135,7 @@ func TestFromYAMLErrors(t *testing.T) {
 		doc  string
 		want string
 	}{
-		{"{type: bogus}", `line 1: p.type: unknown predicate type "bogus" (known: all, any, codel, counter, group, multiclass`},
+		{"{type: bogus}", `line 1: p.type: unknown predicate type "bogus" (known: all, any, codel, cost, counter, group, multiclass`},
 		{"{limit: 3}", "line 1: p.type: missing predicate type"},
 		{"[1, 2]", "line 1: p: want a predicate mapping"},
 		{"type: threshold\nlimit: 10\nlimt: 3\n", "line 3: p.limt: unknown key"},

@@ -1,0 +1,171 @@
+package enqueuepred
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Costed is implemented by events that estimate the cost of handling them
+// (Whirlwind §III.D): a full-quality image costs more than a thumbnail.
+type Costed interface {
+	Cost() float64
+}
+
+// CostOf returns e's estimated cost: its Cost method, else its principal's
+// Cost when positive, else 1. Negative costs count as 0.
+func CostOf(e sink.Event) float64 {
+	switch v := e.(type) {
+	case Costed:
+		return math.Max(v.Cost(), 0)
+	case Principaled:
+		if c := v.Principal().Cost; c > 0 {
+			return c
+		}
+	}
+	return 1
+}
+
+// costUnit is the resolution of Cost's accounting.
+const costUnit = 1000
+
+func costUnits(e sink.Event) int64 { return int64(math.Round(CostOf(e) * costUnit)) }
+
+// Cost admits an event while the estimated cost of the events it admitted
+// and that are not yet handled, this one included, stays within a limit
+// (Whirlwind §III.D: "the cost of un-handled messages never exceeds a
+// threshold"). Under load it refuses expensive requests first and still
+// admits cheap ones, so a sender can fall back to a cheaper variant (a
+// low-quality image) before answering 503. Like Counter, it gets its cost
+// back through sink.Done (also on failure) or sink.Cancel.
+type Cost struct {
+	counts
+	limit       atomic.Int64 // in cost units
+	outstanding atomic.Int64
+}
+
+var (
+	_ sink.Completer      = (*Cost)(nil)
+	_ sink.Canceler       = (*Cost)(nil)
+	_ sink.BatchPredicate = (*Cost)(nil)
+	_ Charger             = (*Cost)(nil)
+)
+
+// NewCost returns a predicate admitting up to limit of outstanding cost.
+func NewCost(limit float64) *Cost {
+	c := &Cost{}
+	c.SetLimit(limit)
+	return c
+}
+
+// Name implements sink.Namer.
+func (c *Cost) Name() string { return "cost" }
+
+// Accept implements sink.Predicate.
+func (c *Cost) Accept(e sink.Event) bool {
+	if c.take(costUnits(e)) {
+		return c.yes()
+	}
+	if IsNonRejectable(e) {
+		c.Charge(e)
+		return true
+	}
+	return c.no()
+}
+
+func (c *Cost) take(units int64) bool {
+	limit := c.limit.Load()
+	for {
+		n := c.outstanding.Load()
+		if n+units > limit {
+			return false
+		}
+		if c.outstanding.CompareAndSwap(n, n+units) {
+			return true
+		}
+	}
+}
+
+// AcceptMany implements sink.BatchPredicate: all of es fit, or none is
+// charged (non-rejectable batches are charged regardless).
+func (c *Cost) AcceptMany(es []sink.Event) bool {
+	var units int64
+	forced := false
+	for _, e := range es {
+		units += costUnits(e)
+		forced = forced || IsNonRejectable(e)
+	}
+	if c.take(units) {
+		c.accepted.Add(uint64(len(es)))
+		return true
+	}
+	if forced {
+		c.outstanding.Add(units)
+		c.accepted.Add(uint64(len(es)))
+		return true
+	}
+	c.rejected.Add(uint64(len(es)))
+	return false
+}
+
+// Charge implements Charger: e's cost is taken even beyond the limit.
+func (c *Cost) Charge(e sink.Event) {
+	c.outstanding.Add(costUnits(e))
+	c.accepted.Add(1)
+}
+
+// Done implements sink.Completer: e's cost comes back.
+func (c *Cost) Done(e sink.Event, _, _ time.Duration) { c.release(costUnits(e)) }
+
+// Cancel implements sink.Canceler: e's cost comes back.
+func (c *Cost) Cancel(e sink.Event) { c.release(costUnits(e)) }
+
+func (c *Cost) release(units int64) {
+	for {
+		n := c.outstanding.Load()
+		next := max(n-units, 0)
+		if c.outstanding.CompareAndSwap(n, next) {
+			return
+		}
+	}
+}
+
+// SetLimit changes the limit while traffic flows.
+func (c *Cost) SetLimit(limit float64) {
+	c.limit.Store(int64(math.Round(math.Max(limit, 0) * costUnit)))
+}
+
+// Limit returns the limit.
+func (c *Cost) Limit() float64 { return float64(c.limit.Load()) / costUnit }
+
+// Outstanding returns the cost admitted and not yet handled.
+func (c *Cost) Outstanding() float64 { return float64(c.outstanding.Load()) / costUnit }
+
+// Inspect implements Inspector.
+func (c *Cost) Inspect(report func(string, float64)) {
+	report("limit", c.Limit())
+	report("outstanding", c.Outstanding())
+	c.inspect(report)
+}
+
+// buildCost reads {type: cost, limit: L}.
+func buildCost(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
+	var c struct {
+		Limit *float64 `yaml:"limit"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Limit == nil {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "limit"), "cost needs a limit (the most outstanding cost)")
+	}
+	if !(*c.Limit > 0) {
+		return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be positive, got %v", *c.Limit)
+	}
+	return NewCost(*c.Limit), nil
+}
