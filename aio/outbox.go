@@ -83,23 +83,16 @@ func (o *outbox) rejectedOnce() {
 
 // sendNow delivers d only if nothing is waiting before it and the sink
 // accepts it at once; otherwise it returns the refusal and keeps nothing.
+// Deliveries by sendNow may run concurrently (they carry independent
+// events, such as the connections accepted by different event loops).
 func (o *outbox) sendNow(d delivery) error {
 	o.mu.Lock()
-	if o.busy || o.q.len() > 0 {
-		o.mu.Unlock()
+	waiting := o.q.len() > 0
+	o.mu.Unlock()
+	if waiting {
 		return errBacklog
 	}
-	o.busy = true
-	o.mu.Unlock()
-	err := d.to.Enqueue(d.ev)
-	o.mu.Lock()
-	o.busy = false
-	more := o.q.len() > 0
-	o.mu.Unlock()
-	if more {
-		o.drain()
-	}
-	return err
+	return d.to.Enqueue(d.ev)
 }
 
 var errBacklog = errors.New("aio: earlier events still waiting for their sink")

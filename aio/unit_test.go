@@ -126,6 +126,13 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 	if err := o.sendNow(delivery{to: rec, ev: 6}); err != nil {
 		t.Fatal(err)
 	}
+	// sendNow does not wait for a delivery in progress elsewhere.
+	o.mu.Lock()
+	o.busy = true
+	o.mu.Unlock()
+	if err := o.sendNow(delivery{to: rec, ev: 7}); err != nil {
+		t.Fatalf("sendNow refused because another delivery was running: %v", err)
+	}
 }
 
 func TestDeque(t *testing.T) {
