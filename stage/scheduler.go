@@ -74,8 +74,8 @@ type Keyed interface {
 }
 
 // Sized is implemented by events that know their size (bytes, cost) for
-// the shortest-first scheduler. Other events are sized by their principal's
-// Cost, else 0.
+// the shortest-first scheduler. Other events are sized by their Cost
+// (enqueuepred.Costed), else their principal's Cost, else 0.
 type Sized interface {
 	Size() int
 }
@@ -98,6 +98,9 @@ func principalKey(e sink.Event) (string, bool) {
 func sizeOf(e sink.Event) float64 {
 	if s, ok := e.(Sized); ok {
 		return float64(s.Size())
+	}
+	if c, ok := e.(enqueuepred.Costed); ok {
+		return c.Cost()
 	}
 	if p, ok := enqueuepred.PrincipalOf(e); ok {
 		return p.Cost
