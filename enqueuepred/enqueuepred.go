@@ -3,6 +3,7 @@ package enqueuepred
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -226,4 +227,24 @@ func finite(v float64) float64 {
 		return -1
 	}
 	return v
+}
+
+// stripedCounter is a counter written from many goroutines at once: adds
+// go to one of several cache lines picked at random (math/rand/v2's
+// per-thread generator), so concurrent writers rarely contend.
+type stripedCounter struct {
+	stripes [8]struct {
+		n atomic.Uint64
+		_ [56]byte
+	}
+}
+
+func (c *stripedCounter) add(n uint64) { c.stripes[rand.Uint32()&7].n.Add(n) }
+
+func (c *stripedCounter) load() uint64 {
+	var t uint64
+	for i := range c.stripes {
+		t += c.stripes[i].n.Load()
+	}
+	return t
 }

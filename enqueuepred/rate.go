@@ -3,7 +3,6 @@ package enqueuepred
 import (
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -41,7 +40,7 @@ func (c RateConfig) rate() float64 {
 // to keep the shared hot path to a single contended word, admissions are
 // not (the queue's Stats count them).
 type Rate struct {
-	rejected atomic.Uint64
+	rejected stripedCounter
 	b        *bucket
 
 	mu      sync.Mutex // serializes setters
@@ -76,7 +75,7 @@ func (r *Rate) Accept(e sink.Event) bool {
 		r.Charge(e)
 		return true
 	}
-	r.rejected.Add(1)
+	r.rejected.add(1)
 	return false
 }
 
@@ -87,7 +86,7 @@ func (r *Rate) AcceptMany(es []sink.Event) bool {
 	}
 	for _, e := range es {
 		if !IsNonRejectable(e) {
-			r.rejected.Add(uint64(len(es)))
+			r.rejected.add(uint64(len(es)))
 			return false
 		}
 	}
@@ -144,7 +143,7 @@ func (r *Rate) Rate() float64 {
 func (r *Rate) EffectiveRate() float64 { return r.b.rate() }
 
 // Rejected returns how many events the bucket refused.
-func (r *Rate) Rejected() uint64 { return r.rejected.Load() }
+func (r *Rate) Rejected() uint64 { return r.rejected.load() }
 
 // Tokens returns the tokens available now.
 func (r *Rate) Tokens() float64 { return r.b.tokens() }
@@ -154,5 +153,5 @@ func (r *Rate) Inspect(report func(string, float64)) {
 	report("rate", finite(r.b.rate()))
 	report("depth", r.b.depth())
 	report("tokens", finite(r.b.tokens()))
-	report("rejected", float64(r.rejected.Load()))
+	report("rejected", float64(r.rejected.load()))
 }
