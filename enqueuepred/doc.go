@@ -48,13 +48,16 @@
 //   - All and Any compose predicates. Composites forward Bind, Done, Cancel
 //     and Charge to their children.
 //
-// Every predicate counts its decisions and implements Inspector so that a
-// profiler can read its state (rate, tokens, p90, accepted, rejected, ...).
+// Every predicate counts its rejections (and, except the token bucket whose
+// hot path is kept to one shared word, its admissions) and implements
+// Inspector so that a profiler can read its state (rate, tokens, p90,
+// accepted, rejected, ...).
 // Parameters can be changed while traffic flows (SetRate, SetLimit,
 // SetTarget, ...); replacing a stage's predicate is sink.Sink.SetPredicate.
 //
 // Time always comes from a Now function in the policy's config (nil means
-// time.Now), so controllers are tested on a fake clock. No policy here starts
+// the real clock; buckets then read only the monotonic clock), so
+// controllers are tested on a fake clock. No policy here starts
 // a goroutine: time-driven updates happen lazily inside Accept and Done.
 //
 // FromYAML builds any policy from a stage's `predicate:` configuration block.

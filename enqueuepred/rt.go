@@ -185,8 +185,9 @@ func (p *params) depthFor(rate float64) float64 {
 	return max(10, math.Ceil(rate/100))
 }
 
-// ctl is the per-class state of a response-time controller. Fields below mu
-// are guarded by the owner's mutex.
+// ctl is the per-class state of a response-time controller. The atomics are
+// touched by Accept; the fields after them are guarded by the owning
+// controller's mutex.
 type ctl struct {
 	p *params
 	b *bucket
