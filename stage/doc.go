@@ -14,5 +14,34 @@
 //
 // Lifecycle: NewManager or Load, CreateStage, Start, then Shutdown, which
 // drains every queued event before it closes the queues, like
-// http.Server.Shutdown.
+// http.Server.Shutdown. Done and Err tell a command when the manager has
+// stopped, whether by Shutdown or because supervision gave up.
+//
+// Whirlwind's mechanisms (Donald & Ghosh §III) are built in:
+//
+//   - Fault containment and monitors: a failure (handler error or panic) is
+//     recorded with its events, counted, logged, passed to
+//     Options.OnFailure and delivered as a StageFailed event to every sink
+//     that monitors the stage (Manager.Monitor); a monitor's last event is
+//     StageTerminated. Other events and stages go on.
+//   - Supervision: a stage's `supervisor:` block (StageConfig.Supervisor,
+//     CreateSupervised) or a group in the top-level `supervisors:` block
+//     (Manager.Supervise) restarts failed handlers from their factories
+//     with the one-for-one, one-for-all or rest-for-one strategy. A failed
+//     stage is paused until its supervisor acts, so the failed handler gets
+//     no new batch, and its queue is kept for the fresh handler. Beyond
+//     the restart intensity (MaxRestarts in Period) a supervisor gives up
+//     and its parent restarts the whole subtree; a root that gives up
+//     stops the manager cleanly (Done, Err wrapping ErrGaveUp).
+//   - Sequential processes: OrderingConfig (`ordering: {key: event |
+//     principal}` or `keyed: true`) handles the events of one key one at a
+//     time in FIFO order while different keys run in parallel; with
+//     `linked: true` the queued events of a principal fail together with
+//     one that failed (ErrLinked).
+//   - Principals (enqueuepred.Principal) carried by events drive the
+//     schedulers and the admission predicates alike, so a session is
+//     treated the same in every stage.
+//   - Schedulers: SchedulerConfig (`scheduler: fifo | lifo | priority |
+//     shortest` or `{type: stride, tickets: {0: 1, 1: 3}}`). FIFO, the
+//     default, keeps the queue's fast path.
 package stage
