@@ -109,7 +109,8 @@ func (cl *Client) Connections() []*Connection { return cl.eng.snapshot() }
 
 // Close aborts pending connects, closes every connection now (unsent output
 // is dropped and reported) and waits for the event loops and the
-// maintenance goroutine. Close is idempotent.
+// maintenance goroutine. Close is idempotent. It waits for the event
+// loops, so it must not be called from a sink's Enqueue running on one.
 func (cl *Client) Close() error {
 	cl.mu.Lock()
 	if cl.closed {

@@ -172,3 +172,42 @@ func TestReadRateGovernorDeliversEverything(t *testing.T) {
 		t.Fatalf("stats %+v", srv.Stats())
 	}
 }
+
+func TestPerConnectionGovernor(t *testing.T) {
+	checkLeaks(t)
+	cfg := SocketConfig{ReadBuffer: 1 << 10, ReadRate: RateConfig{Bytes: 64 << 10, PerConnection: true}}
+	owner := newRecorder("owner")
+	srv := listen(t, cfg, owner)
+	a, b := dial(t, srv), dial(t, srv)
+	evs := owner.wait(t, "connections", func(evs []sink.Event) bool { return count[*Connection](evs) == 2 })
+	var conns []*Connection
+	for _, e := range evs {
+		if c, ok := e.(*Connection); ok {
+			conns = append(conns, c)
+		}
+	}
+	if conns[0].gov == nil || conns[0].gov == conns[1].gov {
+		t.Fatal("PerConnection: want one governor per connection")
+	}
+	readers := []*recorder{newRecorder("r0"), newRecorder("r1")}
+	for i, c := range conns {
+		if err := c.StartReader(readers[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := pattern(8, 20<<10)
+	for _, c := range []*net.TCPConn{a, b} {
+		if _, err := c.Write(want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range readers {
+		evs := r.wait(t, "all bytes", func(evs []sink.Event) bool { return len(packetBytes(t, evs)) >= len(want) })
+		if !bytes.Equal(packetBytes(t, evs), want) {
+			t.Fatal("bytes differ")
+		}
+	}
+	if srv.Stats().Packets < 40 {
+		t.Fatalf("%d packets for 40 KiB in 1 KiB packets", srv.Stats().Packets)
+	}
+}

@@ -178,7 +178,8 @@ func (s *Server) Connections() []*Connection { return s.eng.snapshot() }
 // Close stops the server now: the listener and every connection are closed
 // (unsent output is dropped and reported in SinkClosed), the event loops
 // and the maintenance goroutine are waited for, and ServerClosed is
-// delivered. Close is idempotent.
+// delivered. Close is idempotent. It waits for the event loops, so it must
+// not be called from a sink's Enqueue running on one (an inline reader).
 func (s *Server) Close() error {
 	s.closeMu.Lock()
 	if s.closed {
