@@ -346,6 +346,14 @@ func (sv *supervision) stop() {
 
 func (sv *supervision) run(ctx context.Context) {
 	defer close(sv.done)
+	defer func() { // the manager's context ended: no more restarts
+		sv.mu.Lock()
+		sv.ended = true
+		dropped := sv.queue
+		sv.queue = nil
+		sv.mu.Unlock()
+		resumeNotes(dropped)
+	}()
 	for {
 		select {
 		case <-ctx.Done():

@@ -242,83 +242,92 @@ func (c *counted) HandleEvents(b []sink.Event) error {
 	return nil
 }
 
+type strategyCase struct {
+	strategy  stage.Strategy
+	restarted []string // in start order
+}
+
+// TestStrategies: a failure of B restarts B (one-for-one), A, B and C
+// (one-for-all) or B and C (rest-for-one), counted by Init calls, on both
+// thread managers.
 func TestStrategies(t *testing.T) {
-	tests := []struct {
-		strategy  stage.Strategy
-		restarted []string
-	}{
+	tests := []strategyCase{
 		{stage.OneForOne, []string{"B"}},
 		{stage.OneForAll, []string{"A", "B", "C"}},
 		{stage.RestForOne, []string{"B", "C"}},
 	}
-	for _, tt := range tests {
-		t.Run(string(tt.strategy), func(t *testing.T) {
-			reg := newRegistry()
-			m := stage.NewManager(stage.Options{})
-			mon := newChanSink(100)
-			for _, name := range []string{"A", "B", "C"} {
-				f := reg.factory(name)
-				if _, err := m.CreateStage(name, f(), stage.StageConfig{Factory: f}); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := m.Monitor(name, mon); err != nil {
-					t.Fatal(err)
-				}
+	for _, tm := range []string{"pool", "shared"} {
+		for _, tt := range tests {
+			t.Run(tm+"/"+string(tt.strategy), func(t *testing.T) { testStrategy(t, tm, tt) })
+		}
+	}
+}
+
+func testStrategy(t *testing.T, tm string, tt strategyCase) {
+	reg := newRegistry()
+	m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 2}})
+	mon := newChanSink(100)
+	for _, name := range []string{"A", "B", "C"} {
+		f := reg.factory(name)
+		if _, err := m.CreateStage(name, f(), stage.StageConfig{Factory: f}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Monitor(name, mon); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Supervise("G", stage.SupervisorConfig{Strategy: tt.strategy, Children: []string{"A", "B", "C"}}); err != nil {
+		t.Fatal(err)
+	}
+	started(t, m)
+	b, _ := m.Stage("B")
+	if err := b.Sink().Enqueue("boom"); err != nil {
+		t.Fatal(err)
+	}
+	var restarted []string
+	for len(restarted) < len(tt.restarted) {
+		switch e := mon.next(t).(type) {
+		case stage.StageRestarted:
+			if e.Supervisor != "G" || e.Instance != 2 {
+				t.Fatalf("restart %+v", e)
 			}
-			if err := m.Supervise("G", stage.SupervisorConfig{Strategy: tt.strategy, Children: []string{"A", "B", "C"}}); err != nil {
-				t.Fatal(err)
+			restarted = append(restarted, e.Stage)
+		case stage.StageFailed:
+			if e.Stage != "B" || e.Events[0] != "boom" {
+				t.Fatalf("failure %+v", e)
 			}
-			started(t, m)
-			b, _ := m.Stage("B")
-			if err := b.Sink().Enqueue("boom"); err != nil {
-				t.Fatal(err)
-			}
-			var restarted []string
-			for len(restarted) < len(tt.restarted) {
-				switch e := mon.next(t).(type) {
-				case stage.StageRestarted:
-					if e.Supervisor != "G" || e.Instance != 2 {
-						t.Fatalf("restart %+v", e)
-					}
-					restarted = append(restarted, e.Stage)
-				case stage.StageFailed:
-					if e.Stage != "B" || e.Events[0] != "boom" {
-						t.Fatalf("failure %+v", e)
-					}
-				}
-			}
-			if !slices.Equal(restarted, tt.restarted) {
-				t.Fatalf("restarted %v, want %v (in start order)", restarted, tt.restarted)
-			}
-			for _, name := range []string{"A", "B", "C"} {
-				want := 1
-				if slices.Contains(tt.restarted, name) {
-					want = 2
-				}
-				if got := reg.count(reg.inits, name); got != want {
-					t.Errorf("%s: %d inits, want %d", name, got, want)
-				}
-				if got := reg.count(reg.destroys, name); got != want-1 {
-					t.Errorf("%s: %d destroys before shutdown, want %d", name, got, want-1)
-				}
-				st, _ := m.Stage(name)
-				if err := st.Sink().Enqueue("after"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			shutdown(t, m)
-			for _, e := range mon.rest() {
-				if r, ok := e.(stage.StageRestarted); ok {
-					t.Fatalf("extra restart %+v", r)
-				}
-			}
-			for _, name := range []string{"A", "B", "C"} {
-				want := fmt.Sprintf("after@%d", reg.count(reg.inits, name))
-				if got := reg.handled[name]; !slices.Equal(got, []string{want}) {
-					t.Errorf("%s handled %v, want [%s]", name, got, want)
-				}
-			}
-		})
+		}
+	}
+	if !slices.Equal(restarted, tt.restarted) {
+		t.Fatalf("restarted %v, want %v (in start order)", restarted, tt.restarted)
+	}
+	for _, name := range []string{"A", "B", "C"} {
+		want := 1
+		if slices.Contains(tt.restarted, name) {
+			want = 2
+		}
+		if got := reg.count(reg.inits, name); got != want {
+			t.Errorf("%s: %d inits, want %d", name, got, want)
+		}
+		if got := reg.count(reg.destroys, name); got != want-1 {
+			t.Errorf("%s: %d destroys before shutdown, want %d", name, got, want-1)
+		}
+		st, _ := m.Stage(name)
+		if err := st.Sink().Enqueue("after"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shutdown(t, m)
+	for _, e := range mon.rest() {
+		if r, ok := e.(stage.StageRestarted); ok {
+			t.Fatalf("extra restart %+v", r)
+		}
+	}
+	for _, name := range []string{"A", "B", "C"} {
+		want := fmt.Sprintf("after@%d", reg.count(reg.inits, name))
+		if got := reg.handled[name]; !slices.Equal(got, []string{want}) {
+			t.Errorf("%s handled %v, want [%s]", name, got, want)
+		}
 	}
 }
 
