@@ -1,0 +1,29 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmoke runs both experiments at a tiny scale on the real runtime and
+// checks that every configured run reports its rows. It asserts no timing
+// figures: those depend on the machine.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the stage runtime for several seconds")
+	}
+	o := options{
+		service: time.Millisecond, workers: 2, think: 20 * time.Millisecond, backoff: 50 * time.Millisecond,
+		target: 20 * time.Millisecond, base: 2, clients: 50, baseDur: time.Second, spikeDur: time.Second,
+		tailDur: time.Second, classSize: 10, series: true, modes: []string{"none", "fast", "thesis"},
+	}
+	var b strings.Builder
+	runSpike(&b, o)
+	out := b.String()
+	for _, want := range []string{"| none |", "| thesis |", "| fast |", "spike, control fast, per second", "| 2 |"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("spike output lacks %q:\n%s", want, out)
+		}
+	}
+}
