@@ -88,7 +88,8 @@ func Types() []string {
 //	cost       {limit: L}  (outstanding cost; see Costed, CostOf)
 //	red        {min, max, maxp, weight, gentle}
 //	codel      {target: 5ms, interval: 100ms}   (alias: sojourn)
-//	group      {group: NAME, rate: R, depth: D} (shared through Env.Shared)
+//	group      {group: NAME, rate: R, depth: D} (shared through Env.Shared;
+//	            "name" is an alias of "group"; later blocks may omit the rate)
 //	session    {window: 10s, maxSessions: N, of: {nested block}}
 //	priority   {limits: {0: 100, 1: 1000}}
 //	all, any   {of: [{nested block}, ...]}
@@ -223,10 +224,17 @@ func buildRate(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 func buildGroup(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	var c struct {
 		Group string   `yaml:"group"`
+		Name  string   `yaml:"name"` // alias of group
 		R     rateYAML `yaml:",inline"`
 	}
 	if err := decode(n, path, &c); err != nil {
 		return nil, err
+	}
+	switch {
+	case c.Group != "" && c.Name != "" && c.Group != c.Name:
+		return nil, yamlstrict.Errorf(at(n, "name"), yamlstrict.Join(path, "name"), "name %q and group %q disagree (they are aliases)", c.Name, c.Group)
+	case c.Group == "":
+		c.Group = c.Name
 	}
 	if c.Group == "" {
 		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "group"), "group predicate needs a group name")

@@ -157,6 +157,7 @@ func TestFromYAMLErrors(t *testing.T) {
 		{"type: session\n", "p.of: session needs the predicate"},
 		{"type: session\nof: {type: rate}\n", "p.of.rate: missing rate"},
 		{"type: group\nrate: 10\n", "p.group: group predicate needs a group name"},
+		{"type: group\ngroup: a\nname: b\nrate: 10\n", `line 3: p.name: name "b" and group "a" disagree`},
 		{"type: group\ngroup: unknown\n", `p.rate: group "unknown" is not defined yet`},
 		{"type: priority\nlimits: {0: -1}\n", "p.limits.0: limit must not be negative"},
 		{"type: rate\nrate: 1\nmodifiers:\n  - {sampler: disk, value: {1: 1}}\n", `line 4: p.modifiers[0].sampler: unknown sampler "disk"`},
@@ -186,7 +187,7 @@ func TestFromYAMLGroupSharedAcrossStages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := FromYAML(parse(t, "{type: group, group: g}"), "b", env)
+	b, err := FromYAML(parse(t, "{type: group, name: g}"), "b", env)
 	if err != nil {
 		t.Fatal(err)
 	}
