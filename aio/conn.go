@@ -14,6 +14,13 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
+// Back-off caps, in PollIntervals: delivery retries to a rejecting sink,
+// and drain polls of a connection whose output does not move.
+const (
+	maxRetryPolls = 16
+	maxDrainPolls = 32
+)
+
 type connState uint8
 
 const (
@@ -95,14 +102,17 @@ type Connection struct {
 	paused   atomic.Bool  // delivery stopped (sink rejected or governor)
 	resumeAt atomic.Int64 // governor pause end (sink.Nanotime)
 	wantPoll atomic.Bool  // output drain must be watched
-	bytesIn  atomic.Uint64
-	packets  atomic.Uint64
-	rejected atomic.Uint64
+	// retryDelay is the back-off of delivery retries (nanoseconds).
+	retryDelay atomic.Int64
+	bytesIn    atomic.Uint64
+	packets    atomic.Uint64
+	rejected   atomic.Uint64
 
 	// Event-loop only.
-	applied int64 // bytes handed to gnet (AsyncWrite callbacks run)
-	seq     uint64
-	seen    int // inbound bytes left in gnet's buffer after the last traffic
+	pollDelay time.Duration // back-off of drain polls without progress
+	applied   int64         // bytes handed to gnet (AsyncWrite callbacks run)
+	seq       uint64
+	seen      int // inbound bytes left in gnet's buffer after the last traffic
 }
 
 var _ sink.Sink = (*Connection)(nil)
@@ -116,7 +126,13 @@ func newConnection(e *engine, owner sink.Sink, value any) *Connection {
 		c.gov = NewGovernor(e.cfg.ReadRate, int(e.cfg.ReadBuffer))
 	}
 	c.writtenCB = c.written
-	c.box.retry = func() { e.arm(c) }
+	c.retryDelay.Store(int64(e.cfg.PollInterval))
+	c.box.retry = func() {
+		// Back off while the sink keeps rejecting: 1, 2, 4 … 16 polls.
+		d := c.retryDelay.Load()
+		e.armAt(c, sink.Nanotime()+d)
+		c.retryDelay.Store(min(2*d, int64(maxRetryPolls*e.cfg.PollInterval)))
+	}
 	c.box.lost = e.lost
 	c.box.rejected = func() {
 		c.rejected.Add(1)
@@ -640,6 +656,7 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 		c.flushed.Store(fl)
 		c.eng.stats.bytesOut.Add(uint64(fl - old))
 		c.activity.Store(sink.Nanotime())
+		c.pollDelay = 0
 	}
 	c.mu.Lock()
 	var done []pendingWrite
@@ -658,7 +675,10 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	c.mu.Unlock()
 	c.wantPoll.Store(poll)
 	if poll {
-		c.eng.arm(c)
+		// Poll again soon while output moves, less often while it does not.
+		poll := c.eng.cfg.PollInterval
+		c.pollDelay = min(max(2*c.pollDelay, poll), maxDrainPolls*poll)
+		c.eng.armAt(c, sink.Nanotime()+int64(c.pollDelay))
 	}
 	for _, w := range done {
 		c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
@@ -707,12 +727,12 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 	if !c.box.empty() {
 		// Earlier events still wait for their sink: keep the bytes.
 		c.paused.Store(true)
-		c.eng.arm(c)
+		c.armRetry()
 		return c.overflow(gc)
 	}
 	if c.paused.Load() {
-		if c.resumeAt.Load() > sink.Nanotime() {
-			c.eng.arm(c)
+		if at := c.resumeAt.Load(); at > sink.Nanotime() {
+			c.eng.armAt(c, at)
 			return c.overflow(gc)
 		}
 		c.paused.Store(false)
@@ -726,9 +746,10 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 			}
 			grant, wait := c.gov.Take(now, n)
 			if grant == 0 {
-				c.resumeAt.Store(sink.Nanotime() + int64(wait))
+				at := sink.Nanotime() + int64(wait)
+				c.resumeAt.Store(at)
 				c.paused.Store(true)
-				c.eng.arm(c)
+				c.eng.armAt(c, at)
 				break
 			}
 			n = grant
@@ -744,11 +765,17 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: data[:m]}}) {
 			// The packet waits in the outbox; so do the bytes behind it.
 			c.paused.Store(true)
-			c.eng.arm(c)
+			c.armRetry()
 			break
 		}
 	}
 	return c.overflow(gc)
+}
+
+// armRetry has the maintenance goroutine look at c after the current
+// retry back-off.
+func (c *Connection) armRetry() {
+	c.eng.armAt(c, sink.Nanotime()+c.retryDelay.Load())
 }
 
 // overflow closes the connection if too many unread bytes wait.
@@ -862,6 +889,9 @@ func (c *Connection) closeCause(err error) (CloseReason, error) {
 // paused reader, poll the output drain, enforce the close deadline.
 func (c *Connection) tick(now time.Time) {
 	empty := c.box.drain()
+	if empty {
+		c.retryDelay.Store(int64(c.eng.cfg.PollInterval))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {
@@ -874,11 +904,16 @@ func (c *Connection) tick(now time.Time) {
 		}
 	}
 	wake := c.wantPoll.Load()
-	if c.paused.Load() && empty {
-		if c.resumeAt.Load() <= sink.Nanotime() {
+	if c.paused.Load() {
+		switch at := c.resumeAt.Load(); {
+		case !empty:
+			// Still waiting for the sink (or for another goroutine
+			// delivering right now): look again later.
+			c.armRetry()
+		case at <= sink.Nanotime():
 			wake = true
-		} else {
-			c.eng.arm(c)
+		default:
+			c.eng.armAt(c, at)
 		}
 	}
 	if wake {

@@ -1,6 +1,7 @@
 package aio
 
 import (
+	"container/heap"
 	"fmt"
 	"log/slog"
 	"net"
@@ -42,7 +43,8 @@ type engine struct {
 	closing bool
 
 	wmu   sync.Mutex
-	watch map[*Connection]struct{}
+	watch map[*Connection]int64 // when each watched connection is due (sink.Nanotime)
+	wheap watchHeap             // the same, ordered; entries not matching watch are stale
 	kick  chan struct{}
 
 	box     outbox // socket-level events
@@ -64,7 +66,7 @@ func newEngine(cfg SocketConfig, name string) *engine {
 		log:   cfg.Logger.With("socket", name),
 		conns: map[*Connection]struct{}{},
 		held:  map[*Connection]struct{}{},
-		watch: map[*Connection]struct{}{},
+		watch: map[*Connection]int64{},
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
@@ -236,19 +238,27 @@ func (e *engine) setClosing() {
 
 // ---- watch set and maintenance ----
 
-// arm asks the maintenance goroutine to look at c at its next tick.
-func (e *engine) arm(c *Connection) {
+// arm asks the maintenance goroutine to visit c one PollInterval from now.
+func (e *engine) arm(c *Connection) { e.armAt(c, sink.Nanotime()+int64(e.cfg.PollInterval)) }
+
+// armAt asks the maintenance goroutine to visit c at due (sink.Nanotime),
+// or earlier if c is already due earlier.
+func (e *engine) armAt(c *Connection, due int64) {
 	e.wmu.Lock()
-	first := len(e.watch) == 0
-	e.watch[c] = struct{}{}
+	if cur, ok := e.watch[c]; ok && cur <= due {
+		e.wmu.Unlock()
+		return
+	}
+	e.watch[c] = due
+	heap.Push(&e.wheap, watchItem{due: due, c: c})
+	earliest := e.wheap[0].c == c && e.wheap[0].due == due
 	e.wmu.Unlock()
-	if first {
+	if earliest {
 		e.poke()
 	}
 }
 
-// poke wakes the maintenance goroutine so that it switches to its short
-// tick.
+// poke wakes the maintenance goroutine to recompute its sleep.
 func (e *engine) poke() {
 	select {
 	case e.kick <- struct{}{}:
@@ -256,15 +266,46 @@ func (e *engine) poke() {
 	}
 }
 
-func (e *engine) takeWatch() map[*Connection]struct{} {
+// takeDue removes and returns the connections due at now.
+func (e *engine) takeDue(now int64) []*Connection {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	if len(e.watch) == 0 {
-		return nil
+	var out []*Connection
+	for len(e.wheap) > 0 && e.wheap[0].due <= now {
+		it := heap.Pop(&e.wheap).(watchItem)
+		if due, ok := e.watch[it.c]; ok && due == it.due {
+			delete(e.watch, it.c)
+			out = append(out, it.c)
+		}
 	}
-	w := e.watch
-	e.watch = make(map[*Connection]struct{}, len(w))
-	return w
+	return out
+}
+
+// takeAll removes and returns every watched connection.
+func (e *engine) takeAll() []*Connection {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	out := make([]*Connection, 0, len(e.watch))
+	for c := range e.watch {
+		out = append(out, c)
+	}
+	clear(e.watch)
+	e.wheap = nil
+	return out
+}
+
+// nextDue returns the earliest due time, dropping stale heap entries.
+func (e *engine) nextDue() (int64, bool) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	for len(e.wheap) > 0 {
+		it := e.wheap[0]
+		if due, ok := e.watch[it.c]; ok && due == it.due {
+			return it.due, true
+		}
+		heap.Pop(&e.wheap)
+	}
+	return 0, false
 }
 
 func (e *engine) watching() bool {
@@ -273,9 +314,29 @@ func (e *engine) watching() bool {
 	return len(e.watch) > 0
 }
 
-// maintain is the socket's maintenance goroutine: it retries deliveries,
-// resumes paused readers, polls output drain for completions and graceful
-// closes, and closes idle connections.
+type watchItem struct {
+	due int64
+	c   *Connection
+}
+
+type watchHeap []watchItem
+
+func (h watchHeap) Len() int           { return len(h) }
+func (h watchHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h watchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *watchHeap) Push(x any)        { *h = append(*h, x.(watchItem)) }
+func (h *watchHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = watchItem{}
+	*h = old[:len(old)-1]
+	return it
+}
+
+// maintain is the socket's maintenance goroutine: it visits connections
+// when they are due (retry a delivery, resume a paused reader, poll the
+// output drain, enforce a close deadline) and closes idle connections. It
+// sleeps until the next due time: an idle socket costs nothing.
 func (e *engine) maintain() {
 	defer e.wg.Done()
 	poll := e.cfg.PollInterval
@@ -288,31 +349,25 @@ func (e *engine) maintain() {
 	defer timer.Stop()
 	for {
 		wait := time.Hour
-		if e.watching() || e.boxWait.Load() {
-			wait = poll
-		} else if idleEvery > 0 {
-			wait = max(time.Until(nextIdle), 0)
+		if due, ok := e.nextDue(); ok {
+			wait = time.Duration(due - sink.Nanotime())
 		}
-		timer.Reset(wait)
+		if e.boxWait.Load() {
+			wait = min(wait, poll)
+		}
+		if idleEvery > 0 {
+			wait = min(wait, time.Until(nextIdle))
+		}
+		timer.Reset(max(wait, 0))
 		select {
 		case <-e.stop:
 			return
 		case <-e.kick:
-			if wait <= poll {
-				// Already on the short tick: wait for it rather than
-				// restarting it, so that pokes cannot starve the tick.
-				select {
-				case <-e.stop:
-					return
-				case <-timer.C:
-				}
-			} else {
-				continue
-			}
+			continue // something became due earlier: sleep again, shorter
 		case <-timer.C:
 		}
 		now := time.Now()
-		for c := range e.takeWatch() {
+		for _, c := range e.takeDue(sink.Nanotime()) {
 			c.tick(now)
 		}
 		if e.boxWait.Swap(false) {
@@ -351,7 +406,7 @@ func (e *engine) finish(last sink.Event, to sink.Sink) {
 	for c := range held {
 		c.releaseHeld()
 	}
-	for c := range e.takeWatch() {
+	for _, c := range e.takeAll() {
 		c.finish()
 	}
 	if last != nil && to != nil {

@@ -388,3 +388,34 @@ func TestSocketConfigDefaults(t *testing.T) {
 		t.Fatal("FixedPool left the controller on")
 	}
 }
+
+func TestWatchHeap(t *testing.T) {
+	e := newEngine(SocketConfig{}.withDefaults(), "t")
+	a, b, c := &Connection{}, &Connection{}, &Connection{}
+	e.armAt(a, 300)
+	e.armAt(b, 100)
+	e.armAt(c, 200)
+	e.armAt(a, 50)  // earlier: moves a forward
+	e.armAt(b, 500) // later: b stays due at 100
+	if due, ok := e.nextDue(); !ok || due != 50 {
+		t.Fatalf("nextDue %d, %v; want 50", due, ok)
+	}
+	if got := e.takeDue(150); len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatalf("takeDue(150) = %v, want a then b", got)
+	}
+	if got := e.takeDue(150); len(got) != 0 {
+		t.Fatalf("stale entries came back: %v", got)
+	}
+	if due, _ := e.nextDue(); due != 200 {
+		t.Fatalf("nextDue %d, want 200", due)
+	}
+	if !e.watching() {
+		t.Fatal("c is still watched")
+	}
+	if got := e.takeAll(); len(got) != 1 || got[0] != c || e.watching() {
+		t.Fatalf("takeAll = %v", got)
+	}
+	if _, ok := e.nextDue(); ok {
+		t.Fatal("nextDue after takeAll")
+	}
+}
