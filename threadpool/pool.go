@@ -89,9 +89,10 @@ type Pool struct {
 	target    atomic.Int32 // desired workers
 	processed atomic.Uint64
 
-	mu      sync.Mutex
-	gen     atomic.Uint64 // bumped to make every idle worker look again
-	workers map[*worker]struct{}
+	mu        sync.Mutex
+	gen       atomic.Uint64 // bumped to make every idle worker look again
+	cancelled atomic.Bool   // Start's context ended
+	workers   map[*worker]struct{}
 
 	ctx     context.Context
 	wg      sync.WaitGroup // workers
@@ -142,7 +143,10 @@ func (p *Pool) Start(ctx context.Context) {
 		return
 	}
 	p.ctx = ctx
-	context.AfterFunc(ctx, p.wakeAll)
+	context.AfterFunc(ctx, func() {
+		p.cancelled.Store(true)
+		p.wakeAll()
+	})
 	p.target.Store(int32(p.cfg.Initial))
 	p.grow(p.cfg.Initial)
 	if p.cfg.Controller.Enabled {
@@ -276,7 +280,7 @@ func (p *Pool) run(w *worker) {
 			q.Signal()
 			return
 		}
-		if p.ctx.Err() != nil {
+		if p.cancelled.Load() {
 			p.exitCancelled(w)
 			q.Signal()
 			return
