@@ -543,9 +543,14 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 	}
 	start := c.queued
 	hasDone := false
+	pushed := 0
 	for _, op := range ops {
+		if op.n == 0 && op.done == nil {
+			continue // nothing to send, nobody to tell
+		}
 		c.queued += int64(op.n)
 		c.ring.push(pendingWrite{end: c.queued, n: op.n, done: op.done, tag: op.tag})
+		pushed++
 		if op.done != nil {
 			c.waiters++
 			hasDone = true
@@ -555,7 +560,7 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 		if err := c.handOff(ops, total); err != nil {
 			// gnet is shutting down: undo.
 			c.queued = start
-			for range ops {
+			for range pushed {
 				if w := c.ring.popBack(); w.done != nil {
 					c.waiters--
 				}

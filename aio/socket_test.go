@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -381,7 +382,7 @@ func TestPeerClosesBeforeStartReader(t *testing.T) {
 
 func TestIdleTimeout(t *testing.T) {
 	checkLeaks(t)
-	srv, owner, _, _ := serverConn(t, SocketConfig{IdleTimeout: 30 * 1e6})
+	srv, owner, _, _ := serverConn(t, SocketConfig{IdleTimeout: 30 * time.Millisecond})
 	evs := owner.wait(t, "idle close", func(evs []sink.Event) bool { return count[SinkClosed](evs) == 1 })
 	sc, _ := first[SinkClosed](evs)
 	if sc.Reason != ClosedIdle || !errors.Is(sc.Err, ErrIdleTimeout) {
@@ -520,6 +521,10 @@ func TestConnectionSinkContract(t *testing.T) {
 	}
 	if err := c.EnqueueMany([]sink.Event{CloseRequest{}, []byte("a")}); !errors.Is(err, ErrBadEvent) {
 		t.Fatal("CloseRequest before the end of a batch accepted")
+	}
+	// Empty writes are accepted and leave nothing pending.
+	if err := c.EnqueueMany([]sink.Event{[]byte{}, WriteRequest{}}); err != nil || c.Len() != 0 {
+		t.Fatalf("empty writes: %v, Len %d", err, c.Len())
 	}
 	// A predicate refuses with ErrRejected.
 	c.SetPredicate(sink.PredicateFunc(func(e sink.Event) bool { b, ok := e.([]byte); return !ok || string(b) != "spam" }))
