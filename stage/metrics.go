@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"sync/atomic"
 	"time"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -15,6 +16,7 @@ type stageMetrics struct {
 	serviceTime metrics.Histogram // nanoseconds per batch
 	queueTime   metrics.Histogram // nanoseconds the oldest event of a batch waited
 	batchSize   metrics.Histogram
+	last        atomic.Int64 // sink.Nanotime of the last histogram update
 }
 
 func newStageMetrics(reg metrics.Registry, s *Stage) *stageMetrics {
@@ -71,9 +73,19 @@ func (m *stageMetrics) Register(name string, f func() float64) {
 	m.register(name, metrics.NewFunctionalGaugeFloat64(f))
 }
 
-// observe records one sampled batch (see timingEvery): the hot path stays
-// a few atomic adds while the distributions remain representative.
-func (m *stageMetrics) observe(n int, queued, service time.Duration) {
+// histogramGap is the least time between two histogram updates: go-metrics'
+// exponentially decaying samples cost a few hundred nanoseconds per update,
+// so a busy stage records at most ~10,000 batches a second into them.
+const histogramGap = 100 * time.Microsecond
+
+// observe records one timed batch (see timingEvery) at monotonic time now:
+// the hot path stays a few atomic adds while the distributions remain
+// representative.
+func (m *stageMetrics) observe(now int64, n int, queued, service time.Duration) {
+	last := m.last.Load()
+	if now-last < int64(histogramGap) || !m.last.CompareAndSwap(last, now) {
+		return
+	}
 	m.serviceTime.Update(int64(service))
 	m.queueTime.Update(int64(queued))
 	m.batchSize.Update(int64(n))

@@ -192,7 +192,7 @@ func (s *Stage) handleBatch(events []sink.Event, stamps []int64) {
 		}
 	}
 	if s.metrics != nil && b%timingEvery == 1 {
-		s.metrics.observe(len(events), time.Duration(start-stamps[0]), service)
+		s.metrics.observe(start, len(events), time.Duration(start-stamps[0]), service)
 	}
 	if err != nil {
 		s.fail(inst, err, events)
