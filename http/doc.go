@@ -43,4 +43,32 @@
 // bytes to send: status line, Date (cached per second), Server,
 // Content-Length and Connection as the request's version and the
 // response require, CRLF line ends, no body for HEAD.
+//
+// # Server
+//
+// [Listen] starts a [Server] (Sandstorm's httpServer stage) on an aio server
+// socket. Each accepted connection gets a [Connection] and its own Parser;
+// parsing runs inline where the socket layer delivers the packets (it is
+// short and never blocks, so it costs no extra stage hop), and every
+// completed request is enqueued on the application's sink, typically a
+// stage's. The application answers by enqueuing a [Reply] on the request's
+// Connection (or calling [Respond]); the Connection formats the header with
+// the server's shared Formatter and sends the responses to pipelined
+// requests in request order, copying small bodies into the header's buffer
+// and sending large ones (a cached page, a file) from their own buffers,
+// within a per-connection write window. It closes after a response that
+// does not keep the connection alive.
+//
+// Overload and misbehaving clients never hang a connection: a request the
+// application's sink rejects is answered at once with 503 and Retry-After;
+// connections beyond MaxConnections get 503 and are closed; malformed input
+// gets the parser's status and a clean close; a request that does not
+// arrive within RequestTimeout gets 408 (slowloris), an idle keep-alive
+// connection is closed after IdleTimeout, a client that stops reading is
+// dropped after WriteTimeout, and a request the application never answers
+// gets 503 after ResponseTimeout. Pipelining is bounded by MaxPipeline
+// unanswered requests per connection. Shutdown drains like
+// net/http.Server.Shutdown; with a Manager the server drains as soon as the
+// manager starts shutting down. ServerStats counts everything and is
+// published as go-metrics gauges "http.<name>.<counter>".
 package http

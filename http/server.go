@@ -1,0 +1,561 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// Server defaults, used for the zero fields of ServerConfig.
+const (
+	DefaultRequestTimeout  = 20 * time.Second
+	DefaultIdleTimeout     = 60 * time.Second
+	DefaultWriteTimeout    = 60 * time.Second
+	DefaultResponseTimeout = 60 * time.Second
+	DefaultRetryAfter      = time.Second
+	DefaultMaxPipeline     = 32
+	DefaultMaxBuffered     = 1 << 20
+	DefaultWriteWindow     = 256 << 10
+	DefaultInlineBody      = 16 << 10
+)
+
+// Server errors.
+var (
+	// ErrServerClosed: the server was shut down.
+	ErrServerClosed = errors.New("http: server closed")
+	// ErrBadReply: a Reply a Connection cannot send: no request or
+	// response, a request of another connection, a request already
+	// answered, or a body whose length is not the response's
+	// ContentLength.
+	ErrBadReply = errors.New("http: bad reply")
+	// ErrNoConnection: Respond was given a request whose Conn is not an
+	// *http.Connection.
+	ErrNoConnection = errors.New("http: request has no connection")
+)
+
+// ServerConfig configures a Server. Zero fields take defaults; a negative
+// timeout means none.
+type ServerConfig struct {
+	// Socket is the listening socket (Addr, event loops, write threshold,
+	// ...). Its Manager, Logger and Name default to the fields below.
+	Socket aio.SocketConfig
+	// Name names the server in metrics ("http.<name>.<counter>") and logs
+	// (default "http").
+	Name string
+	// Limits bound what the parser accepts (see Limits).
+	Limits Limits
+	// ClassHeader names the header that gives Request.Class (default
+	// X-Class).
+	ClassHeader string
+	// ServerHeader is the Server field of responses (default Sandstorm).
+	ServerHeader string
+	// MaxConnections bounds the open connections (0: unbounded). A
+	// connection beyond it has its first request answered with 503 and
+	// Retry-After, then is closed.
+	MaxConnections int
+	// RequestTimeout bounds how long a request may take to arrive once its
+	// first byte did (slow clients, slowloris); it is answered with 408 and
+	// the connection closed.
+	RequestTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that has nothing to do:
+	// no request arriving, none being served.
+	IdleTimeout time.Duration
+	// WriteTimeout aborts a connection whose written responses make no
+	// progress toward the client for this long (a peer that stopped
+	// reading).
+	WriteTimeout time.Duration
+	// ResponseTimeout bounds how long the application may take to answer
+	// a request; past it the request gets 503 and the connection is closed,
+	// so that a lost event never hangs a client.
+	ResponseTimeout time.Duration
+	// RetryAfter is the Retry-After of the 503 sent when the application's
+	// sink rejects a request (default 1s).
+	RetryAfter time.Duration
+	// MaxPipeline bounds the requests of one connection handed to the
+	// application and not yet answered; further pipelined requests wait,
+	// unparsed, until earlier ones are answered (default 32).
+	MaxPipeline int
+	// MaxBuffered bounds the received bytes a connection holds unparsed
+	// while its pipeline is full; a client sending more is disconnected
+	// (default 1 MiB).
+	MaxBuffered int
+	// WriteWindow bounds the bytes of one connection handed to the socket
+	// and not yet written to the kernel; further responses wait in order
+	// (default 256 KiB). A single larger response is sent on its own.
+	WriteWindow int
+	// InlineBody is the largest body copied into the response's header
+	// buffer (one write, the body released at once); larger bodies are sent
+	// from their own buffers (default 16 KiB).
+	InlineBody int
+	// Principal, if set, is called for every parsed request to fill
+	// Request.Principal before it is handed to the application.
+	Principal func(*Request) any
+	// Manager, if set, registers the server's counters in its metrics
+	// registry, and the server starts draining (responses close their
+	// connections, idle connections are closed) when the manager raises
+	// stage.SignalShutdownStarted.
+	Manager *stage.Manager
+	// Metrics is the registry for the counters (default: the Manager's).
+	Metrics metrics.Registry
+	// Logger receives the server's logs (nil: the Manager's, else
+	// discard).
+	Logger *slog.Logger
+
+	// TimerInterval is how often timeouts are checked (0: a quarter of the
+	// smallest timeout, within 5ms..1s).
+	TimerInterval time.Duration
+}
+
+func (c ServerConfig) withDefaults() ServerConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.RequestTimeout, DefaultRequestTimeout)
+	def(&c.IdleTimeout, DefaultIdleTimeout)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.ResponseTimeout, DefaultResponseTimeout)
+	def(&c.RetryAfter, DefaultRetryAfter)
+	if c.Name == "" {
+		c.Name = "http"
+	}
+	if c.MaxPipeline <= 0 {
+		c.MaxPipeline = DefaultMaxPipeline
+	}
+	if c.MaxBuffered <= 0 {
+		c.MaxBuffered = DefaultMaxBuffered
+	}
+	if c.WriteWindow <= 0 {
+		c.WriteWindow = DefaultWriteWindow
+	}
+	if c.InlineBody == 0 {
+		c.InlineBody = DefaultInlineBody
+	}
+	if c.Logger == nil && c.Manager != nil {
+		c.Logger = c.Manager.Logger()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil && c.Manager != nil {
+		c.Metrics = c.Manager.Metrics()
+	}
+	if c.TimerInterval <= 0 {
+		smallest := time.Second * 4
+		for _, d := range []time.Duration{c.RequestTimeout, c.IdleTimeout, c.WriteTimeout, c.ResponseTimeout} {
+			if d > 0 && d < smallest {
+				smallest = d
+			}
+		}
+		c.TimerInterval = min(max(smallest/4, 5*time.Millisecond), time.Second)
+	}
+	if c.Socket.Name == "" {
+		c.Socket.Name = c.Name
+	}
+	if c.Socket.Manager == nil {
+		c.Socket.Manager = c.Manager
+	}
+	if c.Socket.Metrics == nil {
+		c.Socket.Metrics = c.Metrics
+	}
+	if c.Socket.Logger == nil {
+		c.Socket.Logger = c.Logger
+	}
+	return c
+}
+
+// ServerStats are a server's counters; all but Open are cumulative.
+type ServerStats struct {
+	Open      int    // connections open now (within MaxConnections)
+	Accepted  uint64 // connections accepted
+	OverLimit uint64 // connections beyond MaxConnections, answered 503
+	Requests  uint64 // requests parsed and handed to the application
+	// Rejected counts requests the application's sink refused; each was
+	// answered 503 with Retry-After.
+	Rejected  uint64
+	Responses uint64 // responses handed to the socket (interim ones excluded)
+	// ByClass counts responses by status class: ByClass[2] is 2xx, ...
+	ByClass          [6]uint64
+	ParseErrors      uint64 // malformed or oversized requests (4xx/5xx, then close)
+	RequestTimeouts  uint64 // requests that did not arrive within RequestTimeout (408)
+	ResponseTimeouts uint64 // requests the application did not answer in time (503)
+	IdleClosed       uint64 // keep-alive connections closed by IdleTimeout
+	WriteTimeouts    uint64 // connections aborted by WriteTimeout
+	Overflows        uint64 // connections closed for exceeding MaxBuffered
+	Continues        uint64 // 100 Continue interim responses sent
+	Dropped          uint64 // replies not sent: their connection closed first
+}
+
+type serverCounters struct {
+	accepted, overLimit, requests, rejected, responses         atomic.Uint64
+	byClass                                                    [6]atomic.Uint64
+	parseErrors, requestTimeouts, responseTimeouts, idleClosed atomic.Uint64
+	writeTimeouts, overflows, continues, dropped               atomic.Uint64
+}
+
+// Server is an HTTP/1.1 server on an aio server socket (Sandstorm's
+// httpServer, thesis §5.7). Every connection gets a Parser; the requests it
+// completes are enqueued on the application's sink as *Request events whose
+// Conn is the *Connection to answer on. The application sends a Reply
+// (or calls Respond) and the connection sends the responses in request
+// order, closing after "Connection: close", an error, or a timeout.
+//
+// A request the application's sink rejects is answered at once with 503
+// and Retry-After: overload never hangs a client.
+type Server struct {
+	cfg      ServerConfig
+	requests sink.Sink
+	sock     *aio.Server
+	log      *slog.Logger
+	format   Formatter
+
+	reader  funcSink // packets, clogs and closes of every connection
+	drained funcSink // write completions of every connection
+
+	mu     sync.Mutex
+	conns  map[*Connection]struct{}
+	open   int // connections within MaxConnections
+	closed bool
+
+	draining atomic.Bool
+	nextID   atomic.Uint64
+	stats    serverCounters
+
+	unsub       func()
+	metricNames []string
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+}
+
+// Listen starts an HTTP server on cfg.Socket.Addr that enqueues the
+// requests it parses on requests. It returns once the socket listens.
+func Listen(cfg ServerConfig, requests sink.Sink) (*Server, error) {
+	if requests == nil {
+		return nil, fmt.Errorf("http: Listen with a nil request sink")
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg:      cfg,
+		requests: requests,
+		log:      cfg.Logger.With("server", cfg.Name),
+		conns:    map[*Connection]struct{}{},
+		stop:     make(chan struct{}),
+	}
+	s.format.Server = cfg.ServerHeader
+	s.reader = funcSink{name: cfg.Name + ".reader", f: s.onReaderEvent}
+	s.drained = funcSink{name: cfg.Name + ".drained", f: s.onDrainEvent}
+	sock, err := aio.Listen(cfg.Socket, funcSink{name: cfg.Name + ".accept", f: s.onAcceptEvent})
+	if err != nil {
+		return nil, fmt.Errorf("http: %w", err)
+	}
+	s.sock = sock
+	s.registerMetrics()
+	if cfg.Manager != nil {
+		s.unsub = cfg.Manager.Subscribe(stage.SignalShutdownStarted, funcSink{name: cfg.Name + ".signal", f: func(sink.Event) error {
+			s.Drain()
+			return nil
+		}})
+	}
+	s.wg.Add(1)
+	go s.timers()
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.sock.Addr() }
+
+// Socket returns the underlying aio server socket.
+func (s *Server) Socket() *aio.Server { return s.sock }
+
+// Config returns the server's configuration, defaults applied.
+func (s *Server) Config() ServerConfig { return s.cfg }
+
+// Formatter returns the server's shared response formatter.
+func (s *Server) Formatter() *Formatter { return &s.format }
+
+// Drain makes the server wind down gracefully without closing it: every
+// later response closes its connection and idle connections are closed.
+// Shutdown drains; a server created with a Manager drains when the manager
+// starts shutting down.
+func (s *Server) Drain() {
+	if s.draining.CompareAndSwap(false, true) {
+		s.sock.SuspendAccept()
+		for _, c := range s.snapshot() {
+			c.closeIfIdle()
+		}
+	}
+}
+
+// Draining reports whether Drain was called.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// Shutdown stops the server gracefully, like net/http.Server.Shutdown: it
+// stops accepting, lets every connection finish the requests it has
+// received (their responses close the connection), closes idle connections,
+// and waits until all are closed; then it closes the socket. If ctx ends
+// first, the remaining connections are closed at once and ctx's error is
+// returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Drain()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		conns := s.snapshot()
+		for _, c := range conns {
+			c.closeIfIdle()
+		}
+		if len(conns) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err := s.Close()
+			return fmt.Errorf("http: shutdown of %s: %w", s.cfg.Name, errors.Join(ctx.Err(), err))
+		case <-t.C:
+		}
+	}
+	err := s.sock.Shutdown(ctx)
+	s.finish()
+	return err
+}
+
+// Close closes the server and every connection now.
+func (s *Server) Close() error {
+	s.Drain()
+	err := s.sock.Close()
+	s.finish()
+	return err
+}
+
+func (s *Server) finish() {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		if s.unsub != nil {
+			s.unsub()
+		}
+		close(s.stop)
+		s.wg.Wait()
+		s.unregisterMetrics()
+	})
+}
+
+func (s *Server) snapshot() []*Connection {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Connection, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Connections returns the open connections.
+func (s *Server) Connections() []*Connection { return s.snapshot() }
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	open := s.open
+	s.mu.Unlock()
+	c := &s.stats
+	st := ServerStats{
+		Open:             open,
+		Accepted:         c.accepted.Load(),
+		OverLimit:        c.overLimit.Load(),
+		Requests:         c.requests.Load(),
+		Rejected:         c.rejected.Load(),
+		Responses:        c.responses.Load(),
+		ParseErrors:      c.parseErrors.Load(),
+		RequestTimeouts:  c.requestTimeouts.Load(),
+		ResponseTimeouts: c.responseTimeouts.Load(),
+		IdleClosed:       c.idleClosed.Load(),
+		WriteTimeouts:    c.writeTimeouts.Load(),
+		Overflows:        c.overflows.Load(),
+		Continues:        c.continues.Load(),
+		Dropped:          c.dropped.Load(),
+	}
+	for i := range st.ByClass {
+		st.ByClass[i] = c.byClass[i].Load()
+	}
+	return st
+}
+
+// ---- socket events ----
+
+func (s *Server) onAcceptEvent(e sink.Event) error {
+	switch ev := e.(type) {
+	case *aio.Connection:
+		s.accept(ev)
+	case aio.SinkClosed:
+		// A connection that closed before its reader started.
+		if c, ok := ev.Conn.Value().(*Connection); ok {
+			c.onClosed(ev)
+		}
+	}
+	return nil // ListenSucceeded, ServerClosed: nothing to do
+}
+
+func (s *Server) accept(sock *aio.Connection) {
+	c := newConnection(s, sock)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = sock.Abort()
+		return
+	}
+	if s.cfg.MaxConnections > 0 && s.open >= s.cfg.MaxConnections {
+		c.overLimit = true
+		s.stats.overLimit.Add(1)
+	} else {
+		s.open++
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.stats.accepted.Add(1)
+	sock.SetValue(c)
+	if err := sock.StartReader(s.reader); err != nil {
+		s.log.Error("http: cannot read connection", "conn", sock.String(), "err", err)
+		_ = sock.Abort()
+	}
+}
+
+func (s *Server) remove(c *Connection) {
+	s.mu.Lock()
+	if _, ok := s.conns[c]; ok {
+		delete(s.conns, c)
+		if !c.overLimit {
+			s.open--
+		}
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) onReaderEvent(e sink.Event) error {
+	switch ev := e.(type) {
+	case aio.Packet:
+		if c, ok := ev.Conn.Value().(*Connection); ok {
+			c.onPacket(ev.Data)
+		}
+	case aio.SinkClosed:
+		if c, ok := ev.Conn.Value().(*Connection); ok {
+			c.onClosed(ev)
+		}
+	case aio.SinkClogged:
+		// The write window keeps a connection below the socket's
+		// threshold; a clog still resolves through write completions.
+	}
+	return nil
+}
+
+func (s *Server) onDrainEvent(e sink.Event) error {
+	switch ev := e.(type) {
+	case aio.SinkDrained:
+		if c, ok := ev.Conn.Value().(*Connection); ok {
+			c.onDrained()
+		}
+	case aio.WriteFailed:
+		if c, ok := ev.Conn.Value().(*Connection); ok {
+			c.onWriteFailed(ev.Err)
+		}
+	}
+	return nil
+}
+
+// timers enforces the request, idle, write and response timeouts.
+func (s *Server) timers() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.TimerInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			now := sink.Nanotime()
+			for _, c := range s.snapshot() {
+				c.checkTimeouts(now)
+			}
+		}
+	}
+}
+
+// ---- metrics ----
+
+func (s *Server) registerMetrics() {
+	reg := s.cfg.Metrics
+	if reg == nil {
+		return
+	}
+	c := &s.stats
+	gauge := func(name string, f func() int64) {
+		full := "http." + s.cfg.Name + "." + name
+		reg.Unregister(full)
+		if err := reg.Register(full, metrics.NewFunctionalGauge(f)); err == nil {
+			s.metricNames = append(s.metricNames, full)
+		}
+	}
+	u := func(a *atomic.Uint64) func() int64 { return func() int64 { return int64(a.Load()) } }
+	gauge("connections.open", func() int64 { return int64(s.Stats().Open) })
+	gauge("connections.accepted", u(&c.accepted))
+	gauge("connections.overLimit", u(&c.overLimit))
+	gauge("requests", u(&c.requests))
+	gauge("requests.rejected", u(&c.rejected))
+	gauge("responses", u(&c.responses))
+	for i := 1; i < len(c.byClass); i++ {
+		gauge(fmt.Sprintf("responses.%dxx", i), u(&c.byClass[i]))
+	}
+	gauge("errors.parse", u(&c.parseErrors))
+	gauge("timeouts.request", u(&c.requestTimeouts))
+	gauge("timeouts.response", u(&c.responseTimeouts))
+	gauge("timeouts.write", u(&c.writeTimeouts))
+	gauge("closed.idle", u(&c.idleClosed))
+	gauge("closed.overflow", u(&c.overflows))
+	gauge("continues", u(&c.continues))
+	gauge("replies.dropped", u(&c.dropped))
+}
+
+func (s *Server) unregisterMetrics() {
+	for _, n := range s.metricNames {
+		s.cfg.Metrics.Unregister(n)
+	}
+	s.metricNames = nil
+}
+
+// funcSink is an inline sink: Enqueue calls f on the caller's goroutine (an
+// event loop or a socket's maintenance goroutine). f must not block.
+type funcSink struct {
+	name string
+	f    func(sink.Event) error
+}
+
+func (f funcSink) Enqueue(e sink.Event) error { return f.f(e) }
+func (f funcSink) EnqueueMany(es []sink.Event) error {
+	for _, e := range es {
+		if err := f.f(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (f funcSink) EnqueueLossy(e sink.Event) bool { return f.f(e) == nil }
+func (f funcSink) Prepare([]sink.Event) (sink.Txn, error) {
+	return nil, &sink.RejectError{Sink: f.name, Reason: "no transactions"}
+}
+func (f funcSink) Len() int                    { return 0 }
+func (f funcSink) SetPredicate(sink.Predicate) {}
+func (f funcSink) Predicate() sink.Predicate   { return nil }
