@@ -25,7 +25,9 @@
 //   - Nothing blocks in a gnet callback. Deliveries use non-blocking
 //     enqueues; an event a sink rejects waits, in order, in the
 //     connection's outbox, and a goroutine per socket (the maintenance
-//     loop) retries it every PollInterval.
+//     loop) retries it after PollInterval, backing off to 16 intervals
+//     while the sink keeps rejecting. The maintenance loop sleeps until the
+//     next connection is due, so an idle socket costs nothing.
 //   - gnet reads every readable socket; it cannot pause one. When a reader
 //     sink rejects a packet (or the read-rate governor says wait, or no
 //     reader has started) the connection stops taking bytes out of gnet's
@@ -36,7 +38,8 @@
 //   - gnet's outbound buffer is unbounded, so the write threshold bounds
 //     it. gnet has no "drained" callback: completions are found by reading
 //     OutboundBuffered after each write and, while someone waits, by waking
-//     the connection onto its event loop every PollInterval.
+//     the connection onto its event loop every PollInterval (backing off to
+//     32 intervals while the output does not move).
 //   - gnet drops unsent output on Close, so Connection.Close waits until the
 //     outbound buffer is empty (bounded by CloseTimeout).
 //   - gnet has no deadlines: IdleTimeout is enforced by the maintenance
