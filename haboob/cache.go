@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sandstorm-go/sandstorm/http"
 )
 
 // Page is a cached file: its bytes and the metadata needed to answer
@@ -15,17 +17,45 @@ type Page struct {
 	Body        []byte
 	ContentType string
 	Validators
+	// Header holds the fields of a 200 response for the page
+	// (Content-Type, Last-Modified, ETag, Accept-Ranges), built once at
+	// Insert and shared, read-only, by every response.
+	Header http.Header
 
 	refs    atomic.Int32 // holders: the cache itself (while cached) plus Get callers
 	cache   *PageCache
 	element *list.Element
+	done    func(error)  // Release as a reply's Done callback
+	checked atomic.Int64 // sink.Nanotime of the last revalidation
 }
 
-// Release gives back a Page obtained from Get or Insert.
+// Retain adds a holder: one more Release is due.
+func (p *Page) Retain() { p.refs.Add(1) }
+
+// Release gives back a Page obtained from Get or Insert (or Retain).
 func (p *Page) Release() {
 	if p.refs.Add(-1) == 0 && p.cache != nil {
 		p.cache.recycle(p.Body)
 	}
+}
+
+// ReleaseFunc returns Release as an http.Reply Done callback (made once per
+// page, so that replies do not allocate one).
+func (p *Page) ReleaseFunc() func(error) { return p.done }
+
+// pageHeader builds the header fields of a 200 response for a page.
+func pageHeader(contentType string, v Validators) http.Header {
+	h := make(http.Header, 0, 4)
+	if contentType != "" {
+		h = append(h, http.Field{Name: "Content-Type", Value: contentType})
+	}
+	if !v.ModTime.IsZero() {
+		h = append(h, http.Field{Name: "Last-Modified", Value: v.ModTime.UTC().Format(http.TimeFormat)})
+	}
+	if v.ETag != "" {
+		h = append(h, http.Field{Name: "ETag", Value: v.ETag})
+	}
+	return append(h, http.Field{Name: "Accept-Ranges", Value: "bytes"})
 }
 
 // PageCache is Haboob's in-memory page cache: bounded by a size in bytes,
@@ -55,12 +85,18 @@ func NewPageCache(maxBytes int64) *PageCache {
 }
 
 // Get returns the cached page for key, retained for the caller.
-func (c *PageCache) Get(key string) (*Page, bool) {
+func (c *PageCache) Get(key string) (*Page, bool) { return c.get(key, true) }
+
+// get is Get; countMiss says whether a miss is counted (a second look
+// after a counted miss is not another miss).
+func (c *PageCache) get(key string, countMiss bool) (*Page, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.pages[key]
 	if !ok {
-		c.misses.Add(1)
+		if countMiss {
+			c.misses.Add(1)
+		}
 		return nil, false
 	}
 	c.hits.Add(1)
@@ -83,18 +119,30 @@ func (c *PageCache) Peek(key string) (size int, ok bool) {
 // Buffer returns a buffer of length n, reusing an evicted page's buffer
 // when one of the right size class is free. Fill it and pass it to Insert.
 func (c *PageCache) Buffer(n int) []byte {
+	if b, ok := c.Reuse(n); ok {
+		return b
+	}
+	return make([]byte, n, 1<<sizeClass(n))
+}
+
+// Reuse returns an evicted page's buffer of length n, if one of the right
+// size class is free. A caller that already holds the bytes elsewhere (a
+// file read) copies them in, so that the cache's memory is recycled rather
+// than left to the garbage collector.
+func (c *PageCache) Reuse(n int) ([]byte, bool) {
 	class := sizeClass(n)
 	c.mu.Lock()
 	if free := c.free[class]; len(free) > 0 {
 		b := free[len(free)-1]
+		free[len(free)-1] = nil
 		c.free[class] = free[:len(free)-1]
 		c.freeBytes -= int64(cap(b))
 		c.mu.Unlock()
 		c.reused.Add(1)
-		return b[:n]
+		return b[:n], true
 	}
 	c.mu.Unlock()
-	return make([]byte, n, 1<<class)
+	return nil, false
 }
 
 func sizeClass(n int) int {
@@ -108,7 +156,8 @@ func sizeClass(n int) int {
 // retained for the caller. A page larger than the whole cache is returned
 // uncached. Older pages are evicted to make room.
 func (c *PageCache) Insert(key string, body []byte, contentType string, v Validators) *Page {
-	p := &Page{Key: key, Body: body, ContentType: contentType, Validators: v}
+	p := &Page{Key: key, Body: body, ContentType: contentType, Validators: v, Header: pageHeader(contentType, v)}
+	p.done = func(error) { p.Release() }
 	p.refs.Store(1) // the caller's
 	if int64(len(body)) > c.max {
 		return p
@@ -148,17 +197,39 @@ func (c *PageCache) recycle(b []byte) {
 }
 
 // recycleLocked keeps a buffer for reuse, bounded so that free buffers
-// never hold more than the cache's own budget.
+// never hold more than the cache's own budget. A buffer of capacity c is
+// filed under the largest class 2^k <= c, so that whatever Buffer or Reuse
+// takes from class k holds 2^k bytes.
 func (c *PageCache) recycleLocked(b []byte) {
-	if cap(b) == 0 || cap(b)&(cap(b)-1) != 0 {
-		return // not from Buffer: let the GC have it
+	if cap(b) == 0 {
+		return
 	}
-	class := sizeClass(cap(b))
+	class := bits.Len(uint(cap(b))) - 1
 	if len(c.free[class]) >= 16 || c.freeBytes+int64(cap(b)) > c.max {
 		return
 	}
 	c.freeBytes += int64(cap(b))
 	c.free[class] = append(c.free[class], b[:cap(b)])
+}
+
+// Remove drops key from the cache (its buffer is recycled once no reply
+// holds it).
+func (c *PageCache) Remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pages[key]; ok {
+		c.removeLocked(p)
+	}
+}
+
+// RemoveStale drops key if the cached page is still the version with
+// validators old (a newer version inserted meanwhile stays).
+func (c *PageCache) RemoveStale(key string, old Validators) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pages[key]; ok && p.ETag == old.ETag && p.ModTime.Equal(old.ModTime) {
+		c.removeLocked(p)
+	}
 }
 
 // Invalidate drops key if cached with other validators (the file changed).

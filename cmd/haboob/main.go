@@ -1,0 +1,163 @@
+// Command haboob runs Haboob, the web server of the SEDA thesis, as a graph
+// of Sandstorm stages wired in a YAML configuration (configs/haboob.yaml by
+// default, embedded in the binary).
+//
+//	haboob [-config FILE] [-root DIR] [-addr HOST:PORT] [-profiler HOST:PORT]
+//
+// With no flags it serves a small bundled site on 127.0.0.1:8080, so that
+// `go run ./cmd/haboob` just works; the bundled files are extracted to a
+// temporary directory (removed at exit) and served through the asynchronous
+// file layer like any document root. -root serves a directory instead; -addr
+// overrides the listen address (port 0 picks a free port); -profiler
+// overrides the profiler's dashboard address ("" turns it off). Logs go to
+// stderr. SIGINT or SIGTERM shuts down cleanly: the stages drain (bounded by
+// the configuration's global.shutdown), then the profiler, then the server
+// sockets close.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/configs"
+	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/profiler"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// optionalString is a flag that remembers whether it was given (an empty
+// value is meaningful).
+type optionalString struct {
+	value string
+	set   bool
+}
+
+func (o *optionalString) String() string { return o.value }
+func (o *optionalString) Set(v string) error {
+	o.value, o.set = v, true
+	return nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("haboob", flag.ContinueOnError)
+	configPath := fs.String("config", "", "stage configuration file (default: the embedded configs/haboob.yaml)")
+	root := fs.String("root", "", "document root (default: the bundled site)")
+	addr := fs.String("addr", "", "listen address, overriding the configuration (port 0: any free port)")
+	var prof optionalString
+	fs.Var(&prof, "profiler", `profiler dashboard address, overriding global.profiler.http ("" turns it off)`)
+	debug := fs.Bool("debug", false, "log at debug level")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "haboob: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := serve(log, *configPath, *root, *addr, prof); err != nil {
+		log.Error("haboob", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(log *slog.Logger, configPath, root, addr string, prof optionalString) (err error) {
+	data, name := configs.Haboob, configs.HaboobFile
+	if configPath != "" {
+		if data, err = os.ReadFile(configPath); err != nil {
+			return err
+		}
+		name = configPath
+	}
+	cfg, err := stage.ParseConfig(data, name)
+	if err != nil {
+		return err
+	}
+	if root == "" {
+		dir, err := os.MkdirTemp("", "haboob-site-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if err := haboob.ExtractSite(haboob.BundledSite(), dir); err != nil {
+			return err
+		}
+		root = dir
+		log.Info("haboob: serving the bundled site", "root", dir)
+	}
+
+	hb := haboob.New(haboob.Options{Root: root, Addr: addr, Logger: log})
+	reg := stage.NewRegistry()
+	hb.Register(reg)
+	m, err := stage.NewFromConfig(cfg, reg, stage.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	pcfg, err := profiler.ConfigFrom(m)
+	if err != nil {
+		return err
+	}
+	if prof.set {
+		pcfg.HTTP = prof.value
+	}
+	p, err := profiler.New(m, pcfg, log)
+	if err != nil {
+		return err
+	}
+
+	sigs, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	if err := m.Start(context.Background()); err != nil {
+		_ = hb.Close()
+		return err
+	}
+	if err := p.Start(context.Background()); err != nil {
+		// The dashboard is optional: a busy port must not take the web
+		// server down.
+		log.Error("haboob: profiler not started", "err", err)
+	} else if a := p.Addr(); a != nil {
+		log.Info("haboob: profiler dashboard", "url", "http://"+a.String()+profiler.DashboardPath)
+	}
+	log.Info("haboob: ready", "addr", hb.Addr().String())
+
+	select {
+	case <-sigs.Done():
+		log.Info("haboob: shutting down")
+	case <-m.Done():
+		log.Error("haboob: the stage manager stopped", "err", m.Err())
+	}
+	stopSignals() // a second signal kills the process the default way
+
+	bound := cfg.Global.Shutdown
+	if bound <= 0 {
+		bound = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	errs := []error{m.Shutdown(ctx)}
+	errs = append(errs, p.Shutdown(ctx))
+	errs = append(errs, hb.Shutdown(ctx))
+	if err := m.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, err)
+	}
+	err = errors.Join(errs...)
+	if err == nil {
+		log.Info("haboob: stopped")
+	}
+	return err
+}

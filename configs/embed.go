@@ -1,0 +1,14 @@
+// Package configs holds Sandstorm's YAML stage configurations, embedded so
+// that commands run without files beside them. Haboob is the default
+// configuration of the Haboob web server (cmd/haboob).
+package configs
+
+import _ "embed"
+
+// Haboob is configs/haboob.yaml: the Haboob stage graph.
+//
+//go:embed haboob.yaml
+var Haboob []byte
+
+// HaboobFile is the name Haboob's errors are reported under.
+const HaboobFile = "configs/haboob.yaml"

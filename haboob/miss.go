@@ -1,0 +1,252 @@
+package haboob
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// missArgs are CacheMiss's args.
+type missArgs struct {
+	// Root is the document root (Options.Root overrides it).
+	Root string `yaml:"root"`
+	// Index lists the files served for a directory (default index.html,
+	// index.htm).
+	Index []string `yaml:"index"`
+	// MaxObject is the largest file cached; larger ones are read for every
+	// request and not cached (default 1 MiB).
+	MaxObject  aio.ByteSize  `yaml:"maxObject"`
+	Send       string        `yaml:"send"`
+	RetryAfter time.Duration `yaml:"retryAfter"`
+}
+
+// fetch is a file read in progress; requests for the same page that miss
+// meanwhile wait on it instead of reading the file again.
+type fetch struct {
+	key       string
+	ctype     string
+	cacheable bool
+	reqs      []*http.Request
+}
+
+// cacheMiss is the CacheMiss stage: it maps a missed path to a file under
+// the document root (index files, directory redirects, no escape from the
+// root), reads the file through asyncFile (aio.FileIO.ReadFile; the
+// completion comes back to this stage), inserts it into the page cache and
+// answers every request that waited for it. It also revalidates cached
+// pages against their files.
+type cacheMiss struct {
+	srv   *Server
+	log   *slog.Logger
+	args  missArgs
+	site  *Site
+	cache *PageCache
+	fio   *aio.FileIO
+	self  sink.Sink
+	send  sink.Sink
+
+	mu       sync.Mutex
+	inflight map[string]*fetch
+}
+
+func (h *cacheMiss) Init(c *stage.Context) error {
+	h.log = h.srv.logger(c)
+	h.args = missArgs{MaxObject: 1 << 20, Send: StageHttpSend, RetryAfter: time.Second}
+	if err := c.DecodeArgs(&h.args); err != nil {
+		return err
+	}
+	root := h.args.Root
+	if h.srv.opts.Root != "" {
+		root = h.srv.opts.Root
+	}
+	if root == "" {
+		return fmt.Errorf("haboob: CacheMiss: no document root (set its `root` arg or Options.Root)")
+	}
+	var err error
+	if h.site, err = NewSite(SiteConfig{Root: root, Index: h.args.Index}); err != nil {
+		return err
+	}
+	h.srv.mu.Lock()
+	h.cache = h.srv.cache
+	h.srv.site = h.site
+	h.srv.mu.Unlock()
+	if h.cache == nil {
+		return fmt.Errorf("haboob: CacheMiss needs the PageCache stage, declared before it")
+	}
+	fio, err := aio.Files(c.Manager())
+	if err != nil {
+		return err
+	}
+	if h.fio, err = fio.From(c); err != nil {
+		return err
+	}
+	if h.self, err = c.Sink(c.Stage().Name()); err != nil {
+		return err
+	}
+	if h.send, err = c.Sink(h.args.Send); err != nil {
+		return fmt.Errorf("haboob: CacheMiss send stage: %w", err)
+	}
+	h.inflight = map[string]*fetch{}
+	h.log.Info("haboob: serving files", "root", h.site.Root())
+	return nil
+}
+
+func (h *cacheMiss) HandleEvents(batch []sink.Event) error {
+	for _, e := range batch {
+		switch ev := e.(type) {
+		case *http.Request:
+			h.miss(ev)
+		case aio.FileRead:
+			h.loaded(ev)
+		case aio.IOError:
+			h.failed(ev)
+		case revalidate:
+			h.revalidate(ev)
+		default:
+			h.log.Warn("haboob: CacheMiss: unexpected event", "type", fmt.Sprintf("%T", e))
+		}
+	}
+	return nil
+}
+
+func (h *cacheMiss) reply(req *http.Request, resp *http.Response) {
+	send(h.send, http.Reply{Req: req, Resp: resp}, h.args.RetryAfter)
+}
+
+func (h *cacheMiss) miss(req *http.Request) {
+	key := req.Path
+	if p, ok := h.cache.get(key, false); ok { // another request brought it in meanwhile
+		send(h.send, staticReply(req, p.Body, p.ContentType, p.Validators, p.Header, p.ReleaseFunc()), h.args.RetryAfter)
+		return
+	}
+	if h.join(key, req) {
+		return
+	}
+	t, err := h.site.Resolve(key)
+	switch {
+	case errors.Is(err, ErrOutsideRoot):
+		h.reply(req, http.Forbidden())
+		return
+	case errors.Is(err, ErrNotFound):
+		h.reply(req, http.NotFound())
+		return
+	case err != nil:
+		h.log.Error("haboob: resolve", "path", key, "err", err)
+		h.reply(req, http.InternalServerError())
+		return
+	case t.Redirect != "":
+		loc := t.Redirect
+		if req.RawQuery != "" {
+			loc += "?" + req.RawQuery
+		}
+		h.reply(req, http.Redirect(loc, http.StatusMovedPermanently))
+		return
+	}
+	f := &fetch{key: key, ctype: ContentType(t.File), cacheable: t.Info.Size() <= int64(h.args.MaxObject), reqs: []*http.Request{req}}
+	if f.cacheable {
+		h.mu.Lock()
+		if g := h.inflight[key]; g != nil {
+			g.reqs = append(g.reqs, req)
+			h.mu.Unlock()
+			return
+		}
+		h.inflight[key] = f
+		h.mu.Unlock()
+	}
+	if err := h.fio.ReadFile(t.File, h.self, f); err != nil {
+		for _, r := range h.forget(f) {
+			unavailable(r, h.args.RetryAfter)
+		}
+	}
+}
+
+// join adds req to a read of the same page in progress.
+func (h *cacheMiss) join(key string, req *http.Request) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if f := h.inflight[key]; f != nil {
+		f.reqs = append(f.reqs, req)
+		return true
+	}
+	return false
+}
+
+// forget ends a fetch and returns the requests waiting on it.
+func (h *cacheMiss) forget(f *fetch) []*http.Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflight[f.key] == f {
+		delete(h.inflight, f.key)
+	}
+	reqs := f.reqs
+	f.reqs = nil
+	return reqs
+}
+
+func (h *cacheMiss) loaded(ev aio.FileRead) {
+	f, ok := ev.Tag.(*fetch)
+	if !ok {
+		h.log.Warn("haboob: CacheMiss: file read without a fetch", "path", ev.Path)
+		return
+	}
+	reqs := h.forget(f)
+	v := Validators{ETag: ETag(ev.Info), ModTime: ev.Info.ModTime()}
+	retry := h.args.RetryAfter
+	if !f.cacheable {
+		header := pageHeader(f.ctype, v)
+		for _, req := range reqs {
+			send(h.send, staticReply(req, ev.Data, f.ctype, v, header, nil), retry)
+		}
+		return
+	}
+	data := ev.Data
+	if buf, ok := h.cache.Reuse(len(data)); ok {
+		copy(buf, data)
+		data = buf
+	}
+	p := h.cache.Insert(f.key, data, f.ctype, v)
+	p.checked.Store(sink.Nanotime())
+	for _, req := range reqs {
+		p.Retain()
+		send(h.send, staticReply(req, p.Body, p.ContentType, p.Validators, p.Header, p.ReleaseFunc()), retry)
+	}
+	p.Release()
+}
+
+func (h *cacheMiss) failed(ev aio.IOError) {
+	f, ok := ev.Tag.(*fetch)
+	if !ok {
+		h.log.Warn("haboob: CacheMiss: file error without a fetch", "path", ev.Path, "err", ev.Err)
+		return
+	}
+	var resp func() *http.Response
+	switch {
+	case errors.Is(ev.Err, fs.ErrNotExist), errors.Is(ev.Err, aio.ErrIsDirectory):
+		resp = http.NotFound // the file went away since it was resolved
+	case errors.Is(ev.Err, fs.ErrPermission):
+		resp = http.Forbidden
+	default:
+		h.log.Error("haboob: read", "path", ev.Path, "err", ev.Err)
+		resp = http.InternalServerError
+	}
+	for _, req := range h.forget(f) {
+		h.reply(req, resp())
+	}
+}
+
+// revalidate drops a cached page whose file changed or went away.
+func (h *cacheMiss) revalidate(ev revalidate) {
+	t, err := h.site.Resolve(ev.key)
+	if err == nil && t.Redirect == "" && ETag(t.Info) == ev.v.ETag {
+		return
+	}
+	h.cache.RemoveStale(ev.key, ev.v)
+}

@@ -1,0 +1,167 @@
+package haboob
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// cacheArgs are PageCache's args.
+type cacheArgs struct {
+	// MaxBytes bounds the bytes of cached pages (default 64 MiB).
+	MaxBytes aio.ByteSize `yaml:"maxBytes"`
+	// Revalidate is how old a cached page may get before CacheMiss checks
+	// its file again (in the background; the page is served meanwhile).
+	// Default 2s; negative: never.
+	Revalidate time.Duration `yaml:"revalidate"`
+	Miss       string        `yaml:"miss"`
+	Send       string        `yaml:"send"`
+	RetryAfter time.Duration `yaml:"retryAfter"`
+}
+
+// revalidate asks CacheMiss to compare a cached page's validators with its
+// file's.
+type revalidate struct {
+	key string
+	v   Validators
+}
+
+// pageCache is the PageCache stage (thesis §6.1.1): it serves static
+// requests from the in-memory cache and passes misses to CacheMiss. Within
+// each batch it serves hits before misses, and the shortest pages first
+// (shortest connection first scheduling, applied per batch so nothing
+// starves).
+type pageCache struct {
+	srv   *Server
+	log   *slog.Logger
+	args  cacheArgs
+	cache *PageCache
+	miss  sink.Sink
+	send  sink.Sink
+}
+
+type hit struct {
+	req  *http.Request
+	page *Page
+}
+
+func (h *pageCache) Init(c *stage.Context) error {
+	h.log = h.srv.logger(c)
+	h.args = cacheArgs{MaxBytes: 64 << 20, Revalidate: 2 * time.Second, Miss: StageCacheMiss, Send: StageHttpSend, RetryAfter: time.Second}
+	if err := c.DecodeArgs(&h.args); err != nil {
+		return err
+	}
+	if h.args.MaxBytes <= 0 {
+		return fmt.Errorf("haboob: PageCache: maxBytes must be positive, got %v", h.args.MaxBytes)
+	}
+	var err error
+	if h.miss, err = c.Sink(h.args.Miss); err != nil {
+		return fmt.Errorf("haboob: PageCache miss stage: %w", err)
+	}
+	if h.send, err = c.Sink(h.args.Send); err != nil {
+		return fmt.Errorf("haboob: PageCache send stage: %w", err)
+	}
+	h.srv.mu.Lock()
+	if h.srv.cache != nil {
+		h.srv.mu.Unlock()
+		return fmt.Errorf("haboob: a second PageCache stage in one Server")
+	}
+	h.cache = NewPageCache(int64(h.args.MaxBytes))
+	h.srv.cache = h.cache
+	h.srv.mu.Unlock()
+	st := func(f func(CacheStats) float64) func() float64 { return func() float64 { return f(h.cache.Stats()) } }
+	c.Profile("cache.bytes", st(func(s CacheStats) float64 { return float64(s.Bytes) }))
+	c.Profile("cache.pages", st(func(s CacheStats) float64 { return float64(s.Pages) }))
+	c.Profile("cache.hits", st(func(s CacheStats) float64 { return float64(s.Hits) }))
+	c.Profile("cache.misses", st(func(s CacheStats) float64 { return float64(s.Misses) }))
+	c.Profile("cache.evictions", st(func(s CacheStats) float64 { return float64(s.Evictions) }))
+	return nil
+}
+
+func (h *pageCache) HandleEvents(batch []sink.Event) error {
+	hits := make([]hit, 0, len(batch))
+	var misses []*http.Request
+	now := sink.Nanotime()
+	for _, e := range batch {
+		req, ok := e.(*http.Request)
+		if !ok {
+			h.log.Warn("haboob: PageCache: unexpected event", "type", fmt.Sprintf("%T", e))
+			continue
+		}
+		p, ok := h.cache.Get(req.Path)
+		if !ok {
+			misses = append(misses, req)
+			continue
+		}
+		hits = append(hits, hit{req, p})
+		h.maybeRevalidate(p, now)
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int { return len(a.page.Body) - len(b.page.Body) })
+	for _, x := range hits {
+		send(h.send, staticReply(x.req, x.page.Body, x.page.ContentType, x.page.Validators, x.page.Header, x.page.ReleaseFunc()), h.args.RetryAfter)
+	}
+	for _, req := range misses {
+		if err := h.miss.Enqueue(req); err != nil {
+			unavailable(req, h.args.RetryAfter)
+		}
+	}
+	return nil
+}
+
+// maybeRevalidate has CacheMiss check a page's file once it is older than
+// Revalidate; one request per period wins the check, every request is
+// served from the cache meanwhile.
+func (h *pageCache) maybeRevalidate(p *Page, now int64) {
+	if h.args.Revalidate <= 0 {
+		return
+	}
+	last := p.checked.Load()
+	if now-last > int64(h.args.Revalidate) && p.checked.CompareAndSwap(last, now) {
+		h.miss.EnqueueLossy(revalidate{key: p.Key, v: p.Validators})
+	}
+}
+
+// staticReply answers a GET or HEAD for a file's bytes, honouring
+// conditional requests (304) and a single byte range (206 or 416). header
+// holds the fields of a 200 response (see pageHeader). done is attached to
+// the reply: it is called once the bytes are no longer needed.
+func staticReply(req *http.Request, body []byte, ctype string, v Validators, header http.Header, done func(error)) http.Reply {
+	if NotModified(req, v) {
+		resp := http.NotModified()
+		resp.Header = validatorFields(resp.Header, v)
+		return http.Reply{Req: req, Resp: resp, Done: done}
+	}
+	size := int64(len(body))
+	if req.Method == "GET" {
+		r, partial, err := ParseRange(req, size, v)
+		switch {
+		case err != nil:
+			resp := http.StatusResponse(http.StatusRangeNotSatisfiable)
+			resp.Header.Add("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
+			return http.Reply{Req: req, Resp: resp, Done: done}
+		case partial:
+			resp := http.PartialContent(ctype, r.First, r.Last, size, nil)
+			resp.Header = append(validatorFields(resp.Header, v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
+			return http.Reply{Req: req, Resp: resp, Body: [][]byte{body[r.First : r.Last+1]}, Done: done}
+		}
+	}
+	resp := &http.Response{Status: http.StatusOK, Header: header, ContentLength: size}
+	return http.Reply{Req: req, Resp: resp, Body: [][]byte{body}, Done: done}
+}
+
+func validatorFields(h http.Header, v Validators) http.Header {
+	if !v.ModTime.IsZero() {
+		h = append(h, http.Field{Name: "Last-Modified", Value: v.ModTime.UTC().Format(http.TimeFormat)})
+	}
+	if v.ETag != "" {
+		h = append(h, http.Field{Name: "ETag", Value: v.ETag})
+	}
+	return h
+}

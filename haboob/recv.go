@@ -1,0 +1,173 @@
+package haboob
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// recvArgs are HttpRecv's args.
+type recvArgs struct {
+	// Socket names the socket in `global.aio.sockets` whose configuration
+	// the server uses (default "http").
+	Socket string `yaml:"socket"`
+	// Addr overrides the socket's address.
+	Addr           string        `yaml:"addr"`
+	MaxConnections int           `yaml:"maxConnections"`
+	RequestTimeout time.Duration `yaml:"requestTimeout"`
+	IdleTimeout    time.Duration `yaml:"idleTimeout"`
+	WriteTimeout   time.Duration `yaml:"writeTimeout"`
+	// ResponseTimeout bounds how long a request may wait for its answer
+	// inside the server (lost events never hang a client).
+	ResponseTimeout time.Duration `yaml:"responseTimeout"`
+	MaxPipeline     int           `yaml:"maxPipeline"`
+	// RetryAfter is the Retry-After of 503 answers (default 1s).
+	RetryAfter time.Duration `yaml:"retryAfter"`
+	// Stats is the path of the statistics page ("" for none).
+	Stats string `yaml:"stats"`
+	// Routes maps URL prefixes to dynamic handler stages; the longest
+	// matching prefix wins. Other paths are static.
+	Routes map[string]string `yaml:"routes"`
+	// Static and Send name the page cache and the sending stages.
+	Static string `yaml:"static"`
+	Send   string `yaml:"send"`
+}
+
+type route struct {
+	prefix string
+	stage  string
+	sink   sink.Sink
+}
+
+// httpRecv is the HttpRecv stage: it opens the HTTP server, receives every
+// parsed request and dispatches it by URL to the page cache, a dynamic
+// handler stage or the statistics page. Methods other than GET and HEAD on
+// static paths get 405.
+type httpRecv struct {
+	srv    *Server
+	m      *stage.Manager
+	log    *slog.Logger
+	args   recvArgs
+	routes []route // longest prefix first
+	static sink.Sink
+	send   sink.Sink
+}
+
+func (h *httpRecv) Init(c *stage.Context) error {
+	h.m = c.Manager()
+	h.log = h.srv.logger(c)
+	h.args = recvArgs{Socket: "http", Stats: "/stats", Static: StagePageCache, Send: StageHttpSend, RetryAfter: time.Second}
+	if err := c.DecodeArgs(&h.args); err != nil {
+		return err
+	}
+	a := &h.args
+	if a.MaxConnections < 0 || a.MaxPipeline < 0 {
+		return fmt.Errorf("haboob: HttpRecv: maxConnections and maxPipeline must not be negative")
+	}
+	if a.Stats != "" && !strings.HasPrefix(a.Stats, "/") {
+		return fmt.Errorf("haboob: HttpRecv: stats path %q must start with /", a.Stats)
+	}
+	var err error
+	if h.static, err = c.Sink(a.Static); err != nil {
+		return fmt.Errorf("haboob: HttpRecv static stage: %w", err)
+	}
+	if h.send, err = c.Sink(a.Send); err != nil {
+		return fmt.Errorf("haboob: HttpRecv send stage: %w", err)
+	}
+	for prefix, name := range a.Routes {
+		if !strings.HasPrefix(prefix, "/") {
+			return fmt.Errorf("haboob: HttpRecv route %q: prefix must start with /", prefix)
+		}
+		s, err := c.Sink(name)
+		if err != nil {
+			return fmt.Errorf("haboob: HttpRecv route %q: %w", prefix, err)
+		}
+		h.routes = append(h.routes, route{prefix: prefix, stage: name, sink: s})
+	}
+	slices.SortFunc(h.routes, func(a, b route) int { return len(b.prefix) - len(a.prefix) })
+
+	acfg, err := aio.ConfigOf(h.m)
+	if err != nil {
+		return err
+	}
+	sock, _ := acfg.Socket(a.Socket)
+	switch {
+	case h.srv.opts.Addr != "":
+		sock.Addr = h.srv.opts.Addr
+	case a.Addr != "":
+		sock.Addr = a.Addr
+	case sock.Addr == "":
+		sock.Addr = "127.0.0.1:8080"
+	}
+	hs, err := http.Listen(http.ServerConfig{
+		Socket:          sock,
+		Name:            a.Socket,
+		ServerHeader:    ServerHeader,
+		MaxConnections:  a.MaxConnections,
+		RequestTimeout:  a.RequestTimeout,
+		IdleTimeout:     a.IdleTimeout,
+		WriteTimeout:    a.WriteTimeout,
+		ResponseTimeout: a.ResponseTimeout,
+		MaxPipeline:     a.MaxPipeline,
+		RetryAfter:      a.RetryAfter,
+		Manager:         h.m,
+		Logger:          h.log,
+	}, c.Stage().Sink())
+	if err != nil {
+		return err
+	}
+	if err := h.srv.setHTTP(hs); err != nil {
+		_ = hs.Close()
+		return err
+	}
+	h.log.Info("haboob: listening", "addr", hs.Addr().String())
+	return nil
+}
+
+func (h *httpRecv) HandleEvents(batch []sink.Event) error {
+	for _, e := range batch {
+		req, ok := e.(*http.Request)
+		if !ok {
+			h.log.Warn("haboob: HttpRecv: unexpected event", "type", fmt.Sprintf("%T", e))
+			continue
+		}
+		h.dispatch(req)
+	}
+	return nil
+}
+
+func (h *httpRecv) dispatch(req *http.Request) {
+	retry := h.args.RetryAfter
+	path := req.Path
+	if h.args.Stats != "" && path == h.args.Stats {
+		send(h.send, http.Reply{Req: req, Resp: h.statsPage(req)}, retry)
+		return
+	}
+	for _, r := range h.routes {
+		if strings.HasPrefix(path, r.prefix) {
+			if err := r.sink.Enqueue(req); err != nil {
+				unavailable(req, retry)
+			}
+			return
+		}
+	}
+	switch {
+	case path == "" || path[0] != '/':
+		send(h.send, http.Reply{Req: req, Resp: http.BadRequest()}, retry)
+	case req.Method != "GET" && req.Method != "HEAD":
+		resp := http.StatusResponse(http.StatusMethodNotAllowed)
+		resp.Header.Add("Allow", "GET, HEAD")
+		send(h.send, http.Reply{Req: req, Resp: resp}, retry)
+	default:
+		if err := h.static.Enqueue(req); err != nil {
+			unavailable(req, retry)
+		}
+	}
+}

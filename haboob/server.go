@@ -1,0 +1,164 @@
+package haboob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// Handler names in a Registry (see Server.Register).
+const (
+	HandlerHttpRecv  = "haboob.HttpRecv"
+	HandlerPageCache = "haboob.PageCache"
+	HandlerCacheMiss = "haboob.CacheMiss"
+	HandlerHttpSend  = "haboob.HttpSend"
+	HandlerChecksum  = "haboob.Checksum"
+)
+
+// Default stage names, as wired in configs/haboob.yaml.
+const (
+	StageHttpRecv  = "HttpRecv"
+	StagePageCache = "PageCache"
+	StageCacheMiss = "CacheMiss"
+	StageHttpSend  = "HttpSend"
+)
+
+// ServerHeader is the Server field of Haboob's responses.
+const ServerHeader = "Haboob"
+
+// ErrNotStarted is returned when the HttpRecv stage has not opened the
+// server socket yet.
+var ErrNotStarted = errors.New("haboob: server not started")
+
+// Options are set from Go (the command's flags) and win over the stages'
+// args in the configuration file.
+type Options struct {
+	// Root is the document root; it overrides CacheMiss's `root` arg.
+	Root string
+	// Addr is the listen address; it overrides HttpRecv's socket address.
+	Addr string
+	// Logger receives Haboob's logs (nil: the manager's).
+	Logger *slog.Logger
+}
+
+// Server is one Haboob instance: the state its stages share (the HTTP
+// server, the page cache, the document root) and the handler factories
+// that build its stages. Register the factories, build the manager from a
+// configuration (configs/haboob.yaml), start it; the HttpRecv stage opens
+// the socket. The owner closes the HTTP server with Shutdown or Close after
+// the manager's Shutdown.
+type Server struct {
+	opts    Options
+	started time.Time
+
+	mu        sync.Mutex
+	http      *http.Server
+	cache     *PageCache
+	site      *Site
+	checksums []*checksum
+}
+
+// New returns a Haboob instance.
+func New(o Options) *Server { return &Server{opts: o, started: time.Now()} }
+
+// Register adds Haboob's handlers to r: haboob.HttpRecv, haboob.PageCache,
+// haboob.CacheMiss, haboob.HttpSend and the dynamic handler
+// haboob.Checksum.
+func (s *Server) Register(r *stage.Registry) {
+	r.Register(HandlerHttpRecv, func() stage.Handler { return &httpRecv{srv: s} })
+	r.Register(HandlerPageCache, func() stage.Handler { return &pageCache{srv: s} })
+	r.Register(HandlerCacheMiss, func() stage.Handler { return &cacheMiss{srv: s} })
+	r.Register(HandlerHttpSend, func() stage.Handler { return &httpSend{srv: s} })
+	r.Register(HandlerChecksum, func() stage.Handler { return &checksum{srv: s} })
+}
+
+// HTTP returns the HTTP server, once HttpRecv has started it.
+func (s *Server) HTTP() (*http.Server, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.http == nil {
+		return nil, ErrNotStarted
+	}
+	return s.http, nil
+}
+
+// Addr is the address the server listens on, or nil before it started.
+func (s *Server) Addr() net.Addr {
+	if h, err := s.HTTP(); err == nil {
+		return h.Addr()
+	}
+	return nil
+}
+
+// Cache returns the page cache, once PageCache is initialized.
+func (s *Server) Cache() *PageCache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache
+}
+
+// Shutdown closes the HTTP server gracefully (see http.Server.Shutdown).
+// Call it after the manager's Shutdown. It is a no-op if the server never
+// started.
+func (s *Server) Shutdown(ctx context.Context) error {
+	h, err := s.HTTP()
+	if err != nil {
+		return nil
+	}
+	return h.Shutdown(ctx)
+}
+
+// Close closes the HTTP server and its connections now.
+func (s *Server) Close() error {
+	h, err := s.HTTP()
+	if err != nil {
+		return nil
+	}
+	return h.Close()
+}
+
+func (s *Server) setHTTP(h *http.Server) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.http != nil {
+		return fmt.Errorf("haboob: a second HttpRecv stage in one Server (one socket per instance)")
+	}
+	s.http = h
+	return nil
+}
+
+// send hands a reply to the HttpSend stage; if that stage rejects it, the
+// client gets 503 at once, written directly on its connection.
+func send(out sink.Sink, r http.Reply, retryAfter time.Duration) {
+	if err := out.Enqueue(r); err == nil {
+		return
+	} else if r.Done != nil {
+		r.Done(err)
+	}
+	unavailable(r.Req, retryAfter)
+}
+
+// unavailable answers req with 503 directly on its connection.
+func unavailable(req *http.Request, retryAfter time.Duration) {
+	if c, ok := req.Conn.(*http.Connection); ok {
+		_ = c.Enqueue(http.Reply{Req: req, Resp: http.ServiceUnavailable(retryAfter)})
+	}
+}
+
+// logger returns the logger for a stage.
+func (s *Server) logger(c *stage.Context) *slog.Logger {
+	if s.opts.Logger != nil {
+		return s.opts.Logger.With("stage", c.Stage().Name())
+	}
+	return c.Logger()
+}
+
+func isClosed(err error) bool { return errors.Is(err, sink.ErrClosed) }
