@@ -147,6 +147,7 @@ type checksum struct {
 	deg  *Degrader
 	data []byte
 	send sink.Sink
+	now  func() time.Time // the degrader's clock (time.Now; tests fake it)
 }
 
 // findRT returns the first response-time controller in a predicate tree.
@@ -167,6 +168,7 @@ func findRT(p sink.Predicate) *enqueuepred.ResponseTime {
 func (h *checksum) Init(c *stage.Context) error {
 	h.log = h.srv.logger(c)
 	h.name = c.Stage().Name()
+	h.now = time.Now
 	h.args = checksumArgs{Work: 1 << 20, Admission: true, Send: StageHttpSend, RetryAfter: time.Second}
 	if err := c.DecodeArgs(&h.args); err != nil {
 		return err
@@ -225,7 +227,7 @@ func (h *checksum) HandleEvents(batch []sink.Event) error {
 
 // adjust runs the degrader and applies its admission wish.
 func (h *checksum) adjust() float64 {
-	q, admit := h.deg.Update(time.Now(), h.rt.P90(), h.rt.Target())
+	q, admit := h.deg.Update(h.now(), h.rt.P90(), h.rt.Target())
 	if h.args.Admission && admit != h.rt.Enabled() {
 		if admit {
 			h.rt.Enable()

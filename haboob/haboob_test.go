@@ -1,0 +1,471 @@
+package haboob_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	nethttp "net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// testConfig is a small Haboob graph on a free port, without profiler,
+// with knobs the tests need: a small cache object limit, a fast
+// revalidation, and two dynamic stages (one that always admits, one that
+// admits a single request).
+const testConfig = `
+global:
+  shutdown: 5s
+  threadpool: {min: 1, max: 2}
+  aio:
+    eventLoops: 1
+    sockets:
+      http: {addr: "127.0.0.1:0"}
+    file: {threadpool: {min: 1, max: 2}}
+stages:
+  HttpRecv:
+    handler: haboob.HttpRecv
+    args:
+      routes: {/checksum/: Checksum, /busy/: Busy}
+  PageCache:
+    handler: haboob.PageCache
+    args: {maxBytes: 1MiB, revalidate: 20ms}
+  CacheMiss:
+    handler: haboob.CacheMiss
+    args: {maxObject: 4KiB}
+  HttpSend:
+    handler: haboob.HttpSend
+  Checksum:
+    handler: haboob.Checksum
+    predicate: {type: rt, target: 1s, enabled: false}
+    args: {work: 64KiB}
+  Busy:
+    handler: haboob.Checksum
+    predicate: {type: all, of: [{type: rt, target: 1s, enabled: false}, {type: rate, rate: 0.001, depth: 1}]}
+    args: {work: 1KiB, admission: false}
+`
+
+type site struct {
+	hb   *haboob.Server
+	m    *stage.Manager
+	root string
+	addr string
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var bigFile = strings.Repeat("0123456789abcdef", 1024) // 16 KiB: above maxObject
+
+func startHaboob(t *testing.T, config string) *site {
+	t.Helper()
+	root := t.TempDir()
+	outside := t.TempDir()
+	write(t, filepath.Join(root, "index.html"), "<h1>home</h1>")
+	write(t, filepath.Join(root, "style.css"), "body{}")
+	write(t, filepath.Join(root, "img", "dot.png"), "\x89PNG fake")
+	write(t, filepath.Join(root, "docs", "index.html"), "docs home")
+	write(t, filepath.Join(root, "page.txt"), "0123456789")
+	write(t, filepath.Join(root, "big.bin"), bigFile)
+	write(t, filepath.Join(root, "a b.txt"), "spaced")
+	write(t, filepath.Join(outside, "secret"), "secret")
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(root, "leak")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "leakdir")); err != nil {
+		t.Fatal(err)
+	}
+	hb := haboob.New(haboob.Options{Root: root})
+	reg := stage.NewRegistry()
+	hb.Register(reg)
+	m, err := stage.Parse([]byte(config), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		_ = hb.Close()
+		t.Fatal(err)
+	}
+	s := &site{hb: hb, m: m, root: root, addr: hb.Addr().String()}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("manager shutdown: %v", err)
+		}
+		if err := hb.Shutdown(ctx); err != nil {
+			t.Errorf("server shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+func (s *site) client(t *testing.T) *nethttp.Client {
+	tr := &nethttp.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &nethttp.Client{Transport: tr, Timeout: 10 * time.Second,
+		CheckRedirect: func(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }}
+}
+
+// do sends one request with headers and returns the response and body.
+func (s *site) do(t *testing.T, c *nethttp.Client, method, path string, headers ...string) (*nethttp.Response, string) {
+	t.Helper()
+	req, err := nethttp.NewRequest(method, "http://"+s.addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(body)
+}
+
+// raw sends a request line as is (net/http would clean the path) and
+// returns the status.
+func (s *site) raw(t *testing.T, target string) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", target)
+	resp, err := nethttp.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestStaticServing(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	c := s.client(t)
+	tests := []struct {
+		method, path string
+		status       int
+		body         string // "" means not checked
+		header       [2]string
+	}{
+		{"GET", "/", 200, "<h1>home</h1>", [2]string{"Content-Type", "text/html; charset=utf-8"}},
+		{"GET", "/index.html", 200, "<h1>home</h1>", [2]string{"Accept-Ranges", "bytes"}},
+		{"GET", "/style.css", 200, "body{}", [2]string{"Content-Type", "text/css; charset=utf-8"}},
+		{"GET", "/img/dot.png", 200, "\x89PNG fake", [2]string{"Content-Type", "image/png"}},
+		{"GET", "/docs", 301, "", [2]string{"Location", "/docs/"}},
+		{"GET", "/docs?x=1", 301, "", [2]string{"Location", "/docs/?x=1"}},
+		{"GET", "/docs/", 200, "docs home", [2]string{"Server", "Haboob"}},
+		{"GET", "/a%20b.txt", 200, "spaced", [2]string{"Content-Type", "text/plain; charset=utf-8"}},
+		{"GET", "/missing", 404, "", [2]string{}},
+		{"GET", "/leak", 403, "", [2]string{}},
+		{"GET", "/leakdir/secret", 403, "", [2]string{}},
+		{"GET", "/big.bin", 200, bigFile, [2]string{"Content-Length", strconv.Itoa(len(bigFile))}},
+		{"HEAD", "/page.txt", 200, "", [2]string{"Content-Length", "10"}},
+		{"POST", "/", 405, "", [2]string{"Allow", "GET, HEAD"}},
+		{"DELETE", "/page.txt", 405, "", [2]string{}},
+	}
+	for range 2 { // cold (CacheMiss) and warm (PageCache)
+		for _, tt := range tests {
+			resp, body := s.do(t, c, tt.method, tt.path)
+			if resp.StatusCode != tt.status {
+				t.Errorf("%s %s: status %d, want %d", tt.method, tt.path, resp.StatusCode, tt.status)
+				continue
+			}
+			if tt.body != "" && body != tt.body {
+				t.Errorf("%s %s: body %q, want %q", tt.method, tt.path, body, tt.body)
+			}
+			if tt.method == "HEAD" && body != "" {
+				t.Errorf("HEAD %s: body %q", tt.path, body)
+			}
+			if tt.header[0] != "" && resp.Header.Get(tt.header[0]) != tt.header[1] {
+				t.Errorf("%s %s: %s = %q, want %q", tt.method, tt.path, tt.header[0], resp.Header.Get(tt.header[0]), tt.header[1])
+			}
+		}
+	}
+	st := s.hb.Cache().Stats()
+	if st.Hits == 0 || st.Pages == 0 {
+		t.Fatalf("cache not used: %+v", st)
+	}
+}
+
+func TestTraversalAttempts(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	for _, target := range []string{
+		"/../secret", "/%2e%2e/secret", "/%2E%2E/%2e%2e/etc/passwd", "/docs/../../secret",
+		"/..%2fsecret", "/%2e%2e%2fsecret", "/leak", "/leakdir/secret", "/leakdir/../leak",
+		"/img/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+	} {
+		status, body := s.raw(t, target)
+		if status != 403 && status != 404 {
+			t.Errorf("GET %s: status %d, want 403 or 404", target, status)
+		}
+		if strings.Contains(body, "secret") || strings.Contains(body, "root:") {
+			t.Errorf("GET %s leaked %q", target, body)
+		}
+	}
+}
+
+func TestConditionalAndRange(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	c := s.client(t)
+	for _, path := range []string{"/page.txt", "/big.bin"} { // cached and uncached
+		t.Run(path, func(t *testing.T) {
+			resp, body := s.do(t, c, "GET", path)
+			etag, mod := resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
+			if resp.StatusCode != 200 || etag == "" || mod == "" {
+				t.Fatalf("validators missing: %d %v", resp.StatusCode, resp.Header)
+			}
+			size := len(body)
+			tests := []struct {
+				name    string
+				method  string
+				headers []string
+				status  int
+				body    string
+				crange  string
+			}{
+				{"etag", "GET", []string{"If-None-Match", etag}, 304, "", ""},
+				{"etag list", "GET", []string{"If-None-Match", `"nope", ` + etag}, 304, "", ""},
+				{"other etag", "GET", []string{"If-None-Match", `"nope"`}, 200, body, ""},
+				{"not modified since", "GET", []string{"If-Modified-Since", mod}, 304, "", ""},
+				{"modified since", "GET", []string{"If-Modified-Since", "Mon, 02 Jan 2006 15:04:05 GMT"}, 200, body, ""},
+				{"head 304", "HEAD", []string{"If-None-Match", etag}, 304, "", ""},
+				{"range", "GET", []string{"Range", "bytes=2-5"}, 206, body[2:6], fmt.Sprintf("bytes 2-5/%d", size)},
+				{"suffix range", "GET", []string{"Range", "bytes=-3"}, 206, body[size-3:], fmt.Sprintf("bytes %d-%d/%d", size-3, size-1, size)},
+				{"open range", "GET", []string{"Range", "bytes=7-"}, 206, body[7:], fmt.Sprintf("bytes 7-%d/%d", size-1, size)},
+				{"unsatisfiable", "GET", []string{"Range", "bytes=100000-"}, 416, "", fmt.Sprintf("bytes */%d", size)},
+				{"if-range match", "GET", []string{"Range", "bytes=0-1", "If-Range", etag}, 206, body[:2], ""},
+				{"if-range stale", "GET", []string{"Range", "bytes=0-1", "If-Range", `"old"`}, 200, body, ""},
+				{"multiple ranges ignored", "GET", []string{"Range", "bytes=0-1,3-4"}, 200, body, ""},
+				{"head ignores range", "HEAD", []string{"Range", "bytes=0-1"}, 200, "", ""},
+			}
+			for _, tt := range tests {
+				resp, got := s.do(t, c, tt.method, path, tt.headers...)
+				if resp.StatusCode != tt.status {
+					t.Errorf("%s: status %d, want %d", tt.name, resp.StatusCode, tt.status)
+					continue
+				}
+				if tt.status != 416 && got != tt.body {
+					t.Errorf("%s: body %q, want %q", tt.name, got, tt.body)
+				}
+				if tt.crange != "" && resp.Header.Get("Content-Range") != tt.crange {
+					t.Errorf("%s: Content-Range %q, want %q", tt.name, resp.Header.Get("Content-Range"), tt.crange)
+				}
+				if tt.status == 304 && resp.Header.Get("ETag") != etag {
+					t.Errorf("%s: 304 without the ETag", tt.name)
+				}
+			}
+		})
+	}
+	if st := s.hb.Cache().Stats(); st.Bytes > 4<<10 {
+		t.Fatalf("a file above maxObject was cached: %+v", st)
+	}
+}
+
+func TestChangedFileRevalidated(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	c := s.client(t)
+	if _, body := s.do(t, c, "GET", "/page.txt"); body != "0123456789" {
+		t.Fatalf("got %q", body)
+	}
+	path := filepath.Join(s.root, "page.txt")
+	write(t, path, "changed content")
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := s.do(t, c, "GET", "/page.txt")
+		if body == "changed content" {
+			break
+		}
+		if body != "0123456789" {
+			t.Fatalf("got %q", body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("changed file never served")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, _ := s.do(t, c, "GET", "/page.txt")
+		if resp.StatusCode == 404 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("removed file still served")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPipelinedStaticRequests(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	conn, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	paths := []string{"/big.bin", "/index.html", "/missing", "/page.txt", "/docs", "/big.bin", "/style.css", "/checksum/x", "/page.txt"}
+	var b strings.Builder
+	for _, p := range paths {
+		fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", p)
+	}
+	io.WriteString(conn, b.String())
+	br := bufio.NewReader(conn)
+	want := map[string]int{"/missing": 404, "/docs": 301}
+	for _, p := range paths {
+		resp, err := nethttp.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		code := 200
+		if w, ok := want[p]; ok {
+			code = w
+		}
+		if resp.StatusCode != code {
+			t.Fatalf("%s: status %d, want %d", p, resp.StatusCode, code)
+		}
+		switch p {
+		case "/big.bin":
+			if string(body) != bigFile {
+				t.Fatalf("%s: wrong body (%d bytes)", p, len(body))
+			}
+		case "/page.txt":
+			if string(body) != "0123456789" {
+				t.Fatalf("%s: %q", p, body)
+			}
+		case "/checksum/x":
+			if resp.Header.Get("X-Quality") == "" {
+				t.Fatalf("%s: not the checksum page", p)
+			}
+		}
+	}
+}
+
+func TestStatsPage(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	c := s.client(t)
+	s.do(t, c, "GET", "/index.html")
+	resp, body := s.do(t, c, "GET", "/stats")
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("stats: %d %v", resp.StatusCode, resp.Header)
+	}
+	for _, want := range []string{"http.requests ", "cache.pages 1", "stage.PageCache queue=", "stage.CacheMiss", "dynamic.Checksum.quality 1.000"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("stats page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestOverloadedDynamicStageAnswers503(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	c := s.client(t)
+	// Busy admits one request (a token bucket of depth 1 refilling once
+	// every 1000 s); every later one is refused at its queue.
+	resp, body := s.do(t, c, "GET", "/busy/1")
+	if resp.StatusCode != 200 || !strings.Contains(body, "SHA-256") {
+		t.Fatalf("first request: %d %q", resp.StatusCode, body)
+	}
+	for i := range 5 {
+		resp, _ := s.do(t, c, "GET", "/busy/"+strconv.Itoa(i))
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+			t.Fatalf("request %d: %d Retry-After %q, want 503 with Retry-After", i, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	// The rest of the site is unaffected.
+	if resp, _ := s.do(t, c, "GET", "/index.html"); resp.StatusCode != 200 {
+		t.Fatalf("static page: %d", resp.StatusCode)
+	}
+}
+
+func TestRefusingSendStageAnswers503(t *testing.T) {
+	config := strings.Replace(testConfig, "  HttpSend:\n    handler: haboob.HttpSend\n",
+		"  HttpSend:\n    handler: haboob.HttpSend\n    predicate: {type: rate, rate: 0.001, depth: 1}\n", 1)
+	s := startHaboob(t, config)
+	c := s.client(t)
+	if resp, _ := s.do(t, c, "GET", "/page.txt"); resp.StatusCode != 200 {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	for range 3 {
+		if resp, _ := s.do(t, c, "GET", "/page.txt"); resp.StatusCode != 503 {
+			t.Fatalf("HttpSend refused the reply but the client got %d", resp.StatusCode)
+		}
+	}
+}
+
+func TestBundledSite(t *testing.T) {
+	dir := t.TempDir()
+	if err := haboob.ExtractSite(haboob.BundledSite(), dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"index.html", "about.html", "style.css", "img/haboob.png", "docs/index.html"} {
+		if info, err := os.Stat(filepath.Join(dir, name)); err != nil || info.Size() == 0 {
+			t.Errorf("bundled %s: %v", name, err)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, config, want string
+	}{
+		{"unknown arg", strings.Replace(testConfig, "args: {maxBytes: 1MiB, revalidate: 20ms}", "args: {maxBytes: 1MiB, maxBites: 2}", 1), "maxBites"},
+		{"bad route", strings.Replace(testConfig, "/checksum/: Checksum", "checksum/: Checksum", 1), "prefix must start with /"},
+		{"route to no stage", strings.Replace(testConfig, "/checksum/: Checksum", "/checksum/: Nowhere", 1), "Nowhere"},
+		{"checksum without rt", strings.Replace(testConfig, "predicate: {type: rt, target: 1s, enabled: false}\n    args: {work: 64KiB}", "args: {work: 64KiB}", 1), "needs an rt predicate"},
+		{"cache after miss", strings.Replace(testConfig, "  PageCache:\n    handler: haboob.PageCache\n    args: {maxBytes: 1MiB, revalidate: 20ms}\n", "", 1) +
+			"  PageCache:\n    handler: haboob.PageCache\n", "declared before it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hb := haboob.New(haboob.Options{Root: t.TempDir()})
+			reg := stage.NewRegistry()
+			hb.Register(reg)
+			m, err := stage.Parse([]byte(tt.config), reg)
+			if err == nil {
+				err = m.Start(context.Background())
+				if err == nil {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_ = m.Shutdown(ctx)
+					cancel()
+				}
+			}
+			_ = hb.Close()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
