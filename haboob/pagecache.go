@@ -21,7 +21,10 @@ type cacheArgs struct {
 	// its file again (in the background; the page is served meanwhile).
 	// Default 2s; negative: never.
 	Revalidate time.Duration `yaml:"revalidate"`
-	Miss       string        `yaml:"miss"`
+	Miss string `yaml:"miss"`
+	// Send names the stage that writes responses; "" writes hits straight
+	// to their connections from this stage (the thesis's Combine pattern:
+	// formatting inlined into the send).
 	Send       string        `yaml:"send"`
 	RetryAfter time.Duration `yaml:"retryAfter"`
 }
@@ -65,8 +68,11 @@ func (h *pageCache) Init(c *stage.Context) error {
 	if h.miss, err = c.Sink(h.args.Miss); err != nil {
 		return fmt.Errorf("haboob: PageCache miss stage: %w", err)
 	}
-	if h.send, err = c.Sink(h.args.Send); err != nil {
-		return fmt.Errorf("haboob: PageCache send stage: %w", err)
+	h.send = direct{}
+	if h.args.Send != "" {
+		if h.send, err = c.Sink(h.args.Send); err != nil {
+			return fmt.Errorf("haboob: PageCache send stage: %w", err)
+		}
 	}
 	h.srv.mu.Lock()
 	if h.srv.cache != nil {

@@ -58,3 +58,40 @@ func (h *httpSend) HandleEvents(batch []sink.Event) error {
 	}
 	return nil
 }
+
+// direct is a sink that writes replies straight to their connections (no
+// stage hop): a Connection never rejects a valid reply, so nothing is
+// refused here except replies to closed connections.
+type direct struct{}
+
+func (direct) Enqueue(e sink.Event) error {
+	r, ok := e.(http.Reply)
+	if !ok {
+		return fmt.Errorf("%w: %T", http.ErrBadReply, e)
+	}
+	c, ok := r.Req.Conn.(*http.Connection)
+	if !ok {
+		return http.ErrNoConnection
+	}
+	if err := c.Enqueue(r); err != nil {
+		// Done has been called; the connection is gone or the reply was
+		// bad: there is nobody to send a 503 to either way.
+		return nil
+	}
+	return nil
+}
+func (d direct) EnqueueMany(es []sink.Event) error {
+	for _, e := range es {
+		if err := d.Enqueue(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (d direct) EnqueueLossy(e sink.Event) bool { return d.Enqueue(e) == nil }
+func (direct) Prepare([]sink.Event) (sink.Txn, error) {
+	return nil, &sink.RejectError{Sink: "direct", Reason: "no transactions"}
+}
+func (direct) Len() int                    { return 0 }
+func (direct) SetPredicate(sink.Predicate) {}
+func (direct) Predicate() sink.Predicate   { return nil }

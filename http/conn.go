@@ -51,9 +51,10 @@ type outWrite struct {
 	done func(error)
 }
 
-// inflight is a write handed to the socket, not yet written to the kernel.
+// inflight is a write handed to the socket with a completion requested
+// (a "marked" write), not yet written to the kernel.
 type inflight struct {
-	n    int
+	end  int64 // c.submitted just after it
 	done func(error)
 }
 
@@ -101,8 +102,9 @@ type Connection struct {
 	wantCont  bool             // a 100 Continue is due once nextOut reaches contSeq
 	contSeq   uint64
 	outq      ring[outWrite]
-	inflight  ring[inflight]
-	inBytes   int // bytes in flight
+	inflight  ring[inflight] // marked writes not yet written to the kernel
+	submitted int64          // bytes handed to the socket, ever
+	confirmed int64          // bytes known to be written to the kernel
 	closing   bool
 	closeSent bool
 	closed    bool
@@ -587,6 +589,7 @@ func (c *Connection) emitLocked(r Reply) {
 		w.n += len(b)
 	}
 	c.outq.push(w)
+	c.lastAct = sink.Nanotime()
 	srv.stats.responses.Add(1)
 	if class := resp.status() / 100; class >= 1 && class <= 5 {
 		srv.stats.byClass[class].Add(1)
@@ -606,17 +609,30 @@ func headerSize(r *Response) int { return 160 + 40*len(r.Header) }
 
 // flushLocked hands queued output to the socket while the write window has
 // room, and closes the connection after its last response.
+//
+// Only some writes ask the socket for a completion ("marked" writes): those
+// whose buffers must be released after they are written, and those that
+// bring the unconfirmed bytes past half the window. A completion confirms
+// its write and every earlier one, so the window stays exact while the
+// common case, a small response copied into its header's buffer, costs no
+// completion event at all.
 func (c *Connection) flushLocked() {
-	window := c.srv.cfg.WriteWindow
+	window := int64(c.srv.cfg.WriteWindow)
 	for c.outq.len() > 0 {
 		w := c.outq.front()
-		if c.inBytes > 0 && c.inBytes+w.n > window {
-			break
+		out := c.submitted - c.confirmed
+		if c.inflight.len() > 0 && out+int64(w.n) > window {
+			break // a completion will bring us back
 		}
-		err := c.sock.Enqueue(aio.WriteRequest{Data: w.data, Bufs: w.bufs, Done: c.srv.drained})
+		req := aio.WriteRequest{Data: w.data, Bufs: w.bufs}
+		marked := w.done != nil || out+int64(w.n) > window/2
+		if marked {
+			req.Done = c.srv.drained
+		}
+		err := c.sock.Enqueue(req)
 		if err != nil {
 			if errors.Is(err, aio.ErrClogged) && c.inflight.len() > 0 {
-				break // a write completion will bring us back
+				break
 			}
 			c.failLocked(err)
 			if !errors.Is(err, sink.ErrClosed) {
@@ -624,11 +640,13 @@ func (c *Connection) flushLocked() {
 			}
 			return
 		}
-		if c.inflight.len() == 0 {
-			c.lastWrite = sink.Nanotime()
+		c.submitted += int64(w.n)
+		if marked {
+			if c.inflight.len() == 0 {
+				c.lastWrite = sink.Nanotime()
+			}
+			c.inflight.push(inflight{end: c.submitted, done: w.done})
 		}
-		c.inflight.push(inflight{n: w.n, done: w.done})
-		c.inBytes += w.n
 		c.outq.pop()
 	}
 	if c.outq.len() == 0 && c.closing && !c.closeSent {
@@ -652,7 +670,7 @@ func (c *Connection) failLocked(err error) {
 			c.calls = append(c.calls, doneCall{w.done, err})
 		}
 	}
-	c.inBytes = 0
+	c.confirmed = c.submitted
 	c.closing = true
 	c.stopReadingLocked()
 	c.dropPendingLocked()
@@ -678,7 +696,7 @@ func (c *Connection) onDrained() {
 		return
 	}
 	w := c.inflight.pop()
-	c.inBytes -= w.n
+	c.confirmed = w.end
 	c.lastWrite, c.lastAct = now, now
 	if w.done != nil {
 		c.calls = append(c.calls, doneCall{w.done, nil})
@@ -691,7 +709,6 @@ func (c *Connection) onWriteFailed(err error) {
 	c.mu.Lock()
 	if c.inflight.len() > 0 {
 		w := c.inflight.pop()
-		c.inBytes -= w.n
 		if w.done != nil {
 			c.calls = append(c.calls, doneCall{w.done, err})
 		}
