@@ -21,7 +21,7 @@ type cacheArgs struct {
 	// its file again (in the background; the page is served meanwhile).
 	// Default 2s; negative: never.
 	Revalidate time.Duration `yaml:"revalidate"`
-	Miss string `yaml:"miss"`
+	Miss       string        `yaml:"miss"`
 	// Send names the stage that writes responses; "" writes hits straight
 	// to their connections from this stage (the thesis's Combine pattern:
 	// formatting inlined into the send).
