@@ -154,48 +154,52 @@ const timingEvery = 16
 
 // runBatch handles a batch; on a keyed stage it then releases the batch's
 // keys so their next events may run.
+//
+// The handler owns the batch slice while it runs and may reorder or
+// overwrite it, so completions (Done), failure reports and key releases
+// work from a copy of the batch as it was handed out: the predicate must
+// get back exactly the events it admitted.
 func (s *Stage) runBatch(events []sink.Event, stamps []int64) {
-	if !s.keyed {
-		s.handleBatch(events, stamps)
-		return
-	}
-	// The handler may overwrite the batch slice: release from a copy.
 	saved := batchPool.Get().(*[]sink.Event)
-	*saved = append((*saved)[:0], events...)
-	s.handleBatch(events, stamps)
-	s.queue.Release(*saved)
-	clear(*saved)
+	orig := append((*saved)[:0], events...)
+	s.handleBatch(events, orig, stamps)
+	if s.keyed {
+		s.queue.Release(orig)
+	}
+	clear(orig)
+	*saved = orig[:0]
 	batchPool.Put(saved)
 }
 
 var batchPool = sync.Pool{New: func() any { return new([]sink.Event) }}
 
-// handleBatch calls the handler, measures, feeds completions back to the
-// predicate and reports failures.
-func (s *Stage) handleBatch(events []sink.Event, stamps []int64) {
+// handleBatch calls the handler with batch, measures, feeds completions
+// back to the predicate and reports failures. orig is a copy of batch that
+// the handler cannot touch; stamps are orig's enqueue times.
+func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	b := s.batches.Add(1)
-	s.events.Add(uint64(len(events)))
+	s.events.Add(uint64(len(batch)))
 	inst := s.cur.Load()
 	completer, _ := s.queue.Predicate().(sink.Completer)
 	if completer == nil && b%timingEvery != 1 {
-		if err := invoke(inst.h, events); err != nil {
-			s.fail(inst, err, events)
+		if err := invoke(inst.h, batch); err != nil {
+			s.fail(inst, err, orig)
 		}
 		return
 	}
 	start := sink.Nanotime()
-	err := invoke(inst.h, events)
+	err := invoke(inst.h, batch)
 	service := time.Duration(sink.Nanotime() - start)
 	if completer != nil {
-		for i, e := range events {
+		for i, e := range orig {
 			completer.Done(e, time.Duration(start-stamps[i]), service)
 		}
 	}
 	if s.metrics != nil && b%timingEvery == 1 {
-		s.metrics.observe(start, len(events), time.Duration(start-stamps[0]), service)
+		s.metrics.observe(start, len(orig), time.Duration(start-stamps[0]), service)
 	}
 	if err != nil {
-		s.fail(inst, err, events)
+		s.fail(inst, err, orig)
 	}
 }
 
