@@ -95,6 +95,7 @@ type Pool struct {
 	workers   map[*worker]struct{}
 
 	ctx     context.Context
+	unhook  func() bool    // stops Start's AfterFunc on ctx
 	wg      sync.WaitGroup // workers
 	ctlDone chan struct{}
 	stop    chan struct{}
@@ -143,10 +144,12 @@ func (p *Pool) Start(ctx context.Context) {
 		return
 	}
 	p.ctx = ctx
-	context.AfterFunc(ctx, func() {
+	p.mu.Lock()
+	p.unhook = context.AfterFunc(ctx, func() {
 		p.cancelled.Store(true)
 		p.wakeAll()
 	})
+	p.mu.Unlock()
 	p.target.Store(int32(p.cfg.Initial))
 	p.grow(p.cfg.Initial)
 	if p.cfg.Controller.Enabled {
@@ -162,15 +165,30 @@ func (p *Pool) Wait(ctx context.Context) error {
 	if !p.started.Load() {
 		return nil
 	}
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := waitDone(ctx, p.done); err != nil {
+		return err
 	}
 	p.wg.Wait()
 	p.stopControl()
 	<-p.ctlDone
 	return nil
+}
+
+// waitDone waits for done to be closed or ctx to end, and prefers done
+// when both are: a runner that has finished is reported finished even to a
+// caller whose deadline has passed.
+func waitDone(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (p *Pool) stopControl() {
@@ -230,9 +248,10 @@ func (p *Pool) wakeAll() {
 	p.st.Queue().Signal()
 }
 
-// exitDrained removes w after the queue has drained; the last worker out
-// closes done.
-func (p *Pool) exitDrained(w *worker) {
+// exit removes w; the last worker out closes done and unhooks the pool
+// from Start's context, which may live on (a stage destroyed at run time
+// must not stay reachable from the manager's context).
+func (p *Pool) exit(w *worker) {
 	p.mu.Lock()
 	delete(p.workers, w)
 	if p.size.Add(-1) == 0 {
@@ -240,6 +259,9 @@ func (p *Pool) exitDrained(w *worker) {
 		case <-p.done:
 		default:
 			close(p.done)
+			if p.unhook != nil {
+				p.unhook()
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -276,12 +298,12 @@ func (p *Pool) run(w *worker) {
 		}
 		inflight.Add(-1)
 		if q.IsClosed() && q.Drained() {
-			p.exitDrained(w)
+			p.exit(w)
 			q.Signal()
 			return
 		}
 		if p.cancelled.Load() {
-			p.exitCancelled(w)
+			p.exit(w)
 			q.Signal()
 			return
 		}
@@ -293,19 +315,6 @@ func (p *Pool) run(w *worker) {
 			q.Signal()
 		}
 	}
-}
-
-func (p *Pool) exitCancelled(w *worker) {
-	p.mu.Lock()
-	delete(p.workers, w)
-	if p.size.Add(-1) == 0 {
-		select {
-		case <-p.done:
-		default:
-			close(p.done)
-		}
-	}
-	p.mu.Unlock()
 }
 
 // idleWorkers counts workers idle for at least d at now.

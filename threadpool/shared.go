@@ -26,9 +26,10 @@ type SharedPool struct {
 	mu      sync.Mutex
 	entries []*sharedEntry
 
-	wg      sync.WaitGroup
-	stop    chan struct{}
-	started atomic.Bool
+	live     atomic.Int32  // goroutines running
+	finished chan struct{} // closed when the last goroutine has exited
+	stop     chan struct{}
+	started  atomic.Bool
 }
 
 type sharedEntry struct {
@@ -52,7 +53,7 @@ func NewSharedPool(cfg SharedConfig) *SharedPool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &SharedPool{cfg: cfg, ready: make(chan struct{}, 1), stop: make(chan struct{})}
+	return &SharedPool{cfg: cfg, ready: make(chan struct{}, 1), stop: make(chan struct{}), finished: make(chan struct{})}
 }
 
 // Threads returns the number of goroutines in the pool.
@@ -80,14 +81,19 @@ func (sp *SharedPool) Start(ctx context.Context) {
 	if !sp.started.CompareAndSwap(false, true) {
 		return
 	}
+	sp.live.Store(int32(sp.cfg.Threads))
 	for i := 0; i < sp.cfg.Threads; i++ {
-		sp.wg.Add(1)
 		go sp.run(ctx)
 	}
 }
 
 // Stop ends the goroutines (after their current batch) and waits for them.
-func (sp *SharedPool) Stop() {
+func (sp *SharedPool) Stop() { _ = sp.Shutdown(context.Background()) }
+
+// Shutdown ends the goroutines (after their current batch) and waits for
+// them until ctx ends; it then returns ctx.Err(), leaving the goroutines
+// still inside a handler to exit when it returns.
+func (sp *SharedPool) Shutdown(ctx context.Context) error {
 	sp.mu.Lock()
 	select {
 	case <-sp.stop:
@@ -95,7 +101,10 @@ func (sp *SharedPool) Stop() {
 		close(sp.stop)
 	}
 	sp.mu.Unlock()
-	sp.wg.Wait()
+	if !sp.started.Load() {
+		return nil
+	}
+	return waitDone(ctx, sp.finished)
 }
 
 func (sp *SharedPool) signal() {
@@ -139,7 +148,11 @@ func (sp *SharedPool) pick() *sharedEntry {
 }
 
 func (sp *SharedPool) run(ctx context.Context) {
-	defer sp.wg.Done()
+	defer func() {
+		if sp.live.Add(-1) == 0 {
+			close(sp.finished)
+		}
+	}()
 	var events []sink.Event
 	var stamps []int64
 	for {
@@ -177,10 +190,5 @@ func (e *sharedEntry) Processed() uint64 { return e.processed.Load() }
 
 func (e *sharedEntry) Wait(ctx context.Context) error {
 	e.pool.signal()
-	select {
-	case <-e.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return waitDone(ctx, e.done)
 }

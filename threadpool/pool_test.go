@@ -1,0 +1,134 @@
+package threadpool
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+	"weak"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// testStage is a Stage whose batches go to a function.
+type testStage struct {
+	q        *sink.Queue
+	inflight atomic.Int64
+	batch    int
+	run      func([]sink.Event)
+}
+
+func newTestStage(run func([]sink.Event)) *testStage {
+	return &testStage{q: sink.NewQueue(0), batch: 4, run: run}
+}
+
+func (s *testStage) Name() string                        { return "test" }
+func (s *testStage) Queue() *sink.Queue                  { return s.q }
+func (s *testStage) BatchSize() int                      { return s.batch }
+func (s *testStage) InFlight() *atomic.Int64             { return &s.inflight }
+func (s *testStage) RunBatch(es []sink.Event, _ []int64) { s.run(es) }
+
+// TestWaitPrefersFinished: a runner that has finished reports so even to a
+// caller whose context has already ended.
+func TestWaitPrefersFinished(t *testing.T) {
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	t.Run("pool", func(t *testing.T) {
+		st := newTestStage(func([]sink.Event) {})
+		p := NewPool(st, Config{Max: 2, Initial: 2})
+		p.Start(context.Background())
+		st.q.Close()
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			if err := p.Wait(expired); err != nil {
+				t.Fatalf("Wait on a finished pool with an expired context = %v", err)
+			}
+		}
+	})
+	t.Run("shared", func(t *testing.T) {
+		sp := NewSharedPool(SharedConfig{Threads: 2})
+		st := newTestStage(func([]sink.Event) {})
+		r := sp.Add(st, 1, false)
+		sp.Start(context.Background())
+		defer sp.Stop()
+		st.q.Close()
+		if err := r.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			if err := r.Wait(expired); err != nil {
+				t.Fatalf("Wait on a finished stage with an expired context = %v", err)
+			}
+		}
+	})
+}
+
+// TestSharedShutdownBoundedByContext: Shutdown returns when its context
+// ends even while a goroutine is stuck in a handler, and Stop returns once
+// the handler does.
+func TestSharedShutdownBoundedByContext(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	st := newTestStage(func([]sink.Event) {
+		entered <- struct{}{}
+		<-release
+	})
+	sp := NewSharedPool(SharedConfig{Threads: 2})
+	sp.Add(st, 1, false)
+	sp.Start(context.Background())
+	if err := st.q.Enqueue(1); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := sp.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown with a stuck handler = %v, want context.Canceled", err)
+	}
+	close(release)
+	sp.Stop()
+	if err := sp.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown after every goroutine exited = %v", err)
+	}
+	// A pool never started has nothing to wait for.
+	if err := NewSharedPool(SharedConfig{}).Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown of an unstarted pool = %v", err)
+	}
+}
+
+// TestFinishedPoolIsCollectable: a pool whose stage was drained holds no
+// registration on the long-lived context it was started with, so it (and
+// its stage and handler) can be garbage collected while that context lives
+// on — stages created and destroyed at run time must not pile up.
+func TestFinishedPoolIsCollectable(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 10
+	refs := make([]weak.Pointer[testStage], n)
+	for i := range refs {
+		st := newTestStage(func([]sink.Event) {})
+		refs[i] = weak.Make(st)
+		p := NewPool(st, Config{Max: 2, Initial: 2, Controller: ControllerConfig{Enabled: true, Interval: time.Hour}})
+		p.Start(ctx)
+		_ = st.q.Enqueue(i)
+		st.q.Close()
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.GC()
+	live := 0
+	for _, r := range refs {
+		if r.Value() != nil {
+			live++
+		}
+	}
+	if live > 0 {
+		t.Fatalf("%d of %d finished pools are still reachable while their start context lives", live, n)
+	}
+}
