@@ -412,8 +412,10 @@ func (m *Manager) destroyHandler(s *Stage, d Destroyer) (err error) {
 // pending timers, lets the stages drain every queued event (stages may
 // still enqueue on each other), then closes the queues, waits for the
 // goroutines and runs the handlers' Destroy in reverse creation order. If
-// ctx ends first, the events still queued are reported as lost and the
-// stages that did not stop are named in the error.
+// ctx ends first, the events still queued are discarded (their predicates
+// get them back as cancelled) and reported as lost, the stages that did not
+// stop are named in the error, and a stage whose handler is still running
+// is not destroyed.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	switch m.state {
@@ -456,20 +458,36 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		}
 	}
 	m.cancel() // stops controllers, predicate loops and anything stuck
+	// running names the stages that may still be inside their handler:
+	// they are not destroyed under its feet.
+	running := map[*Stage]bool{}
 	if len(stuck) > 0 {
 		lost := 0
 		for _, s := range stages {
 			lost += len(s.queue.Discard())
 		}
+		// The queues are closed and empty: a stage with no batch in
+		// flight now will start none.
+		for _, s := range stages {
+			if s.inflight.Load() != 0 {
+				running[s] = true
+			}
+		}
 		errs = append(errs, fmt.Errorf("%w: %s (%d queued events lost): %w", ErrNotStopped, strings.Join(stuck, ", "), lost, ctx.Err()))
 	}
 	if m.shared != nil {
-		m.shared.Stop()
+		if err := m.shared.Shutdown(ctx); err != nil && len(stuck) == 0 {
+			errs = append(errs, fmt.Errorf("%w: shared thread pool: %w", ErrNotStopped, err))
+		}
 	}
 	m.bg.Wait()
 	for i := len(stages) - 1; i >= 0; i-- {
 		s := stages[i]
 		s.stopPredicate()
+		if running[s] {
+			m.log.Warn("stage not destroyed: its handler is still running", "stage", s.name)
+			continue
+		}
 		if d, ok := s.Handler().(Destroyer); ok {
 			if err := m.destroyHandler(s, d); err != nil {
 				errs = append(errs, err)
