@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -162,7 +163,10 @@ func (m *Manager) Stages() []*Stage {
 }
 
 // CreateStage adds a stage running h. Before Start, the handler's Init runs
-// at Start; afterwards, at once. Zero fields of cfg take defaults.
+// at Start; afterwards, at once. Zero fields of cfg take defaults. Other
+// goroutines see the stage (Stage, Stages) only once it is fully built, and
+// its handler gets no batch before its Init has returned; DestroyStage and
+// Shutdown wait for a creation under way.
 func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, error) {
 	if name == "" {
 		return nil, fmt.Errorf("%w: empty stage name", ErrInvalidConfig)
@@ -206,37 +210,20 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 		s.batchSize.Store(int32(max))
 	}
 
-	m.mu.Lock()
-	switch {
-	case m.state == stateStopping || m.state == stateStopped:
-		m.mu.Unlock()
-		return nil, ErrManagerClosed
-	case m.stages[name] != nil:
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: %q", ErrStageExists, name)
-	}
-	m.stages[name] = s
-	m.order = append(m.order, s)
-	running := m.state == stateRunning
-	m.mu.Unlock()
-
-	if cfg.Supervisor != nil {
-		if err := m.sup.addOwn(s, *cfg.Supervisor); err != nil {
-			m.forget(s)
-			return nil, err
-		}
-	}
-
+	// Everything others can reach through the stage is built before it is
+	// published: lookups, Stats (the profiler) and the thread managers must
+	// never see a half-built stage.
 	pred, err := m.buildPredicate(s)
 	if err != nil {
-		m.sup.removeStage(s)
-		m.forget(s)
 		return nil, err
 	}
 	if pred != nil {
 		s.queue.SetPredicate(pred)
 	}
 	if m.shared != nil {
+		// The shared pool serves a queue as soon as it has it: hold the
+		// queue back until launch, after the handler's Init.
+		s.queue.Pause()
 		s.runner = m.shared.Add(runtimeView{s}, cfg.ThreadPool.Weight, s.single)
 	} else {
 		s.pool = threadpool.NewPool(runtimeView{s}, threadpool.Config{
@@ -249,13 +236,43 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	s.metrics = newStageMetrics(m.metrics, s)
 	s.ctx = &Context{mgr: m, stage: s, args: &s.cfg.Args, path: cfg.path + ".args", file: cfg.file,
 		log: m.log.With("stage", name)}
+	s.created = make(chan struct{})
+	defer close(s.created)
+	abandon := func() {
+		s.queue.Close() // a shared pool drops a closed, empty queue
+		s.metrics.unregister()
+	}
+
+	m.mu.Lock()
+	switch {
+	case m.state == stateStopping || m.state == stateStopped:
+		m.mu.Unlock()
+		abandon()
+		return nil, ErrManagerClosed
+	case m.stages[name] != nil:
+		m.mu.Unlock()
+		abandon()
+		return nil, fmt.Errorf("%w: %q", ErrStageExists, name)
+	}
+	m.stages[name] = s
+	m.order = append(m.order, s)
+	running := m.state == stateRunning
+	m.mu.Unlock()
+	s.metrics.publish()
+
+	if cfg.Supervisor != nil {
+		if err := m.sup.addOwn(s, *cfg.Supervisor); err != nil {
+			m.forget(s)
+			abandon()
+			return nil, err
+		}
+	}
 
 	if running {
 		if err := m.initStage(s); err != nil {
 			m.sup.removeStage(s)
 			m.forget(s)
-			s.queue.Close()
-			s.metrics.unregister()
+			abandon()
 			return nil, err
 		}
 		m.launch(s)
@@ -263,10 +280,25 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	return s, nil
 }
 
+// waitCreated waits until CreateStage has finished with s (its Init has run
+// and its goroutines are started, on a running manager), or ctx ends.
+func (s *Stage) waitCreated(ctx context.Context) error {
+	select {
+	case <-s.created:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // forget removes s from the manager's tables.
 func (m *Manager) forget(s *Stage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.forgetLocked(s)
+}
+
+func (m *Manager) forgetLocked(s *Stage) {
 	if m.stages[s.name] == s {
 		delete(m.stages, s.name)
 	}
@@ -299,6 +331,8 @@ func (m *Manager) launch(s *Stage) {
 	ctx := m.runCtx
 	if s.pool != nil {
 		s.pool.Start(ctx)
+	} else {
+		s.queue.Resume() // the pause CreateStage took for the shared pool
 	}
 	if s.batcher != nil {
 		m.bg.Add(1)
@@ -331,6 +365,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	stages := append([]*Stage(nil), m.order...)
 	m.mu.Unlock()
 
+	for _, s := range stages {
+		<-s.created // a concurrent CreateStage has published s but not returned
+	}
+	stages = slices.DeleteFunc(stages, func(s *Stage) bool { // its creation failed
+		o, ok := m.Stage(s.name)
+		return !ok || o != s
+	})
 	for i, s := range stages {
 		if err := m.initStage(s); err != nil {
 			m.log.Error("stage init failed", "stage", s.name, "err", err)
@@ -368,31 +409,53 @@ func (m *Manager) Start(ctx context.Context) error {
 // Destroy and removes the stage. The stage leaves its supervisor, and its
 // monitors get StageTerminated with ReasonDestroyed.
 func (m *Manager) DestroyStage(name string) error {
-	m.mu.Lock()
-	s, ok := m.stages[name]
-	running := m.state == stateRunning || m.state == stateStopping
-	m.mu.Unlock()
+	s, ok := m.Stage(name)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoStage, name)
 	}
+	// A stage still being created has its Init running and its goroutines
+	// not yet started: let CreateStage finish first.
+	_ = s.waitCreated(context.Background())
+	m.mu.Lock()
+	if m.stages[name] != s { // destroyed meanwhile, or its creation failed
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrNoStage, name)
+	}
+	m.forgetLocked(s)
+	running := m.state == stateRunning || m.state == stateStopping
+	m.mu.Unlock()
 	m.sup.removeStage(s)
-	m.forget(s)
 	s.queue.Close()
 	var err error
 	if running {
 		err = s.runner.Wait(context.Background())
 	}
 	s.stopPredicate()
-	if running {
-		if d, ok := s.Handler().(Destroyer); ok {
-			err = errors.Join(err, m.destroyHandler(s, d))
-		}
-	}
+	err = errors.Join(err, m.endStage(s, running))
 	s.metrics.unregister()
 	m.signals.dropStage(s)
 	m.log.Info("stage destroyed", "stage", name)
 	m.notify(s, StageTerminated{Stage: name, Reason: ReasonDestroyed, Time: time.Now()}, true)
 	return err
+}
+
+// endStage ends s's handler for good, once: it runs the current handler's
+// Destroy if destroy is set (the handler was initialized), and keeps a
+// supervisor from installing a new handler afterwards.
+func (m *Manager) endStage(s *Stage, destroy bool) error {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	if s.ended {
+		return nil
+	}
+	s.ended = true
+	if !destroy {
+		return nil
+	}
+	if d, ok := s.Handler().(Destroyer); ok {
+		return m.destroyHandler(s, d)
+	}
+	return nil
 }
 
 func (m *Manager) destroyHandler(s *Stage, d Destroyer) (err error) {
@@ -432,6 +495,14 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Unlock()
 
 	m.stopping.Store(true)
+	// Stages being created on the running manager finish their Init and
+	// start before the drain, so that they drain and stop like the others.
+	for _, s := range m.Stages() {
+		if err := s.waitCreated(ctx); err != nil {
+			m.log.Warn("shutdown: stage still being created", "stage", s.name, "err", err)
+			break
+		}
+	}
 	m.raiseLogged(SignalShutdownStarted, ShutdownStarted{})
 	if n := m.timers.stopAll(); n > 0 {
 		m.log.Warn("shutdown cancelled pending timer events", "count", n)
@@ -488,10 +559,8 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 			m.log.Warn("stage not destroyed: its handler is still running", "stage", s.name)
 			continue
 		}
-		if d, ok := s.Handler().(Destroyer); ok {
-			if err := m.destroyHandler(s, d); err != nil {
-				errs = append(errs, err)
-			}
+		if err := m.endStage(s, true); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	m.mu.Lock()

@@ -13,6 +13,8 @@ type stageMetrics struct {
 	reg         metrics.Registry
 	prefix      string
 	names       []string
+	pending     []pendingMetric // built, registered by publish
+	published   bool
 	serviceTime metrics.Histogram // nanoseconds per batch
 	queueTime   metrics.Histogram // nanoseconds the oldest event of a batch waited
 	batchSize   metrics.Histogram
@@ -59,7 +61,27 @@ func newStageMetrics(reg metrics.Registry, s *Stage) *stageMetrics {
 	return m
 }
 
+type pendingMetric struct {
+	name string
+	v    any
+}
+
+// publish registers the values built so far; later ones are registered at
+// once. The stage's name must be its own by then: registering replaces a
+// value of the same name.
+func (m *stageMetrics) publish() {
+	m.published = true
+	for _, p := range m.pending {
+		m.register(p.name, p.v)
+	}
+	m.pending = nil
+}
+
 func (m *stageMetrics) register(name string, v any) {
+	if !m.published {
+		m.pending = append(m.pending, pendingMetric{name, v})
+		return
+	}
 	full := m.prefix + name
 	m.reg.Unregister(full)
 	if err := m.reg.Register(full, v); err == nil {

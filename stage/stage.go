@@ -86,7 +86,11 @@ type Stage struct {
 	predCancel context.CancelFunc
 	predWG     sync.WaitGroup
 
-	destroyOnce sync.Once
+	created chan struct{} // closed when CreateStage is done with the stage
+	// lifeMu serializes replacing the handler (supervisor restarts) with
+	// ending the stage (DestroyStage, Shutdown).
+	lifeMu sync.Mutex
+	ended  bool // guarded by lifeMu: the stage's last handler was destroyed
 }
 
 // Name returns the stage's name.

@@ -491,6 +491,18 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 			return nil, nil
 		}
 	}
+	// Hold off DestroyStage and Shutdown while the handlers are swapped,
+	// and leave alone the stages they have ended meanwhile: a handler is
+	// destroyed exactly once, and none is made for an ended stage.
+	live := stages[:0:0]
+	for _, s := range stages {
+		s.lifeMu.Lock()
+		defer s.lifeMu.Unlock()
+		if !s.ended {
+			live = append(live, s)
+		}
+	}
+	stages = live
 	for i := len(stages) - 1; i >= 0; i-- {
 		s := stages[i]
 		if d, ok := s.Handler().(Destroyer); ok {

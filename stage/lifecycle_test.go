@@ -1,0 +1,183 @@
+package stage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// Every handler instance is initialized once and destroyed once, whatever
+// races between supervisor restarts, DestroyStage and Shutdown.
+
+// lives counts Init and Destroy calls per handler instance.
+type lives struct {
+	mu       sync.Mutex
+	inits    map[int]int
+	destroys map[int]int
+	n        int
+	// first, if set, is called by the first Destroy of instance 1;
+	// second is closed by its second Destroy.
+	first  func()
+	second chan struct{}
+}
+
+func newLives() *lives { return &lives{inits: map[int]int{}, destroys: map[int]int{}} }
+
+func (l *lives) factory() stage.Factory {
+	return func() stage.Handler {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.n++
+		return &life{l: l, id: l.n}
+	}
+}
+
+type life struct {
+	l  *lives
+	id int
+}
+
+func (h *life) Init(*stage.Context) error {
+	h.l.mu.Lock()
+	h.l.inits[h.id]++
+	h.l.mu.Unlock()
+	return nil
+}
+
+func (h *life) Destroy() error {
+	h.l.mu.Lock()
+	h.l.destroys[h.id]++
+	first := h.id == 1 && h.l.destroys[h.id] == 1 && h.l.first != nil
+	f := h.l.first
+	if h.id == 1 && h.l.destroys[h.id] == 2 && h.l.second != nil {
+		close(h.l.second)
+	}
+	h.l.mu.Unlock()
+	if first {
+		f()
+	}
+	return nil
+}
+
+func (h *life) HandleEvents(b []sink.Event) error {
+	for _, e := range b {
+		if e == "boom" {
+			return errors.New("boom")
+		}
+	}
+	return nil
+}
+
+// check fails t unless every handler made so far was initialized and then
+// destroyed exactly once.
+func (l *lives) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := 1; id <= l.n; id++ {
+		if l.inits[id] != 1 || l.destroys[id] != 1 {
+			t.Errorf("handler %d of %d: initialized %d times, destroyed %d times", id, l.n, l.inits[id], l.destroys[id])
+		}
+	}
+}
+
+// TestDestroyStageDuringRestart: DestroyStage while the stage's supervisor
+// is replacing its handler neither destroys the old handler twice nor
+// leaves the new one undestroyed.
+func TestDestroyStageDuringRestart(t *testing.T) {
+	for _, tm := range []string{"pool", "shared"} {
+		t.Run(tm, func(t *testing.T) {
+			m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 2}})
+			l := newLives()
+			inRestart := make(chan struct{})
+			l.second = make(chan struct{})
+			l.first = func() {
+				close(inRestart)
+				select { // hold the restart until DestroyStage has had its chance
+				case <-l.second: // DestroyStage destroyed handler 1 again
+				case <-time.After(200 * time.Millisecond): // detection window only
+				}
+			}
+			st, err := m.CreateSupervised("S", l.factory(), stage.StageConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			started(t, m)
+			if err := st.Sink().Enqueue("boom"); err != nil {
+				t.Fatal(err)
+			}
+			<-inRestart // DestroyStage while the restart destroys handler 1
+			if err := m.DestroyStage("S"); err != nil {
+				t.Fatal(err)
+			}
+			l.check(t)
+		})
+	}
+}
+
+// TestConcurrentDestroyStage: two DestroyStage calls on one stage destroy
+// its handler once; the loser gets ErrNoStage.
+func TestConcurrentDestroyStage(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	started(t, m)
+	for i := 0; i < 200; i++ {
+		name := fmt.Sprint("S", i)
+		h := &lifecycle{}
+		if _, err := m.CreateStage(name, h, stage.StageConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var ok, gone atomic.Int32
+		start := make(chan struct{})
+		for j := 0; j < 2; j++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				switch err := m.DestroyStage(name); {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, stage.ErrNoStage):
+					gone.Add(1)
+				default:
+					t.Error(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if ok.Load() != 1 || gone.Load() != 1 || h.destroys.Load() != 1 {
+			t.Fatalf("round %d: %d succeeded, %d found no stage, Destroy ran %d times", i, ok.Load(), gone.Load(), h.destroys.Load())
+		}
+	}
+}
+
+// TestDestroyStageDuringShutdown: a stage destroyed while the manager
+// shuts down is destroyed once.
+func TestDestroyStageDuringShutdown(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		m := stage.NewManager(stage.Options{})
+		h := &lifecycle{}
+		if _, err := m.CreateStage("S", h, stage.StageConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = m.DestroyStage("S") }()
+		go func() { defer wg.Done(); _ = m.Shutdown(context.Background()) }()
+		wg.Wait()
+		if got := h.destroys.Load(); got != 1 {
+			t.Fatalf("round %d: Destroy ran %d times", i, got)
+		}
+	}
+}
