@@ -220,7 +220,7 @@ func (h *checksum) HandleEvents(batch []sink.Event) error {
 		resp := http.OK("text/html; charset=utf-8", []byte(body))
 		resp.Header.Add("X-Quality", strconv.FormatFloat(q, 'f', 3, 64))
 		resp.Header.Add("Cache-Control", "no-store")
-		send(h.send, http.Reply{Req: req, Resp: resp}, h.args.RetryAfter)
+		send(h.send, &http.Reply{Req: req, Resp: resp}, h.args.RetryAfter)
 	}
 	return nil
 }

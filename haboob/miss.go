@@ -118,7 +118,7 @@ func (h *cacheMiss) HandleEvents(batch []sink.Event) error {
 }
 
 func (h *cacheMiss) reply(req *http.Request, resp *http.Response) {
-	send(h.send, http.Reply{Req: req, Resp: resp}, h.args.RetryAfter)
+	send(h.send, &http.Reply{Req: req, Resp: resp}, h.args.RetryAfter)
 }
 
 func (h *cacheMiss) miss(req *http.Request) {

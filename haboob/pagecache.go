@@ -138,28 +138,38 @@ func (h *pageCache) maybeRevalidate(p *Page, now int64) {
 // conditional requests (304) and a single byte range (206 or 416). header
 // holds the fields of a 200 response (see pageHeader). done is attached to
 // the reply: it is called once the bytes are no longer needed.
-func staticReply(req *http.Request, body []byte, ctype string, v Validators, header http.Header, done func(error)) http.Reply {
-	if NotModified(req, v) {
-		resp := http.NotModified()
-		resp.Header = validatorFields(resp.Header, v)
-		return http.Reply{Req: req, Resp: resp, Done: done}
-	}
+func staticReply(req *http.Request, body []byte, ctype string, v Validators, header http.Header, done func(error)) *http.Reply {
+	// One allocation holds the reply, its response and its body slice.
+	s := &struct {
+		reply http.Reply
+		resp  http.Response
+		bufs  [1][]byte
+	}{}
+	s.reply = http.Reply{Req: req, Resp: &s.resp, Done: done}
 	size := int64(len(body))
+	if NotModified(req, v) {
+		s.resp = http.Response{Status: http.StatusNotModified, Header: validatorFields(nil, v)}
+		return &s.reply
+	}
 	if req.Method == "GET" {
 		r, partial, err := ParseRange(req, size, v)
 		switch {
 		case err != nil:
-			resp := http.StatusResponse(http.StatusRangeNotSatisfiable)
-			resp.Header.Add("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
-			return http.Reply{Req: req, Resp: resp, Done: done}
+			s.reply.Resp = http.StatusResponse(http.StatusRangeNotSatisfiable)
+			s.reply.Resp.Header.Add("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
+			return &s.reply
 		case partial:
-			resp := http.PartialContent(ctype, r.First, r.Last, size, nil)
-			resp.Header = append(validatorFields(resp.Header, v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
-			return http.Reply{Req: req, Resp: resp, Body: [][]byte{body[r.First : r.Last+1]}, Done: done}
+			s.reply.Resp = http.PartialContent(ctype, r.First, r.Last, size, nil)
+			s.reply.Resp.Header = append(validatorFields(s.reply.Resp.Header, v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
+			s.bufs[0] = body[r.First : r.Last+1]
+			s.reply.Body = s.bufs[:]
+			return &s.reply
 		}
 	}
-	resp := &http.Response{Status: http.StatusOK, Header: header, ContentLength: size}
-	return http.Reply{Req: req, Resp: resp, Body: [][]byte{body}, Done: done}
+	s.resp = http.Response{Status: http.StatusOK, Header: header, ContentLength: size}
+	s.bufs[0] = body
+	s.reply.Body = s.bufs[:]
+	return &s.reply
 }
 
 func validatorFields(h http.Header, v Validators) http.Header {

@@ -147,7 +147,7 @@ func (h *httpRecv) dispatch(req *http.Request) {
 	retry := h.args.RetryAfter
 	path := req.Path
 	if h.args.Stats != "" && path == h.args.Stats {
-		send(h.send, http.Reply{Req: req, Resp: h.statsPage(req)}, retry)
+		send(h.send, &http.Reply{Req: req, Resp: h.statsPage(req)}, retry)
 		return
 	}
 	for _, r := range h.routes {
@@ -160,11 +160,11 @@ func (h *httpRecv) dispatch(req *http.Request) {
 	}
 	switch {
 	case path == "" || path[0] != '/':
-		send(h.send, http.Reply{Req: req, Resp: http.BadRequest()}, retry)
+		send(h.send, &http.Reply{Req: req, Resp: http.BadRequest()}, retry)
 	case req.Method != "GET" && req.Method != "HEAD":
 		resp := http.StatusResponse(http.StatusMethodNotAllowed)
 		resp.Header.Add("Allow", "GET, HEAD")
-		send(h.send, http.Reply{Req: req, Resp: resp}, retry)
+		send(h.send, &http.Reply{Req: req, Resp: resp}, retry)
 	default:
 		if err := h.static.Enqueue(req); err != nil {
 			unavailable(req, retry)

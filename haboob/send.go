@@ -25,19 +25,19 @@ func (h *httpSend) Init(c *stage.Context) error {
 
 func (h *httpSend) HandleEvents(batch []sink.Event) error {
 	for _, e := range batch {
-		var r http.Reply
+		var r *http.Reply
 		switch v := e.(type) {
-		case http.Reply:
-			r = v
 		case *http.Reply:
-			r = *v
+			r = v
+		case http.Reply:
+			r = &v
 		default:
 			h.log.Warn("haboob: HttpSend: unexpected event", "type", fmt.Sprintf("%T", e))
 			continue
 		}
-		if r.Req == nil {
+		if r == nil || r.Req == nil {
 			h.log.Warn("haboob: HttpSend: reply without a request")
-			if r.Done != nil {
+			if r != nil && r.Done != nil {
 				r.Done(http.ErrBadReply)
 			}
 			continue
@@ -52,7 +52,7 @@ func (h *httpSend) HandleEvents(batch []sink.Event) error {
 		}
 		// An error means the connection closed (Done was called); a bad
 		// reply is a bug worth a log line.
-		if err := c.Enqueue(r); err != nil && !isClosed(err) {
+		if err := c.Send(r); err != nil && !isClosed(err) {
 			h.log.Error("haboob: HttpSend", "conn", c.String(), "err", err)
 		}
 	}
@@ -65,15 +65,15 @@ func (h *httpSend) HandleEvents(batch []sink.Event) error {
 type direct struct{}
 
 func (direct) Enqueue(e sink.Event) error {
-	r, ok := e.(http.Reply)
-	if !ok {
+	r, ok := e.(*http.Reply)
+	if !ok || r == nil || r.Req == nil {
 		return fmt.Errorf("%w: %T", http.ErrBadReply, e)
 	}
 	c, ok := r.Req.Conn.(*http.Connection)
 	if !ok {
 		return http.ErrNoConnection
 	}
-	if err := c.Enqueue(r); err != nil {
+	if err := c.Send(r); err != nil {
 		// Done has been called; the connection is gone or the reply was
 		// bad: there is nobody to send a 503 to either way.
 		return nil

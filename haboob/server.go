@@ -137,7 +137,7 @@ func (s *Server) setHTTP(h *http.Server) error {
 
 // send hands a reply to the HttpSend stage; if that stage rejects it, the
 // client gets 503 at once, written directly on its connection.
-func send(out sink.Sink, r http.Reply, retryAfter time.Duration) {
+func send(out sink.Sink, r *http.Reply, retryAfter time.Duration) {
 	if err := out.Enqueue(r); err == nil {
 		return
 	} else if r.Done != nil {
@@ -149,7 +149,7 @@ func send(out sink.Sink, r http.Reply, retryAfter time.Duration) {
 // unavailable answers req with 503 directly on its connection.
 func unavailable(req *http.Request, retryAfter time.Duration) {
 	if c, ok := req.Conn.(*http.Connection); ok {
-		_ = c.Enqueue(http.Reply{Req: req, Resp: http.ServiceUnavailable(retryAfter)})
+		_ = c.Send(&http.Reply{Req: req, Resp: http.ServiceUnavailable(retryAfter)})
 	}
 }
 

@@ -92,6 +92,7 @@ type Connection struct {
 	ready     ring[*Request] // parsed, not yet handed to the application
 	delivered uint64         // requests handed out (or answered by the connection)
 	held      [][]byte       // received bytes not yet parsed (pipeline full)
+	heldBuf   [][]byte       // held's backing array while it is short
 	heldBytes int
 	pumping   bool
 	readDone  bool // no more requests will be read
@@ -112,6 +113,7 @@ type Connection struct {
 	lastAct   int64 // last traffic in or out
 	lastWrite int64 // last write progress
 	calls     []doneCall
+	wreq      aio.WriteRequest // flushLocked's scratch
 }
 
 var _ sink.Sink = (*Connection)(nil)
@@ -157,7 +159,13 @@ func (c *Connection) onPacket(data []byte) {
 	if c.reqStart == 0 {
 		c.reqStart = now
 	}
+	if c.held == nil {
+		c.held = c.heldBuf[:0]
+	}
 	c.held = append(c.held, data)
+	if cap(c.held) <= 4 {
+		c.heldBuf = c.held[:0:cap(c.held)]
+	}
 	c.heldBytes += len(data)
 	if c.heldBytes > c.srv.cfg.MaxBuffered {
 		c.stopReadingLocked()
@@ -211,6 +219,9 @@ func (c *Connection) pump() {
 		data := c.held[0]
 		c.held[0] = nil
 		c.held = c.held[1:]
+		if len(c.held) == 0 {
+			c.held = c.heldBuf[:0] // reuse the backing array
+		}
 		c.heldBytes -= len(data)
 		reqs, err := c.parser.Feed(c.scratch[:0], data)
 		now := sink.Nanotime()
@@ -320,6 +331,19 @@ func (c *Connection) Enqueue(e sink.Event) error {
 		return err
 	}
 	return c.reply(r)
+}
+
+// Send is Enqueue for a Reply, without boxing it into an event.
+func (c *Connection) Send(r *Reply) error {
+	if r == nil {
+		return fmt.Errorf("%w: nil *Reply", ErrBadReply)
+	}
+	if p := c.pred.Load(); p != nil && !p.p.Accept(r) {
+		err := &sink.RejectError{Sink: c.String(), Predicate: sink.PredicateName(p.p), Reason: "admission refused"}
+		finish(r.Done, err)
+		return err
+	}
+	return c.reply(*r)
 }
 
 // EnqueueMany queues every reply of es, or none if one is not a valid
@@ -624,12 +648,16 @@ func (c *Connection) flushLocked() {
 		if c.inflight.len() > 0 && out+int64(w.n) > window {
 			break // a completion will bring us back
 		}
-		req := aio.WriteRequest{Data: w.data, Bufs: w.bufs}
+		// The socket copies a *WriteRequest's fields: one scratch value
+		// per connection saves an allocation per write.
+		req := &c.wreq
+		*req = aio.WriteRequest{Data: w.data, Bufs: w.bufs}
 		marked := w.done != nil || out+int64(w.n) > window/2
 		if marked {
 			req.Done = c.srv.drained
 		}
 		err := c.sock.Enqueue(req)
+		*req = aio.WriteRequest{}
 		if err != nil {
 			if errors.Is(err, aio.ErrClogged) && c.inflight.len() > 0 {
 				break
