@@ -1,12 +1,44 @@
 // Package haboob is the Haboob web server of the SEDA thesis (chapter 6) as a
-// graph of Sandstorm stages: HttpRecv dispatches parsed requests, PageCache
-// serves hits from an in-memory cache (hits before misses, shortest first
-// within a batch), CacheMiss reads files through asyncFile and inserts them,
-// HttpSend formats and sends responses, and dynamic stages serve computed
-// pages. Any rejected enqueue becomes a 503 to that client, never a hang.
+// graph of Sandstorm stages, wired in YAML (configs/haboob.yaml):
 //
-// This file set also holds the static-serving rules users expect of a web
-// server: index files, directory redirects, MIME types, conditional GET
-// (ETag, If-Modified-Since → 304), single byte ranges (206, 416), and a
-// document root nothing escapes (.., encoded dots, symbolic links).
+//   - HttpRecv (haboob.HttpRecv) opens the HTTP server (package http on an
+//     aio socket; parsing runs inline where packets are delivered), receives
+//     every request and dispatches it by URL: the statistics page, a dynamic
+//     handler stage chosen by the longest matching prefix in its `routes`,
+//     or the page cache for GET and HEAD (other methods get 405). It also
+//     bounds the connections (`maxConnections`: 503, then close) and sets
+//     the server's timeouts.
+//   - PageCache (haboob.PageCache) serves hits from the in-memory PageCache,
+//     bounded by `maxBytes`, least recently used pages evicted and their
+//     buffers reused. Within each batch it serves hits before misses and the
+//     shortest pages first (thesis §6.1.1), and passes misses to CacheMiss.
+//     A page older than `revalidate` is checked against its file in the
+//     background while it goes on being served.
+//   - CacheMiss (haboob.CacheMiss) maps a path to a file under the document
+//     root (Site: index files, directory redirects, nothing outside the
+//     root), reads it through asyncFile (aio.FileIO.ReadFile, completions
+//     back to this stage), inserts it and answers every request that waited
+//     for it; files above `maxObject` are read per request, not cached.
+//   - HttpSend (haboob.HttpSend) hands each Reply to its connection, which
+//     formats the response inline and sends the responses of a connection
+//     in request order.
+//   - Dynamic handler stages, here haboob.Checksum: a CPU-bound page whose
+//     quality factor a Degrader lowers while the stage's 90th-percentile
+//     response time (read from its rt predicate) exceeds the target, and
+//     which switches rt admission control on at the lowest quality (thesis
+//     §7.3.4).
+//
+// Any enqueue a stage refuses (queue full, admission predicate) becomes a
+// 503 with Retry-After on that client's connection at once, never a hang.
+//
+// Static serving follows what users expect of a web server: MIME types,
+// index files, redirects for directories, HEAD, conditional GET (ETag,
+// If-None-Match, If-Modified-Since → 304), a single byte range (206, 416,
+// If-Range), and a document root nothing escapes (.., encoded dots and
+// symbolic links leading out get 403 or 404).
+//
+// A Server holds what the stages share (the HTTP server, the page cache, the
+// site) and registers their factories; Options from Go (the command's -root
+// and -addr) win over the stages' args. The owner closes the HTTP server
+// with Server.Shutdown after the manager's Shutdown.
 package haboob
