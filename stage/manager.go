@@ -384,6 +384,7 @@ func (m *Manager) Start(ctx context.Context) error {
 			m.state = stateStopped
 			m.mu.Unlock()
 			m.cancel()
+			m.closeIntake()
 			m.finish(err)
 			return err
 		}
@@ -485,6 +486,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	case stateNew:
 		m.state = stateStopped
 		m.mu.Unlock()
+		m.closeIntake()
 		m.finish(nil)
 		return nil
 	case stateStopping, stateStopped:
@@ -570,6 +572,17 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	err := errors.Join(errs...)
 	m.finish(err)
 	return err
+}
+
+// closeIntake closes the queues of a manager that stopped without ever
+// running its stages, so that enqueues fail with ErrClosed instead of
+// queueing events nobody will handle.
+func (m *Manager) closeIntake() {
+	m.stopping.Store(true)
+	for _, s := range m.Stages() {
+		<-s.created
+		s.queue.Close()
+	}
 }
 
 // quiesce waits until no stage has queued or in-flight events and no event

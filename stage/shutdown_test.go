@@ -3,6 +3,7 @@ package stage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,6 +89,45 @@ func TestShutdownLeavesStuckStagesUndestroyed(t *testing.T) {
 			case <-m.Done():
 			default:
 				t.Fatal("Done not closed after Shutdown returned")
+			}
+		})
+	}
+}
+
+// TestNoIntakeAfterStopWithoutRun: a manager shut down before Start, or
+// whose Start failed, refuses events instead of queueing them for stages
+// that will never run.
+func TestNoIntakeAfterStopWithoutRun(t *testing.T) {
+	tests := []struct {
+		name string
+		stop func(m *stage.Manager) error
+	}{
+		{"shutdown before start", func(m *stage.Manager) error { return m.Shutdown(context.Background()) }},
+		{"failed start", func(m *stage.Manager) error {
+			if _, err := m.CreateStage("Bad", &failingInit{}, stage.StageConfig{}); err != nil {
+				return err
+			}
+			if err := m.Start(context.Background()); !errors.Is(err, stage.ErrInit) {
+				return fmt.Errorf("Start = %v, want ErrInit", err)
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := stage.NewManager(stage.Options{})
+			st, err := m.CreateStage("S", &lifecycle{}, stage.StageConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.stop(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Sink().Enqueue(1); !errors.Is(err, sink.ErrClosed) {
+				t.Fatalf("Enqueue after the manager stopped = %v, want ErrClosed", err)
+			}
+			if _, err := m.CreateStage("Late", &lifecycle{}, stage.StageConfig{}); !errors.Is(err, stage.ErrManagerClosed) {
+				t.Fatalf("CreateStage after the manager stopped = %v", err)
 			}
 		})
 	}
