@@ -132,3 +132,46 @@ func TestFinishedPoolIsCollectable(t *testing.T) {
 		t.Fatalf("%d of %d finished pools are still reachable while their start context lives", live, n)
 	}
 }
+
+// TestWaitAfterContextEnds: once Start's context has ended the goroutines
+// are gone and nothing will drain the stage: Wait returns instead of
+// waiting for a drain that cannot happen, on both thread managers.
+func TestWaitAfterContextEnds(t *testing.T) {
+	expired, cancelExpired := context.WithCancel(context.Background())
+	cancelExpired()
+	release := make(chan struct{})
+	t.Run("pool", func(t *testing.T) {
+		st := newTestStage(func([]sink.Event) { <-release })
+		ctx, cancel := context.WithCancel(context.Background())
+		p := NewPool(st, Config{Max: 1})
+		p.Start(ctx)
+		for i := 0; i < 3; i++ {
+			_ = st.q.Enqueue(i)
+		}
+		cancel()
+		release <- struct{}{} // the worker finishes its batch, sees the end
+		if err := p.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Wait(expired); err != nil {
+			t.Fatalf("Wait after the pool's context ended = %v", err)
+		}
+	})
+	t.Run("shared", func(t *testing.T) {
+		st := newTestStage(func([]sink.Event) { <-release })
+		ctx, cancel := context.WithCancel(context.Background())
+		sp := NewSharedPool(SharedConfig{Threads: 1})
+		r := sp.Add(st, 1, false)
+		sp.Start(ctx)
+		for i := 0; i < 3; i++ {
+			_ = st.q.Enqueue(i)
+		}
+		cancel()
+		release <- struct{}{}
+		sp.Stop() // every goroutine has exited
+		st.q.Close()
+		if err := r.Wait(expired); err != nil {
+			t.Fatalf("Wait after the pool's goroutines exited = %v", err)
+		}
+	})
+}

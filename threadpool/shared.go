@@ -188,7 +188,23 @@ func (sp *SharedPool) run(ctx context.Context) {
 func (e *sharedEntry) Size() int         { return e.pool.cfg.Threads }
 func (e *sharedEntry) Processed() uint64 { return e.processed.Load() }
 
+// Wait returns once the stage's queue is closed and drained, or once the
+// pool's goroutines have all exited (Stop, or the end of Start's context),
+// after which nothing will serve the stage any more; or when ctx ends.
 func (e *sharedEntry) Wait(ctx context.Context) error {
 	e.pool.signal()
-	return waitDone(ctx, e.done)
+	select {
+	case <-e.done:
+		return nil
+	case <-e.pool.finished:
+		return nil
+	default:
+	}
+	select {
+	case <-e.done:
+	case <-e.pool.finished:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
