@@ -175,3 +175,174 @@ func TestWaitAfterContextEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedStress runs several stages on one shared pool (plain, keyed,
+// single-threaded), with producers, and a goroutine pausing and resuming
+// the queues as supervisors do, then closes the queues: every event is
+// handled exactly once, a single-threaded stage never runs two batches at
+// once, and every stage's Wait returns (no goroutine sleeps while a queue
+// has runnable events).
+func TestSharedStress(t *testing.T) {
+	type kind struct {
+		keyed, single bool
+	}
+	kinds := []kind{{}, {keyed: true}, {single: true}, {keyed: true, single: true}}
+	const perStage = 4000
+	sp := NewSharedPool(SharedConfig{Threads: 3})
+	type stageRun struct {
+		st      *testStage
+		r       Runner
+		seen    []atomic.Int32
+		busy    atomic.Int32
+		overlap atomic.Bool
+	}
+	var runs []*stageRun
+	for i, k := range kinds {
+		sr := &stageRun{seen: make([]atomic.Int32, perStage)}
+		sr.st = newTestStage(func(es []sink.Event) {
+			if sr.busy.Add(1) > 1 && k.single {
+				sr.overlap.Store(true)
+			}
+			for _, e := range es {
+				sr.seen[e.(int)].Add(1)
+			}
+			runtime.Gosched()
+			sr.busy.Add(-1)
+			if k.keyed {
+				sr.st.q.Release(es)
+			}
+		})
+		sr.st.q = sink.NewQueue(64)
+		if k.keyed {
+			key := func(e sink.Event) (string, bool) { return string(rune('a' + e.(int)%3)), true }
+			if err := sr.st.q.SetScheduler(sink.NewKeyed(key, nil)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sr.r = sp.Add(sr.st, i+1, k.single)
+		runs = append(runs, sr)
+	}
+	sp.Start(context.Background())
+	defer sp.Stop()
+
+	stop := make(chan struct{})
+	pauserDone := make(chan struct{})
+	go func() {
+		defer close(pauserDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			q := runs[i%len(runs)].st.q
+			q.Pause()
+			runtime.Gosched()
+			q.Resume()
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, sr := range runs {
+			for i := 0; i < perStage; i++ {
+				if err := sink.EnqueueWait(context.Background(), sr.st.q, i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	<-done
+	close(stop)
+	<-pauserDone
+	guard, cancel := context.WithTimeout(context.Background(), 60*time.Second) // hang guard only
+	defer cancel()
+	for i, sr := range runs {
+		sr.st.q.Close()
+		if err := sr.r.Wait(guard); err != nil {
+			t.Fatalf("stage %d (%+v): Wait = %v with %d queued, %d runnable", i, kinds[i], err, sr.st.q.Len(), sr.st.q.Runnable())
+		}
+		for j := range sr.seen {
+			if n := sr.seen[j].Load(); n != 1 {
+				t.Fatalf("stage %d (%+v): event %d handled %d times", i, kinds[i], j, n)
+			}
+		}
+		if sr.overlap.Load() {
+			t.Fatalf("stage %d (%+v): single-threaded stage ran two batches at once", i, kinds[i])
+		}
+	}
+}
+
+// TestPoolResizeStress resizes a pool up and down while producers fill a
+// keyed queue and a goroutine pauses and resumes it: every event is handled
+// exactly once and Wait returns after Close (no lost wake-up, no worker
+// leaked by a shrink).
+func TestPoolResizeStress(t *testing.T) {
+	const total = 5000
+	seen := make([]atomic.Int32, total)
+	var st *testStage
+	st = newTestStage(func(es []sink.Event) {
+		for _, e := range es {
+			seen[e.(int)].Add(1)
+		}
+		runtime.Gosched()
+		st.q.Release(es)
+	})
+	st.q = sink.NewQueue(128)
+	key := func(e sink.Event) (string, bool) { return string(rune('a' + e.(int)%5)), true }
+	if err := st.q.SetScheduler(sink.NewKeyed(key, nil)); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPool(st, Config{Min: 1, Max: 6, Initial: 2})
+	p.Start(context.Background())
+	stop := make(chan struct{})
+	helpers := make(chan struct{}, 2)
+	go func() { // resizer
+		defer func() { helpers <- struct{}{} }()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p.resize(1 + i%6)
+			runtime.Gosched()
+		}
+	}()
+	go func() { // pauser
+		defer func() { helpers <- struct{}{} }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			st.q.Pause()
+			runtime.Gosched()
+			st.q.Resume()
+		}
+	}()
+	for i := 0; i < total; i++ {
+		if err := sink.EnqueueWait(context.Background(), st.q, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-helpers
+	<-helpers
+	st.q.Close()
+	guard, cancel := context.WithTimeout(context.Background(), 60*time.Second) // hang guard only
+	defer cancel()
+	if err := p.Wait(guard); err != nil {
+		t.Fatalf("Wait = %v with %d queued, %d runnable, %d workers", err, st.q.Len(), st.q.Runnable(), p.Size())
+	}
+	for i := range seen {
+		if n := seen[i].Load(); n != 1 {
+			t.Fatalf("event %d handled %d times", i, n)
+		}
+	}
+	if p.Size() != 0 {
+		t.Fatalf("%d workers left after Wait", p.Size())
+	}
+}
