@@ -123,7 +123,7 @@ func (sp *SharedPool) pick() *sharedEntry {
 	total := 0
 	kept := sp.entries[:0]
 	for _, e := range sp.entries {
-		if e.busy == 0 && e.st.Queue().Drained() {
+		if q := e.st.Queue(); e.busy == 0 && q.IsClosed() && q.Drained() { // IsClosed: no lock on the way
 			close(e.done)
 			continue
 		}
