@@ -791,7 +791,7 @@ func (c *Connection) checkTimeouts(now int64) {
 		resp := StatusResponse(StatusRequestTimeout)
 		resp.Close = true
 		c.answerSelfLocked(resp, now)
-	case c.idleLocked() && (c.srv.draining.Load() || cfg.IdleTimeout > 0 && now-c.lastAct > int64(cfg.IdleTimeout)):
+	case c.idleLocked() && (c.srv.draining.Load() || c.idleTimeout() > 0 && now-c.lastAct > int64(c.idleTimeout())):
 		stats.idleClosed.Add(1)
 		c.stopReadingLocked()
 		c.closing, c.closeSent = true, true
@@ -800,6 +800,16 @@ func (c *Connection) checkTimeouts(now int64) {
 		return
 	}
 	c.unlock()
+}
+
+// idleTimeout is how long the connection may stay idle: a connection beyond
+// MaxConnections gets no longer than a request may take to arrive.
+func (c *Connection) idleTimeout() time.Duration {
+	cfg := &c.srv.cfg
+	if c.overLimit && cfg.RequestTimeout > 0 && (cfg.IdleTimeout <= 0 || cfg.RequestTimeout < cfg.IdleTimeout) {
+		return cfg.RequestTimeout
+	}
+	return cfg.IdleTimeout
 }
 
 // idleLocked reports a connection with nothing to do: no request arriving,

@@ -589,3 +589,17 @@ func TestServerMetricsRegistered(t *testing.T) {
 		}
 	}
 }
+
+func TestSilentConnectionOverLimitClosed(t *testing.T) {
+	f := startServer(t, http.ServerConfig{MaxConnections: 1, RequestTimeout: 100 * time.Millisecond, IdleTimeout: time.Hour}, echoPath)
+	c1, br1 := f.dial(t)
+	fmt.Fprint(c1, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, _ := readResponse(t, br1, "GET"); resp.StatusCode != 200 {
+		t.Fatalf("first connection: %d", resp.StatusCode)
+	}
+	_, br2 := f.dial(t) // beyond the limit, and silent
+	expectEOF(t, br2)
+	if st := f.srv.Stats(); st.Open != 1 || st.IdleClosed != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
