@@ -139,8 +139,8 @@ func TestFinishedPoolIsCollectable(t *testing.T) {
 func TestWaitAfterContextEnds(t *testing.T) {
 	expired, cancelExpired := context.WithCancel(context.Background())
 	cancelExpired()
-	release := make(chan struct{})
 	t.Run("pool", func(t *testing.T) {
+		release := make(chan struct{})
 		st := newTestStage(func([]sink.Event) { <-release })
 		ctx, cancel := context.WithCancel(context.Background())
 		p := NewPool(st, Config{Max: 1})
@@ -149,7 +149,7 @@ func TestWaitAfterContextEnds(t *testing.T) {
 			_ = st.q.Enqueue(i)
 		}
 		cancel()
-		release <- struct{}{} // the worker finishes its batch, sees the end
+		close(release) // the worker finishes its batches, sees the end
 		if err := p.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -158,6 +158,7 @@ func TestWaitAfterContextEnds(t *testing.T) {
 		}
 	})
 	t.Run("shared", func(t *testing.T) {
+		release := make(chan struct{})
 		st := newTestStage(func([]sink.Event) { <-release })
 		ctx, cancel := context.WithCancel(context.Background())
 		sp := NewSharedPool(SharedConfig{Threads: 1})
@@ -167,7 +168,7 @@ func TestWaitAfterContextEnds(t *testing.T) {
 			_ = st.q.Enqueue(i)
 		}
 		cancel()
-		release <- struct{}{}
+		close(release)
 		sp.Stop() // every goroutine has exited
 		st.q.Close()
 		if err := r.Wait(expired); err != nil {
