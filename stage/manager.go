@@ -496,7 +496,6 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.state = stateStopping
 	m.mu.Unlock()
 
-	m.stopping.Store(true)
 	// Stages being created on the running manager finish their Init and
 	// start before the drain, so that they drain and stop like the others.
 	for _, s := range m.Stages() {
@@ -505,7 +504,10 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 			break
 		}
 	}
+	// ShutdownStarted goes out before intake stops: subscribers that are
+	// stages' own sinks must still get it.
 	m.raiseLogged(SignalShutdownStarted, ShutdownStarted{})
+	m.stopping.Store(true)
 	if n := m.timers.stopAll(); n > 0 {
 		m.log.Warn("shutdown cancelled pending timer events", "count", n)
 	}

@@ -132,3 +132,26 @@ func TestNoIntakeAfterStopWithoutRun(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownStartedReachesStageSinks: ShutdownStarted is raised before
+// intake stops, so a stage subscribed through its own Sink gets it.
+func TestShutdownStartedReachesStageSinks(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	c := &collector{}
+	st, err := m.CreateStage("Listener", c, stage.StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Subscribe(stage.SignalShutdownStarted, st.Sink())
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	shutdown(t, m)
+	got := c.snapshot()
+	if len(got) != 1 {
+		t.Fatalf("listener got %v, want one ShutdownStarted", got)
+	}
+	if _, ok := got[0].(stage.ShutdownStarted); !ok {
+		t.Fatalf("listener got %T, want ShutdownStarted", got[0])
+	}
+}
