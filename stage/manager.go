@@ -408,7 +408,11 @@ func (m *Manager) Start(ctx context.Context) error {
 // DestroyStage stops intake on the named stage (later enqueues get
 // ErrClosed), lets its goroutines handle what is queued, runs the handler's
 // Destroy and removes the stage. The stage leaves its supervisor, and its
-// monitors get StageTerminated with ReasonDestroyed.
+// monitors get StageTerminated with ReasonDestroyed. On a stage still being
+// created it first waits for CreateStage to finish, so a handler's Init
+// must not destroy its own stage (return an error instead). The handler is
+// destroyed once, also when Shutdown or a supervisor restart runs at the
+// same time.
 func (m *Manager) DestroyStage(name string) error {
 	s, ok := m.Stage(name)
 	if !ok {
