@@ -54,6 +54,9 @@ type Queue struct {
 	count    int
 	reserved int
 	closed   bool
+	// abandoned: Discard ran on the closed queue; the runtime has given
+	// up on it, and transactions committed later are removed at once.
+	abandoned bool
 
 	length atomic.Int64
 	pred   atomic.Pointer[predicateBox]
@@ -253,6 +256,18 @@ func (t *txn) Commit() {
 	q := t.q
 	q.mu.Lock()
 	q.reserved -= len(t.events)
+	if q.abandoned {
+		// Nobody drains this queue any more: the events are removed
+		// at once, like the ones Discard took, instead of vanishing.
+		q.mu.Unlock()
+		q.removed.Add(uint64(len(t.events)))
+		if b := q.pred.Load(); b != nil {
+			for _, e := range t.events {
+				Cancel(b.p, e)
+			}
+		}
+		return
+	}
 	now := Nanotime()
 	for _, e := range t.events {
 		q.push(e, now)
@@ -409,9 +424,13 @@ func (q *Queue) Drained() bool {
 }
 
 // Discard empties the queue and returns the events it held, so a caller that
-// cannot process them can report them instead of losing them silently.
+// cannot process them can report them instead of losing them silently; the
+// predicate gets them back as cancelled. On a closed queue it also
+// abandons the queue: a prepared transaction committed afterwards is
+// counted as removed and cancelled, since no consumer will come for it.
 func (q *Queue) Discard() []Event {
 	q.mu.Lock()
+	q.abandoned = q.closed
 	var out []Event
 	if q.sched != nil {
 		out = q.sched.RemoveIf(func(Event) bool { return true })

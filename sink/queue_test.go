@@ -3,6 +3,7 @@ package sink_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -385,5 +386,40 @@ func TestEnqueueWait(t *testing.T) {
 	q.Close()
 	if err := sink.EnqueueWait(context.Background(), q, 4); !errors.Is(err, sink.ErrClosed) {
 		t.Fatalf("closed: %v", err)
+	}
+}
+
+// TestCommitAfterAbandon: a transaction committed after the runtime gave
+// up on a closed queue (Discard) is removed and cancelled, not left in a
+// queue nobody drains; on an open queue Discard does not stop later
+// commits.
+func TestCommitAfterAbandon(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("closed=%v", closed), func(t *testing.T) {
+			q := sink.NewQueue(0)
+			p := &countingPredicate{limit: 10}
+			q.SetPredicate(p)
+			txn, err := q.Prepare([]sink.Event{1, 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if closed {
+				q.Close()
+			}
+			q.Discard()
+			txn.Commit()
+			if closed {
+				if q.Len() != 0 || q.Pending() != 0 || p.inUse != 0 || q.Stats().Removed != 2 {
+					t.Fatalf("len %d pending %d credits held %d stats %+v", q.Len(), q.Pending(), p.inUse, q.Stats())
+				}
+				if !q.Drained() {
+					t.Fatal("abandoned queue not drained")
+				}
+				return
+			}
+			if q.Len() != 2 || p.inUse != 2 {
+				t.Fatalf("open queue: len %d credits held %d", q.Len(), p.inUse)
+			}
+		})
 	}
 }
