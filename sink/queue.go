@@ -9,9 +9,9 @@ import (
 // epoch anchors Nanotime's monotonic readings.
 var epoch = time.Now()
 
-// Nanotime is a monotonic timestamp in nanoseconds, used to stamp events as
-// they enter a queue.
-func Nanotime() int64 { return int64(time.Since(epoch)) }
+// Nanotime is a monotonic timestamp in nanoseconds (always > 0), used to
+// stamp events as they enter a queue.
+func Nanotime() int64 { return int64(time.Since(epoch)) + 1 }
 
 // Stats are a queue's cumulative counters.
 type Stats struct {
@@ -21,6 +21,7 @@ type Stats struct {
 	RejectedClosed    uint64 // events refused because the queue was closed
 	Dropped           uint64 // events refused on EnqueueLossy (also counted above)
 	Dequeued          uint64 // events handed to the runtime
+	Batches           uint64 // Dequeue calls that handed out events
 	Removed           uint64 // events taken out unhandled (RemoveIf, Discard)
 }
 
@@ -34,7 +35,15 @@ type entry struct {
 type predicateBox struct {
 	p   Predicate
 	err *RejectError
+	// completer is p as a Completer (nil if it is not one); it is told
+	// each event's queueing time, so every event is stamped on entry.
+	completer Completer
 }
+
+// stampSample: without a Completer predicate, one event in this many is
+// stamped on entry (reading the clock costs ~30 ns), enough for the
+// sampled queueing-time metrics. Unstamped events carry stamp 0.
+const stampSample = 8
 
 // Queue is a bounded multi-producer/multi-consumer FIFO event queue with
 // admission control. The zero value is not usable: call NewQueue.
@@ -57,6 +66,10 @@ type Queue struct {
 	// abandoned: Discard ran on the closed queue; the runtime has given
 	// up on it, and transactions committed later are removed at once.
 	abandoned bool
+	pushes    uint32 // Enqueue calls, for sampled stamps
+	// enqueued and dequeued are counted under mu (the lock is held
+	// anyway; an atomic add would cost another locked instruction).
+	enqueued, dequeued, batches uint64
 
 	length atomic.Int64
 	pred   atomic.Pointer[predicateBox]
@@ -78,7 +91,7 @@ type Queue struct {
 	slowFlag atomic.Bool  // slow, readable without the lock
 	runnable atomic.Int64 // what Dequeue could hand out, when slow
 
-	enqueued, rejectedFull, rejectedPred, rejectedClosed, dropped, dequeued, removed atomic.Uint64
+	rejectedFull, rejectedPred, rejectedClosed, dropped, removed atomic.Uint64
 }
 
 var _ Sink = (*Queue)(nil)
@@ -129,7 +142,17 @@ func (q *Queue) SetPredicate(p Predicate) {
 		b.Bind(q)
 	}
 	name := PredicateName(p)
-	q.pred.Store(&predicateBox{p: p, err: &RejectError{Sink: q.name, Predicate: name, Reason: "admission refused"}})
+	c, _ := p.(Completer)
+	q.pred.Store(&predicateBox{p: p, err: &RejectError{Sink: q.name, Predicate: name, Reason: "admission refused"}, completer: c})
+}
+
+// Completer returns the installed predicate if it is a Completer, else nil
+// (cheaper than a type assertion on Predicate for every batch).
+func (q *Queue) Completer() Completer {
+	if b := q.pred.Load(); b != nil {
+		return b.completer
+	}
+	return nil
 }
 
 // Predicate returns the installed predicate or nil.
@@ -153,14 +176,15 @@ func (q *Queue) Enqueue(e Event) error {
 		q.rejectedFull.Add(1)
 		return q.full
 	}
-	if b := q.pred.Load(); b != nil && !b.p.Accept(e) {
+	b := q.pred.Load()
+	if b != nil && !b.p.Accept(e) {
 		q.mu.Unlock()
 		q.rejectedPred.Add(1)
 		return b.err
 	}
-	q.push(e, Nanotime())
+	q.push(e, q.stampLocked(b))
+	q.enqueued++
 	q.mu.Unlock()
-	q.enqueued.Add(1)
 	q.signalReady()
 	return nil
 }
@@ -189,8 +213,8 @@ func (q *Queue) EnqueueMany(es []Event) error {
 	for _, e := range es {
 		q.push(e, now)
 	}
+	q.enqueued += uint64(len(es))
 	q.mu.Unlock()
-	q.enqueued.Add(uint64(len(es)))
 	q.signalReady()
 	return nil
 }
@@ -272,8 +296,8 @@ func (t *txn) Commit() {
 	for _, e := range t.events {
 		q.push(e, now)
 	}
+	q.enqueued += uint64(len(t.events))
 	q.mu.Unlock()
-	q.enqueued.Add(uint64(len(t.events)))
 	q.signalReady()
 }
 
@@ -295,6 +319,17 @@ func (t *txn) Abort() {
 	if closed {
 		q.signalReady() // a draining consumer may be waiting for reservations to settle
 	}
+}
+
+// stampLocked returns the entry stamp for an event about to be pushed:
+// Nanotime when the predicate b needs every event's queueing time, or a
+// scheduler is installed, or for one event in stampSample; 0 otherwise.
+func (q *Queue) stampLocked(b *predicateBox) int64 {
+	q.pushes++
+	if (b != nil && b.completer != nil) || q.sched != nil || q.pushes%stampSample == 1 {
+		return Nanotime()
+	}
+	return 0
 }
 
 // push appends under q.mu, growing an unbounded ring.
@@ -322,8 +357,11 @@ func (q *Queue) push(e Event, stamp int64) {
 
 // Dequeue moves up to len(dst) events from the head of the queue into dst,
 // and their enqueue stamps (Nanotime) into stamps when stamps is not nil
-// (it must then be at least as long as dst). It returns how many it moved and
-// never waits. For the runtime only.
+// (it must then be at least as long as dst). An event's stamp is 0 when it
+// was not stamped: every event is stamped while the predicate is a
+// Completer or a scheduler is installed, otherwise one in a few (a sample
+// for queueing-time metrics). It returns how many it moved and never
+// waits. For the runtime only.
 func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
 	if q.length.Load() == 0 {
 		return 0 // cheap look before taking the lock
@@ -350,10 +388,13 @@ func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
 		q.head = 0
 	}
 	q.length.Store(int64(q.count))
+	if n > 0 {
+		q.dequeued += uint64(n)
+		q.batches++
+	}
 	more := q.count > 0
 	q.mu.Unlock()
 	if n > 0 {
-		q.dequeued.Add(uint64(n))
 		q.signalSpace()
 	}
 	if more {
@@ -459,13 +500,17 @@ func (q *Queue) Discard() []Event {
 
 // Stats returns the queue's counters.
 func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	enqueued, dequeued, batches := q.enqueued, q.dequeued, q.batches
+	q.mu.Unlock()
 	return Stats{
-		Enqueued:          q.enqueued.Load(),
+		Enqueued:          enqueued,
 		RejectedFull:      q.rejectedFull.Load(),
 		RejectedPredicate: q.rejectedPred.Load(),
 		RejectedClosed:    q.rejectedClosed.Load(),
 		Dropped:           q.dropped.Load(),
-		Dequeued:          q.dequeued.Load(),
+		Dequeued:          dequeued,
+		Batches:           batches,
 		Removed:           q.removed.Load(),
 	}
 }

@@ -202,12 +202,15 @@ func (q *Queue) dequeueSlow(dst []Event, stamps []int64) int {
 	if q.pauses == 0 {
 		n = q.sched.Pop(dst, stamps)
 		q.count -= n
+		if n > 0 {
+			q.dequeued += uint64(n)
+			q.batches++
+		}
 	}
 	q.noteLocked()
 	more := q.runnableLocked() > 0
 	q.mu.Unlock()
 	if n > 0 {
-		q.dequeued.Add(uint64(n))
 		q.signalSpace()
 	}
 	if more {

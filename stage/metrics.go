@@ -32,8 +32,8 @@ func newStageMetrics(reg metrics.Registry, s *Stage) *stageMetrics {
 	gauge("rejected.predicate", func() int64 { return int64(s.queue.Stats().RejectedPredicate) })
 	gauge("rejected.closed", func() int64 { return int64(s.queue.Stats().RejectedClosed) })
 	gauge("dropped", func() int64 { return int64(s.queue.Stats().Dropped) })
-	gauge("handled", func() int64 { return int64(s.events.Load()) })
-	gauge("batches", func() int64 { return int64(s.batches.Load()) })
+	gauge("handled", func() int64 { return int64(s.handled()) })
+	gauge("batches", func() int64 { return int64(s.queue.Stats().Batches) })
 	gauge("failures", func() int64 { return int64(s.failures.Load()) })
 	gauge("pool.size", func() int64 {
 		if s.runner == nil {
@@ -97,19 +97,23 @@ func (m *stageMetrics) Register(name string, f func() float64) {
 
 // histogramGap is the least time between two histogram updates: go-metrics'
 // exponentially decaying samples cost a few hundred nanoseconds per update,
-// so a busy stage records at most ~10,000 batches a second into them.
-const histogramGap = 100 * time.Microsecond
+// so a busy stage records at most ~1,000 batches a second into them (each
+// reservoir holds 1,028 samples, so that is still a fresh distribution).
+const histogramGap = time.Millisecond
 
 // observe records one timed batch (see timingEvery) at monotonic time now:
 // the hot path stays a few atomic adds while the distributions remain
-// representative.
-func (m *stageMetrics) observe(now int64, n int, queued, service time.Duration) {
+// representative. stamp is the first event's enqueue stamp (0: unstamped, no queueing
+// time recorded).
+func (m *stageMetrics) observe(now int64, n int, stamp int64, service time.Duration) {
 	last := m.last.Load()
 	if now-last < int64(histogramGap) || !m.last.CompareAndSwap(last, now) {
 		return
 	}
 	m.serviceTime.Update(int64(service))
-	m.queueTime.Update(int64(queued))
+	if stamp != 0 {
+		m.queueTime.Update(now - stamp)
+	}
 	m.batchSize.Update(int64(n))
 }
 

@@ -226,7 +226,7 @@ func (b *batcher) run(ctx context.Context, closed <-chan struct{}) {
 		case <-closed:
 			return
 		case now := <-t.C:
-			b.s.batchSize.Store(int32(b.ctrl.Observe(now, b.s.events.Load())))
+			b.s.batchSize.Store(int32(b.ctrl.Observe(now, b.s.handled())))
 		}
 	}
 }

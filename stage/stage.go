@@ -42,8 +42,7 @@ type Failure struct {
 // Stats are a stage's cumulative counters.
 type Stats struct {
 	sink.Stats
-	Batches   uint64 // batches handled
-	Events    uint64 // events handled
+	Events    uint64 // events whose batch has finished
 	Failures  uint64 // batches that failed (and restarted handlers whose Init failed)
 	Restarts  uint64 // handlers replaced by the stage's supervisor
 	Linked    uint64 // events cancelled because an event of their principal failed
@@ -72,8 +71,6 @@ type Stage struct {
 	batcher   *batcher
 
 	inflight atomic.Int64
-	batches  atomic.Uint64
-	events   atomic.Uint64
 	failures atomic.Uint64
 	restarts atomic.Uint64
 	linked   atomic.Uint64
@@ -123,8 +120,7 @@ func (s *Stage) Manager() *Manager { return s.mgr }
 func (s *Stage) Stats() Stats {
 	st := Stats{
 		Stats:     s.queue.Stats(),
-		Batches:   s.batches.Load(),
-		Events:    s.events.Load(),
+		Events:    s.handled(),
 		Failures:  s.failures.Load(),
 		Restarts:  s.restarts.Load(),
 		Linked:    s.linked.Load(),
@@ -135,6 +131,15 @@ func (s *Stage) Stats() Stats {
 		st.PoolSize = s.runner.Size()
 	}
 	return st
+}
+
+// handled is the number of events whose batch has finished, as counted by
+// the stage's thread manager.
+func (s *Stage) handled() uint64 {
+	if s.runner == nil {
+		return 0
+	}
+	return s.runner.Processed()
 }
 
 // Pool returns the stage's dedicated thread pool, or nil when it runs on the
@@ -148,13 +153,9 @@ func (v runtimeView) Name() string            { return v.s.name }
 func (v runtimeView) Queue() *sink.Queue      { return v.s.queue }
 func (v runtimeView) BatchSize() int          { return int(v.s.batchSize.Load()) }
 func (v runtimeView) InFlight() *atomic.Int64 { return &v.s.inflight }
-func (v runtimeView) RunBatch(events []sink.Event, stamps []int64) {
-	v.s.runBatch(events, stamps)
+func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
+	v.s.runBatch(events, scratch, stamps)
 }
-
-// timingEvery: when no predicate needs completion times, the handler is
-// timed on one batch in this many (clock reads cost ~30 ns each).
-const timingEvery = 16
 
 // runBatch handles a batch; on a keyed stage it then releases the batch's
 // keys so their next events may run.
@@ -163,29 +164,27 @@ const timingEvery = 16
 // overwrite it, so completions (Done), failure reports and key releases
 // work from a copy of the batch as it was handed out: the predicate must
 // get back exactly the events it admitted.
-func (s *Stage) runBatch(events []sink.Event, stamps []int64) {
-	saved := batchPool.Get().(*[]sink.Event)
-	orig := append((*saved)[:0], events...)
+func (s *Stage) runBatch(events, scratch []sink.Event, stamps []int64) {
+	orig := scratch[:copy(scratch, events)]
 	s.handleBatch(events, orig, stamps)
 	if s.keyed {
 		s.queue.Release(orig)
 	}
 	clear(orig)
-	*saved = orig[:0]
-	batchPool.Put(saved)
 }
-
-var batchPool = sync.Pool{New: func() any { return new([]sink.Event) }}
 
 // handleBatch calls the handler with batch, measures, feeds completions
 // back to the predicate and reports failures. orig is a copy of batch that
 // the handler cannot touch; stamps are orig's enqueue times.
+//
+// Without a Completer predicate only batches whose first event carries a
+// stamp are timed (the queue stamps a sample of events; clock reads cost
+// ~30 ns each), which feeds the stage's service and queueing-time metrics.
 func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
-	b := s.batches.Add(1)
-	s.events.Add(uint64(len(batch)))
 	inst := s.cur.Load()
-	completer, _ := s.queue.Predicate().(sink.Completer)
-	if completer == nil && b%timingEvery != 1 {
+	completer := s.queue.Completer()
+	timed := stamps[0] != 0
+	if completer == nil && !timed {
 		if err := invoke(inst.h, batch); err != nil {
 			s.fail(inst, err, orig)
 		}
@@ -196,11 +195,11 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	service := time.Duration(sink.Nanotime() - start)
 	if completer != nil {
 		for i, e := range orig {
-			completer.Done(e, time.Duration(start-stamps[i]), service)
+			completer.Done(e, queuedSince(stamps[i], start), service)
 		}
 	}
-	if s.metrics != nil && b%timingEvery == 1 {
-		s.metrics.observe(start, len(orig), time.Duration(start-stamps[0]), service)
+	if s.metrics != nil && timed {
+		s.metrics.observe(start, len(orig), stamps[0], service)
 	}
 	if err != nil {
 		s.fail(inst, err, orig)
@@ -225,6 +224,16 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 		s.failLinked(f)
 	}
 	s.mgr.sup.report(s, inst.n, err)
+}
+
+// queuedSince is the time an event stamped at stamp waited until start; 0
+// for an unstamped event (one enqueued before a Completer predicate was
+// installed: see sink.Queue.Dequeue).
+func queuedSince(stamp, start int64) time.Duration {
+	if stamp == 0 {
+		return 0
+	}
+	return time.Duration(start - stamp)
 }
 
 func invoke(h Handler, events []sink.Event) (err error) {

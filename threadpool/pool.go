@@ -18,8 +18,10 @@ type Stage interface {
 	// BatchSize is the current batching factor (≥ 1).
 	BatchSize() int
 	// RunBatch handles one batch. It must not panic: the stage recovers its
-	// handler's failures. events and stamps are reused after it returns.
-	RunBatch(events []sink.Event, stamps []int64)
+	// handler's failures. stamps are the events' enqueue stamps (see
+	// sink.Queue.Dequeue); scratch, as long as events, is the runtime's to
+	// keep a copy of the batch in. All three are reused after it returns.
+	RunBatch(events, scratch []sink.Event, stamps []int64)
 	// InFlight counts batches taken off the queue and not yet finished; the
 	// thread manager raises it before it dequeues, so that an event is at
 	// every instant either queued or counted here.
@@ -272,7 +274,7 @@ func (p *Pool) run(w *worker) {
 	q := p.st.Queue()
 	inflight := p.st.InFlight()
 	trackIdle := p.cfg.Controller.Enabled
-	var events []sink.Event
+	var events, scratch []sink.Event
 	var stamps []int64
 	for {
 		gen := p.gen.Load()
@@ -282,21 +284,22 @@ func (p *Pool) run(w *worker) {
 		}
 		bs := max(p.st.BatchSize(), 1)
 		if bs > len(events) {
-			events, stamps = make([]sink.Event, bs), make([]int64, bs)
+			events, scratch, stamps = make([]sink.Event, bs), make([]sink.Event, bs), make([]int64, bs)
 		}
-		inflight.Add(1)
-		n := q.Dequeue(events[:bs], stamps[:bs])
-		if n > 0 {
-			if trackIdle {
-				w.idleSince.Store(0)
+		if q.Len() > 0 { // an empty queue costs no in-flight accounting
+			inflight.Add(1)
+			if n := q.Dequeue(events[:bs], stamps[:bs]); n > 0 {
+				if trackIdle {
+					w.idleSince.Store(0)
+				}
+				p.st.RunBatch(events[:n], scratch[:n], stamps[:n])
+				clear(events[:n])
+				p.processed.Add(uint64(n))
+				inflight.Add(-1)
+				continue
 			}
-			p.st.RunBatch(events[:n], stamps[:n])
-			clear(events[:n])
-			p.processed.Add(uint64(n))
 			inflight.Add(-1)
-			continue
 		}
-		inflight.Add(-1)
 		if q.IsClosed() && q.Drained() {
 			p.exit(w)
 			q.Signal()

@@ -28,7 +28,7 @@ func (s *testStage) Name() string                        { return "test" }
 func (s *testStage) Queue() *sink.Queue                  { return s.q }
 func (s *testStage) BatchSize() int                      { return s.batch }
 func (s *testStage) InFlight() *atomic.Int64             { return &s.inflight }
-func (s *testStage) RunBatch(es []sink.Event, _ []int64) { s.run(es) }
+func (s *testStage) RunBatch(es, _ []sink.Event, _ []int64) { s.run(es) }
 
 // TestWaitPrefersFinished: a runner that has finished reports so even to a
 // caller whose context has already ended.

@@ -153,7 +153,7 @@ func (sp *SharedPool) run(ctx context.Context) {
 			close(sp.finished)
 		}
 	}()
-	var events []sink.Event
+	var events, scratch []sink.Event
 	var stamps []int64
 	for {
 		e := sp.pick()
@@ -169,11 +169,11 @@ func (sp *SharedPool) run(ctx context.Context) {
 		}
 		bs := max(e.st.BatchSize(), 1)
 		if bs > len(events) {
-			events, stamps = make([]sink.Event, bs), make([]int64, bs)
+			events, scratch, stamps = make([]sink.Event, bs), make([]sink.Event, bs), make([]int64, bs)
 		}
 		n := e.st.Queue().Dequeue(events[:bs], stamps[:bs])
 		if n > 0 {
-			e.st.RunBatch(events[:n], stamps[:n])
+			e.st.RunBatch(events[:n], scratch[:n], stamps[:n])
 			clear(events[:n])
 			e.processed.Add(uint64(n))
 		}
