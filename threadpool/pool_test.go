@@ -24,10 +24,10 @@ func newTestStage(run func([]sink.Event)) *testStage {
 	return &testStage{q: sink.NewQueue(0), batch: 4, run: run}
 }
 
-func (s *testStage) Name() string                        { return "test" }
-func (s *testStage) Queue() *sink.Queue                  { return s.q }
-func (s *testStage) BatchSize() int                      { return s.batch }
-func (s *testStage) InFlight() *atomic.Int64             { return &s.inflight }
+func (s *testStage) Name() string                           { return "test" }
+func (s *testStage) Queue() *sink.Queue                     { return s.q }
+func (s *testStage) BatchSize() int                         { return s.batch }
+func (s *testStage) InFlight() *atomic.Int64                { return &s.inflight }
 func (s *testStage) RunBatch(es, _ []sink.Event, _ []int64) { s.run(es) }
 
 // TestWaitPrefersFinished: a runner that has finished reports so even to a
