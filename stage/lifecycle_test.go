@@ -94,7 +94,7 @@ func (l *lives) check(t *testing.T) {
 func TestDestroyStageDuringRestart(t *testing.T) {
 	for _, tm := range []string{"pool", "shared"} {
 		t.Run(tm, func(t *testing.T) {
-			m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 2}})
+			m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 1}})
 			l := newLives()
 			inRestart := make(chan struct{})
 			l.second = make(chan struct{})
@@ -179,5 +179,57 @@ func TestDestroyStageDuringShutdown(t *testing.T) {
 		if got := h.destroys.Load(); got != 1 {
 			t.Fatalf("round %d: Destroy ran %d times", i, got)
 		}
+	}
+}
+
+// Cancelling Start's context stops the stages at once: intake closes and
+// the queued events are discarded and counted, never left in a queue that
+// nobody serves while Enqueue keeps answering nil.
+func TestStartContextEndAbandonsQueues(t *testing.T) {
+	for _, tm := range []string{"pool", "shared"} {
+		t.Run(tm, func(t *testing.T) {
+			m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 1}})
+			entered, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			st, err := m.CreateStage("Blocked", stage.HandlerFunc(func([]sink.Event) error {
+				once.Do(func() { close(entered) })
+				<-release
+				return nil
+			}), stage.StageConfig{Batching: stage.BatchingConfig{Max: 1}, ThreadPool: stage.ThreadPoolConfig{Max: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			if err := m.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			const queued = 5
+			for i := 0; i <= queued; i++ {
+				if err := st.Sink().Enqueue(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			<-entered // one event in the handler, the others queued
+			cancel()
+			deadline := time.Now().Add(10 * time.Second)
+			for st.Stats().Removed != queued {
+				if time.Now().After(deadline) {
+					t.Fatalf("removed %d events after the context ended, want %d", st.Stats().Removed, queued)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := st.Sink().Enqueue("late"); !errors.Is(err, sink.ErrClosed) {
+				t.Fatalf("enqueue after the context ended: %v, want ErrClosed", err)
+			}
+			close(release)
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer scancel()
+			if err := m.Shutdown(sctx); err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+			if got := st.Stats(); got.Events != 1 || got.QueueLen != 0 {
+				t.Fatalf("handled %d, queued %d; want 1 handled, none queued", got.Events, got.QueueLen)
+			}
+		})
 	}
 }

@@ -74,7 +74,10 @@ type Manager struct {
 	edges  map[[2]string]*atomic.Uint64
 
 	stopping atomic.Bool
-	runCtx   context.Context
+	// abandoned: Start's context ended; every queue is closed and what
+	// it held discarded (see abandon).
+	abandoned atomic.Bool
+	runCtx    context.Context
 	cancel   context.CancelFunc
 	bg       sync.WaitGroup // batching controllers and other manager goroutines
 
@@ -329,6 +332,9 @@ func (m *Manager) initStage(s *Stage) (err error) {
 // launch starts a stage's goroutines.
 func (m *Manager) launch(s *Stage) {
 	ctx := m.runCtx
+	if m.abandoned.Load() {
+		m.abandonStage(s) // created after Start's context ended
+	}
 	if s.pool != nil {
 		s.pool.Start(ctx)
 	} else {
@@ -349,8 +355,10 @@ func (m *Manager) launch(s *Stage) {
 // Start initializes every stage created so far (in creation order), starts
 // their goroutines and raises the StagesInitialized signal. If an Init
 // fails, the stages already initialized are destroyed and the error is
-// returned. Cancelling ctx stops every stage at once, abandoning queued
-// events; use Shutdown for a graceful stop.
+// returned. Cancelling ctx stops every stage at once: intake closes (later
+// enqueues fail with ErrClosed) and queued events are discarded, counted in
+// the queues' Removed statistics and logged; use Shutdown for a graceful
+// stop.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.state != stateNew {
@@ -361,6 +369,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		return ErrManagerClosed
 	}
 	m.runCtx, m.cancel = context.WithCancel(ctx)
+	context.AfterFunc(m.runCtx, m.abandon)
 	m.state = stateRunning
 	stages := append([]*Stage(nil), m.order...)
 	m.mu.Unlock()
@@ -578,6 +587,29 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	err := errors.Join(errs...)
 	m.finish(err)
 	return err
+}
+
+// abandon runs when the context given to Start ends (or Shutdown cancels
+// it, when it finds the queues closed and drained): the stages' goroutines
+// stop at once, so the queues are closed and emptied, and what they held is
+// reported instead of being left where nobody will handle it.
+func (m *Manager) abandon() {
+	m.abandoned.Store(true)
+	m.stopping.Store(true)
+	lost := 0
+	for _, s := range m.Stages() {
+		lost += m.abandonStage(s)
+	}
+	if lost > 0 {
+		m.log.Error("stage: manager's context ended: queued events discarded", "events", lost, "err", context.Cause(m.runCtx))
+	}
+}
+
+// abandonStage closes s's queue and discards its events (counted as
+// Removed in its statistics); it returns how many.
+func (m *Manager) abandonStage(s *Stage) int {
+	s.queue.Close()
+	return len(s.queue.Discard())
 }
 
 // closeIntake closes the queues of a manager that stopped without ever
