@@ -35,10 +35,9 @@ type Principaled interface {
 // NonRejectable is implemented by events that must never be refused, such
 // as a session teardown or an emergency call (JOBS §6.4). Every predicate in
 // this package admits an event whose NonRejectable method returns true, and
-// charges it to its counters and buckets.
-type NonRejectable interface {
-	NonRejectable() bool
-}
+// charges it to its counters and buckets; a sink.Queue admits it beyond its
+// capacity.
+type NonRejectable = sink.NonRejectable
 
 // Inspector reports a predicate's state as name/value pairs for the
 // profiler. Durations are reported in seconds; an unlimited value (rate,
@@ -96,10 +95,7 @@ func PriorityOf(e sink.Event) int {
 }
 
 // IsNonRejectable reports whether e must bypass admission control.
-func IsNonRejectable(e sink.Event) bool {
-	v, ok := e.(NonRejectable)
-	return ok && v.NonRejectable()
-}
+func IsNonRejectable(e sink.Event) bool { return sink.IsNonRejectable(e) }
 
 // Charge charges e to p if p implements Charger.
 func Charge(p sink.Predicate, e sink.Event) {

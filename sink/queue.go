@@ -33,12 +33,24 @@ type entry struct {
 // predicateBox lets SetPredicate swap predicate and its cached rejection
 // error atomically while traffic flows.
 type predicateBox struct {
-	p   Predicate
+	p   Predicate // nil: every event admitted
 	err *RejectError
 	// completer is p as a Completer (nil if it is not one); it is told
 	// each event's queueing time, so every event is stamped on entry.
 	completer Completer
+	// since is the stamp from which events were admitted by p: events
+	// stamped earlier were admitted by prev (or older), and their
+	// completions go there, not to p (see CompleterAt).
+	since int64
+	prev  *predicateBox
+	// completes: this box or one in its history has a Completer.
+	completes bool
 }
+
+// predicateHistory bounds the chain of replaced predicates kept so that
+// events admitted before a replacement complete on the predicate that
+// admitted them.
+const predicateHistory = 8
 
 // stampSample: without a Completer predicate, one event in this many is
 // stamped on entry (reading the clock costs ~30 ns), enough for the
@@ -67,6 +79,7 @@ type Queue struct {
 	// up on it, and transactions committed later are removed at once.
 	abandoned bool
 	pushes    uint32 // Enqueue calls, for sampled stamps
+	lastStamp int64  // the latest stamp given, for predicate boundaries
 	// enqueued and dequeued are counted under mu (the lock is held
 	// anyway; an atomic add would cost another locked instruction).
 	enqueued, dequeued, batches uint64
@@ -131,26 +144,58 @@ func (q *Queue) Capacity() int { return q.capacity }
 // not counted).
 func (q *Queue) Len() int { return int(q.length.Load()) }
 
-// SetPredicate installs p (nil: accept everything). If p implements Binder,
-// it is bound to q first.
+// SetPredicate installs p (nil: accept everything) while traffic flows. If
+// p implements Binder, it is bound to q first. Events admitted by the
+// predicate p replaces still complete on it (see CompleterAt).
 func (q *Queue) SetPredicate(p Predicate) {
-	if p == nil {
-		q.pred.Store(nil)
+	nb := &predicateBox{}
+	if p != nil {
+		if b, ok := p.(Binder); ok {
+			b.Bind(q)
+		}
+		nb.p = p
+		nb.err = &RejectError{Sink: q.name, Predicate: PredicateName(p), Reason: "admission refused"}
+		nb.completer, _ = p.(Completer)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	old := q.pred.Load()
+	if old == nil && p == nil {
 		return
 	}
-	if b, ok := p.(Binder); ok {
-		b.Bind(q)
+	// Every event stamped from now on has a stamp >= since, every event
+	// stamped before has a smaller one.
+	nb.since = max(Nanotime(), q.lastStamp+1)
+	nb.prev = old
+	nb.completes = nb.completer != nil
+	for i, b := 1, old; b != nil; i, b = i+1, b.prev {
+		if i == predicateHistory {
+			b.prev = nil // older admissions are forgotten
+		}
+		nb.completes = nb.completes || b.completer != nil
 	}
-	name := PredicateName(p)
-	c, _ := p.(Completer)
-	q.pred.Store(&predicateBox{p: p, err: &RejectError{Sink: q.name, Predicate: name, Reason: "admission refused"}, completer: c})
+	q.pred.Store(nb)
 }
 
-// Completer returns the installed predicate if it is a Completer, else nil
-// (cheaper than a type assertion on Predicate for every batch).
-func (q *Queue) Completer() Completer {
-	if b := q.pred.Load(); b != nil {
-		return b.completer
+// MayComplete reports whether completions may be owed to a predicate:
+// the installed one, or one it replaced, is a Completer.
+func (q *Queue) MayComplete() bool {
+	b := q.pred.Load()
+	return b != nil && b.completes
+}
+
+// CompleterAt returns the Completer owed the completion of an event with
+// entry stamp stamp (from Dequeue): the predicate installed when the event
+// was admitted, if it is a Completer, else nil. Unstamped events (stamp 0)
+// were admitted while no Completer was installed.
+func (q *Queue) CompleterAt(stamp int64) Completer {
+	if stamp == 0 {
+		return nil
+	}
+	for b := q.pred.Load(); b != nil; b = b.prev {
+		if stamp >= b.since {
+			return b.completer
+		}
 	}
 	return nil
 }
@@ -171,13 +216,13 @@ func (q *Queue) Enqueue(e Event) error {
 		q.rejectedClosed.Add(1)
 		return q.shut
 	}
-	if q.capacity > 0 && q.count+q.reserved >= q.capacity {
+	if q.capacity > 0 && q.count+q.reserved >= q.capacity && !IsNonRejectable(e) {
 		q.mu.Unlock()
 		q.rejectedFull.Add(1)
 		return q.full
 	}
 	b := q.pred.Load()
-	if b != nil && !b.p.Accept(e) {
+	if b != nil && b.p != nil && !b.p.Accept(e) {
 		q.mu.Unlock()
 		q.rejectedPred.Add(1)
 		return b.err
@@ -209,7 +254,7 @@ func (q *Queue) EnqueueMany(es []Event) error {
 		q.mu.Unlock()
 		return err
 	}
-	now := Nanotime()
+	now := q.nowLocked()
 	for _, e := range es {
 		q.push(e, now)
 	}
@@ -227,12 +272,12 @@ func (q *Queue) admitLocked(es []Event) error {
 		q.rejectedClosed.Add(uint64(n))
 		return q.shut
 	}
-	if q.capacity > 0 && q.count+q.reserved+n > q.capacity {
+	if q.capacity > 0 && q.count+q.reserved+n > q.capacity && !allNonRejectable(es) {
 		q.rejectedFull.Add(uint64(n))
 		return q.full
 	}
 	b := q.pred.Load()
-	if b == nil {
+	if b == nil || b.p == nil {
 		return nil
 	}
 	if bp, ok := b.p.(BatchPredicate); ok {
@@ -292,7 +337,7 @@ func (t *txn) Commit() {
 		}
 		return
 	}
-	now := Nanotime()
+	now := q.nowLocked()
 	for _, e := range t.events {
 		q.push(e, now)
 	}
@@ -327,9 +372,17 @@ func (t *txn) Abort() {
 func (q *Queue) stampLocked(b *predicateBox) int64 {
 	q.pushes++
 	if (b != nil && b.completer != nil) || q.sched != nil || q.pushes%stampSample == 1 {
-		return Nanotime()
+		return q.nowLocked()
 	}
 	return 0
+}
+
+// nowLocked is Nanotime, never below the latest stamp given: stamps order
+// events against predicate replacements (predicateBox.since).
+func (q *Queue) nowLocked() int64 {
+	t := max(Nanotime(), q.lastStamp)
+	q.lastStamp = t
+	return t
 }
 
 // push appends under q.mu, growing an unbounded ring.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 )
@@ -421,5 +422,83 @@ func TestCommitAfterAbandon(t *testing.T) {
 				t.Fatalf("open queue: len %d credits held %d", q.Len(), p.inUse)
 			}
 		})
+	}
+}
+
+// namedCompleter is a Completer predicate that admits everything.
+type namedCompleter string
+
+func (namedCompleter) Accept(sink.Event) bool                        { return true }
+func (namedCompleter) Done(sink.Event, time.Duration, time.Duration) {}
+
+// Events complete on the predicate that admitted them, even after it was
+// replaced; events admitted with no Completer installed complete nowhere.
+func TestCompleterAtFollowsReplacements(t *testing.T) {
+	q := sink.NewQueue(0)
+	a, b := namedCompleter("a"), namedCompleter("b")
+	_ = q.Enqueue("none-1") // no predicate yet
+	q.SetPredicate(a)
+	_ = q.Enqueue("a-1")
+	_ = q.EnqueueMany([]sink.Event{"a-2", "a-3"})
+	q.SetPredicate(b)
+	_ = q.Enqueue("b-1")
+	txn, err := q.Prepare([]sink.Event{"b-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn.Commit()
+	q.SetPredicate(sink.PredicateFunc(func(sink.Event) bool { return true }))
+	for i := 0; i < 20; i++ { // some of them stamped (sampled), none owed
+		_ = q.Enqueue("plain")
+	}
+	q.SetPredicate(nil)
+	_ = q.Enqueue("nil-1")
+	if !q.MayComplete() {
+		t.Fatal("MayComplete is false with completions owed to a and b")
+	}
+	evs, stamps := make([]sink.Event, 64), make([]int64, 64)
+	n := q.Dequeue(evs, stamps)
+	for i, e := range evs[:n] {
+		var want sink.Completer
+		switch s := e.(string); {
+		case s[0] == 'a':
+			want = a
+		case s[0] == 'b':
+			want = b
+		}
+		if got := q.CompleterAt(stamps[i]); got != want {
+			t.Errorf("%v (stamp %d) completes on %v, want %v", e, stamps[i], got, want)
+		}
+	}
+}
+
+// nonRejectable is an event a full queue still admits.
+type nonRejectable string
+
+func (nonRejectable) NonRejectable() bool { return true }
+
+func TestNonRejectableBypassesCapacity(t *testing.T) {
+	q := sink.NewNamedQueue("Q", 1)
+	if err := q.Enqueue("first"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue("second"); !errors.Is(err, sink.ErrRejected) {
+		t.Fatalf("ordinary event on a full queue: %v, want ErrRejected", err)
+	}
+	if err := q.Enqueue(nonRejectable("teardown")); err != nil {
+		t.Fatalf("non-rejectable event on a full queue: %v", err)
+	}
+	if err := q.EnqueueMany([]sink.Event{nonRejectable("t1"), nonRejectable("t2")}); err != nil {
+		t.Fatalf("non-rejectable batch on a full queue: %v", err)
+	}
+	if err := q.EnqueueMany([]sink.Event{nonRejectable("t3"), "ordinary"}); !errors.Is(err, sink.ErrRejected) {
+		t.Fatalf("mixed batch on a full queue: %v, want ErrRejected", err)
+	}
+	if got := q.Len(); got != 4 {
+		t.Fatalf("Len = %d, want 4", got)
+	}
+	q.Close()
+	if err := q.Enqueue(nonRejectable("late")); !errors.Is(err, sink.ErrClosed) {
+		t.Fatalf("non-rejectable event on a closed queue: %v, want ErrClosed", err)
 	}
 }

@@ -138,3 +138,27 @@ func (e *ClosedError) Error() string { return fmt.Sprintf("sink %q: closed", e.S
 
 // Unwrap returns ErrClosed.
 func (e *ClosedError) Unwrap() error { return ErrClosed }
+
+// NonRejectable is implemented by events that must never be refused, such
+// as a session teardown or an emergency call (JOBS §6.4): a Queue admits
+// them beyond its capacity (only a closed queue refuses them), and every
+// predicate of package enqueuepred admits them too.
+type NonRejectable interface {
+	NonRejectable() bool
+}
+
+// IsNonRejectable reports whether e must bypass admission control.
+func IsNonRejectable(e Event) bool {
+	v, ok := e.(NonRejectable)
+	return ok && v.NonRejectable()
+}
+
+// allNonRejectable reports whether every event of es is non-rejectable.
+func allNonRejectable(es []Event) bool {
+	for _, e := range es {
+		if !IsNonRejectable(e) {
+			return false
+		}
+	}
+	return true
+}

@@ -182,9 +182,9 @@ func (s *Stage) runBatch(events, scratch []sink.Event, stamps []int64) {
 // ~30 ns each), which feeds the stage's service and queueing-time metrics.
 func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	inst := s.cur.Load()
-	completer := s.queue.Completer()
+	completes := s.queue.MayComplete()
 	timed := stamps[0] != 0
-	if completer == nil && !timed {
+	if !completes && !timed {
 		if err := invoke(inst.h, batch); err != nil {
 			s.fail(inst, err, orig)
 		}
@@ -193,9 +193,13 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	start := sink.Nanotime()
 	err := invoke(inst.h, batch)
 	service := time.Duration(sink.Nanotime() - start)
-	if completer != nil {
+	if completes {
+		// Each event completes on the predicate that admitted it, which
+		// may have been replaced since.
 		for i, e := range orig {
-			completer.Done(e, queuedSince(stamps[i], start), service)
+			if c := s.queue.CompleterAt(stamps[i]); c != nil {
+				c.Done(e, time.Duration(start-stamps[i]), service)
+			}
 		}
 	}
 	if s.metrics != nil && timed {
@@ -224,16 +228,6 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 		s.failLinked(f)
 	}
 	s.mgr.sup.report(s, inst.n, err)
-}
-
-// queuedSince is the time an event stamped at stamp waited until start; 0
-// for an unstamped event (one enqueued before a Completer predicate was
-// installed: see sink.Queue.Dequeue).
-func queuedSince(stamp, start int64) time.Duration {
-	if stamp == 0 {
-		return 0
-	}
-	return time.Duration(start - stamp)
 }
 
 func invoke(h Handler, events []sink.Event) (err error) {
