@@ -78,8 +78,8 @@ type Manager struct {
 	// it held discarded (see abandon).
 	abandoned atomic.Bool
 	runCtx    context.Context
-	cancel   context.CancelFunc
-	bg       sync.WaitGroup // batching controllers and other manager goroutines
+	cancel    context.CancelFunc
+	bg        sync.WaitGroup // batching controllers and other manager goroutines
 
 	timers  timerSet
 	signals signalBus
