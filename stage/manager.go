@@ -190,7 +190,7 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	s.cur.Store(&instance{h: h, n: 1})
 	_, s.single = h.(SingleThreaded)
 	s.queue = sink.NewNamedQueue(name, cfg.Queue.Threshold)
-	s.external = &stageSink{st: s}
+	s.external = &stageSink{st: s, outside: true, edge: m.edgeCounter("", name)}
 	sched, err := buildScheduler(cfg.Scheduler, cfg.Ordering)
 	if err != nil {
 		return nil, fmt.Errorf("stage %q: %w", name, err)
@@ -682,13 +682,25 @@ func (m *Manager) sinkFrom(from, to string) (sink.Sink, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q (asked for by stage %q)", ErrNoStage, to, from)
 	}
+	return &stageSink{st: s, from: from, edge: m.edgeCounterLocked(from, to)}, nil
+}
+
+// edgeCounter returns the counter of the traced edge from → to ("" for
+// producers outside any stage).
+func (m *Manager) edgeCounter(from, to string) *atomic.Uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.edgeCounterLocked(from, to)
+}
+
+func (m *Manager) edgeCounterLocked(from, to string) *atomic.Uint64 {
 	key := [2]string{from, to}
 	c := m.edges[key]
 	if c == nil {
 		c = new(atomic.Uint64)
 		m.edges[key] = c
 	}
-	return &stageSink{st: s, from: from, edge: c}, nil
+	return c
 }
 
 // Edge is an arc of the stage graph observed at run time.
@@ -700,25 +712,19 @@ type Edge struct {
 
 // Edges returns the stage graph as traced from real enqueues: one edge per
 // (sender, receiver) pair that carried events, plus an edge from "" for
-// events that came from outside any stage (timers and signals included).
+// events that came through a stage's own Sink (producers outside any
+// stage, and timers and signals aimed at it). A monitor event counts on
+// the edge from the monitored stage to the monitoring one. Every count
+// only grows.
 func (m *Manager) Edges() []Edge {
 	m.mu.RLock()
 	var out []Edge
-	traced := map[string]uint64{}
 	for k, c := range m.edges {
-		n := c.Load()
-		traced[k[1]] += n
-		if n > 0 {
+		if n := c.Load(); n > 0 {
 			out = append(out, Edge{From: k[0], To: k[1], Count: n})
 		}
 	}
-	stages := append([]*Stage(nil), m.order...)
 	m.mu.RUnlock()
-	for _, s := range stages {
-		if ext := s.queue.Stats().Enqueued; ext > traced[s.name] {
-			out = append(out, Edge{From: "", To: s.name, Count: ext - traced[s.name]})
-		}
-	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].From != out[j].From {
 			return out[i].From < out[j].From

@@ -126,7 +126,9 @@ func (m *Manager) notify(s *Stage, ev sink.Event, final bool) {
 	for _, mon := range list {
 		var err error
 		if k, ok := mon.s.(*stageSink); ok {
-			err = k.st.queue.Enqueue(ev) // the runtime is no outsider
+			if err = k.st.queue.Enqueue(ev); err == nil { // the runtime is no outsider
+				m.edgeCounter(s.name, k.st.name).Add(1)
+			}
 		} else {
 			err = mon.s.Enqueue(ev)
 		}

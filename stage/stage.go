@@ -274,9 +274,10 @@ func (s *Stage) stopPredicate() {
 // the enqueuing stage (nil: outside any stage) and refuses outside producers
 // once the manager has begun to shut down.
 type stageSink struct {
-	st   *Stage
-	from string
-	edge *atomic.Uint64 // nil for the external sink
+	st      *Stage
+	from    string
+	edge    *atomic.Uint64 // the traced edge from → st
+	outside bool           // Stage.Sink: producers outside any stage
 }
 
 var (
@@ -285,17 +286,13 @@ var (
 )
 
 func (k *stageSink) refuse() error {
-	if k.edge == nil && k.st.mgr.stopping.Load() {
+	if k.outside && k.st.mgr.stopping.Load() {
 		return &sink.ClosedError{Sink: k.st.name}
 	}
 	return nil
 }
 
-func (k *stageSink) count(n int) {
-	if k.edge != nil {
-		k.edge.Add(uint64(n))
-	}
-}
+func (k *stageSink) count(n int) { k.edge.Add(uint64(n)) }
 
 func (k *stageSink) Enqueue(e sink.Event) error {
 	if err := k.refuse(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,6 +137,33 @@ func TestNoLossMultiStageConcurrentProducers(t *testing.T) {
 			}
 			started(t, m)
 			a, _ := m.Stage("A")
+			// The traced graph, sampled under traffic, has only the
+			// pipeline's edges and its counts never go down.
+			sampling, sampled := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(sampled)
+				last := map[[2]string]uint64{}
+				for {
+					for _, e := range m.Edges() {
+						k := [2]string{e.From, e.To}
+						if e.From == "" && e.To != "A" {
+							t.Errorf("edge from outside to %s under traffic: %v", e.To, e)
+							return
+						}
+						if e.Count < last[k] {
+							t.Errorf("edge %v went down from %d", e, last[k])
+							return
+						}
+						last[k] = e.Count
+					}
+					select {
+					case <-sampling:
+						return
+					default:
+						runtime.Gosched()
+					}
+				}
+			}()
 			var wg sync.WaitGroup
 			for p := 0; p < 4; p++ {
 				wg.Add(1)
@@ -150,6 +178,8 @@ func TestNoLossMultiStageConcurrentProducers(t *testing.T) {
 				}(p)
 			}
 			wg.Wait()
+			close(sampling)
+			<-sampled
 			shutdown(t, m)
 			if total.Load() != int64(len(seen)) {
 				t.Fatalf("delivered %d of %d", total.Load(), len(seen))
