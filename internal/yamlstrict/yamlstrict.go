@@ -6,6 +6,7 @@ package yamlstrict
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -160,7 +161,12 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 			return Errorf(n, path, "want a mapping, got %s", kindName(n))
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := check(n.Content[i+1], Join(path, n.Content[i].Value), t.Elem(), nil); err != nil {
+			k, val := n.Content[i], n.Content[i+1]
+			p := Join(path, k.Value)
+			if err := check(k, p, t.Key(), nil); err != nil {
+				return err
+			}
+			if err := check(val, p, t.Elem(), nil); err != nil {
 				return err
 			}
 		}
@@ -179,11 +185,57 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 		if n.Kind != yaml.ScalarNode {
 			return Errorf(n, path, "want a %s value, got %s", t.Kind(), kindName(n))
 		}
+		if isInteger(t.Kind()) {
+			return checkWhole(n, path, t)
+		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
 			return Errorf(n, path, "want a %s value, got %s", t.Kind(), kindName(n))
 		}
 		return nil
 	}
+}
+
+func isInteger(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return false
+}
+
+// checkWhole checks that scalar n holds a whole number that fits integer
+// type t. yaml.v3 alone would truncate 1.5 to 1 and turn -1e30 into
+// math.MinInt64; a whole float such as 2.0 or 1e3 is accepted.
+func checkWhole(n *yaml.Node, path string, t reflect.Type) error {
+	switch n.ShortTag() {
+	case "!!int":
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return Errorf(n, path, "%s is out of range for %s", n.Value, t.Kind())
+		}
+		return nil
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) {
+			return Errorf(n, path, "want a whole number, got %s", kindName(n))
+		}
+		if !fits(f, t) {
+			return Errorf(n, path, "%s is out of range for %s", n.Value, t.Kind())
+		}
+		return nil
+	}
+	return Errorf(n, path, "want a whole number, got %s", kindName(n))
+}
+
+// fits reports whether whole number f is representable in integer type t.
+func fits(f float64, t reflect.Type) bool {
+	const two63 = 1 << 63
+	v := reflect.New(t).Elem()
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return f >= 0 && f < 2*two63 && !v.OverflowUint(uint64(f))
+	}
+	return f >= -two63 && f < two63 && !v.OverflowInt(int64(f))
 }
 
 func kindName(n *yaml.Node) string {

@@ -37,7 +37,10 @@ func TestDecode(t *testing.T) {
 		{"unknown in list", "list:\n  - max: 1\n  - nope: 2\n", "line 3: list[1].nope: unknown key"},
 		{"bad duration", "pool:\n  interval: 5 parsecs\n", `line 2: pool.interval: bad duration "5 parsecs"`},
 		{"wrong kind", "pool: 3\n", "line 1: pool: want a mapping"},
-		{"bad int", "pool:\n  max: many\n", `line 2: pool.max: want a int value, got "many"`},
+		{"bad int", "pool:\n  max: many\n", `line 2: pool.max: want a whole number, got "many"`},
+		{"decimal int", "pool:\n  max: 2.9\n", `line 2: pool.max: want a whole number, got "2.9"`},
+		{"decimal in map value", "tags:\n  a: {max: 1.5}\n", `line 2: tags.a.max: want a whole number, got "1.5"`},
+		{"decimal in pointer", "opt:\n  max: 0.5\n", `line 2: opt.max: want a whole number, got "0.5"`},
 		{"list for scalar", "name: [1]\n", "line 1: name: want a string value"},
 	}
 	for _, tt := range tests {
@@ -59,6 +62,74 @@ func TestDecode(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %v, want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+type numbers struct {
+	I    int            `yaml:"i"`
+	I8   int8           `yaml:"i8"`
+	U    uint           `yaml:"u"`
+	U16  uint16         `yaml:"u16"`
+	P    *int           `yaml:"p"`
+	B    bool           `yaml:"b"`
+	ByID map[int]string `yaml:"byID"`
+}
+
+// Integers are whole and in range: yaml.v3 alone truncates 1.5 to 1 and
+// turns -1e30 into math.MinInt64 without a word.
+func TestDecodeWholeNumbers(t *testing.T) {
+	tests := []struct {
+		doc, wantErr string
+		want         numbers
+	}{
+		{doc: "i: 7", want: numbers{I: 7}},
+		{doc: "i: 2.0", want: numbers{I: 2}},
+		{doc: "i: 1e3", want: numbers{I: 1000}},
+		{doc: "i: -0x10", want: numbers{I: -16}},
+		{doc: "i8: -128", want: numbers{I8: -128}},
+		{doc: "u16: 65535", want: numbers{U16: 65535}},
+		{doc: "b: true", want: numbers{B: true}},
+		{doc: "byID: {3: x}", want: numbers{ByID: map[int]string{3: "x"}}},
+		{doc: "i: 1.5", wantErr: `line 1: i: want a whole number, got "1.5"`},
+		{doc: "i: -2.9", wantErr: `line 1: i: want a whole number, got "-2.9"`},
+		{doc: "p: 0.1", wantErr: `line 1: p: want a whole number, got "0.1"`},
+		{doc: "i: .inf", wantErr: `line 1: i: want a whole number, got ".inf"`},
+		{doc: "i: -.inf", wantErr: `line 1: i: want a whole number, got "-.inf"`},
+		{doc: "i: .nan", wantErr: `line 1: i: want a whole number, got ".nan"`},
+		{doc: "i: '5'", wantErr: `line 1: i: want a whole number, got "5"`},
+		{doc: "i: true", wantErr: `line 1: i: want a whole number, got "true"`},
+		{doc: "i: -1e30", wantErr: `line 1: i: -1e30 is out of range for int`},
+		{doc: "i: 9223372036854775808", wantErr: `line 1: i: 9223372036854775808 is out of range for int`},
+		{doc: "i8: 128", wantErr: `line 1: i8: 128 is out of range for int8`},
+		{doc: "i8: 200.0", wantErr: `line 1: i8: 200.0 is out of range for int8`},
+		{doc: "u: -1", wantErr: `line 1: u: -1 is out of range for uint`},
+		{doc: "u: -1.0", wantErr: `line 1: u: -1.0 is out of range for uint`},
+		{doc: "u16: 65536", wantErr: `line 1: u16: 65536 is out of range for uint16`},
+		{doc: "b: maybe", wantErr: `line 1: b: want a bool value, got "maybe"`},
+		{doc: "b: 1", wantErr: `line 1: b: want a bool value, got "1"`},
+		{doc: "byID:\n  0.5: x\n", wantErr: `line 2: byID.0.5: want a whole number, got "0.5"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.doc, func(t *testing.T) {
+			var doc yaml.Node
+			if err := yaml.Unmarshal([]byte(tt.doc), &doc); err != nil {
+				t.Fatal(err)
+			}
+			var v numbers
+			err := Decode(&doc, "", &v)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr || !errors.Is(err, ErrInvalid) {
+					t.Fatalf("error %v, want %q (decoded %+v)", err, tt.wantErr, v)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.I != tt.want.I || v.I8 != tt.want.I8 || v.U16 != tt.want.U16 || v.B != tt.want.B || len(v.ByID) != len(tt.want.ByID) {
+				t.Fatalf("decoded %+v, want %+v", v, tt.want)
 			}
 		})
 	}
