@@ -48,8 +48,8 @@ type QueueConfig struct {
 // ThreadPoolConfig sizes a stage's goroutines.
 type ThreadPoolConfig struct {
 	Min     int `yaml:"min"`     // 0 → 1
-	Max     int `yaml:"max"`     // 0 → 20
-	Initial int `yaml:"initial"` // 0 → Min
+	Max     int `yaml:"max"`     // 0 → 20, or Min if that is larger
+	Initial int `yaml:"initial"` // 0 → Min; else within [Min, Max]
 	// Weight is the stage's share of a shared pool (0 → 1).
 	Weight     int                         `yaml:"weight"`
 	Controller threadpool.ControllerConfig `yaml:"controller"`
@@ -283,12 +283,30 @@ func check(ok bool, block *yaml.Node, path string, keys []string, format string,
 }
 
 func validatePool(tp ThreadPoolConfig, b BatchingConfig, block *yaml.Node, path string) error {
+	// The pool would clamp an initial count outside [min, max]: say so
+	// instead. An absent max is threadpool.DefaultMax, raised to min.
+	effMax, maxNote := tp.Max, ""
+	if effMax == 0 {
+		effMax, maxNote = max(threadpool.DefaultMax, tp.Min), " (the default)"
+	}
+	// blame the first of keys the block itself sets: a stage's max below
+	// the global min is the stage's max.
+	blame := func(keys ...string) []string {
+		for _, k := range keys {
+			if lookup(block, "threadpool", k) != nil {
+				return []string{"threadpool", k}
+			}
+		}
+		return []string{"threadpool", keys[0]}
+	}
 	errs := []error{
 		check(tp.Min >= 0, block, path, []string{"threadpool", "min"}, "negative thread count %d", tp.Min),
 		check(tp.Max >= 0, block, path, []string{"threadpool", "max"}, "negative thread count %d", tp.Max),
 		check(tp.Initial >= 0, block, path, []string{"threadpool", "initial"}, "negative thread count %d", tp.Initial),
 		check(tp.Weight >= 0, block, path, []string{"threadpool", "weight"}, "negative weight %d", tp.Weight),
-		check(tp.Max == 0 || tp.Min <= tp.Max, block, path, []string{"threadpool", "min"}, "min %d is above max %d", tp.Min, tp.Max),
+		check(tp.Max == 0 || tp.Min <= tp.Max, block, path, blame("min", "max"), "min %d is above max %d", tp.Min, tp.Max),
+		check(tp.Initial == 0 || tp.Initial <= effMax, block, path, blame("initial", "max"), "initial %d is above max %d%s", tp.Initial, effMax, maxNote),
+		check(tp.Initial == 0 || tp.Initial >= tp.Min, block, path, blame("initial", "min"), "initial %d is below min %d", tp.Initial, tp.Min),
 		check(b.Min >= 0, block, path, []string{"batching", "min"}, "negative batch size %d", b.Min),
 		check(b.Max >= 0, block, path, []string{"batching", "max"}, "negative batch size %d", b.Max),
 	}
