@@ -89,7 +89,8 @@ func Types() []string {
 //	red        {min, max, maxp, weight, gentle}
 //	codel      {target: 5ms, interval: 100ms}   (alias: sojourn)
 //	group      {group: NAME, rate: R, depth: D} (shared through Env.Shared;
-//	            "name" is an alias of "group"; later blocks may omit the rate)
+//	            "name" is an alias of "group"; blocks built after the one
+//	            giving the rate may omit it: see DeclareGroups)
 //	session    {window: 10s, maxSessions: N, of: {nested block}}
 //	priority   {limits: {0: 100, 1: 1000}}
 //	all, any   {of: [{nested block}, ...]}
@@ -221,41 +222,110 @@ func buildRate(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	return withModifiers(r, c.Reg.Modifiers, n, path, env)
 }
 
-func buildGroup(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
-	var c struct {
-		Group string   `yaml:"group"`
-		Name  string   `yaml:"name"` // alias of group
-		R     rateYAML `yaml:",inline"`
-	}
+// groupYAML is a group block: {group: NAME, rate: R, depth: D}.
+type groupYAML struct {
+	Group string   `yaml:"group"`
+	Name  string   `yaml:"name"` // alias of group
+	R     rateYAML `yaml:",inline"`
+}
+
+// decodeGroup decodes and checks group block n; the rate may be absent.
+func decodeGroup(n *yaml.Node, path string, env Env) (groupYAML, error) {
+	var c groupYAML
 	if err := decode(n, path, &c); err != nil {
-		return nil, err
+		return c, err
 	}
 	switch {
 	case c.Group != "" && c.Name != "" && c.Group != c.Name:
-		return nil, yamlstrict.Errorf(at(n, "name"), yamlstrict.Join(path, "name"), "name %q and group %q disagree (they are aliases)", c.Name, c.Group)
+		return c, yamlstrict.Errorf(at(n, "name"), yamlstrict.Join(path, "name"), "name %q and group %q disagree (they are aliases)", c.Name, c.Group)
 	case c.Group == "":
 		c.Group = c.Name
 	}
 	if c.Group == "" {
-		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "group"), "group predicate needs a group name")
+		return c, yamlstrict.Errorf(n, yamlstrict.Join(path, "group"), "group predicate needs a group name")
 	}
 	if env.Shared == nil {
-		return nil, yamlstrict.Errorf(n, path, "group predicates need shared manager state (Env.Shared)")
+		return c, yamlstrict.Errorf(n, path, "group predicates need shared manager state (Env.Shared)")
 	}
-	cfg := RateConfig{Depth: c.R.Depth, Now: env.Now}
 	if c.R.Rate != nil {
 		if err := c.R.check(n, path); err != nil {
-			return nil, err
+			return c, err
 		}
+	}
+	return c, nil
+}
+
+// group returns the group rate of c from env.Shared, creating it if c gives
+// a rate.
+func (c groupYAML) group(n *yaml.Node, path string, env Env) (*GroupRate, error) {
+	cfg := RateConfig{Depth: c.R.Depth, Now: env.Now}
+	if c.R.Rate != nil {
 		cfg.Rate = *c.R.Rate
 	} else if !slices.Contains(env.Shared.Groups(), c.Group) {
-		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "rate"), "group %q is not defined yet: give its rate here", c.Group)
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "rate"), "group %q has no rate: give it here or in another block naming the group", c.Group)
 	}
 	g, err := env.Shared.Group(c.Group, cfg)
 	if err != nil {
 		return nil, yamlstrict.Errorf(n, path, "%v", err)
 	}
 	return g, nil
+}
+
+func buildGroup(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	c, err := decodeGroup(n, path, env)
+	if err != nil {
+		return nil, err
+	}
+	return c.group(n, path, env)
+}
+
+// DeclareGroups creates in env.Shared the group rates that predicate block n
+// (as given to FromYAML, with path its key path) gives a rate, including
+// group blocks nested in all, any and session. A runtime calls it on every
+// block of a configuration before building any predicate, so that a group
+// block without a rate may come before, or after, the block that sets the
+// group's rate: file order does not matter. Blocks of other types are left
+// for FromYAML to check; a malformed group block is an error located as
+// FromYAML's would be.
+func DeclareGroups(n *yaml.Node, path string, env Env) error {
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	typ := child(n, "type")
+	if typ == nil || typ.Kind != yaml.ScalarNode {
+		return nil
+	}
+	switch typ.Value {
+	case "group":
+		c, err := decodeGroup(n, path, env)
+		if err != nil || c.R.Rate == nil {
+			return err
+		}
+		_, err = c.group(n, path, env)
+		return err
+	case "session":
+		return DeclareGroups(child(n, "of"), yamlstrict.Join(path, "of"), env)
+	case "all", "any":
+		of := child(n, "of")
+		if of == nil || of.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for i, cn := range of.Content {
+			if err := DeclareGroups(cn, fmt.Sprintf("%s[%d]", yamlstrict.Join(path, "of"), i), env); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 type rtYAML struct {

@@ -2,6 +2,7 @@ package enqueuepred
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,21 @@ func TestFromYAMLErrors(t *testing.T) {
 		{"type: threshold\nlimit: 10\nlimt: 3\n", "line 3: p.limt: unknown key"},
 		{"type: threshold\n", "p.limit: threshold needs a limit"},
 		{"type: threshold\nlimit: -1\n", "line 2: p.limit: limit must be >= 0"},
+		// whole numbers: yaml.v3 alone would truncate these
+		{"type: threshold\nlimit: 1.5\n", `line 2: p.limit: want a whole number, got "1.5"`},
+		{"type: counter\nlimit: 2.9\n", `line 2: p.limit: want a whole number, got "2.9"`},
+		{"type: rate\nrate: 10\ndepth: 0.5\n", `line 3: p.depth: want a whole number, got "0.5"`},
+		{"type: rate\nrate: 10\ndepth: 1e30\n", `line 3: p.depth: 1e30 is out of range for int`},
+		{"type: rt\ntarget: 1s\nnreq: 99.9\n", `line 3: p.nreq: want a whole number, got "99.9"`},
+		{"type: rt\ntarget: 1s\ndepth: -.inf\n", `line 3: p.depth: want a whole number, got "-.inf"`},
+		{"type: rt\ntarget: 1s\nenabled: maybe\n", `line 3: p.enabled: want a bool value, got "maybe"`},
+		{"type: multiclass\ntargets: {0: 1s}\nlowCount: 1.5\n", `line 3: p.lowCount: want a whole number, got "1.5"`},
+		{"type: multiclass\ntargets:\n  0.5: 1s\n", `line 3: p.targets.0.5: want a whole number, got "0.5"`},
+		{"type: session\nmaxSessions: 10.5\nof: {type: threshold, limit: 1}\n", `line 2: p.maxSessions: want a whole number, got "10.5"`},
+		{"type: priority\nlimits: {0: 2.5}\n", `line 2: p.limits.0: want a whole number, got "2.5"`},
+		{"type: priority\nlimits:\n  1.5: 10\n", `line 3: p.limits.1.5: want a whole number, got "1.5"`},
+		{"type: group\ngroup: g\nrate: 1\ndepth: 3.5\n", `line 4: p.depth: want a whole number, got "3.5"`},
+		{"type: red\nmin: 1\ngentle: maybe\n", `line 3: p.gentle: want a bool value, got "maybe"`},
 		{"type: rate\nrate: fast\n", `line 2: p.rate: want a float64 value, got "fast"`},
 		{"type: rate\nrate: 0\n", "line 2: p.rate: rate must be positive"},
 		{"type: rate\n", "p.rate: missing rate"},
@@ -158,7 +174,7 @@ func TestFromYAMLErrors(t *testing.T) {
 		{"type: session\nof: {type: rate}\n", "p.of.rate: missing rate"},
 		{"type: group\nrate: 10\n", "p.group: group predicate needs a group name"},
 		{"type: group\ngroup: a\nname: b\nrate: 10\n", `line 3: p.name: name "b" and group "a" disagree`},
-		{"type: group\ngroup: unknown\n", `p.rate: group "unknown" is not defined yet`},
+		{"type: group\ngroup: unknown\n", `line 1: p.rate: group "unknown" has no rate: give it here or in another block naming the group`},
 		{"type: priority\nlimits: {0: -1}\n", "p.limits.0: limit must not be negative"},
 		{"type: rate\nrate: 1\nmodifiers:\n  - {sampler: disk, value: {1: 1}}\n", `line 4: p.modifiers[0].sampler: unknown sampler "disk"`},
 		{"type: rate\nrate: 1\nmodifiers:\n  - {sampler: queue, value: {1: 1}}\n", `line 4: p.modifiers[0].stage: sampler "queue" needs a stage`},
@@ -200,6 +216,77 @@ func TestFromYAMLGroupSharedAcrossStages(t *testing.T) {
 	}
 	if _, err := FromYAML(parse(t, "{type: group, group: g, rate: 20}"), "c", Env{}); err == nil {
 		t.Fatal("group without Env.Shared accepted")
+	}
+}
+
+// A group block without a rate may come before or after the block that
+// gives the rate, once every block has been through DeclareGroups.
+func TestDeclareGroupsOrderDoesNotMatter(t *testing.T) {
+	withRate := "{type: group, group: g, rate: 10, depth: 3}"
+	tests := []struct {
+		name   string
+		blocks []string
+	}{
+		{"rate first", []string{withRate, "{type: group, group: g}"}},
+		{"rate later", []string{"{type: group, name: g}", withRate}},
+		{"rate later, nested", []string{
+			"{type: all, of: [{type: threshold, limit: 5}, {type: group, group: g}]}",
+			"{type: session, of: {type: any, of: [" + withRate + "]}}",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Unix(0, 0) // a still clock: no tokens refill
+			env := Env{Shared: NewShared(), Now: func() time.Time { return now }}
+			for i, b := range tt.blocks {
+				if err := DeclareGroups(parse(t, b), fmt.Sprint("s", i), env); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := env.Shared.Groups(); len(got) != 1 || got[0] != "g" {
+				t.Fatalf("groups %v, want [g]", got)
+			}
+			var ps []sink.Predicate
+			for i, b := range tt.blocks {
+				p, err := FromYAML(parse(t, b), fmt.Sprint("s", i), env)
+				if err != nil {
+					t.Fatalf("block %d: %v", i, err)
+				}
+				ps = append(ps, p)
+			}
+			// one bucket of depth 3 for both blocks
+			if n := count(ps[0], 1, 2) + count(ps[1], 1, 2); n != 3 {
+				t.Fatalf("%d of 4 admitted through a group of depth 3", n)
+			}
+		})
+	}
+}
+
+func TestDeclareGroupsErrors(t *testing.T) {
+	tests := []struct{ doc, want string }{
+		{"{type: group, group: g, rate: 10}\n---\n{type: group, group: g, rate: 20}", "line 1: p: enqueuepred: group rate declared with conflicting parameters"},
+		{"type: all\nof:\n  - {type: group, group: g, rate: 0}\n", "line 3: p.of[0].rate: rate must be positive"},
+		{"type: session\nof: {type: group, rate: 1}\n", "line 2: p.of.group: group predicate needs a group name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.doc, func(t *testing.T) {
+			env := Env{Shared: NewShared()}
+			var err error
+			for doc := range strings.SplitSeq(tt.doc, "\n---\n") {
+				if err = DeclareGroups(parse(t, doc), "p", env); err != nil {
+					break
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, yamlstrict.ErrInvalid) {
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+	// other types and malformed blocks are FromYAML's to report
+	for _, doc := range []string{"{type: threshold, limit: x}", "{type: nope}", "[1]", "{type: all, of: 3}", "{type: group, group: g}"} {
+		if err := DeclareGroups(parse(t, doc), "p", Env{Shared: NewShared()}); err != nil {
+			t.Errorf("%s: %v", doc, err)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sandstorm-go/sandstorm/batching"
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/threadpool"
@@ -438,6 +439,9 @@ func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
 	o.Registry = r
 	m := NewManager(o)
 	m.config = cfg
+	if err := declareGroups(m, cfg); err != nil {
+		return nil, err
+	}
 	for _, ns := range cfg.Stages {
 		f, ok := r.Lookup(ns.Config.Handler)
 		if !ok {
@@ -456,6 +460,24 @@ func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// declareGroups creates the group rates the configuration's predicate
+// blocks give before any stage is built, so that a stage's group block may
+// omit the rate whether the stage giving it comes before or after it.
+func declareGroups(m *Manager, cfg *Config) error {
+	for _, ns := range cfg.Stages {
+		sc := &ns.Config
+		spec := &sc.PredicateSpec
+		if sc.Predicate != nil || spec.Kind == 0 || spec.Tag == "!!null" {
+			continue
+		}
+		env := enqueuepred.Env{Stage: ns.Name, Shared: m.predicateShared()}
+		if err := enqueuepred.DeclareGroups(spec, sc.path+".predicate", env); err != nil {
+			return &ConfigError{File: cfg.File, Err: err}
+		}
+	}
+	return nil
 }
 
 // parseSupervisors reads the top-level `supervisors:` block: groups over

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -131,6 +132,32 @@ func TestConfigArgsReachHandler(t *testing.T) {
 	}
 	if got := <-out; got != "hello world" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// A group block without a rate shares the group whether the block giving
+// the rate comes before or after it in the file.
+func TestConfigGroupRateEitherOrder(t *testing.T) {
+	withRate := "    predicate: {type: group, group: api, rate: 1000, depth: 10}\n"
+	without := "    predicate: {type: group, group: api}\n"
+	for name, preds := range map[string][2]string{
+		"rate first": {withRate, without},
+		"rate later": {without, withRate},
+	} {
+		t.Run(name, func(t *testing.T) {
+			doc := "stages:\n  A:\n    handler: test.Count\n" + preds[0] +
+				"  B:\n    handler: test.Count\n" + preds[1]
+			m, err := stage.Parse([]byte(doc), testRegistry(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, _ := m.Stage("A")
+			b, _ := m.Stage("B")
+			ga, ok := a.Sink().Predicate().(*enqueuepred.GroupRate)
+			if !ok || ga.Group() != "api" || b.Sink().Predicate() != sink.Predicate(ga) {
+				t.Fatalf("A has %v, B has %v: want one shared group rate", a.Sink().Predicate(), b.Sink().Predicate())
+			}
+		})
 	}
 }
 
