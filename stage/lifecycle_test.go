@@ -233,3 +233,82 @@ func TestStartContextEndAbandonsQueues(t *testing.T) {
 		})
 	}
 }
+
+// blockedLife blocks in its handler until released and counts Destroy.
+type blockedLife struct {
+	entered, release chan struct{}
+	once             sync.Once
+	destroys         atomic.Int32
+}
+
+func (h *blockedLife) HandleEvents([]sink.Event) error {
+	h.once.Do(func() { close(h.entered) })
+	<-h.release
+	return nil
+}
+func (h *blockedLife) Destroy() error { h.destroys.Add(1); return nil }
+
+// DestroyStageContext bounds the wait for a stage that does not drain: the
+// queued events are discarded and reported, the running handler is not
+// destroyed under its feet, and the stage is gone.
+func TestDestroyStageContextBoundsTheWait(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	h := &blockedLife{entered: make(chan struct{}), release: make(chan struct{})}
+	st, err := m.CreateStage("Stuck", h, stage.StageConfig{Batching: stage.BatchingConfig{Max: 1}, ThreadPool: stage.ThreadPoolConfig{Max: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, m)
+	for i := 0; i < 4; i++ {
+		if err := st.Sink().Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-h.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err = m.DestroyStageContext(ctx, "Stuck")
+	if !errors.Is(err, stage.ErrNotStopped) || !errors.Is(err, stage.ErrEventsDiscarded) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("DestroyStageContext = %v, want ErrNotStopped, ErrEventsDiscarded and the deadline", err)
+	}
+	if got := st.Stats().Removed; got != 3 {
+		t.Fatalf("removed %d events, want the 3 queued behind the stuck one", got)
+	}
+	if _, ok := m.Stage("Stuck"); ok {
+		t.Fatal("the stage is still there")
+	}
+	if err := st.Sink().Enqueue("late"); !errors.Is(err, sink.ErrClosed) {
+		t.Fatalf("enqueue after destroy: %v, want ErrClosed", err)
+	}
+	if n := h.destroys.Load(); n != 0 {
+		t.Fatalf("Destroy ran %d times while the handler was running", n)
+	}
+	close(h.release)
+}
+
+// Destroying a stage of a manager never started: its queued events would
+// never be handled, so they are discarded and the caller is told.
+func TestDestroyStageBeforeStartReportsQueuedEvents(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	st, err := m.CreateStage("Idle", stage.HandlerFunc(func([]sink.Event) error { return nil }), stage.StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := st.Sink().Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.DestroyStage("Idle"); !errors.Is(err, stage.ErrEventsDiscarded) {
+		t.Fatalf("DestroyStage = %v, want ErrEventsDiscarded", err)
+	}
+	if got := st.Stats().Removed; got != 3 {
+		t.Fatalf("removed %d, want 3", got)
+	}
+	if _, err := m.CreateStage("Empty", stage.HandlerFunc(func([]sink.Event) error { return nil }), stage.StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DestroyStage("Empty"); err != nil {
+		t.Fatalf("DestroyStage of an empty stage = %v", err)
+	}
+}

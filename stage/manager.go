@@ -26,6 +26,10 @@ var (
 	ErrStarted       = errors.New("stage: manager already started")
 	ErrInit          = errors.New("stage: handler init failed")
 	ErrNotStopped    = errors.New("stage: stages did not stop")
+	// ErrEventsDiscarded: a destroyed stage held events that no handler
+	// will ever see (it never ran, or it did not drain in time); they are
+	// counted in the stage's Removed statistic.
+	ErrEventsDiscarded = errors.New("stage: queued events discarded")
 )
 
 // Options configure a Manager. The zero value is usable.
@@ -421,15 +425,28 @@ func (m *Manager) Start(ctx context.Context) error {
 // created it first waits for CreateStage to finish, so a handler's Init
 // must not destroy its own stage (return an error instead). The handler is
 // destroyed once, also when Shutdown or a supervisor restart runs at the
-// same time.
+// same time. DestroyStage waits as long as the stage takes to drain; see
+// DestroyStageContext to bound the wait.
 func (m *Manager) DestroyStage(name string) error {
+	return m.DestroyStageContext(context.Background(), name)
+}
+
+// DestroyStageContext is DestroyStage with a bound on the wait for the
+// stage to drain. If ctx ends first, the events still queued are
+// discarded and the error wraps ErrNotStopped and ErrEventsDiscarded; a
+// handler still running is not destroyed under its feet. On a manager
+// that was never started the queued events are discarded too (nobody
+// would ever handle them), and the error wraps ErrEventsDiscarded.
+func (m *Manager) DestroyStageContext(ctx context.Context, name string) error {
 	s, ok := m.Stage(name)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoStage, name)
 	}
 	// A stage still being created has its Init running and its goroutines
 	// not yet started: let CreateStage finish first.
-	_ = s.waitCreated(context.Background())
+	if err := s.waitCreated(ctx); err != nil {
+		return fmt.Errorf("stage: destroy %q: still being created: %w", name, err)
+	}
 	m.mu.Lock()
 	if m.stages[name] != s { // destroyed meanwhile, or its creation failed
 		m.mu.Unlock()
@@ -441,11 +458,19 @@ func (m *Manager) DestroyStage(name string) error {
 	m.sup.removeStage(s)
 	s.queue.Close()
 	var err error
+	destroy := running
 	if running {
-		err = s.runner.Wait(context.Background())
+		if werr := s.runner.Wait(ctx); werr != nil {
+			lost := len(s.queue.Discard())
+			// A batch still in flight keeps its handler alive.
+			destroy = s.inflight.Load() == 0
+			err = fmt.Errorf("stage: destroy %q: %w (%d queued events lost: %w): %w", name, ErrNotStopped, lost, ErrEventsDiscarded, werr)
+		}
+	} else if lost := len(s.queue.Discard()); lost > 0 {
+		err = fmt.Errorf("stage: destroy %q before start: %d queued events lost: %w", name, lost, ErrEventsDiscarded)
 	}
 	s.stopPredicate()
-	err = errors.Join(err, m.endStage(s, running))
+	err = errors.Join(err, m.endStage(s, destroy))
 	s.metrics.unregister()
 	m.signals.dropStage(s)
 	m.log.Info("stage destroyed", "stage", name)

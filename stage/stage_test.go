@@ -71,11 +71,17 @@ func TestSingleThreadedOrdering(t *testing.T) {
 		t.Fatal(err)
 	}
 	started(t, m)
+	if size := st.Stats().PoolSize; size != 1 {
+		t.Fatalf("single-threaded stage runs %d goroutines, want 1", size)
+	}
 	const n = 5000
 	for i := 0; i < n; i++ {
 		if err := st.Sink().Enqueue(i); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if size := st.Stats().PoolSize; size != 1 {
+		t.Fatalf("single-threaded stage under load runs %d goroutines, want 1", size)
 	}
 	shutdown(t, m)
 	got := c.snapshot()
@@ -86,9 +92,6 @@ func TestSingleThreadedOrdering(t *testing.T) {
 		if e != i {
 			t.Fatalf("event %d is %v: order broken", i, e)
 		}
-	}
-	if st.Stats().PoolSize > 1 {
-		t.Fatalf("single-threaded stage ran %d goroutines", st.Stats().PoolSize)
 	}
 }
 
