@@ -50,6 +50,7 @@ type options struct {
 	spikeDur   time.Duration
 	tailDur    time.Duration
 	classSize  int
+	classPhase time.Duration // multiclass: low class alone, then both for twice as long, then low alone
 	series     bool
 }
 
@@ -69,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.spikeDur, "spike", 15*time.Second, "spike: duration of the spike")
 	flag.DurationVar(&o.tailDur, "after", 3*time.Second, "spike: time after the spike")
 	flag.IntVar(&o.classSize, "class-clients", 128, "multiclass: clients per class")
+	flag.DurationVar(&o.classPhase, "class-phase", 5*time.Second, "multiclass: low class alone for this long, then both classes for twice as long, then low alone again")
 	flag.BoolVar(&o.series, "series", true, "print per-second series")
 	flag.Parse()
 	if modes != "" {
@@ -385,8 +387,7 @@ func runSpike(w io.Writer, o options) {
 }
 
 func runMulticlass(w io.Writer, o options) {
-	total := 20 * time.Second
-	from, to := 5*time.Second, 15*time.Second
+	from, to, total := o.classPhase, 3*o.classPhase, 4*o.classPhase
 	fmt.Fprintf(w, "## Multiclass (thesis Figs. 58, 59): %d low-class clients throughout, %d high-class clients during [%v, %v)\n\n",
 		o.classSize, o.classSize, from, to)
 	type result struct {

@@ -16,7 +16,8 @@ func TestSmoke(t *testing.T) {
 	o := options{
 		service: time.Millisecond, workers: 2, think: 20 * time.Millisecond, backoff: 50 * time.Millisecond,
 		target: 20 * time.Millisecond, base: 2, clients: 50, baseDur: time.Second, spikeDur: time.Second,
-		tailDur: time.Second, classSize: 10, series: true, modes: []string{"none", "fast", "thesis"},
+		tailDur: time.Second, classSize: 10, classPhase: 500 * time.Millisecond, series: true,
+		modes: []string{"none", "fast", "thesis", "single"},
 	}
 	var b strings.Builder
 	runSpike(&b, o)
@@ -24,6 +25,14 @@ func TestSmoke(t *testing.T) {
 	for _, want := range []string{"| none |", "| thesis |", "| fast |", "spike, control fast, per second", "| 2 |"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("spike output lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	runMulticlass(&b, o)
+	out = b.String()
+	for _, want := range []string{"| single |", "| thesis |", "| fast |", "multiclass, control fast, per second"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("multiclass output lacks %q:\n%s", want, out)
 		}
 	}
 }
