@@ -120,7 +120,15 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
-	if reflect.PointerTo(t).Implements(unmarshalerType) || t.Implements(unmarshalerType) || t == nodeType {
+	if t == nodeType {
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) || t.Implements(unmarshalerType) {
+		// the type's own UnmarshalYAML decides; its error is located here,
+		// at the key, rather than at the enclosing block
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return Errorf(n, path, "%s", unlocated(err, n.Line))
+		}
 		return nil
 	}
 	if t == durationType {
@@ -193,6 +201,13 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 		}
 		return nil
 	}
+}
+
+// unlocated returns err's message without yaml.v3's prefix or a leading
+// "line N: " for the node's own line, which Errorf adds back.
+func unlocated(err error, line int) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	return strings.TrimPrefix(msg, fmt.Sprintf("line %d: ", line))
 }
 
 func isInteger(k reflect.Kind) bool {

@@ -2,6 +2,7 @@ package yamlstrict
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,32 @@ func TestDecodeWholeNumbers(t *testing.T) {
 				t.Fatalf("decoded %+v, want %+v", v, tt.want)
 			}
 		})
+	}
+}
+
+// size decodes itself, the way aio.ByteSize does.
+type size int
+
+func (s *size) UnmarshalYAML(n *yaml.Node) error {
+	if n.Value == "lots" {
+		return fmt.Errorf("line %d: bad size %q", n.Line, n.Value)
+	}
+	return n.Decode((*int)(s))
+}
+
+// An Unmarshaler's error is located at its key, not at the enclosing block.
+func TestDecodeUnmarshalerErrorAtKey(t *testing.T) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte("a: 1\nsizes:\n  x: 3\n  y: lots\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		A     int             `yaml:"a"`
+		Sizes map[string]size `yaml:"sizes"`
+	}
+	err := Decode(&doc, "top", &v)
+	if want := `line 4: top.sizes.y: bad size "lots"`; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
 	}
 }
 
