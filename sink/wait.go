@@ -33,14 +33,29 @@ func EnqueueWait(ctx context.Context, s Sink, e Event) error {
 
 // EnqueueWait is EnqueueWait with this policy.
 func (p WaitPolicy) EnqueueWait(ctx context.Context, s Sink, e Event) error {
+	if err := s.Enqueue(e); !retryable(err) { // the common case: no waiting
+		return err
+	}
 	return p.wait(ctx, s, func() error { return s.Enqueue(e) })
 }
 
 // EnqueueManyWait is EnqueueWait for an all-or-nothing batch.
 func (p WaitPolicy) EnqueueManyWait(ctx context.Context, s Sink, es []Event) error {
+	if err := s.EnqueueMany(es); !retryable(err) {
+		return err
+	}
 	return p.wait(ctx, s, func() error { return s.EnqueueMany(es) })
 }
 
+// retryable reports whether err is a rejection worth waiting out (not
+// acceptance, closure or another failure).
+func retryable(err error) bool {
+	return err != nil && !errors.Is(err, ErrClosed) && errors.Is(err, ErrRejected)
+}
+
+// wait retries try, which has just been refused, until it succeeds, fails
+// for good or ctx ends. It registers for space before the next try, so a
+// wake-up between the refusal and the sleep is not missed.
 func (p WaitPolicy) wait(ctx context.Context, s Sink, try func() error) error {
 	minB, maxB := p.MinBackoff, p.MaxBackoff
 	if minB <= 0 {
@@ -62,7 +77,7 @@ func (p WaitPolicy) wait(ctx context.Context, s Sink, try func() error) error {
 	var timer *time.Timer
 	for {
 		err := try()
-		if err == nil || errors.Is(err, ErrClosed) || !errors.Is(err, ErrRejected) {
+		if !retryable(err) {
 			return err
 		}
 		if timer == nil {

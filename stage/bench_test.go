@@ -134,47 +134,61 @@ func (p *passer) HandleEvents(batch []sink.Event) error {
 func BenchmarkPipeline(b *testing.B) {
 	const stages, chunk = 10, 256
 	var ev sink.Event = 1
-	b.Run("stages-batched", func(b *testing.B) {
-		m := stage.NewManager(stage.Options{})
-		last := make(chan int, 1024)
-		for i := 0; i < stages; i++ {
-			next := ""
-			if i < stages-1 {
-				next = fmt.Sprintf("P%d", i+1)
-			}
-			_, err := m.CreateStage(fmt.Sprintf("P%d", i), &passer{next: next, last: last}, stage.StageConfig{
-				Queue:    stage.QueueConfig{Threshold: 8192},
-				Batching: stage.BatchingConfig{Max: 1024},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := m.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		defer m.Shutdown(context.Background())
-		first, _ := m.Stage("P0")
-		batch := make([]sink.Event, chunk)
-		for i := range batch {
-			batch[i] = ev
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		go func() {
-			for sent := 0; sent < b.N; sent += chunk {
-				n := min(chunk, b.N-sent)
-				if err := (sink.WaitPolicy{}).EnqueueManyWait(context.Background(), first.Sink(), batch[:n]); err != nil {
-					panic(err)
+	// chunk: how the producer feeds the first stage: 256 events per
+	// EnqueueMany, or one Enqueue per event like the channel reference.
+	for _, in := range []struct {
+		name  string
+		chunk int
+	}{{"stages-batched", chunk}, {"stages-batched-single-input", 1}} {
+		b.Run(in.name, func(b *testing.B) {
+			m := stage.NewManager(stage.Options{})
+			last := make(chan int, 1024)
+			for i := 0; i < stages; i++ {
+				next := ""
+				if i < stages-1 {
+					next = fmt.Sprintf("P%d", i+1)
+				}
+				_, err := m.CreateStage(fmt.Sprintf("P%d", i), &passer{next: next, last: last}, stage.StageConfig{
+					Queue:    stage.QueueConfig{Threshold: 8192},
+					Batching: stage.BatchingConfig{Max: 1024},
+				})
+				if err != nil {
+					b.Fatal(err)
 				}
 			}
-		}()
-		for got := 0; got < b.N; {
-			got += <-last
-		}
-		b.StopTimer()
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-	})
+			if err := m.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			defer m.Shutdown(context.Background())
+			first, _ := m.Stage("P0")
+			batch := make([]sink.Event, in.chunk)
+			for i := range batch {
+				batch[i] = ev
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			go func() {
+				ctx := context.Background()
+				for sent := 0; sent < b.N; sent += in.chunk {
+					n := min(in.chunk, b.N-sent)
+					var err error
+					if n == 1 {
+						err = sink.EnqueueWait(ctx, first.Sink(), ev)
+					} else {
+						err = (sink.WaitPolicy{}).EnqueueManyWait(ctx, first.Sink(), batch[:n])
+					}
+					if err != nil {
+						panic(err)
+					}
+				}
+			}()
+			for got := 0; got < b.N; {
+				got += <-last
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
 	b.Run("channels", func(b *testing.B) {
 		chans := make([]chan sink.Event, stages+1)
 		for i := range chans {
