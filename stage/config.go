@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -132,12 +134,106 @@ type GlobalConfig struct {
 	ThreadPool    ThreadPoolConfig    `yaml:"threadpool"`
 	Batching      BatchingConfig      `yaml:"batching"`
 	ThreadManager ThreadManagerConfig `yaml:"threadManager"`
-	// Profiler and AIO are decoded by packages profiler and aio.
+	// Profiler and AIO are decoded by packages profiler and aio, which
+	// register validators for them with RegisterSection.
 	Profiler yaml.Node `yaml:"profiler"`
 	AIO      yaml.Node `yaml:"aio"`
 	// Shutdown bounds a graceful shutdown by the command that runs the
 	// manager (0 → 10s).
 	Shutdown time.Duration `yaml:"shutdown"`
+}
+
+// section returns the raw block of a section other packages own, or nil if
+// name is not one.
+func (g *GlobalConfig) section(name string) *yaml.Node {
+	switch name {
+	case "profiler":
+		return &g.Profiler
+	case "aio":
+		return &g.AIO
+	}
+	return nil
+}
+
+// sectionNames lists the sections of GlobalConfig that RegisterSection
+// accepts.
+var sectionNames = []string{"aio", "profiler"}
+
+// SectionValidator checks a `global:` section owned by another package. n is
+// the section's node and path its dotted key path ("global.aio"). Errors
+// should be located, as yamlstrict errors or *ConfigError values are; any
+// other error is reported at the section's own line.
+type SectionValidator func(n *yaml.Node, path string) error
+
+// sections holds the registered validators. It is written from init
+// functions and read by ParseConfig; the lock makes the rare late
+// registration safe.
+var sections = struct {
+	sync.RWMutex
+	m map[string]SectionValidator
+}{m: map[string]SectionValidator{}}
+
+// RegisterSection makes ParseConfig (and so LoadConfig, Load and Parse)
+// check the section `global.<name>` with validate whenever a configuration
+// has that section, so that a mistake there fails the load with its file,
+// line and key instead of surfacing when the owner decodes the block.
+// Stage cannot import the packages that own these sections (they import
+// stage); they register from init, as database/sql drivers do:
+//
+//	func init() {
+//		stage.RegisterSection("aio", func(n *yaml.Node, path string) error {
+//			_, err := ParseConfig(n, path)
+//			return err
+//		})
+//	}
+//
+// name is one of the raw sections of GlobalConfig: "aio" or "profiler". A
+// section nobody registered a validator for (its package is not linked in)
+// is kept as is, unchecked, for its owner to decode later. RegisterSection
+// panics if name is not such a section, if validate is nil, or if name is
+// registered twice.
+func RegisterSection(name string, validate SectionValidator) {
+	if !slices.Contains(sectionNames, name) {
+		panic(fmt.Sprintf("stage: RegisterSection: no section %q in global: (known: %s)", name, strings.Join(sectionNames, ", ")))
+	}
+	if validate == nil {
+		panic("stage: RegisterSection: nil validator for " + name)
+	}
+	sections.Lock()
+	defer sections.Unlock()
+	if _, dup := sections.m[name]; dup {
+		panic("stage: RegisterSection called twice for section " + name)
+	}
+	sections.m[name] = validate
+}
+
+// validateSections runs the registered validators over the sections g has.
+func validateSections(g *GlobalConfig) error {
+	for _, name := range sectionNames {
+		n := g.section(name)
+		if n.Kind == 0 {
+			continue
+		}
+		sections.RLock()
+		validate := sections.m[name]
+		sections.RUnlock()
+		if validate == nil {
+			continue
+		}
+		path := yamlstrict.Join("global", name)
+		err := validate(n, path)
+		if err == nil {
+			continue
+		}
+		if ce, ok := err.(*ConfigError); ok {
+			err = ce.Err // ParseConfig adds the file
+		}
+		if _, ok := errors.AsType[*yamlstrict.Error](err); !ok {
+			err = yamlstrict.Errorf(n, path, "%v", err)
+		}
+		return err
+	}
+	return nil
 }
 
 // stageDefaults returns a StageConfig holding the global defaults.
@@ -190,6 +286,9 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 				return fail(err)
 			}
 			if err := validateGlobal(&cfg.Global, v); err != nil {
+				return fail(err)
+			}
+			if err := validateSections(&cfg.Global); err != nil {
 				return fail(err)
 			}
 		case "stages":
