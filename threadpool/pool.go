@@ -48,6 +48,26 @@ type Config struct {
 	SingleThreaded bool
 	Controller     ControllerConfig
 	Logger         *slog.Logger
+	// Clock drives the controller's ticks and the workers' idle times
+	// (nil: the real clock). Tests pass a fake one.
+	Clock Clock
+}
+
+// Clock is the time source of a Pool's controller.
+type Clock interface {
+	Now() time.Time
+	// NewTicker returns a channel delivering a tick every d, and a
+	// function that stops it.
+	NewTicker(d time.Duration) (ticks <-chan time.Time, stop func())
+}
+
+// realClock is the wall clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 // Defaults from the SEDA thesis and Sandstorm.
@@ -76,6 +96,9 @@ func (c Config) withDefaults() Config {
 	c.Initial = clamp(c.Initial, c.Min, c.Max)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
 	}
 	return c
 }
@@ -311,7 +334,7 @@ func (p *Pool) run(w *worker) {
 			return
 		}
 		if trackIdle && w.idleSince.Load() == 0 {
-			w.idleSince.Store(time.Now().UnixNano())
+			w.idleSince.Store(p.cfg.Clock.Now().UnixNano())
 		}
 		<-q.Ready() // Close, cancellation and resizing signal it too
 		if p.gen.Load() != gen {
@@ -337,8 +360,8 @@ func (p *Pool) idleWorkers(now time.Time, d time.Duration) int {
 func (p *Pool) control() {
 	defer close(p.ctlDone)
 	cfg := p.ctrl.Config()
-	t := time.NewTicker(cfg.Interval)
-	defer t.Stop()
+	ticks, stop := p.cfg.Clock.NewTicker(cfg.Interval)
+	defer stop()
 	for {
 		select {
 		case <-p.stop:
@@ -347,7 +370,7 @@ func (p *Pool) control() {
 			return
 		case <-p.done:
 			return
-		case now := <-t.C:
+		case now := <-ticks:
 			p.tick(now, cfg.Idle)
 		}
 	}
