@@ -24,6 +24,10 @@ var fuzzSeeds = []string{
 	"GET / HTTP/1.1\nHost: h\nA: b\n\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nA: b\r\n c\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	// Pipelined: the later requests are compared too.
+	"GET /1 HTTP/1.1\r\nHost: h\r\n\r\nPOST /2?q=%41 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\nGET /3 HTTP/1.0\r\n\r\n",
+	"GET /1 HTTP/1.1\r\nHost: h\r\n\r\nGET /2 HTTP/1.1\r\nHost: h\r\nA: b\r\n c\r\n\r\n",
+	"HEAD / HTTP/1.1\r\nHost: h\r\n\r\nGET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\nGET /ignored HTTP/1.1\r\n\r\n",
 }
 
 // fuzzLimits are small enough for short inputs to reach every limit.
@@ -132,34 +136,50 @@ func (s summary) Major() int {
 	return -1
 }
 
-// compareWithNetHTTP checks that every first request net/http.ReadRequest
-// accepts and whose body it reads without error is accepted and read alike
-// by the parser, unless the parser rejects it for one of its documented,
-// deliberate strictnesses, each checked here on net/http's own reading.
+// compareWithNetHTTP checks that every request of a pipelined input that
+// net/http.ReadRequest accepts, and whose body it reads without error, is
+// accepted and read alike by the parser, unless the parser rejects it for
+// one of its documented, deliberate strictnesses, each checked here on
+// net/http's own reading. The comparison goes on request after request
+// while net/http accepts them, and stops after a request that closes the
+// connection (the parser ignores what follows it).
 func compareWithNetHTTP(t *testing.T, data []byte, reqs []*Request, err error) {
 	t.Helper()
-	nreq, nerr := nethttp.ReadRequest(bufio.NewReader(bytes.NewReader(data)))
-	if nerr != nil {
-		return
-	}
-	body, berr := io.ReadAll(nreq.Body)
-	if berr != nil {
-		return
-	}
-	if len(reqs) == 0 {
-		if err == nil {
-			t.Fatalf("net/http read a whole request (%q), the parser wants more input", nreq.RequestURI)
+	rd := bytes.NewReader(data)
+	br := bufio.NewReader(rd)
+	for i := 0; ; i++ {
+		start := len(data) - rd.Len() - br.Buffered() // where request i begins
+		nreq, nerr := nethttp.ReadRequest(br)
+		if nerr != nil {
+			return
 		}
-		if why := excuse(data, nreq, err); why == "" {
-			t.Fatalf("net/http accepts %s %q %s, the parser says %v", nreq.Method, nreq.RequestURI, nreq.Proto, err)
+		body, berr := io.ReadAll(nreq.Body)
+		if berr != nil {
+			return
 		}
-		return
+		if i >= len(reqs) {
+			if err == nil {
+				t.Fatalf("net/http read a whole request #%d (%q), the parser wants more input", i, nreq.RequestURI)
+			}
+			if why := excuse(data[start:], nreq, err); why == "" {
+				t.Fatalf("net/http accepts request #%d %s %q %s, the parser says %v", i, nreq.Method, nreq.RequestURI, nreq.Proto, err)
+			}
+			return
+		}
+		compareRequest(t, i, reqs[i], nreq, body)
+		if reqs[i].Close {
+			return
+		}
 	}
-	r := reqs[0]
+}
+
+// compareRequest checks that the parser read request #i as net/http did.
+func compareRequest(t *testing.T, i int, r *Request, nreq *nethttp.Request, body []byte) {
+	t.Helper()
 	check := func(what string, got, want any) {
 		t.Helper()
 		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s: parser %#v, net/http %#v", what, got, want)
+			t.Fatalf("request #%d: %s: parser %#v, net/http %#v", i, what, got, want)
 		}
 	}
 	check("method", r.Method, nreq.Method)
@@ -209,7 +229,7 @@ func compareWithNetHTTP(t *testing.T, data []byte, reqs []*Request, err error) {
 	}
 	for _, h := range r.Header {
 		if _, ok := nreq.Header[h.Name]; !ok && !skip(h.Name) {
-			t.Fatalf("field %q unknown to net/http", h.Name)
+			t.Fatalf("request #%d: field %q unknown to net/http", i, h.Name)
 		}
 	}
 	for name, values := range nreq.Trailer {
