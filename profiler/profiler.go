@@ -270,8 +270,9 @@ func (p *Profiler) waitSample(ctx context.Context, seq uint64, timeout time.Dura
 // Shutdown stops sampling, writes a last sample to the profile log and the
 // stage graph (rendered to SVG beside the .dot file when Graphviz's dot is
 // installed), closes the log and shuts the HTTP server down gracefully,
-// like http.Server.Shutdown. Call it after the manager's Shutdown so the
-// last sample holds the final counts.
+// like http.Server.Shutdown, and removes the predicate gauges the profiler
+// registered in the manager's registry. Call it after the manager's
+// Shutdown so the last sample holds the final counts.
 func (p *Profiler) Shutdown(ctx context.Context) error {
 	return p.stop(ctx, false)
 }
@@ -291,6 +292,7 @@ func (p *Profiler) stop(ctx context.Context, now bool) error {
 	p.state = 2
 	p.mu.Unlock()
 	if !wasRunning || !p.cfg.active() {
+		p.s.release()
 		return nil
 	}
 	close(p.stopped)
@@ -310,6 +312,7 @@ func (p *Profiler) stop(ctx context.Context, now bool) error {
 	p.loopWG.Wait()
 
 	s := p.tick()
+	p.s.release()
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	if p.file != nil {

@@ -20,13 +20,23 @@ type Value struct {
 
 // StageSample is one stage's values at one instant. Names are relative to
 // the stage: the metrics the runtime registers under "<stage>.<name>"
-// (queue.length, enqueued, rejected.predicate, pool.size,
-// batching.factor, ...; histograms as <name>.mean/.p50/.p90/.p99/.max),
+// (queue.length, enqueued, rejected.full, rejected.predicate,
+// rejected.closed, dropped, pool.size, batching.factor, the controllers'
+// pool.throughput, pool.best.size, pool.best.throughput, batching.best and
+// batching.throughput, ...; histograms as <name>.mean/.p50/.p90/.p99/.max),
 // the handler's own values (stage.Context.Profile), "predicate.<name>" for
-// what the admission predicate reports through Inspect, and the rates the
-// profiler derives between two samples: rate.enqueued, rate.handled and
-// rate.rejected (events per second; rejected counts full-queue and
-// predicate refusals).
+// what the admission predicate reports through Inspect (registered in the
+// manager's registry by the profiler: see the package documentation; a
+// multiclass controller's per-class values are "predicate.class<N>.<name>"),
+// and the rates the profiler derives between two samples: rate.enqueued,
+// rate.handled and rate.rejected (events per second; rejected counts
+// full-queue and predicate refusals).
+//
+// dropped is not a further way of losing events: it counts the refusals of
+// EnqueueLossy, each of which is also counted as rejected.full,
+// rejected.predicate or rejected.closed (whichever refused it), so dropped
+// ≤ rejected.full + rejected.predicate + rejected.closed, and the
+// rejections must not be added to dropped.
 type StageSample struct {
 	Name   string
 	Values []Value // sorted by name
@@ -66,12 +76,6 @@ func (s *Sample) Stage(name string) (*StageSample, bool) {
 	return nil, false
 }
 
-// inspector is what predicates implement to report their state (see
-// package enqueuepred); the profiler finds it by type assertion.
-type inspector interface {
-	Inspect(report func(name string, value float64))
-}
-
 var runtimeNames = []struct{ metric, name string }{
 	{"/memory/classes/heap/objects:bytes", "mem.heap"},
 	{"/memory/classes/total:bytes", "mem.total"},
@@ -91,17 +95,18 @@ type sampler struct {
 	m   *stage.Manager
 	now func() time.Time
 
-	mu   sync.Mutex
-	seq  uint64
-	prev map[*stage.Stage]counters
-	rt   []rtmetrics.Sample
+	mu    sync.Mutex
+	seq   uint64
+	prev  map[*stage.Stage]counters
+	rt    []rtmetrics.Sample
+	preds *predicateGauges
 }
 
 func newSampler(m *stage.Manager, now func() time.Time) *sampler {
 	if now == nil {
 		now = time.Now
 	}
-	s := &sampler{m: m, now: now, prev: map[*stage.Stage]counters{}}
+	s := &sampler{m: m, now: now, prev: map[*stage.Stage]counters{}, preds: newPredicateGauges(m.Metrics())}
 	for _, n := range runtimeNames {
 		s.rt = append(s.rt, rtmetrics.Sample{Name: n.metric})
 	}
@@ -128,6 +133,7 @@ func (s *sampler) take() Sample {
 	}
 
 	stages := s.m.Stages()
+	s.preds.sync(stages)
 	index := make(map[string]int, len(stages))
 	out.Stages = make([]StageSample, len(stages))
 	for i, st := range stages {
@@ -145,11 +151,6 @@ func (s *sampler) take() Sample {
 	next := make(map[*stage.Stage]counters, len(stages))
 	for i, st := range stages {
 		ss := &out.Stages[i]
-		if in, ok := st.Sink().Predicate().(inspector); ok {
-			in.Inspect(func(name string, v float64) {
-				ss.Values = append(ss.Values, Value{"predicate." + name, v})
-			})
-		}
 		stats := st.Stats()
 		c := counters{at: out.Time, enqueued: stats.Enqueued, handled: stats.Events,
 			rejected: stats.RejectedFull + stats.RejectedPredicate}
@@ -170,6 +171,13 @@ func (s *sampler) take() Sample {
 	sortValues(out.Other)
 	out.Edges = s.m.Edges()
 	return out
+}
+
+// release unregisters the predicate gauges take registered.
+func (s *sampler) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.preds.unregister()
 }
 
 // owner finds the stage a registry name belongs to: the longest stage name
