@@ -15,16 +15,38 @@
 //   - serves, when given an address, a live dashboard at /debug/sandstorm/
 //     (one self-contained page embedded in the binary: the stage graph and
 //     plots of queue lengths, pool sizes, throughput, rejections and p90
-//     times per stage), the samples as JSON at /debug/sandstorm/metrics.json
-//     and net/http/pprof under /debug/pprof/.
+//     times per stage), the samples as JSON at /debug/sandstorm/metrics.json,
+//     the Prometheus text exposition at /metrics and net/http/pprof under
+//     /debug/pprof/.
 //
-// The values come from the manager's own go-metrics registry, where package
-// stage registers each stage's metrics under "<stage>.<name>" and handlers
-// add theirs with stage.Context.Profile (Sandstorm's ProfilableIF), plus
-// the predicates that report their state through an
-// Inspect(func(name string, value float64)) method (package enqueuepred),
-// plus rates the profiler derives between samples. Sample documents the
-// names.
+// The values come from the manager's own go-metrics registry
+// (stage.Manager.Metrics), where package stage registers each stage's
+// metrics under "<stage>.<name>" (counters, queue length, pool size,
+// batching factor, the thread-pool and batching controllers' variables)
+// and handlers add theirs with stage.Context.Profile (Sandstorm's
+// ProfilableIF), plus rates the profiler derives between samples.
+// Admission predicates that report their state through an
+// Inspect(func(name string, value float64)) method (package enqueuepred:
+// the response-time controllers' p90, admitted rate and target, per class
+// for a multiclass one) are put into that registry too: from its first
+// sample until Shutdown the profiler keeps a functional gauge
+// "<stage>.predicate.<name>" for every name the stage's current predicate
+// reports, so the registry, the profile log, metrics.json and /metrics
+// show the same values. StageSample documents the names. In the
+// Prometheus exposition a stage's value <name> is
+// sandstorm_stage_<name>{stage="..."} (counters with a _total suffix), and
+// a class segment of a predicate value becomes a label:
+// predicate.class0.p90 is sandstorm_stage_predicate_p90{stage="...",class="0"}.
+//
+// Rejections and drops: enqueued counts the events a stage's queue
+// accepted; rejected.full, rejected.predicate and rejected.closed count
+// refusals by reason (queue at its threshold, admission predicate, queue
+// closed). dropped counts the refusals of EnqueueLossy and is a subset of
+// those rejections, not an addition to them: an event offered lossily
+// and refused by the predicate is counted once in rejected.predicate and
+// once in dropped. The events a stage lost are rejected.full +
+// rejected.predicate + rejected.closed; dropped says how many of them the
+// producer had offered as droppable.
 //
 // Configuration is the `global.profiler` block of a stage configuration
 // (see Config and ConfigFrom):
