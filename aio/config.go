@@ -110,6 +110,31 @@ const (
 	ClogClose ClogPolicy = "close"
 )
 
+// InboundPolicy says what a connection does with incoming bytes while their
+// delivery waits: before StartReader, while the reader sink rejects a
+// packet, and while the read-rate governor says wait.
+type InboundPolicy string
+
+const (
+	// InboundPause (the default) stops reading the socket until delivery
+	// can go on: the bytes stay in the kernel, whose receive window closes,
+	// so TCP flow control holds the peer back, and nothing is lost or read
+	// faster than the application accepts it. gnet has no call for this:
+	// the connection changes its epoll registration underneath gnet. Where
+	// that is impossible (gnet built with the poll_opt tag, or an OS other
+	// than Linux) connections are counted in SocketStats.PauseUnsupported,
+	// a warning is logged, and MaxInbound applies as with InboundClose.
+	// Before StartReader, up to ReadBuffer bytes are read, so that a peer
+	// that sends a request and closes is seen to close.
+	InboundPause InboundPolicy = "pause"
+	// InboundClose keeps reading the socket into gnet's inbound buffer
+	// while delivery waits; past MaxInbound unread bytes the connection is
+	// closed with ErrInboundOverflow (ClosedOverflow; the bytes it received
+	// are still delivered before SinkClosed): load shedding of peers that
+	// send faster than the application reads.
+	InboundClose InboundPolicy = "close"
+)
+
 // WriteThreshold bounds what a connection may hold unsent: bytes accepted by
 // Enqueue and not yet written to the kernel, and write requests not yet
 // completed. A single write larger than Bytes is accepted when nothing else
@@ -123,9 +148,11 @@ type WriteThreshold struct {
 // controller): a token bucket that paces how fast packets are taken off the
 // sockets and handed to the application. Zero rates mean no limit.
 //
-// gnet cannot stop reading a socket, so throttled bytes wait in gnet's
-// inbound buffer, which MaxInbound bounds: a peer that keeps sending faster
-// than the governed rate is eventually closed (load shedding).
+// While the governor says wait, the connection follows its InboundPolicy:
+// with InboundPause it stops reading the socket, so the governed rate
+// paces the peer itself; with InboundClose the bytes wait in gnet's inbound
+// buffer, and a peer that keeps sending faster than the governed rate is
+// closed past MaxInbound (load shedding).
 type RateConfig struct {
 	Bytes   float64 `yaml:"bytes"`   // bytes per second
 	Packets float64 `yaml:"packets"` // packets per second
@@ -153,10 +180,15 @@ type SocketConfig struct {
 	ReusePort bool `yaml:"reusePort"`
 	// ReadBuffer is gnet's read size and the largest packet (0 → 16 KiB).
 	ReadBuffer ByteSize `yaml:"readBuffer"`
-	// MaxInbound bounds the unread bytes held for a connection whose reading
-	// is paused (no reader yet, reader sink rejecting, governor); past it the
-	// connection is closed with ErrInboundOverflow (0 → 1 MiB; < 0:
-	// unbounded).
+	// InboundPolicy says what happens to incoming bytes while their
+	// delivery waits: "pause" (the default) stops reading the socket,
+	// "close" keeps reading and closes past MaxInbound.
+	InboundPolicy InboundPolicy `yaml:"inboundPolicy"`
+	// MaxInbound bounds the unread bytes held in gnet's buffer for a
+	// connection whose delivery waits (no reader yet, reader sink
+	// rejecting, governor); past it the connection is closed with
+	// ErrInboundOverflow (0 → 1 MiB; < 0: unbounded). With InboundPause it
+	// is a safety net only.
 	MaxInbound     ByteSize       `yaml:"maxInbound"`
 	WriteThreshold WriteThreshold `yaml:"writeThreshold"`
 	ClogPolicy     ClogPolicy     `yaml:"clogPolicy"` // "" → reject
@@ -213,6 +245,8 @@ func (c SocketConfig) problem() string {
 		return bad("readBuffer %v is above 64MiB", c.ReadBuffer)
 	case c.ClogPolicy != "" && c.ClogPolicy != ClogReject && c.ClogPolicy != ClogClose:
 		return bad("unknown clogPolicy %q (known: reject, close)", c.ClogPolicy)
+	case c.InboundPolicy != "" && c.InboundPolicy != InboundPause && c.InboundPolicy != InboundClose:
+		return bad("unknown inboundPolicy %q (known: pause, close)", c.InboundPolicy)
 	case c.IdleTimeout < 0:
 		return bad("idleTimeout %v is negative", c.IdleTimeout)
 	case c.ReadRate.Bytes < 0 || math.IsNaN(c.ReadRate.Bytes) || math.IsInf(c.ReadRate.Bytes, 0):
@@ -249,6 +283,9 @@ func (c SocketConfig) withDefaults() SocketConfig {
 	}
 	if c.ClogPolicy == "" {
 		c.ClogPolicy = ClogReject
+	}
+	if c.InboundPolicy == "" {
+		c.InboundPolicy = InboundPause
 	}
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = DefaultCloseTimeout

@@ -100,6 +100,7 @@ type Connection struct {
 	flushed  atomic.Int64 // bytes written to the kernel (event loop writes)
 	activity atomic.Int64 // sink.Nanotime of the last progress in or out
 	paused   atomic.Bool  // delivery stopped (sink rejected or governor)
+	stopped  atomic.Bool  // the socket is not polled for input (readOff)
 	resumeAt atomic.Int64 // governor pause end (sink.Nanotime)
 	wantPoll atomic.Bool  // output drain must be watched
 	// retryDelay is the back-off of delivery retries (nanoseconds).
@@ -107,8 +108,14 @@ type Connection struct {
 	bytesIn    atomic.Uint64
 	packets    atomic.Uint64
 	rejected   atomic.Uint64
+	readStops  atomic.Uint64
+	govPauses  atomic.Uint64
+	maxUnread  atomic.Int64
 
 	// Event-loop only.
+	gate    readGate // stops and resumes polling the socket for input
+	readOff bool     // reading is stopped by the gate
+
 	pollDelay time.Duration // back-off of drain polls without progress
 	applied   int64         // bytes handed to gnet (AsyncWrite callbacks run)
 	seq       uint64
@@ -142,11 +149,20 @@ func newConnection(e *engine, owner sink.Sink, value any) *Connection {
 	return c
 }
 
-// attach binds c to its gnet connection (event loop, in OnOpen).
+// attach binds c to its gnet connection (event loop, in OnOpen, before c
+// is published: added to the engine's table or delivered to a sink).
 func (c *Connection) attach(gc gnet.Conn) {
+	c.mu.Lock()
 	c.gc = gc
 	c.local = cloneAddr(gc.LocalAddr())
 	c.remote = cloneAddr(gc.RemoteAddr())
+	c.mu.Unlock()
+	if c.cfg.InboundPolicy == InboundPause {
+		c.gate = newReadGate(gc)
+		if !c.gate.ok() {
+			c.eng.noGate(gateError())
+		}
+	}
 }
 
 // ID is unique among the connections of a socket.
@@ -186,8 +202,8 @@ func (c *Connection) events() sink.Sink {
 // SinkClosed when the connection closes. Bytes that arrived before are
 // delivered first, even if the connection closed meanwhile (a peer that sent
 // a request and closed at once). Reading pauses while s rejects packets:
-// nothing is dropped; the bytes wait (up to MaxInbound) and delivery resumes
-// once s accepts.
+// nothing is dropped; the bytes wait (in the kernel with InboundPause, else
+// in gnet's buffer up to MaxInbound) and delivery resumes once s accepts.
 func (c *Connection) StartReader(s sink.Sink) error {
 	if s == nil {
 		return fmt.Errorf("%w: StartReader with a nil sink", ErrBadEvent)
@@ -628,6 +644,10 @@ func (c *Connection) written(gc gnet.Conn, err error) error {
 	if err != nil || end < 0 {
 		return nil // the connection is closing; OnClose accounts for it
 	}
+	if c.readOff {
+		// gnet arms reading again when it buffers output.
+		c.gateReads(gc)
+	}
 	c.applied = end
 	if c.progress(gc) {
 		c.mu.Lock()
@@ -715,11 +735,54 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 	if avail > c.seen {
 		c.activity.Store(sink.Nanotime())
 	}
+	if int64(avail) > c.maxUnread.Load() {
+		c.maxUnread.Store(int64(avail))
+	}
 	act := c.read(gc, avail)
 	if act == gnet.None {
 		c.seen = gc.InboundBuffered()
+		c.gateReads(gc)
 	}
 	return act
+}
+
+// mustWait reports whether the socket must not be read for now: delivery
+// waits for the reader sink or the governor, or, before StartReader, a
+// read buffer's worth of bytes is waiting already.
+func (c *Connection) mustWait(gc gnet.Conn) bool {
+	if c.reader.Load() == nil {
+		return gc.InboundBuffered() >= int(c.cfg.ReadBuffer)
+	}
+	return c.paused.Load()
+}
+
+// gateReads stops polling the socket for input while delivery must wait
+// and resumes it when delivery goes on (InboundPause; event loop only).
+// While stopped, the stop is applied again on every visit: gnet arms
+// reading again when its outbound buffer drains.
+func (c *Connection) gateReads(gc gnet.Conn) {
+	if !c.gate.ok() {
+		return
+	}
+	stop := c.mustWait(gc)
+	if !stop && !c.readOff {
+		return
+	}
+	if err := c.gate.set(!stop, gc.OutboundBuffered() > 0); err != nil {
+		// The descriptor is gnet's and open (we are in its callback):
+		// this is not expected. Fall back to MaxInbound.
+		c.gate = readGate{}
+		c.eng.noGate(err)
+		c.readOff = false
+		c.stopped.Store(false)
+		return
+	}
+	if stop && !c.readOff {
+		c.readStops.Add(1)
+		c.eng.stats.readStops.Add(1)
+	}
+	c.readOff = stop
+	c.stopped.Store(stop)
 }
 
 // read hands buffered bytes to the reader as packets until the buffer is
@@ -751,6 +814,8 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 			}
 			grant, wait := c.gov.Take(now, n)
 			if grant == 0 {
+				c.govPauses.Add(1)
+				c.eng.stats.governorPauses.Add(1)
 				at := sink.Nanotime() + int64(wait)
 				c.resumeAt.Store(at)
 				c.paused.Store(true)
@@ -851,6 +916,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	c.mu.Unlock()
 	c.wantPoll.Store(false)
 	c.paused.Store(false)
+	c.stopped.Store(false)
 
 	if len(failed) > 0 {
 		ferr := fmt.Errorf("%w (%s)", ErrConnClosed, reason)
@@ -964,8 +1030,18 @@ type ConnStats struct {
 	Clogs          uint64
 	RefusedWrites  uint64
 	RejectedReads  uint64 // deliveries a sink rejected
-	Paused         bool   // delivery is paused
-	Closed         bool
+	// GovernorPauses counts the times the read-rate governor paused
+	// delivery.
+	GovernorPauses uint64
+	// ReadStops counts the times reading of the socket was stopped
+	// (InboundPause) because delivery had to wait.
+	ReadStops uint64
+	// MaxUnread is the most bytes seen waiting in gnet's inbound buffer
+	// (read from the socket, not yet taken as packets).
+	MaxUnread   int64
+	Paused      bool // delivery is paused
+	ReadStopped bool // the socket is not being read
+	Closed      bool
 }
 
 // Stats returns the connection's counters.
@@ -984,7 +1060,11 @@ func (c *Connection) Stats() ConnStats {
 		Clogs:          c.clogs,
 		RefusedWrites:  c.refused,
 		RejectedReads:  c.rejected.Load(),
+		GovernorPauses: c.govPauses.Load(),
+		ReadStops:      c.readStops.Load(),
+		MaxUnread:      c.maxUnread.Load(),
 		Paused:         c.paused.Load(),
+		ReadStopped:    c.stopped.Load(),
 		Closed:         c.state == stateClosed,
 	}
 }

@@ -28,13 +28,19 @@
 //     loop) retries it after PollInterval, backing off to 16 intervals
 //     while the sink keeps rejecting. The maintenance loop sleeps until the
 //     next connection is due, so an idle socket costs nothing.
-//   - gnet reads every readable socket; it cannot pause one. When a reader
-//     sink rejects a packet (or the read-rate governor says wait, or no
-//     reader has started) the connection stops taking bytes out of gnet's
-//     inbound buffer, so nothing is lost, and resumes when the sink accepts.
-//     MaxInbound bounds that buffer: a peer that keeps sending into a
-//     paused connection is closed (ClosedOverflow), and the bytes it had
-//     sent are still delivered before SinkClosed.
+//   - gnet reads every readable socket into its inbound buffer and has no
+//     call to pause one. When a reader sink rejects a packet (or the
+//     read-rate governor says wait, or no reader has started) the
+//     connection stops taking bytes out of gnet's buffer, so nothing is
+//     lost, and, with InboundPause (the default), also stops reading the
+//     socket: it removes its descriptor's input events from the event
+//     loop's epoll set, underneath gnet, until delivery goes on. The bytes
+//     then wait in the kernel and TCP flow control holds the peer back.
+//     With InboundClose (or where stopping is impossible, counted in
+//     SocketStats.PauseUnsupported) gnet keeps reading, and MaxInbound
+//     bounds its buffer: a peer that keeps sending into a paused connection
+//     is closed (ClosedOverflow), and the bytes it had sent are still
+//     delivered before SinkClosed.
 //   - gnet's outbound buffer is unbounded, so the write threshold bounds
 //     it. gnet has no "drained" callback: completions are found by reading
 //     OutboundBuffered after each write and, while someone waits, by waking

@@ -55,6 +55,8 @@ type engine struct {
 	stopped atomic.Bool
 	wg      sync.WaitGroup
 
+	gateWarn sync.Once // the warning that reading cannot be stopped
+
 	metricReg   metrics.Registry
 	metricNames []string
 }
@@ -383,6 +385,11 @@ func (e *engine) maintain() {
 func (e *engine) closeIdle(now time.Time) {
 	cut := now.Add(-e.cfg.IdleTimeout).UnixNano()
 	for _, c := range e.snapshot() {
+		if c.stopped.Load() && c.reader.Load() != nil {
+			// Quiet because its reading is stopped: the application
+			// is behind, not the peer.
+			continue
+		}
 		if c.activity.Load() < cut {
 			e.stats.idleClosed.Add(1)
 			c.closeWith(ClosedIdle, ErrIdleTimeout)
@@ -417,6 +424,15 @@ func (e *engine) finish(last sink.Event, to sink.Sink) {
 		e.lost(d, fmt.Errorf("%w: sink still rejecting at close", sink.ErrRejected))
 	}
 	e.unregisterMetrics()
+}
+
+// noGate counts a connection that cannot stop reading its socket
+// (InboundPause falls back to MaxInbound) and warns once per socket.
+func (e *engine) noGate(err error) {
+	e.stats.pauseUnsupported.Add(1)
+	e.gateWarn.Do(func() {
+		e.log.Warn("aio: cannot stop reading sockets; inbound bytes are bounded by maxInbound instead", "err", err)
+	})
 }
 
 // lost logs and counts an event that can never be delivered.

@@ -24,39 +24,52 @@ type SocketStats struct {
 	RefusedWrites   uint64 // writes refused for a clogged connection
 	// RejectedReads counts rejections by user sinks: each one pauses the
 	// connection's delivery (and reading) until the sink accepts.
-	RejectedReads  uint64
-	IdleClosed     uint64 // connections closed by IdleTimeout
-	CloggedClosed  uint64 // connections closed by ClogClose
-	OverflowClosed uint64 // connections closed by MaxInbound
-	Lost           uint64 // events no sink would ever take (closed sinks)
+	RejectedReads uint64
+	// GovernorPauses counts the times the read-rate governor paused a
+	// connection's delivery.
+	GovernorPauses uint64
+	// ReadStops counts the times a connection stopped reading its socket
+	// because delivery had to wait (InboundPause).
+	ReadStops uint64
+	// PauseUnsupported counts connections that could not stop reading
+	// their sockets although InboundPause asked for it; MaxInbound bounds
+	// their unread bytes instead.
+	PauseUnsupported uint64
+	IdleClosed       uint64 // connections closed by IdleTimeout
+	CloggedClosed    uint64 // connections closed by ClogClose
+	OverflowClosed   uint64 // connections closed by MaxInbound
+	Lost             uint64 // events no sink would ever take (closed sinks)
 }
 
 type counters struct {
 	accepted, connected, connectFailed, closed, rejectedAccepts atomic.Uint64
 	bytesIn, bytesOut, packets, clogs, refusedWrites            atomic.Uint64
 	rejectedReads, idleClosed, cloggedClosed, overflowClosed    atomic.Uint64
-	lost                                                        atomic.Uint64
+	governorPauses, readStops, pauseUnsupported, lost           atomic.Uint64
 }
 
 func (e *engine) snapshotStats() SocketStats {
 	s := &e.stats
 	return SocketStats{
-		Open:            e.open(),
-		Accepted:        s.accepted.Load(),
-		Connected:       s.connected.Load(),
-		ConnectFailed:   s.connectFailed.Load(),
-		Closed:          s.closed.Load(),
-		RejectedAccepts: s.rejectedAccepts.Load(),
-		BytesIn:         s.bytesIn.Load(),
-		BytesOut:        s.bytesOut.Load(),
-		Packets:         s.packets.Load(),
-		Clogs:           s.clogs.Load(),
-		RefusedWrites:   s.refusedWrites.Load(),
-		RejectedReads:   s.rejectedReads.Load(),
-		IdleClosed:      s.idleClosed.Load(),
-		CloggedClosed:   s.cloggedClosed.Load(),
-		OverflowClosed:  s.overflowClosed.Load(),
-		Lost:            s.lost.Load(),
+		Open:             e.open(),
+		Accepted:         s.accepted.Load(),
+		Connected:        s.connected.Load(),
+		ConnectFailed:    s.connectFailed.Load(),
+		Closed:           s.closed.Load(),
+		RejectedAccepts:  s.rejectedAccepts.Load(),
+		BytesIn:          s.bytesIn.Load(),
+		BytesOut:         s.bytesOut.Load(),
+		Packets:          s.packets.Load(),
+		Clogs:            s.clogs.Load(),
+		RefusedWrites:    s.refusedWrites.Load(),
+		RejectedReads:    s.rejectedReads.Load(),
+		GovernorPauses:   s.governorPauses.Load(),
+		ReadStops:        s.readStops.Load(),
+		PauseUnsupported: s.pauseUnsupported.Load(),
+		IdleClosed:       s.idleClosed.Load(),
+		CloggedClosed:    s.cloggedClosed.Load(),
+		OverflowClosed:   s.overflowClosed.Load(),
+		Lost:             s.lost.Load(),
 	}
 }
 
@@ -89,6 +102,9 @@ func (e *engine) registerMetrics() {
 	gauge("clogs", u(&s.clogs))
 	gauge("writes.refused", u(&s.refusedWrites))
 	gauge("reads.rejected", u(&s.rejectedReads))
+	gauge("reads.governed", u(&s.governorPauses))
+	gauge("reads.stopped", u(&s.readStops))
+	gauge("reads.unpausable", u(&s.pauseUnsupported))
 	gauge("closed.idle", u(&s.idleClosed))
 	gauge("closed.clogged", u(&s.cloggedClosed))
 	gauge("closed.overflow", u(&s.overflowClosed))

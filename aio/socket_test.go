@@ -356,6 +356,92 @@ func TestReaderRejectionPausesWithoutLoss(t *testing.T) {
 	}
 }
 
+// TestSlowReaderStopsSocketReading streams 4 MiB, four times MaxInbound,
+// through a reader sink that rejects two packets in three and echoes the
+// ones it accepts. The connection must stop reading its socket while
+// delivery waits (TCP flow control then holds the peer back), also while
+// its own output fills and drains, instead of piling the bytes up in
+// gnet's inbound buffer until MaxInbound closes it.
+func TestSlowReaderStopsSocketReading(t *testing.T) {
+	needReadGate(t)
+	checkLeaks(t)
+	srv, _, c, client := serverConn(t, SocketConfig{ReadBuffer: 64 << 10})
+	reader := newRecorder("reader")
+	attempts := 0 // guarded by reader.mu
+	reader.setReject(func(e sink.Event) bool {
+		if _, ok := e.(Packet); !ok {
+			return false
+		}
+		attempts++
+		return attempts%3 != 0
+	})
+	echoErrs := make(chan error, 1)
+	reader.mu.Lock()
+	reader.on = func(e sink.Event) {
+		if p, ok := e.(Packet); ok {
+			if err := p.Conn.Enqueue(p.Data); err != nil {
+				select {
+				case echoErrs <- err:
+				default:
+				}
+			}
+		}
+	}
+	reader.mu.Unlock()
+	if err := c.StartReader(reader); err != nil {
+		t.Fatal(err)
+	}
+	const total = 4 * DefaultMaxInbound
+	want := pattern(11, total)
+	wrote := make(chan error, 1)
+	go func() { _, err := client.Write(want); wrote <- err }()
+	echoed := make(chan []byte, 1)
+	go func() {
+		got := make([]byte, total)
+		n, _ := io.ReadFull(client, got)
+		echoed <- got[:n]
+	}()
+	evs := reader.wait(t, "all bytes or a close", func(evs []sink.Event) bool {
+		return count[SinkClosed](evs) > 0 || len(packetBytes(t, evs)) >= total
+	})
+	if sc, ok := first[SinkClosed](evs); ok {
+		t.Fatalf("connection closed after %d of %d bytes: %+v", len(packetBytes(t, evs)), total, sc)
+	}
+	if got := packetBytes(t, evs); !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes, want %d, identical and in order", len(got), total)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("client write: %v", err)
+	}
+	if got := <-echoed; !bytes.Equal(got, want) {
+		t.Fatalf("echo: got %d bytes, want %d, identical and in order", len(got), total)
+	}
+	select {
+	case err := <-echoErrs:
+		t.Fatalf("echo write refused: %v", err)
+	default:
+	}
+	st := c.Stats()
+	if st.Closed || st.BytesIn != total || st.RejectedReads == 0 {
+		t.Fatalf("stats %+v: want open, %d bytes in, rejections", st, total)
+	}
+	if st.ReadStops == 0 || st.MaxUnread > DefaultMaxInbound/4 {
+		t.Fatalf("stats %+v: want reading stopped and little left unread in gnet's buffer", st)
+	}
+	if s := srv.Stats(); s.OverflowClosed != 0 || s.ReadStops != st.ReadStops || s.PauseUnsupported != 0 {
+		t.Fatalf("socket stats %+v", s)
+	}
+}
+
+// needReadGate skips a test of InboundPause's stopped reading in a build
+// that cannot stop reading (not Linux, or gnet's poll_opt poller).
+func needReadGate(t *testing.T) {
+	t.Helper()
+	if !readGateBuilt {
+		t.Skip("this build cannot stop reading sockets (InboundPause falls back to MaxInbound)")
+	}
+}
+
 func TestPeerClosesBeforeStartReader(t *testing.T) {
 	checkLeaks(t)
 	srv, owner, c, client := serverConn(t, SocketConfig{})
@@ -395,15 +481,50 @@ func TestIdleTimeout(t *testing.T) {
 
 func TestInboundOverflowWithoutReader(t *testing.T) {
 	checkLeaks(t)
-	srv, owner, _, client := serverConn(t, SocketConfig{MaxInbound: 64 << 10})
+	// InboundClose: gnet keeps reading, MaxInbound sheds the peer.
+	srv, owner, _, client := serverConn(t, SocketConfig{MaxInbound: 64 << 10, InboundPolicy: InboundClose})
 	go client.Write(pattern(4, 1<<20)) // fails once the server closes
 	evs := owner.wait(t, "overflow close", func(evs []sink.Event) bool { return count[SinkClosed](evs) == 1 })
 	sc, _ := first[SinkClosed](evs)
 	if sc.Reason != ClosedOverflow || !errors.Is(sc.Err, ErrInboundOverflow) || sc.Unread <= 64<<10 {
 		t.Fatalf("SinkClosed %+v, want overflow reporting the unread bytes", sc)
 	}
-	if srv.Stats().OverflowClosed != 1 {
-		t.Fatalf("stats %+v", srv.Stats())
+	if s := srv.Stats(); s.OverflowClosed != 1 || s.ReadStops != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestInboundPauseWithoutReader(t *testing.T) {
+	needReadGate(t)
+	checkLeaks(t)
+	// InboundPause (the default): before StartReader the connection reads
+	// one read buffer's worth and stops; the peer's bytes wait in the
+	// kernel, however many more than MaxInbound it sends.
+	const maxInbound, total = 64 << 10, 1 << 20
+	srv, owner, c, client := serverConn(t, SocketConfig{ReadBuffer: 4 << 10, MaxInbound: maxInbound})
+	want := pattern(5, total)
+	wrote := make(chan error, 1)
+	go func() { _, err := client.Write(want); wrote <- err }()
+	waitCond(t, "reading to stop", func() bool { st := c.Stats(); return st.ReadStopped || st.Closed })
+	reader := newRecorder("reader")
+	if err := c.StartReader(reader); err != nil {
+		t.Fatal(err)
+	}
+	evs := reader.wait(t, "all bytes or a close", func(evs []sink.Event) bool {
+		return count[SinkClosed](evs) > 0 || len(packetBytes(t, evs)) >= total
+	})
+	if got := packetBytes(t, evs); !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes (%s), want %d, identical and in order", len(got), summarize(evs[len(evs)-1:]), total)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("client write: %v", err)
+	}
+	st := c.Stats()
+	if st.ReadStops == 0 || st.MaxUnread > maxInbound || st.Closed {
+		t.Fatalf("stats %+v: want reading stopped, at most MaxInbound unread, open", st)
+	}
+	if s := srv.Stats(); s.OverflowClosed != 0 || count[SinkClosed](owner.events()) != 0 {
+		t.Fatalf("stats %+v, events %s", s, summarize(owner.events()))
 	}
 }
 

@@ -235,7 +235,7 @@ writeThreshold: {bytes: 2MiB, writes: 50}
 idleTimeout: 90s
 readRate: {packets: 500}
 sockets:
-  http: {addr: "127.0.0.1:8080", clogPolicy: close, eventLoops: 4}
+  http: {addr: "127.0.0.1:8080", clogPolicy: close, eventLoops: 4, inboundPolicy: close}
   admin: {addr: "unix:///tmp/admin.sock"}
 file:
   threadpool: {max: 8}
@@ -254,7 +254,7 @@ file:
 		t.Fatalf("defaults %+v", d)
 	}
 	http, ok := cfg.Socket("http")
-	if !ok || http.Addr != "127.0.0.1:8080" || http.ClogPolicy != ClogClose || http.EventLoops != 4 ||
+	if !ok || http.Addr != "127.0.0.1:8080" || http.ClogPolicy != ClogClose || http.EventLoops != 4 || http.InboundPolicy != InboundClose ||
 		http.ReadBuffer != 8<<10 || http.IdleTimeout != 90*time.Second || http.Name != "http" {
 		t.Fatalf("http socket %+v: want its own keys over the defaults", http)
 	}
@@ -279,6 +279,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"idleTimeout: 5 minutes", "global.aio.idleTimeout: bad duration"},
 		{"eventLoops: -2", "eventLoops -2 is negative"},
 		{"clogPolicy: drop", `unknown clogPolicy "drop"`},
+		{"inboundPolicy: drop", `unknown inboundPolicy "drop"`},
 		{"addr: 127.0.0.1:80", "addr belongs in a socket block"},
 		{"sockets:\n  web: {adr: x}", "line 2: global.aio.sockets.web.adr: unknown key"},
 		{"sockets:\n  web: {readRate: {bytes: -5}}", "readRate.bytes"},
@@ -373,7 +374,7 @@ global:
 func TestSocketConfigDefaults(t *testing.T) {
 	c := SocketConfig{}.withDefaults()
 	if c.ReadBuffer != DefaultReadBuffer || c.MaxInbound != DefaultMaxInbound || c.WriteThreshold.Bytes != DefaultMaxWriteBytes ||
-		c.WriteThreshold.Writes != DefaultMaxWrites || c.ClogPolicy != ClogReject || c.CloseTimeout != DefaultCloseTimeout ||
+		c.WriteThreshold.Writes != DefaultMaxWrites || c.ClogPolicy != ClogReject || c.InboundPolicy != InboundPause || c.CloseTimeout != DefaultCloseTimeout ||
 		c.PollInterval != DefaultPollInterval || c.ConnectTimeout != DefaultConnectTimeout || c.Logger == nil {
 		t.Fatalf("defaults %+v", c)
 	}
