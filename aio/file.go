@@ -496,6 +496,10 @@ func (f *File) open(r fileReq) sink.Event {
 		return f.fail(OpOpen, fmt.Errorf("%w: already open", ErrBadEvent), r.tag)
 	}
 	fh, err := os.OpenFile(f.name, r.flag, r.perm)
+	if errors.Is(err, syscall.EISDIR) {
+		// A directory opened for writing: the kernel refuses it itself.
+		err = fmt.Errorf("%w: %w", ErrIsDirectory, err)
+	}
 	if err != nil {
 		f.openErr = err
 		return f.fail(OpOpen, err, r.tag)

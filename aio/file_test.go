@@ -202,6 +202,21 @@ func TestFileErrors(t *testing.T) {
 	if !errors.As(de.Err, &pe) || pe.Path != dir {
 		t.Fatalf("directory error %v does not carry the fs.PathError", de.Err)
 	}
+	// Opened for writing, the kernel refuses the directory (EISDIR) before
+	// any Stat: the same error.
+	for i, flag := range []int{os.O_RDWR, os.O_WRONLY, os.O_WRONLY | os.O_CREATE} {
+		recW := newRecorder("dir-write")
+		dw, err := fio.Open(dir, flag, 0o644, recW, i)
+		mustOK(t, err)
+		evs = recW.wait(t, "dir error", func(evs []sink.Event) bool { return len(evs) == 1 })
+		de, ok := evs[0].(IOError)
+		if !ok || de.Op != OpOpen || !errors.Is(de.Err, ErrIsDirectory) || de.File != dw {
+			t.Fatalf("open of a directory with flag %#x: %#v", flag, evs[0])
+		}
+		if !errors.As(de.Err, &pe) || pe.Path != dir {
+			t.Fatalf("directory error %v does not carry the fs.PathError", de.Err)
+		}
+	}
 
 	rec3 := newRecorder("readfile")
 	mustOK(t, fio.ReadFile(missing, rec3, 1))
