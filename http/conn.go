@@ -26,8 +26,12 @@ type Reply struct {
 	// Done, if set, is called exactly once when the Connection no longer
 	// needs the reply's buffers: after they were written to the kernel (or
 	// copied), or with an error when the reply was refused or dropped
-	// because the connection closed. It must not block.
+	// because the connection closed. It must not block. For a streamed
+	// reply it is called once the header has been handed over.
 	Done func(error)
+	// Stream, if set, supplies the payload piece by piece (see Stream);
+	// Body and Resp.Body are then nil.
+	Stream *Stream
 }
 
 // Respond sends resp as the answer to req on req's connection.
@@ -106,6 +110,8 @@ type Connection struct {
 	inflight  ring[inflight] // marked writes not yet written to the kernel
 	submitted int64          // bytes handed to the socket, ever
 	confirmed int64          // bytes known to be written to the kernel
+	stream    *Stream        // the streamed reply being sent: later replies wait
+	streamAt  int64          // when the stream last got a piece
 	closing   bool
 	closeSent bool
 	closed    bool
@@ -299,7 +305,7 @@ func (c *Connection) continueLocked() {
 	if c.closing {
 		return
 	}
-	if c.nextOut == c.nextIn {
+	if c.nextOut == c.nextIn && c.stream == nil {
 		c.pushContinueLocked()
 		c.flushLocked()
 		return
@@ -331,6 +337,22 @@ func (c *Connection) Enqueue(e sink.Event) error {
 		return err
 	}
 	return c.reply(r)
+}
+
+// Reject answers req with 503 Service Unavailable and Retry-After
+// (retryAfter, or the server's RetryAfter if it is 0): the answer to a
+// request that a stage of the application refused to enqueue. It is
+// counted in ServerStats.Rejected, like the requests the server's own
+// request sink refuses.
+func (c *Connection) Reject(req *Request, retryAfter time.Duration) error {
+	if retryAfter == 0 {
+		retryAfter = c.srv.cfg.RetryAfter
+	}
+	err := c.reply(Reply{Req: req, Resp: ServiceUnavailable(retryAfter)})
+	if err == nil {
+		c.srv.stats.rejected.Add(1)
+	}
+	return err
 }
 
 // Send is Enqueue for a Reply, without boxing it into an event.
@@ -495,6 +517,17 @@ func (c *Connection) check(r Reply) error {
 	case r.Req.Conn != c:
 		return fmt.Errorf("%w: request of connection %v answered on %s", ErrBadReply, r.Req.Conn, c)
 	}
+	if s := r.Stream; s != nil {
+		switch {
+		case s.c != c:
+			return fmt.Errorf("%w: stream of another connection", ErrBadReply)
+		case r.Resp.Body != nil || r.Body != nil:
+			return fmt.Errorf("%w: a streamed reply with a body", ErrBadReply)
+		case s.length != max(r.Resp.ContentLength, 0):
+			return fmt.Errorf("%w: stream of %d bytes for Content-Length %d", ErrBadReply, s.length, r.Resp.ContentLength)
+		}
+		return nil
+	}
 	if r.Resp.Body == nil && r.Resp.SendsBody(r.Req) {
 		var n int64
 		for _, b := range r.Body {
@@ -514,20 +547,25 @@ func (c *Connection) closedErr() error {
 // answerLocked records the answer to request seq and sends every answer
 // now in order.
 func (c *Connection) answerLocked(seq uint64, r Reply) error {
+	if s := r.Stream; s != nil {
+		if s.bound {
+			err := fmt.Errorf("%w: a stream sent with two replies", ErrBadReply)
+			c.calls = append(c.calls, doneCall{r.Done, err})
+			return err
+		}
+		s.bound = true
+	}
+	var err error
 	switch {
 	case c.closed:
 		c.dropLocked(r, c.closedErr())
 		return c.closedErr()
 	case seq < c.nextOut || seq >= c.nextIn:
-		err := fmt.Errorf("%w: request %d of %s is answered already or unknown", ErrBadReply, seq, c)
-		c.calls = append(c.calls, doneCall{r.Done, err})
-		return err
-	}
-	if seq != c.nextOut {
+		err = fmt.Errorf("%w: request %d of %s is answered already or unknown", ErrBadReply, seq, c)
+	case seq != c.nextOut || c.stream != nil:
 		if _, dup := c.pending[seq]; dup {
-			err := fmt.Errorf("%w: request %d of %s answered twice", ErrBadReply, seq, c)
-			c.calls = append(c.calls, doneCall{r.Done, err})
-			return err
+			err = fmt.Errorf("%w: request %d of %s answered twice", ErrBadReply, seq, c)
+			break
 		}
 		if c.pending == nil {
 			c.pending = make(map[uint64]Reply)
@@ -535,8 +573,21 @@ func (c *Connection) answerLocked(seq uint64, r Reply) error {
 		c.pending[seq] = r
 		return nil
 	}
+	if err != nil {
+		c.calls = append(c.calls, doneCall{r.Done, err})
+		c.dropStreamLocked(r.Stream, err)
+		return err
+	}
 	c.emitLocked(r)
-	for len(c.pending) > 0 {
+	c.emitPendingLocked()
+	c.flushLocked()
+	return nil
+}
+
+// emitPendingLocked emits the answers that waited for earlier ones, in
+// order, until one is missing or a stream is being sent.
+func (c *Connection) emitPendingLocked() {
+	for c.stream == nil && len(c.pending) > 0 {
 		next, ok := c.pending[c.nextOut]
 		if !ok {
 			break
@@ -544,12 +595,11 @@ func (c *Connection) answerLocked(seq uint64, r Reply) error {
 		delete(c.pending, c.nextOut)
 		c.emitLocked(next)
 	}
-	c.flushLocked()
-	return nil
 }
 
 func (c *Connection) dropLocked(r Reply, err error) {
 	c.srv.stats.dropped.Add(1)
+	c.dropStreamLocked(r.Stream, err)
 	if r.Done != nil {
 		c.calls = append(c.calls, doneCall{r.Done, err})
 	}
@@ -576,6 +626,12 @@ func (c *Connection) emitLocked(r Reply) {
 	}
 	srv := c.srv
 	req, resp := r.Req, r.Resp
+	if s := r.Stream; s != nil && s.err != nil {
+		// Aborted before its turn: nothing of it was sent yet.
+		resp = InternalServerError()
+		resp.Close = true
+		r.Stream = nil
+	}
 	if (c.overLimit || srv.draining.Load()) && resp.KeepAlive(req) {
 		cp := *resp
 		cp.Close = true
@@ -587,6 +643,9 @@ func (c *Connection) emitLocked(r Reply) {
 	var w outWrite
 	switch {
 	case !sends:
+		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		c.calls = append(c.calls, doneCall{r.Done, nil})
+	case r.Stream != nil:
 		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
 		c.calls = append(c.calls, doneCall{r.Done, nil})
 	case resp.Body != nil && len(resp.Body) <= inline:
@@ -618,13 +677,16 @@ func (c *Connection) emitLocked(r Reply) {
 	if class := resp.status() / 100; class >= 1 && class <= 5 {
 		srv.stats.byClass[class].Add(1)
 	}
+	if r.Stream != nil {
+		c.startStreamLocked(r.Stream, sends)
+	}
 	if !resp.KeepAlive(req) {
 		c.closing = true
 		c.stopReadingLocked()
 		c.dropPendingLocked()
 		return
 	}
-	if c.wantCont && c.contSeq == c.nextOut {
+	if c.wantCont && c.contSeq == c.nextOut && c.stream == nil {
 		c.pushContinueLocked()
 	}
 }
@@ -677,7 +739,7 @@ func (c *Connection) flushLocked() {
 		}
 		c.outq.pop()
 	}
-	if c.outq.len() == 0 && c.closing && !c.closeSent {
+	if c.outq.len() == 0 && c.closing && !c.closeSent && c.stream == nil {
 		c.closeSent = true
 		_ = c.sock.Close()
 	}
@@ -699,6 +761,7 @@ func (c *Connection) failLocked(err error) {
 		}
 	}
 	c.confirmed = c.submitted
+	c.dropStreamLocked(c.stream, err)
 	c.closing = true
 	c.stopReadingLocked()
 	c.dropPendingLocked()
@@ -726,6 +789,9 @@ func (c *Connection) onDrained() {
 	w := c.inflight.pop()
 	c.confirmed = w.end
 	c.lastWrite, c.lastAct = now, now
+	if c.stream != nil {
+		c.streamAt = now
+	}
 	if w.done != nil {
 		c.calls = append(c.calls, doneCall{w.done, nil})
 	}
@@ -777,7 +843,16 @@ func (c *Connection) checkTimeouts(now int64) {
 		c.srv.log.Debug("http: write timeout; closing", "conn", c.String())
 		_ = c.sock.Abort()
 		return
-	case cfg.ResponseTimeout > 0 && !c.closing && c.delivered > c.nextOut && now-c.waitq.front().at > int64(cfg.ResponseTimeout):
+	case cfg.ResponseTimeout > 0 && c.stream != nil && c.outq.len() == 0 && c.inflight.len() == 0 &&
+		now-max(c.streamAt, c.lastWrite) > int64(cfg.ResponseTimeout):
+		// The application stopped feeding a streamed body: the response
+		// cannot be completed, nor another one sent after it.
+		c.mu.Unlock()
+		stats.responseTimeouts.Add(1)
+		c.srv.log.Warn("http: streamed body stalled; closing", "conn", c.String(), "timeout", cfg.ResponseTimeout)
+		_ = c.sock.Abort()
+		return
+	case cfg.ResponseTimeout > 0 && !c.closing && c.stream == nil && c.delivered > c.nextOut && now-c.waitq.front().at > int64(cfg.ResponseTimeout):
 		stats.responseTimeouts.Add(1)
 		head := c.waitq.front().req
 		resp := ServiceUnavailable(cfg.RetryAfter)
@@ -815,18 +890,34 @@ func (c *Connection) idleTimeout() time.Duration {
 // idleLocked reports a connection with nothing to do: no request arriving,
 // waiting for an answer or being written.
 func (c *Connection) idleLocked() bool {
-	return !c.closeSent && c.reqStart == 0 && len(c.held) == 0 && c.nextIn == c.nextOut &&
-		c.outq.len() == 0 && c.inflight.len() == 0
+	return !c.closeSent && c.reqStart == 0 && len(c.held) == 0 && !c.owesLocked()
 }
 
-// closeIfIdle closes the connection if it has nothing to do (draining).
-func (c *Connection) closeIfIdle() {
+// owesLocked reports whether the connection has a response to send or
+// being sent: a request received and not answered, output not yet written
+// to the kernel, or a streamed body not complete.
+func (c *Connection) owesLocked() bool {
+	return c.nextIn != c.nextOut || c.outq.len() > 0 || c.inflight.len() > 0 || c.stream != nil
+}
+
+// drain winds the connection down for a server shutdown: it reads no
+// more, dropping a request partly received (no response is owed for it),
+// and closes the connection at once if it owes no response; otherwise the
+// responses it owes go out, the last one closing it (Server.Draining
+// makes every response close).
+func (c *Connection) drain() {
 	c.mu.Lock()
-	if c.closed || !c.idleLocked() {
+	if c.closed || c.closeSent {
 		c.mu.Unlock()
 		return
 	}
 	c.stopReadingLocked()
+	c.reqStart = 0
+	c.wantCont = false
+	if c.owesLocked() {
+		c.mu.Unlock()
+		return
+	}
 	c.closing, c.closeSent = true, true
 	c.mu.Unlock()
 	_ = c.sock.Close()

@@ -57,7 +57,10 @@
 // requests in request order, copying small bodies into the header's buffer
 // and sending large ones (a cached page, a file) from their own buffers,
 // within a per-connection write window. It closes after a response that
-// does not keep the connection alive.
+// does not keep the connection alive. A body too large to hold in memory
+// is sent as a [Stream]: the application writes it piece by piece, each
+// piece's completion asking for the next, so a response holds a bounded
+// number of pieces however long it is.
 //
 // Overload and misbehaving clients never hang a connection: a request the
 // application's sink rejects is answered at once with 503 and Retry-After;
@@ -66,9 +69,15 @@
 // arrive within RequestTimeout gets 408 (slowloris), an idle keep-alive
 // connection is closed after IdleTimeout, a client that stops reading is
 // dropped after WriteTimeout, and a request the application never answers
-// gets 503 after ResponseTimeout. Pipelining is bounded by MaxPipeline
-// unanswered requests per connection. Shutdown drains like
-// net/http.Server.Shutdown; with a Manager the server drains as soon as the
-// manager starts shutting down. ServerStats counts everything and is
-// published as go-metrics gauges "http.<name>.<counter>".
+// gets 503 after ResponseTimeout. A request that a later stage refuses is
+// answered with [Connection.Reject] (503, counted like the server's own
+// rejections). Pipelining is bounded by MaxPipeline unanswered requests per
+// connection. Shutdown drains like net/http.Server.Shutdown: no more
+// requests are read, connections owing no response (idle, or with a request
+// only partly received) close at once, the others after their responses;
+// near the context's deadline the connections still stuck behind a client
+// that does not read are aborted and counted rather than failing the
+// shutdown. With a Manager the server drains as soon as the manager starts
+// shutting down. ServerStats counts everything and is published as
+// go-metrics gauges "http.<name>.<counter>".
 package http

@@ -210,6 +210,27 @@ type cachedDate struct {
 // for time.Format on UTC times.
 const TimeFormat = "Mon, 02 Jan 2006 15:04:05 GMT"
 
+// Obsolete HTTP date formats a recipient must still accept (RFC 9110
+// §5.6.7).
+const (
+	rfc850Format  = "Monday, 02-Jan-06 15:04:05 GMT"
+	asctimeFormat = "Mon Jan _2 15:04:05 2006"
+)
+
+// ParseTime parses an HTTP date in any of the three formats of RFC 9110
+// §5.6.7: IMF-fixdate (TimeFormat), the obsolete RFC 850 format and
+// ANSI C's asctime format, like net/http.ParseTime. The result is in UTC.
+func ParseTime(text string) (time.Time, error) {
+	var err error
+	for _, layout := range [...]string{TimeFormat, rfc850Format, asctimeFormat} {
+		var t time.Time
+		if t, err = time.Parse(layout, text); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, err
+}
+
 // AppendDate appends now as an HTTP date, from the cache when now is in the
 // second last formatted.
 func (f *Formatter) AppendDate(dst []byte, now time.Time) []byte {

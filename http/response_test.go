@@ -298,3 +298,22 @@ func TestStatusOf(t *testing.T) {
 		}
 	}
 }
+
+func TestParseTime(t *testing.T) {
+	want := time.Date(1994, time.November, 6, 8, 49, 37, 0, time.UTC)
+	for _, s := range []string{
+		"Sun, 06 Nov 1994 08:49:37 GMT",  // IMF-fixdate
+		"Sunday, 06-Nov-94 08:49:37 GMT", // RFC 850
+		"Sun Nov  6 08:49:37 1994",       // asctime
+	} {
+		got, err := ParseTime(s)
+		if err != nil || !got.Equal(want) || got.Location() != time.UTC {
+			t.Errorf("ParseTime(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "yesterday", "06 Nov 1994 08:49:37"} {
+		if _, err := ParseTime(s); err == nil {
+			t.Errorf("ParseTime(%q) accepted", s)
+		}
+	}
+}

@@ -196,13 +196,16 @@ type ServerStats struct {
 	Overflows        uint64 // connections closed for exceeding MaxBuffered
 	Continues        uint64 // 100 Continue interim responses sent
 	Dropped          uint64 // replies not sent: their connection closed first
+	// ForceClosed counts connections Shutdown aborted near its deadline
+	// because their responses could not be sent (a client not reading).
+	ForceClosed uint64
 }
 
 type serverCounters struct {
 	accepted, overLimit, requests, rejected, responses         atomic.Uint64
 	byClass                                                    [6]atomic.Uint64
 	parseErrors, requestTimeouts, responseTimeouts, idleClosed atomic.Uint64
-	writeTimeouts, overflows, continues, dropped               atomic.Uint64
+	writeTimeouts, overflows, continues, dropped, forceClosed  atomic.Uint64
 }
 
 // Server is an HTTP/1.1 server on an aio server socket (Sandstorm's
@@ -286,15 +289,17 @@ func (s *Server) Config() ServerConfig { return s.cfg }
 // Formatter returns the server's shared response formatter.
 func (s *Server) Formatter() *Formatter { return &s.format }
 
-// Drain makes the server wind down gracefully without closing it: every
-// later response closes its connection and idle connections are closed.
-// Shutdown drains; a server created with a Manager drains when the manager
-// starts shutting down.
+// Drain makes the server wind down gracefully without closing it: it
+// stops accepting and reading requests, every later response closes its
+// connection, and connections that owe no response (idle ones, and ones
+// with a request only partly received) are closed at once. Shutdown
+// drains; a server created with a Manager drains when the manager starts
+// shutting down.
 func (s *Server) Drain() {
 	if s.draining.CompareAndSwap(false, true) {
 		s.sock.SuspendAccept()
 		for _, c := range s.snapshot() {
-			c.closeIfIdle()
+			c.drain()
 		}
 	}
 }
@@ -303,19 +308,33 @@ func (s *Server) Drain() {
 func (s *Server) Draining() bool { return s.draining.Load() }
 
 // Shutdown stops the server gracefully, like net/http.Server.Shutdown: it
-// stops accepting, lets every connection finish the requests it has
-// received (their responses close the connection), closes idle connections,
-// and waits until all are closed; then it closes the socket. If ctx ends
-// first, the remaining connections are closed at once and ctx's error is
+// drains (see Drain: no more requests are read, connections that owe no
+// response close at once), lets every connection finish the responses to
+// the requests it has received (each closes its connection), and waits
+// until all are closed; then it closes the socket.
+//
+// A connection can only finish if its client reads. When ctx has a
+// deadline, the connections still open in the last tenth of the time left
+// (at most the last ForceCloseMargin) are aborted, counted in
+// ServerStats.ForceClosed and logged, so that a client that stopped
+// reading does not make the whole shutdown fail. If ctx ends before every
+// connection is gone, the rest are closed at once and ctx's error is
 // returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Drain()
+	var force <-chan time.Time
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		ft := time.NewTimer(left - min(left/10, ForceCloseMargin))
+		defer ft.Stop()
+		force = ft.C
+	}
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		conns := s.snapshot()
 		for _, c := range conns {
-			c.closeIfIdle()
+			c.drain()
 		}
 		if len(conns) == 0 {
 			break
@@ -324,6 +343,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			err := s.Close()
 			return fmt.Errorf("http: shutdown of %s: %w", s.cfg.Name, errors.Join(ctx.Err(), err))
+		case <-force:
+			force = nil
+			s.stats.forceClosed.Add(uint64(len(conns)))
+			s.log.Warn("http: shutdown: closing connections that did not finish their responses",
+				"count", len(conns))
+			for _, c := range conns {
+				_ = c.Abort()
+			}
 		case <-t.C:
 		}
 	}
@@ -331,6 +358,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.finish()
 	return err
 }
+
+// ForceCloseMargin bounds how long before its context's deadline Shutdown
+// aborts the connections that have not finished (see Shutdown).
+const ForceCloseMargin = time.Second
 
 // Close closes the server and every connection now.
 func (s *Server) Close() error {
@@ -388,6 +419,7 @@ func (s *Server) Stats() ServerStats {
 		Overflows:        c.overflows.Load(),
 		Continues:        c.continues.Load(),
 		Dropped:          c.dropped.Load(),
+		ForceClosed:      c.forceClosed.Load(),
 	}
 	for i := range st.ByClass {
 		st.ByClass[i] = c.byClass[i].Load()
@@ -431,6 +463,10 @@ func (s *Server) accept(sock *aio.Connection) {
 	if err := sock.StartReader(s.reader); err != nil {
 		s.log.Error("http: cannot read connection", "conn", sock.String(), "err", err)
 		_ = sock.Abort()
+		return
+	}
+	if s.draining.Load() {
+		c.drain() // accepted as the server started draining
 	}
 }
 
@@ -527,6 +563,7 @@ func (s *Server) registerMetrics() {
 	gauge("closed.overflow", u(&c.overflows))
 	gauge("continues", u(&c.continues))
 	gauge("replies.dropped", u(&c.dropped))
+	gauge("closed.forced", u(&c.forceClosed))
 }
 
 func (s *Server) unregisterMetrics() {

@@ -321,6 +321,25 @@ func TestRejectedRequestGets503(t *testing.T) {
 	}
 }
 
+func TestRejectByApplicationCounted(t *testing.T) {
+	// A later stage refusing the request (its queue is full) answers with
+	// Reject: the client gets 503 and the server counts a rejection.
+	f := startServer(t, http.ServerConfig{RetryAfter: 3 * time.Second}, func(req *http.Request) {
+		_ = req.Conn.(*http.Connection).Reject(req, 0)
+	})
+	c, br := f.dial(t)
+	for range 2 {
+		fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, _ := readResponse(t, br, "GET")
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "3" {
+			t.Fatalf("got %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if st := f.srv.Stats(); st.Rejected != 2 {
+		t.Fatalf("Rejected = %d, want 2", st.Rejected)
+	}
+}
+
 func TestMaxConnections(t *testing.T) {
 	f := startServer(t, http.ServerConfig{MaxConnections: 1}, echoPath)
 	c1, br1 := f.dial(t)
@@ -499,6 +518,72 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", f.addr, time.Second); err == nil {
 		t.Fatal("still accepting after Shutdown")
+	}
+}
+
+func TestShutdownClosesPartialRequestsAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan string, 4)
+	f := startServer(t, http.ServerConfig{}, func(req *http.Request) {
+		arrived <- req.Path
+		if req.Path == "/busy" {
+			<-release
+		}
+		echoPath(req)
+	})
+	// half: a request answered, then one only partly sent (same packet,
+	// so the server holds it once the first is answered).
+	half, halfBR := f.dial(t)
+	fmt.Fprint(half, "GET /warm HTTP/1.1\r\nHost: x\r\n\r\nGET /half HTTP/1.1\r\nHost: x\r\n")
+	<-arrived
+	readResponse(t, halfBR, "GET")
+	// busy: a request being served, then a partial one.
+	busy, busyBR := f.dial(t)
+	fmt.Fprint(busy, "GET /busy HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\n")
+	<-arrived
+
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		errc <- f.srv.Shutdown(ctx)
+	}()
+	expectEOF(t, halfBR) // no response is owed for a partial request
+	close(release)
+	resp, body := readResponse(t, busyBR, "GET")
+	if resp.StatusCode != 200 || body != "GET /busy" || !resp.Close {
+		t.Fatalf("in-flight request: %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	expectEOF(t, busyBR)
+	if err := <-errc; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if n := f.srv.Stats().ForceClosed; n != 0 {
+		t.Fatalf("ForceClosed = %d, want 0", n)
+	}
+}
+
+func TestShutdownForceClosesNonReadingClient(t *testing.T) {
+	big := make([]byte, 32<<20) // far more than the socket buffers hold
+	f := startServer(t, http.ServerConfig{}, func(req *http.Request) {
+		_ = req.Conn.(*http.Connection).Send(&http.Reply{Req: req,
+			Resp: http.NewFileResponse(200, "application/octet-stream", int64(len(big))), Body: [][]byte{big}})
+	})
+	c, _ := f.dial(t)
+	fmt.Fprint(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n") // and never read
+	for f.srv.Stats().Responses == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := f.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if n := f.srv.Stats().ForceClosed; n != 1 {
+		t.Fatalf("ForceClosed = %d, want 1", n)
+	}
+	if len(f.srv.Connections()) != 0 {
+		t.Fatal("connections left open")
 	}
 }
 
