@@ -50,6 +50,11 @@ const (
 // supervisor without a parent is a root: when it gives up, the manager
 // shuts down cleanly and Manager.Done is closed, with Manager.Err wrapping
 // ErrGaveUp.
+//
+// A restart first waits for the batches of the stages it restarts that are
+// still running. Failures within one supervision tree (a root and
+// everything under it) are dealt with one at a time, so a handler that
+// never returns holds up restarts in its own tree; other trees go on.
 type SupervisorConfig struct {
 	// Strategy is one-for-one (default), one-for-all or rest-for-one.
 	Strategy Strategy `yaml:"strategy"`
@@ -112,6 +117,22 @@ type supNode struct {
 	parent   *supNode
 	children []supChild
 	history  []time.Time // restarts within the period
+	// busy is held (a value in it) while a failure in the tree of which
+	// this node is the root is being dealt with: failures of one tree are
+	// handled one at a time, those of different trees independently.
+	busy chan struct{}
+}
+
+func newSupNode(name string, cfg SupervisorConfig) *supNode {
+	return &supNode{name: name, cfg: cfg.withDefaults(), busy: make(chan struct{}, 1)}
+}
+
+// root returns the root of n's tree.
+func (n *supNode) root() *supNode {
+	for n.parent != nil {
+		n = n.parent
+	}
+	return n
 }
 
 // supChild is a stage or a supervisor.
@@ -157,33 +178,47 @@ func (c supChild) reset() {
 	}
 }
 
-// supNote is a failure waiting for the supervision loop. Its stage's queue
-// is paused until the note is dealt with.
+// supNote is a failure for supervision to deal with. Its stage's queue is
+// paused until the note is dealt with.
 type supNote struct {
 	st       *Stage
 	instance uint64
 	err      error
 }
 
-// supervision is the manager's supervisor tree and the goroutine that
-// restarts stages. Workers only append to its queue; all decisions and
-// restarts happen on its own goroutine, so a failing batch never waits.
+// supervision is the manager's supervisor tree. Each failure is dealt with
+// on a goroutine of its own, which the manager waits for when it stops.
+// Failures within one supervision tree (a root supervisor and everything
+// under it) are dealt with one at a time, as one supervisor process would
+// in Erlang/OTP, because a strategy or an escalation may restart any stage
+// of the tree and counts restarts for the whole of it. Different trees
+// never wait for each other: a restart that waits for a hung batch holds
+// up its own tree only. A failing batch never waits for supervision.
 type supervision struct {
 	m     *Manager
 	mu    sync.Mutex
 	nodes map[string]*supNode
-	queue []supNote
-	ended bool // shutting down or gave up: no more restarts
+	ended bool          // shutting down or gave up: no more restarts
+	quit  chan struct{} // closed when ended is set
 
-	wake   chan struct{}
+	ctx    context.Context // nil before start
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the loop exits; nil before start
+	wg     sync.WaitGroup // the goroutines dealing with failures
 }
 
 func (sv *supervision) init(m *Manager) {
 	sv.m = m
 	sv.nodes = map[string]*supNode{}
-	sv.wake = make(chan struct{}, 1)
+	sv.quit = make(chan struct{})
+}
+
+// endLocked stops supervision: no more restarts, and failures waiting for
+// their tree give up. sv.mu is held.
+func (sv *supervision) endLocked() {
+	if !sv.ended {
+		sv.ended = true
+		close(sv.quit)
+	}
 }
 
 func (sv *supervision) now() time.Time {
@@ -200,7 +235,8 @@ func (sv *supervision) addOwn(s *Stage, cfg SupervisorConfig) error {
 	if _, dup := sv.nodes[s.name]; dup {
 		return fmt.Errorf("%w: stage %q: a supervisor of that name exists", ErrSupervisor, s.name)
 	}
-	n := &supNode{name: s.name, cfg: cfg.withDefaults(), own: s, children: []supChild{{st: s}}}
+	n := newSupNode(s.name, cfg)
+	n.own, n.children = s, []supChild{{st: s}}
 	sv.nodes[s.name] = n
 	s.parentSup = n
 	return nil
@@ -210,13 +246,22 @@ func (sv *supervision) addOwn(s *Stage, cfg SupervisorConfig) error {
 // supervisors (cfg.Children, in start order); see SupervisorConfig. A stage
 // child needs a factory (StageConfig.Factory) unless it has its own
 // supervisor, which then becomes the child. Every child has at most one
-// parent; a group without a parent is a root.
+// parent; a group without a parent is a root. Groups are set up before
+// Start; stages with their own supervisor may be created at any time.
 func (m *Manager) Supervise(name string, cfg SupervisorConfig) error {
 	if p := checkSupervisor(cfg, true); p != nil {
 		return fmt.Errorf("%w: supervisor %q: %w", ErrSupervisor, name, p.inGo())
 	}
 	if name == "" {
 		return fmt.Errorf("%w: empty supervisor name", ErrSupervisor)
+	}
+	m.mu.RLock()
+	started := m.state != stateNew
+	m.mu.RUnlock()
+	if started {
+		// Failures are dealt with per supervision tree: trees do not
+		// merge under a running supervision.
+		return fmt.Errorf("%w: supervisor %q: groups are set up before Start", ErrSupervisor, name)
 	}
 	if _, ok := m.Stage(name); ok {
 		return fmt.Errorf("%w: supervisor %q: a stage has that name", ErrSupervisor, name)
@@ -227,7 +272,7 @@ func (m *Manager) Supervise(name string, cfg SupervisorConfig) error {
 	if _, dup := sv.nodes[name]; dup {
 		return fmt.Errorf("%w: supervisor %q defined twice", ErrSupervisor, name)
 	}
-	node := &supNode{name: name, cfg: cfg.withDefaults()}
+	node := newSupNode(name, cfg)
 	seen := map[string]bool{}
 	for _, cn := range cfg.Children {
 		if seen[cn] {
@@ -299,101 +344,90 @@ func (sv *supervision) removeStage(s *Stage) {
 	}
 }
 
-// report queues a failure of s's handler number instance for supervision.
+// report hands a failure of s's handler number instance to supervision.
 // It pauses s's queue at once, so that the failed handler gets no new
-// batch; the supervision loop resumes it when it has dealt with the note.
+// batch; the queue resumes when the failure has been dealt with.
 func (sv *supervision) report(s *Stage, instance uint64, err error) {
 	sv.mu.Lock()
-	if sv.ended || s.parentSup == nil {
-		sv.mu.Unlock()
+	defer sv.mu.Unlock()
+	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || s.parentSup == nil {
 		return
 	}
 	s.queue.Pause()
-	sv.queue = append(sv.queue, supNote{st: s, instance: instance, err: err})
-	sv.mu.Unlock()
-	select {
-	case sv.wake <- struct{}{}:
-	default:
-	}
+	sv.wg.Add(1)
+	go sv.handle(sv.ctx, supNote{st: s, instance: instance, err: err})
 }
 
-// start runs the supervision loop until stop.
+// start enables supervision until stop or the end of ctx.
 func (sv *supervision) start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
 	sv.mu.Lock()
-	sv.cancel = cancel
-	sv.done = make(chan struct{})
-	sv.mu.Unlock()
-	go sv.run(ctx)
+	defer sv.mu.Unlock()
+	sv.ctx, sv.cancel = context.WithCancel(ctx)
+	context.AfterFunc(sv.ctx, func() { // the manager's context ended: no more restarts
+		sv.mu.Lock()
+		sv.endLocked()
+		sv.mu.Unlock()
+	})
 }
 
-// stop ends supervision (no more restarts) and waits for the loop; a
-// restart in progress is abandoned at its next wait and its stages resume
-// with the handlers they have.
+// stop ends supervision (no more restarts) and waits for the failures
+// being dealt with: a restart in progress is abandoned at its next wait and
+// its stages resume with the handlers they have.
 func (sv *supervision) stop() {
 	sv.mu.Lock()
-	sv.ended = true
-	dropped := sv.queue
-	sv.queue = nil
-	cancel, done := sv.cancel, sv.done
+	sv.endLocked()
+	cancel := sv.cancel
 	sv.mu.Unlock()
-	resumeNotes(dropped)
 	if cancel != nil {
 		cancel()
-		<-done
 	}
+	sv.wg.Wait()
 }
 
-func (sv *supervision) run(ctx context.Context) {
-	defer close(sv.done)
-	defer func() { // the manager's context ended: no more restarts
-		sv.mu.Lock()
-		sv.ended = true
-		dropped := sv.queue
-		sv.queue = nil
-		sv.mu.Unlock()
-		resumeNotes(dropped)
-	}()
+// lockTree waits until no other failure of s's supervision tree is being
+// dealt with and returns the tree's root, whose busy the caller then holds.
+// It returns nil if s left supervision or supervision ended meanwhile.
+func (sv *supervision) lockTree(ctx context.Context, s *Stage) *supNode {
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-sv.wake:
-		}
-		for {
-			sv.mu.Lock()
-			notes := sv.queue
-			sv.queue = nil
+		sv.mu.Lock()
+		if sv.ended || s.parentSup == nil {
 			sv.mu.Unlock()
-			if ctx.Err() != nil {
-				resumeNotes(notes)
-				return
-			}
-			if len(notes) == 0 {
-				break
-			}
-			for _, n := range notes {
-				sv.handle(ctx, n)
-			}
+			return nil
 		}
-	}
-}
-
-func resumeNotes(notes []supNote) {
-	for _, n := range notes {
-		n.st.queue.Resume()
+		root := s.parentSup.root()
+		sv.mu.Unlock()
+		select {
+		case root.busy <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		case <-sv.quit:
+			return nil
+		}
+		sv.mu.Lock()
+		same := s.parentSup != nil && s.parentSup.root() == root
+		sv.mu.Unlock()
+		if same {
+			return root
+		}
+		<-root.busy // s moved to another tree meanwhile
 	}
 }
 
 // handle applies the supervisors' strategies to one failure: restart,
 // or give up and escalate, up to the root.
 func (sv *supervision) handle(ctx context.Context, n supNote) {
+	defer sv.wg.Done()
 	paused := []*Stage{n.st} // the pause report took
 	defer func() {
 		for _, s := range paused {
 			s.queue.Resume()
 		}
 	}()
+	root := sv.lockTree(ctx, n.st)
+	if root == nil {
+		return
+	}
+	defer func() { <-root.busy }()
 	if n.instance != n.st.instanceNumber() {
 		return // the handler that failed was already replaced
 	}
@@ -404,11 +438,8 @@ func (sv *supervision) handle(ctx context.Context, n supNote) {
 			sv.m.log.Error("supervisor gave up", "supervisor", node.name, "restarts", node.cfg.MaxRestarts,
 				"period", node.cfg.Period, "err", cause)
 			if node.parent == nil {
-				sv.ended = true
-				dropped := sv.queue
-				sv.queue = nil
+				sv.endLocked()
 				sv.mu.Unlock()
-				resumeNotes(dropped)
 				sv.m.gaveUp(node.name, cause)
 				return
 			}
@@ -486,7 +517,7 @@ func (sv *supervision) affected(node *supNode, child supChild) []supChild {
 // the first stage whose new handler failed Init.
 func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stage) (*Stage, error) {
 	for _, s := range stages {
-		if err := s.waitIdle(ctx); err != nil {
+		if err := s.waitIdle(ctx, supervisor); err != nil {
 			m.log.Warn("restart abandoned", "supervisor", supervisor, "stage", s.name, "err", err)
 			return nil, nil
 		}
@@ -541,10 +572,18 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 	return failed, failErr
 }
 
+// restartWaitWarn is how long a restart waits for a running batch before
+// it logs that it is still waiting.
+const restartWaitWarn = 5 * time.Second
+
 // waitIdle waits until no batch of s is running. The caller has paused its
-// queue, so no new batch starts.
-func (s *Stage) waitIdle(ctx context.Context) error {
+// queue, so no new batch starts. A handler that never returns holds up the
+// restart, and with it its supervision tree (not others), until the
+// manager stops; a warning names the stage after restartWaitWarn.
+func (s *Stage) waitIdle(ctx context.Context, supervisor string) error {
 	wait := 20 * time.Microsecond
+	var waited time.Duration
+	warned := false
 	for s.inflight.Load() != 0 {
 		t := time.NewTimer(wait)
 		select {
@@ -552,6 +591,12 @@ func (s *Stage) waitIdle(ctx context.Context) error {
 			t.Stop()
 			return ctx.Err()
 		case <-t.C:
+		}
+		waited += wait
+		if waited >= restartWaitWarn && !warned {
+			warned = true
+			s.mgr.log.Warn("restart waiting for a running batch: a handler may be hung", "stage", s.name,
+				"supervisor", supervisor, "batches", s.inflight.Load(), "waited", waited)
 		}
 		wait = min(2*wait, 5*time.Millisecond)
 	}
