@@ -120,11 +120,13 @@ func (e *engine) start() {
 
 func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	if c, ok := gc.Context().(*Connection); ok && c != nil {
-		// A client connection: Connect made c and passed it to gnet.
+		// A client connection: Connect made c and passed it to gnet. It is
+		// attached before it is published in the table (Connections,
+		// closeIdle and Close use its gnet connection).
+		c.attach(gc)
 		if !e.add(c) {
 			return nil, gnet.Close
 		}
-		c.attach(gc)
 		e.stats.connected.Add(1)
 		c.mu.Lock()
 		c.announced = true
@@ -138,12 +140,12 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	c := newConnection(e, s.sink, nil)
+	c.attach(gc)
+	gc.SetContext(c)
 	if !e.add(c) {
 		e.stats.rejectedAccepts.Add(1)
 		return nil, gnet.Close
 	}
-	c.attach(gc)
-	gc.SetContext(c)
 	e.stats.accepted.Add(1)
 	if err := s.box().sendNow(delivery{to: s.sink, ev: c}); err != nil {
 		// Admission control at accept: the application's stage refused the

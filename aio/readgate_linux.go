@@ -104,6 +104,9 @@ func probeGnetLayout(t reflect.Type) error {
 // newReadGate returns the gate of gc, or an unavailable one.
 func newReadGate(gc gnet.Conn) readGate {
 	v := reflect.ValueOf(gc)
+	if t := v.Type(); t.Kind() != reflect.Pointer || t.Elem().PkgPath() != "github.com/panjf2000/gnet/v2" {
+		return readGate{epfd: -1, fd: -1} // not gnet's (a test double): nothing to probe
+	}
 	gnetLayout.once.Do(func() { gnetLayout.err = probeGnetLayout(v.Type()) })
 	if gnetLayout.err != nil || v.Type() != gnetLayout.connType || v.IsNil() {
 		return readGate{epfd: -1, fd: -1}
