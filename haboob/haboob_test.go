@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/haboob"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -281,6 +282,112 @@ func TestConditionalAndRange(t *testing.T) {
 				}
 			}
 		})
+	}
+	if st := s.hb.Cache().Stats(); st.Bytes > 4<<10 {
+		t.Fatalf("a file above maxObject was cached: %+v", st)
+	}
+}
+
+// largeConfig streams files above 4 KiB in 4 KiB pieces, and asyncFile
+// refuses to read a whole file above 8 KiB: a large file must be served
+// without ever being read whole.
+var largeConfig = strings.NewReplacer(
+	"file: {threadpool: {min: 1, max: 2}}", "file: {threadpool: {min: 1, max: 2}, maxReadFile: 8KiB}",
+	"args: {maxObject: 4KiB}", "args: {maxObject: 4KiB, chunk: 4KiB}",
+).Replace(testConfig)
+
+func TestLargeFileStreamed(t *testing.T) {
+	s := startHaboob(t, largeConfig)
+	large := make([]byte, 50<<10+123) // 13 pieces, the last one short
+	for i := range large {
+		large[i] = byte(i*31 + i>>8)
+	}
+	write(t, filepath.Join(s.root, "large.bin"), string(large))
+	fio, err := aio.Files(s.m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.client(t)
+	size := strconv.Itoa(len(large))
+
+	// HEAD is answered from the file's metadata: no file request at all.
+	before := fio.Stats().Requests
+	resp, body := s.do(t, c, "HEAD", "/large.bin")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Length") != size || body != "" {
+		t.Fatalf("HEAD: %d Content-Length %q body %q", resp.StatusCode, resp.Header.Get("Content-Length"), body)
+	}
+	if n := fio.Stats().Requests - before; n != 0 {
+		t.Fatalf("HEAD made %d file requests, want none", n)
+	}
+	etag := resp.Header.Get("ETag")
+
+	// A one-byte range reads one piece: open, read, close.
+	before = fio.Stats().Requests
+	resp, body = s.do(t, c, "GET", "/large.bin", "Range", "bytes=0-0")
+	if resp.StatusCode != 206 || body != string(large[:1]) || resp.Header.Get("Content-Range") != "bytes 0-0/"+size {
+		t.Fatalf("Range 0-0: %d %q %q", resp.StatusCode, body, resp.Header.Get("Content-Range"))
+	}
+	if n := fio.Stats().Requests - before; n > 3 {
+		t.Fatalf("a one-byte range made %d file requests", n)
+	}
+
+	tests := []struct {
+		name    string
+		method  string
+		headers []string
+		status  int
+		body    []byte
+		crange  string
+	}{
+		{"whole", "GET", nil, 200, large, ""},
+		{"range", "GET", []string{"Range", "bytes=10000-30000"}, 206, large[10000:30001], "bytes 10000-30000/" + size},
+		{"suffix", "GET", []string{"Range", "bytes=-5000"}, 206, large[len(large)-5000:], fmt.Sprintf("bytes %d-%d/%s", len(large)-5000, len(large)-1, size)},
+		{"open range", "GET", []string{"Range", "bytes=4096-"}, 206, large[4096:], fmt.Sprintf("bytes 4096-%d/%s", len(large)-1, size)},
+		{"unsatisfiable", "GET", []string{"Range", "bytes=999999-"}, 416, nil, "bytes */" + size},
+		{"not modified", "GET", []string{"If-None-Match", etag}, 304, nil, ""},
+		{"head range", "HEAD", []string{"Range", "bytes=0-9"}, 200, nil, ""},
+	}
+	for _, tt := range tests {
+		resp, body := s.do(t, c, tt.method, "/large.bin", tt.headers...)
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s: status %d, want %d", tt.name, resp.StatusCode, tt.status)
+			continue
+		}
+		if tt.status != 416 && body != string(tt.body) {
+			t.Errorf("%s: %d bytes, want %d (equal %v)", tt.name, len(body), len(tt.body), body == string(tt.body))
+		}
+		if tt.crange != "" && resp.Header.Get("Content-Range") != tt.crange {
+			t.Errorf("%s: Content-Range %q, want %q", tt.name, resp.Header.Get("Content-Range"), tt.crange)
+		}
+	}
+
+	// Pipelined: the pieces of one response and the responses after it
+	// stay in order.
+	conn, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET /large.bin HTTP/1.1\r\nHost: x\r\n\r\n"+
+		"GET /page.txt HTTP/1.1\r\nHost: x\r\n\r\n"+
+		"GET /large.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=100-199\r\n\r\n"+
+		"HEAD /large.bin HTTP/1.1\r\nHost: x\r\n\r\n"+
+		"GET /large.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	for i, want := range []string{string(large), "0123456789", string(large[100:200]), "", string(large)} {
+		method := "GET"
+		if i == 3 {
+			method = "HEAD"
+		}
+		resp, err := nethttp.ReadResponse(br, &nethttp.Request{Method: method})
+		if err != nil {
+			t.Fatalf("pipelined response %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || string(body) != want {
+			t.Fatalf("pipelined response %d: %d bytes, want %d (%v)", i, len(body), len(want), err)
+		}
 	}
 	if st := s.hb.Cache().Stats(); st.Bytes > 4<<10 {
 		t.Fatalf("a file above maxObject was cached: %+v", st)

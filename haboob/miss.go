@@ -21,9 +21,15 @@ type missArgs struct {
 	// Index lists the files served for a directory (default index.html,
 	// index.htm).
 	Index []string `yaml:"index"`
-	// MaxObject is the largest file cached; larger ones are read for every
-	// request and not cached (default 1 MiB).
-	MaxObject  aio.ByteSize  `yaml:"maxObject"`
+	// MaxObject is the largest file cached (default 1 MiB). Larger ones
+	// are not cached: each request reads the bytes it is answered with, in
+	// Chunk-sized pieces, while the previous ones are written (HEAD and
+	// 304 answers read nothing, a Range reads only the range), so that
+	// the memory a response holds is bounded whatever the file's size.
+	MaxObject aio.ByteSize `yaml:"maxObject"`
+	// Chunk is the size of the pieces of an uncached file's body (default
+	// 256 KiB); at most two pieces per response are held in memory.
+	Chunk      aio.ByteSize  `yaml:"chunk"`
 	Send       string        `yaml:"send"`
 	RetryAfter time.Duration `yaml:"retryAfter"`
 }
@@ -31,18 +37,19 @@ type missArgs struct {
 // fetch is a file read in progress; requests for the same page that miss
 // meanwhile wait on it instead of reading the file again.
 type fetch struct {
-	key       string
-	ctype     string
-	cacheable bool
-	reqs      []*http.Request
+	key   string
+	file  string
+	ctype string
+	reqs  []*http.Request
 }
 
 // cacheMiss is the CacheMiss stage: it maps a missed path to a file under
 // the document root (index files, directory redirects, no escape from the
 // root), reads the file through asyncFile (aio.FileIO.ReadFile; the
 // completion comes back to this stage), inserts it into the page cache and
-// answers every request that waited for it. It also revalidates cached
-// pages against their files.
+// answers every request that waited for it. A file larger than MaxObject
+// is streamed instead (see transfer). It also revalidates cached pages
+// against their files.
 type cacheMiss struct {
 	srv   *Server
 	log   *slog.Logger
@@ -52,6 +59,8 @@ type cacheMiss struct {
 	fio   *aio.FileIO
 	self  sink.Sink
 	send  sink.Sink
+	// maxRead is asyncFile's ReadFile limit, if configured (0: unknown).
+	maxRead int64
 
 	mu       sync.Mutex
 	inflight map[string]*fetch
@@ -59,9 +68,12 @@ type cacheMiss struct {
 
 func (h *cacheMiss) Init(c *stage.Context) error {
 	h.log = h.srv.logger(c)
-	h.args = missArgs{MaxObject: 1 << 20, Send: StageHttpSend, RetryAfter: time.Second}
+	h.args = missArgs{MaxObject: 1 << 20, Chunk: 256 << 10, Send: StageHttpSend, RetryAfter: time.Second}
 	if err := c.DecodeArgs(&h.args); err != nil {
 		return err
+	}
+	if h.args.Chunk <= 0 {
+		return fmt.Errorf("haboob: CacheMiss: chunk must be positive, got %v", h.args.Chunk)
 	}
 	root := h.args.Root
 	if h.srv.opts.Root != "" {
@@ -87,6 +99,9 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	}
 	if h.fio, err = fio.From(c); err != nil {
 		return err
+	}
+	if acfg, err := aio.ConfigOf(c.Manager()); err == nil && acfg.File.MaxReadFile > 0 {
+		h.maxRead = int64(acfg.File.MaxReadFile)
 	}
 	if h.self, err = c.Sink(c.Stage().Name()); err != nil {
 		return err
@@ -150,17 +165,20 @@ func (h *cacheMiss) miss(req *http.Request) {
 		h.reply(req, http.Redirect(loc, http.StatusMovedPermanently))
 		return
 	}
-	f := &fetch{key: key, ctype: ContentType(t.File), cacheable: t.Info.Size() <= int64(h.args.MaxObject), reqs: []*http.Request{req}}
-	if f.cacheable {
-		h.mu.Lock()
-		if g := h.inflight[key]; g != nil {
-			g.reqs = append(g.reqs, req)
-			h.mu.Unlock()
-			return
-		}
-		h.inflight[key] = f
-		h.mu.Unlock()
+	ctype := ContentType(t.File)
+	if size := t.Info.Size(); size > int64(h.args.MaxObject) || h.maxRead > 0 && size > h.maxRead {
+		h.stream(req, t.File, ctype, t.Info)
+		return
 	}
+	f := &fetch{key: key, file: t.File, ctype: ctype, reqs: []*http.Request{req}}
+	h.mu.Lock()
+	if g := h.inflight[key]; g != nil {
+		g.reqs = append(g.reqs, req)
+		h.mu.Unlock()
+		return
+	}
+	h.inflight[key] = f
+	h.mu.Unlock()
 	if err := h.fio.ReadFile(t.File, h.self, f); err != nil {
 		for _, r := range h.forget(f) {
 			unavailable(r, h.args.RetryAfter)
@@ -200,13 +218,6 @@ func (h *cacheMiss) loaded(ev aio.FileRead) {
 	reqs := h.forget(f)
 	v := Validators{ETag: ETag(ev.Info), ModTime: ev.Info.ModTime()}
 	retry := h.args.RetryAfter
-	if !f.cacheable {
-		header := pageHeader(f.ctype, v)
-		for _, req := range reqs {
-			send(h.send, staticReply(req, ev.Data, f.ctype, v, header, nil), retry)
-		}
-		return
-	}
 	data := ev.Data
 	if buf, ok := h.cache.Reuse(len(data)); ok {
 		copy(buf, data)
@@ -227,19 +238,28 @@ func (h *cacheMiss) failed(ev aio.IOError) {
 		h.log.Warn("haboob: CacheMiss: file error without a fetch", "path", ev.Path, "err", ev.Err)
 		return
 	}
-	var resp func() *http.Response
-	switch {
-	case errors.Is(ev.Err, fs.ErrNotExist), errors.Is(ev.Err, aio.ErrIsDirectory):
-		resp = http.NotFound // the file went away since it was resolved
-	case errors.Is(ev.Err, fs.ErrPermission):
-		resp = http.Forbidden
-	default:
-		h.log.Error("haboob: read", "path", ev.Path, "err", ev.Err)
-		resp = http.InternalServerError
+	if errors.Is(ev.Err, aio.ErrFileTooLarge) { // it grew since it was resolved
+		for _, req := range h.forget(f) {
+			h.stream(req, f.file, f.ctype, nil)
+		}
+		return
 	}
+	resp := errorResponse(h.log, ev.Path, ev.Err)
 	for _, req := range h.forget(f) {
 		h.reply(req, resp())
 	}
+}
+
+// errorResponse maps a file error to the answer's constructor.
+func errorResponse(log *slog.Logger, path string, err error) func() *http.Response {
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, aio.ErrIsDirectory):
+		return http.NotFound // the file went away since it was resolved
+	case errors.Is(err, fs.ErrPermission):
+		return http.Forbidden
+	}
+	log.Error("haboob: read", "path", path, "err", err)
+	return http.InternalServerError
 }
 
 // revalidate drops a cached page whose file changed or went away.
