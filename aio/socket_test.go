@@ -62,18 +62,22 @@ func TestEchoThousandConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	const conns, size = 1000, 4096
-	var wg sync.WaitGroup
+	var wg, dialed sync.WaitGroup
 	errs := make(chan error, conns)
+	start := make(chan struct{})
+	dialed.Add(conns)
 	for i := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c, err := net.DialTimeout("tcp", srv.Addr().String(), waitLimit)
+			dialed.Done()
 			if err != nil {
 				errs <- err
 				return
 			}
 			defer c.Close()
+			<-start // every connection is open before any echo begins
 			want := pattern(i, size)
 			// Two writes, so that packets split anywhere.
 			if _, err := c.Write(want[:size/3]); err != nil {
@@ -94,6 +98,12 @@ func TestEchoThousandConnections(t *testing.T) {
 			}
 		}()
 	}
+	dialed.Wait()
+	waitCond(t, "all connections open at once", func() bool { return len(errs) > 0 || srv.Stats().Open == conns })
+	if s := srv.Stats(); s.Open != conns || s.Accepted != conns {
+		t.Errorf("stats %+v: want all %d connections open at once", s, conns)
+	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
