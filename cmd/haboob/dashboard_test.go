@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	nethttp "net/http"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/configs"
+	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/internal/browsertest"
+	"github.com/sandstorm-go/sandstorm/profiler"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// haboobStages are the stages configs/haboob.yaml builds: its five
+// handlers and the asynchronous file layer's stage.
+var haboobStages = []string{"HttpRecv", "PageCache", "CacheMiss", "HttpSend", "Checksum", "aio.file"}
+
+// runHaboob starts Haboob in the test's process the way serve does (the
+// embedded configuration, the bundled site, the profiler from
+// global.profiler) with the web server and the dashboard on free loopback
+// ports, and stops it when the test ends.
+func runHaboob(t *testing.T, interval time.Duration) (*stage.Manager, *profiler.Profiler, string) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	root := t.TempDir()
+	if err := haboob.ExtractSite(haboob.BundledSite(), root); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := stage.ParseConfig(configs.Haboob, configs.HaboobFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := haboob.New(haboob.Options{Root: root, Addr: "127.0.0.1:0", Logger: log})
+	reg := stage.NewRegistry()
+	hb.Register(reg)
+	m, err := stage.NewFromConfig(cfg, reg, stage.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg, err := profiler.ConfigFrom(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pcfg.HTTP != "127.0.0.1:9090" {
+		t.Errorf("configs/haboob.yaml serves the dashboard on %q, want 127.0.0.1:9090", pcfg.HTTP)
+	}
+	pcfg.HTTP, pcfg.Interval, pcfg.Enabled = "127.0.0.1:0", interval, false
+	p, err := profiler.New(m, pcfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		_ = hb.Close()
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("manager shutdown: %v", err)
+		}
+		if err := p.Shutdown(ctx); err != nil {
+			t.Errorf("profiler shutdown: %v", err)
+		}
+		if err := hb.Shutdown(ctx); err != nil {
+			t.Errorf("haboob shutdown: %v", err)
+		}
+	})
+	return m, p, hb.Addr().String()
+}
+
+// browse keeps clients requesting static pages, a missing one and the
+// dynamic Checksum page from addr until the test ends, about 150 requests
+// a second.
+func browse(t *testing.T, addr string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // runs after cancel: cleanups run last-in first-out
+	t.Cleanup(cancel)
+	paths := []string{"/", "/about.html", "/style.css", "/img/haboob.png", "/docs/", "/checksum/x", "/nope"}
+	for c := 0; c < 3; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr := &nethttp.Transport{}
+			defer tr.CloseIdleConnections()
+			client := &nethttp.Client{Transport: tr, Timeout: 10 * time.Second}
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for i := c; ; i++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				req, err := nethttp.NewRequestWithContext(ctx, nethttp.MethodGet, "http://"+addr+paths[i%len(paths)], nil)
+				if err != nil {
+					panic(err)
+				}
+				if resp, err := client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+}
+
+// waitSample waits until the profiler has taken sample seq (a wait, not a
+// measurement).
+func waitSample(t *testing.T, p *profiler.Profiler, seq uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, _ := p.Latest(); s.Seq >= seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the profiler did not reach sample %d in 30 s", seq)
+		}
+	}
+}
+
+// TestDashboardOfRunningHaboob loads the dashboard of a running Haboob,
+// under traffic, in headless Chromium: the page names every stage the
+// manager has, in the table, the plot legends and the stage graph, and its
+// plots move (a later load holds more samples; the page updated itself
+// while open). The screenshot is saved as haboob-dashboard.png in
+// $SANDSTORM_ARTIFACTS (docs/dashboard.png is one).
+func TestDashboardOfRunningHaboob(t *testing.T) {
+	browser := browsertest.New(t) // skips without chromium
+	m, p, addr := runHaboob(t, 250*time.Millisecond)
+	if code, body := get(t, "http://"+addr+"/"); code != 200 || len(body) == 0 {
+		t.Fatalf("GET /: %d", code)
+	}
+	browse(t, addr)
+
+	waitSample(t, p, 8)
+	var names []string
+	for _, st := range m.Stages() {
+		names = append(names, st.Name())
+	}
+	for _, n := range haboobStages {
+		if !slices.Contains(names, n) {
+			t.Fatalf("Haboob has no stage %s (stages: %v)", n, names)
+		}
+	}
+	url := "http://" + p.Addr().String() + profiler.DashboardPath
+
+	dom := browser.DOM(url)
+	browsertest.SaveArtifact(t, "haboob-dashboard.html", []byte(dom))
+	first := browsertest.CheckDashboard(t, dom, names)
+	if browsertest.BodyInt(t, dom, "data-updates") < 1 {
+		t.Errorf("the page did not update itself while open: %s", browsertest.Body(dom))
+	}
+
+	s, _ := p.Latest()
+	waitSample(t, p, s.Seq+4)
+	dom = browser.DOM(url)
+	if later := browsertest.CheckDashboard(t, dom, names); later <= first {
+		t.Errorf("the plots did not move: %d samples, then %d", first, later)
+	}
+	t.Logf("dashboard: %s", browsertest.Body(dom))
+
+	shot := filepath.Join(browsertest.ArtifactDir(t), "haboob-dashboard.png")
+	browser.Screenshot(url, shot, 1280, 1500)
+	t.Logf("screenshot: %s", shot)
+}
