@@ -515,6 +515,11 @@ func TestOverloadedDynamicStageAnswers503(t *testing.T) {
 	if resp, _ := s.do(t, c, "GET", "/index.html"); resp.StatusCode != 200 {
 		t.Fatalf("static page: %d", resp.StatusCode)
 	}
+	// Every 503 of a refused enqueue counts as a rejection, wherever the
+	// refusal happened.
+	if _, body := s.do(t, c, "GET", "/stats"); !strings.Contains(body, "http.requests.rejected 5\n") {
+		t.Fatalf("stats page does not count the 5 rejections:\n%s", body)
+	}
 }
 
 func TestRefusingSendStageAnswers503(t *testing.T) {
@@ -529,6 +534,13 @@ func TestRefusingSendStageAnswers503(t *testing.T) {
 		if resp, _ := s.do(t, c, "GET", "/page.txt"); resp.StatusCode != 503 {
 			t.Fatalf("HttpSend refused the reply but the client got %d", resp.StatusCode)
 		}
+	}
+	hs, err := s.hb.HTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := hs.Stats().Rejected; n != 3 {
+		t.Fatalf("Rejected = %d, want 3", n)
 	}
 }
 

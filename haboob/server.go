@@ -146,10 +146,11 @@ func send(out sink.Sink, r *http.Reply, retryAfter time.Duration) {
 	unavailable(r.Req, retryAfter)
 }
 
-// unavailable answers req with 503 directly on its connection.
+// unavailable answers req with 503 directly on its connection, counted
+// as a rejection in the server's statistics.
 func unavailable(req *http.Request, retryAfter time.Duration) {
 	if c, ok := req.Conn.(*http.Connection); ok {
-		_ = c.Send(&http.Reply{Req: req, Resp: http.ServiceUnavailable(retryAfter)})
+		_ = c.Reject(req, retryAfter)
 	}
 }
 
