@@ -171,6 +171,16 @@ func TestReadRateGovernorDeliversEverything(t *testing.T) {
 	if srv.Stats().Packets != uint64(count[Packet](evs)) {
 		t.Fatalf("stats %+v", srv.Stats())
 	}
+	// 30 packets against a bucket of 5: the governor must have paused
+	// delivery (unless every packet came 25 ms after the one before, which
+	// a single 30 KiB write over loopback does not do).
+	st := c.Stats()
+	if st.GovernorPauses == 0 || srv.Stats().GovernorPauses != st.GovernorPauses {
+		t.Fatalf("connection %+v, socket %+v: want governor pauses counted", st, srv.Stats())
+	}
+	if readGateBuilt && st.ReadStops == 0 {
+		t.Fatalf("connection %+v: a governor pause should stop reading the socket", st)
+	}
 }
 
 func TestPerConnectionGovernor(t *testing.T) {
@@ -209,5 +219,18 @@ func TestPerConnectionGovernor(t *testing.T) {
 	}
 	if srv.Stats().Packets < 40 {
 		t.Fatalf("%d packets for 40 KiB in 1 KiB packets", srv.Stats().Packets)
+	}
+	// 20 KiB per connection against buckets of 6.4 KiB: each connection's
+	// own governor paused it.
+	var sum uint64
+	for i, c := range conns {
+		n := c.Stats().GovernorPauses
+		if n == 0 {
+			t.Errorf("connection %d was never paused by its governor", i)
+		}
+		sum += n
+	}
+	if got := srv.Stats().GovernorPauses; got != sum {
+		t.Errorf("socket counts %d governor pauses, connections %d", got, sum)
 	}
 }
