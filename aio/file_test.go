@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -33,10 +34,13 @@ func startFiles(t *testing.T, cfg FileConfig) (*stage.Manager, *FileIO) {
 	return m, fio
 }
 
-// serialCheck is a completion sink that records events per file and fails
-// the test if two completions of one file are delivered at once.
+// serialCheck is a completion sink that records events per file and
+// reports two completions of one file delivered at once. Each delivery
+// marks its file busy for a while (hold: by default a few yields of the
+// processor, and the recording), so that an overlapping one finds the mark.
 type serialCheck struct {
-	t      *testing.T
+	report func(format string, args ...any)
+	hold   func(sink.Event)
 	mu     sync.Mutex
 	busy   map[*File]bool
 	events map[*File][]sink.Event
@@ -44,7 +48,7 @@ type serialCheck struct {
 }
 
 func newSerialCheck(t *testing.T) *serialCheck {
-	return &serialCheck{t: t, busy: map[*File]bool{}, events: map[*File][]sink.Event{}, all: newRecorder("completions")}
+	return &serialCheck{report: t.Errorf, busy: map[*File]bool{}, events: map[*File][]sink.Event{}, all: newRecorder("completions")}
 }
 
 func fileOf(e sink.Event) *File {
@@ -64,16 +68,50 @@ func (s *serialCheck) sink() sink.Sink {
 		f := fileOf(e)
 		s.mu.Lock()
 		if s.busy[f] {
-			s.t.Errorf("two completions of %s delivered concurrently", f.Name())
+			s.report("two completions of %s delivered concurrently", f.Name())
 		}
 		s.busy[f] = true
 		s.events[f] = append(s.events[f], e)
 		s.mu.Unlock()
+		if s.hold != nil {
+			s.hold(e)
+		} else {
+			for range 3 {
+				runtime.Gosched()
+			}
+		}
+		err := s.all.Enqueue(e)
 		s.mu.Lock()
 		s.busy[f] = false
 		s.mu.Unlock()
-		return s.all.Enqueue(e)
+		return err
 	})
+}
+
+// TestSerialCheckDetectsOverlap checks the checker: a completion delivered
+// while another of the same file is still being delivered is reported.
+func TestSerialCheckDetectsOverlap(t *testing.T) {
+	s := newSerialCheck(t)
+	var reports []string
+	s.report = func(format string, args ...any) { reports = append(reports, fmt.Sprintf(format, args...)) }
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.hold = func(e sink.Event) {
+		if _, ok := e.(IOCompleted); ok {
+			close(entered)
+			<-release
+		}
+	}
+	f := &File{name: "f"}
+	done := make(chan error, 1)
+	go func() { done <- s.sink().Enqueue(IOCompleted{File: f}) }()
+	<-entered
+	mustOK(t, s.sink().Enqueue(EOF{File: f})) // while the first is in flight
+	close(release)
+	mustOK(t, <-done)
+	mustOK(t, s.sink().Enqueue(EOF{File: f})) // after: fine
+	if len(reports) != 1 {
+		t.Fatalf("reports %q, want exactly the overlapping delivery", reports)
+	}
 }
 
 func TestFileOpsOrderedPerFileManyFilesInParallel(t *testing.T) {
