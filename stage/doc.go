@@ -23,7 +23,16 @@
 //     recorded with its events, counted, logged, passed to
 //     Options.OnFailure and delivered as a StageFailed event to every sink
 //     that monitors the stage (Manager.Monitor); a monitor's last event is
-//     StageTerminated. Other events and stages go on.
+//     StageTerminated. Other events and stages go on. Failures are per
+//     event when the handler says which events failed: it returns an
+//     EventError (FailEvent; several joined with errors.Join) naming each
+//     failed event by its index in the batch, having dealt with the
+//     others; each named event is then a failure of its own. Otherwise —
+//     a panic, any other error — the batch fails as a whole
+//     (Failure.Whole): the failure holds the whole batch and which of its
+//     events were handled is unknown (after a panic, those from the
+//     panicking event on were not). Use EventError, or batches of one
+//     (BatchingConfig.Max 1), where each event's fate matters.
 //   - Supervision: a stage's `supervisor:` block (StageConfig.Supervisor,
 //     CreateSupervised) or a group in the top-level `supervisors:` block
 //     (Manager.Supervise) restarts failed handlers from their factories
@@ -37,7 +46,10 @@
 //     principal}` or `keyed: true`) handles the events of one key one at a
 //     time in FIFO order while different keys run in parallel; with
 //     `linked: true` the queued events of a principal fail together with
-//     one that failed (ErrLinked).
+//     one that failed (ErrLinked): the principals of the events an
+//     EventError names, or of every event of a batch that failed whole.
+//     Only the events still queued on that stage are cancelled, not those
+//     already running, queued on other stages or enqueued later.
 //   - Principals (enqueuepred.Principal) carried by events drive the
 //     schedulers and the admission predicates alike, so a session is
 //     treated the same in every stage.

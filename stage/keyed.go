@@ -13,6 +13,15 @@ import (
 // ErrLinked is wrapped by the error of a StageFailed that reports events
 // cancelled because another event of their principal failed
 // (OrderingConfig.Linked).
+//
+// The failed events are those an EventError names, or every event of a
+// batch that failed as a whole (Failure.Whole: a panic or an error naming
+// no event), since any of them may have been left unhandled; batches of
+// several principals then take them all down, so handlers of linked
+// stages should name their failed events. Only the events of those
+// principals still queued on the failed stage are cancelled: events
+// already handed to a batch, queued on other stages (even of the same
+// supervision group) or enqueued after the failure are not touched.
 var ErrLinked = errors.New("stage: cancelled with a failed event of the same principal")
 
 // LinkedError is the error of a linked cancellation. It wraps ErrLinked
@@ -30,12 +39,16 @@ func (e *LinkedError) Error() string {
 func (e *LinkedError) Unwrap() error { return ErrLinked }
 
 // failLinked takes the queued events that share a principal with the
-// failed ones out of the queue and reports them to the monitors.
-func (s *Stage) failLinked(f Failure) {
+// failed events of fs out of the queue and reports them to the monitors.
+func (s *Stage) failLinked(fs []Failure) {
 	ids := map[string]bool{}
-	for _, e := range f.Events {
-		if p, ok := enqueuepred.PrincipalOf(e); ok && p.ID != "" {
-			ids[p.ID] = true
+	var causes []error
+	for _, f := range fs {
+		causes = append(causes, f.Err)
+		for _, e := range f.Events {
+			if p, ok := enqueuepred.PrincipalOf(e); ok && p.ID != "" {
+				ids[p.ID] = true
+			}
 		}
 	}
 	if len(ids) == 0 {
@@ -54,7 +67,12 @@ func (s *Stage) failLinked(f Failure) {
 		principals = append(principals, id)
 	}
 	slices.Sort(principals)
-	lf := Failure{Stage: s.name, Err: &LinkedError{Principals: principals, Cause: f.Err}, Events: removed, Time: f.Time, Instance: f.Instance}
-	s.mgr.log.Warn("linked events cancelled", "stage", s.name, "principals", principals, "events", len(removed), "err", f.Err)
+	cause := causes[0]
+	if len(causes) > 1 {
+		cause = errors.Join(causes...)
+	}
+	f := fs[0]
+	lf := Failure{Stage: s.name, Err: &LinkedError{Principals: principals, Cause: cause}, Events: removed, Time: f.Time, Instance: f.Instance}
+	s.mgr.log.Warn("linked events cancelled", "stage", s.name, "principals", principals, "events", len(removed), "err", cause)
 	s.mgr.notify(s, StageFailed{lf}, false)
 }

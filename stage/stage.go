@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,13 +28,47 @@ func (e *PanicError) Error() string { return fmt.Sprintf("stage: handler panicke
 // Unwrap returns ErrHandlerPanic.
 func (e *PanicError) Unwrap() error { return ErrHandlerPanic }
 
-// Failure describes one failed batch: the handler returned an error or
-// panicked while handling Events.
+// EventError pins a handler's failure on one event of its batch: a handler
+// returns it (as is, or several joined with errors.Join) to say that the
+// event at Index, its position in the batch as the handler got it, failed
+// with Err, and that it dealt with every other event of the batch. The
+// runtime then reports each named event as a failure of its own; see
+// Failure.
+type EventError struct {
+	Index int
+	Err   error
+}
+
+// FailEvent returns an EventError: the event at index i of the batch
+// failed with err.
+func FailEvent(i int, err error) error { return &EventError{Index: i, Err: err} }
+
+func (e *EventError) Error() string {
+	return fmt.Sprintf("stage: event %d of the batch failed: %v", e.Index, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *EventError) Unwrap() error { return e.Err }
+
+// Failure describes a failure of a stage's handler.
+//
+// When the handler named its failed events (EventError), each failed event
+// is a Failure of its own: Events holds just that event, Err its error, and
+// the rest of the batch was handled. Otherwise (the handler panicked, or
+// returned an error that names no event or an index outside the batch) the
+// batch failed as a whole: Whole is set, Events is the whole batch in the
+// order it was handed out, and which of its events were handled is
+// unknown. A handler that handles its batch in order and panics has
+// handled the events before the panicking one, not the others. A fresh
+// handler whose Init failed on a restart is a Failure without events.
 type Failure struct {
 	Stage  string
 	Err    error
-	Events []sink.Event // a copy of the batch that failed
-	Time   time.Time
+	Events []sink.Event // a copy of the failed events
+	// Whole reports a batch that failed as a unit: its events may or may
+	// not have been handled.
+	Whole bool
+	Time  time.Time
 	// Instance numbers the handler that failed: 1 for the stage's first,
 	// one more for each restart by its supervisor.
 	Instance uint64
@@ -43,7 +78,7 @@ type Failure struct {
 type Stats struct {
 	sink.Stats
 	Events    uint64 // events whose batch has finished
-	Failures  uint64 // batches that failed (and restarted handlers whose Init failed)
+	Failures  uint64 // failures reported: events named by EventError, batches that failed whole, restarted handlers whose Init failed
 	Restarts  uint64 // handlers replaced by the stage's supervisor
 	Linked    uint64 // events cancelled because an event of their principal failed
 	PoolSize  int    // goroutines serving the stage
@@ -210,24 +245,66 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	}
 }
 
-// fail contains a failed batch: it is counted, logged, reported to
-// Options.OnFailure and to the stage's monitors, linked events are
-// cancelled, and the stage's supervisor (if any) is told.
+// fail contains a failed batch: its failures (one per event the handler's
+// EventErrors name, else one for the whole batch) are counted, logged,
+// reported to Options.OnFailure and to the stage's monitors, the queued
+// events linked to the failed ones are cancelled, and the stage's
+// supervisor (if any) is told once.
 func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
-	s.failures.Add(1)
-	f := Failure{
-		Stage:    s.name,
-		Err:      err,
-		Events:   append([]sink.Event(nil), events...),
-		Time:     time.Now(),
-		Instance: inst.n,
+	now := time.Now()
+	var fs []Failure
+	if ees := eventErrors(err, len(events)); ees != nil {
+		fs = make([]Failure, len(ees))
+		for i, ee := range ees {
+			cause := ee.Err
+			if cause == nil {
+				cause = ee
+			}
+			fs[i] = Failure{Stage: s.name, Err: cause, Events: []sink.Event{events[ee.Index]}, Time: now, Instance: inst.n}
+		}
+	} else {
+		fs = []Failure{{Stage: s.name, Err: err, Events: slices.Clone(events), Whole: true, Time: now, Instance: inst.n}}
 	}
-	s.mgr.reportFailure(f)
-	s.mgr.notify(s, StageFailed{f}, false)
+	s.failures.Add(uint64(len(fs)))
+	for _, f := range fs {
+		s.mgr.reportFailure(f)
+		s.mgr.notify(s, StageFailed{f}, false)
+	}
 	if s.cfg.Ordering.Linked {
-		s.failLinked(f)
+		s.failLinked(fs)
 	}
 	s.mgr.sup.report(s, inst.n, err)
+}
+
+// eventErrors returns the EventErrors that make up err (one, or several
+// joined), or nil if err is anything else or names an event outside a
+// batch of n: then the batch failed as a whole.
+func eventErrors(err error, n int) []*EventError {
+	var out []*EventError
+	var walk func(error) bool
+	walk = func(err error) bool {
+		switch e := err.(type) {
+		case *EventError:
+			if e == nil || e.Index < 0 || e.Index >= n {
+				return false
+			}
+			out = append(out, e)
+			return true
+		case interface{ Unwrap() []error }:
+			errs := e.Unwrap()
+			for _, x := range errs {
+				if !walk(x) {
+					return false
+				}
+			}
+			return len(errs) > 0
+		}
+		return false
+	}
+	if !walk(err) {
+		return nil
+	}
+	return out
 }
 
 func invoke(h Handler, events []sink.Event) (err error) {
