@@ -32,7 +32,9 @@
 //     (Failure.Whole): the failure holds the whole batch and which of its
 //     events were handled is unknown (after a panic, those from the
 //     panicking event on were not). Use EventError, or batches of one
-//     (BatchingConfig.Max 1), where each event's fate matters.
+//     (BatchingConfig.Max 1), where each event's fate matters. Monitor
+//     events are non-rejectable (sink.NonRejectable): a monitoring stage
+//     gets them past a full queue and a load-shedding predicate.
 //   - Supervision: a stage's `supervisor:` block (StageConfig.Supervisor,
 //     CreateSupervised) or a group in the top-level `supervisors:` block
 //     (Manager.Supervise) restarts failed handlers from their factories

@@ -55,6 +55,24 @@ type StageTerminated struct {
 // supervision failed.
 func (t StageTerminated) Normal() bool { return t.Reason != ReasonGaveUp }
 
+// Monitor events must reach their monitors under overload: they are
+// non-rejectable (sink.NonRejectable), so a stage's queue admits them
+// beyond its capacity and the predicates of package enqueuepred admit them.
+var (
+	_ sink.NonRejectable = StageFailed{}
+	_ sink.NonRejectable = StageRestarted{}
+	_ sink.NonRejectable = StageTerminated{}
+)
+
+// NonRejectable reports true: see sink.NonRejectable.
+func (StageFailed) NonRejectable() bool { return true }
+
+// NonRejectable reports true: see sink.NonRejectable.
+func (StageRestarted) NonRejectable() bool { return true }
+
+// NonRejectable reports true: see sink.NonRejectable.
+func (StageTerminated) NonRejectable() bool { return true }
+
 // ErrMonitor is wrapped by Monitor's errors about its arguments.
 var ErrMonitor = errors.New("stage: monitor")
 
@@ -69,9 +87,14 @@ type monitors struct {
 
 // Monitor has every later failure, restart and the termination of the named
 // stage delivered as an event (StageFailed, StageRestarted,
-// StageTerminated) to s. Delivery never blocks the stage: an event that s
-// rejects is counted (MonitorRejections) and logged. cancel stops the
-// monitoring; a terminated stage drops its monitors by itself.
+// StageTerminated) to s. Monitor events are non-rejectable
+// (sink.NonRejectable): a monitoring stage gets them even when its queue is
+// full or its predicate sheds load (predicates of package enqueuepred
+// honour sink.NonRejectable; a custom one should too). Delivery never
+// blocks the stage: an event that s refuses all the same (closed, or a
+// predicate that ignores NonRejectable) is counted (MonitorRejections) and
+// logged. cancel stops the monitoring; a terminated stage drops its
+// monitors by itself.
 //
 // The runtime enqueues on a stage's sink as a stage would, so a monitoring
 // stage still gets its events while the manager shuts down.
