@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -395,10 +396,19 @@ func TestFilesProceedInParallel(t *testing.T) {
 	checkLeaks(t)
 	_, fio := startFiles(t, FileConfig{ThreadPool: stage.ThreadPoolConfig{Min: 2, Max: 2}})
 	dir := t.TempDir()
-	bDone := make(chan struct{})
+	bDone, giveUp := make(chan struct{}), make(chan struct{})
+	// Runs before startFiles' Shutdown (cleanups run last first): a failed
+	// test frees a's worker.
+	t.Cleanup(func() { close(giveUp) })
 	// File a's completion blocks its worker until file b has completed:
-	// with files served one at a time this would never finish.
-	aSink := fnSink(func(sink.Event) error { <-bDone; return nil })
+	// with files served one at a time b would never complete.
+	aSink := fnSink(func(sink.Event) error {
+		select {
+		case <-bDone:
+		case <-giveUp:
+		}
+		return nil
+	})
 	bSink := fnSink(func(sink.Event) error { close(bDone); return nil })
 	a, err := fio.Open(filepath.Join(dir, "a"), os.O_RDWR|os.O_CREATE, 0o644, aSink, nil)
 	mustOK(t, err)
@@ -406,7 +416,13 @@ func TestFilesProceedInParallel(t *testing.T) {
 	if _, err := fio.Open(filepath.Join(dir, "b"), os.O_RDWR|os.O_CREATE, 0o644, bSink, nil); err != nil {
 		t.Fatal(err)
 	}
-	<-bDone
+	deadline := time.NewTimer(waitLimit)
+	defer deadline.Stop()
+	select {
+	case <-bDone:
+	case <-deadline.C:
+		t.Fatal("file b did not complete while file a's worker was blocked: files are not served in parallel")
+	}
 	// a's worker is free again and a's next request runs.
 	mustOK(t, a.Close(nil))
 	waitCond(t, "a closed", func() bool { return fio.Stats().Completed == 3 && fio.Stats().Open == 1 })
