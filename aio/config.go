@@ -137,7 +137,7 @@ const (
 
 // WriteThreshold bounds what a connection may hold unsent: bytes accepted by
 // Enqueue and not yet written to the kernel, and write requests not yet
-// completed. A single write larger than Bytes is accepted when nothing else
+// completed (a Flush, or any request without bytes, is not counted). A single write larger than Bytes is accepted when nothing else
 // is outstanding, so that it can be sent at all.
 type WriteThreshold struct {
 	Bytes  ByteSize `yaml:"bytes"`  // 0 → 1 MiB; < 0: unbounded

@@ -85,6 +85,7 @@ type Connection struct {
 	ring           deque[pendingWrite]
 	handoffs       deque[int64] // end offsets of AsyncWrites whose callback is due
 	waiters        int          // ring entries with a Done sink
+	flushes        int          // ring entries without bytes (Flush): not writes
 	clogged        bool
 	closeAt        int64     // graceful close: offset that must be applied
 	closeBy        time.Time // graceful close deadline (zero: none)
@@ -289,10 +290,12 @@ func (c *Connection) Prepare(es []sink.Event) (sink.Txn, error) {
 		c.mu.Unlock()
 		return nil, c.closedErr()
 	}
-	if err, ev := c.admitLocked(total, count); err != nil {
-		c.mu.Unlock()
-		c.reportClog(ev)
-		return nil, err
+	if count > 0 {
+		if err, ev := c.admitLocked(total, count); err != nil {
+			c.mu.Unlock()
+			c.reportClog(ev)
+			return nil, err
+		}
 	}
 	c.reservedBytes += total
 	c.reservedWrites += count
@@ -490,11 +493,17 @@ func parseWrites(es []sink.Event) ([]writeOp, bool, error) {
 	return ops, closeAfter, nil
 }
 
+// sizeOf returns the bytes of ops and the number of writes among them: a
+// request without bytes (a Flush) is not a write and does not count
+// against the WriteThreshold.
 func sizeOf(ops []writeOp) (total int64, count int) {
 	for _, op := range ops {
 		total += int64(op.n)
+		if op.n > 0 {
+			count++
+		}
 	}
-	return total, len(ops)
+	return total, count
 }
 
 // admitLocked checks a write of total bytes in count requests against the
@@ -503,7 +512,7 @@ func sizeOf(ops []writeOp) (total int64, count int) {
 func (c *Connection) admitLocked(total int64, count int) (error, *SinkClogged) {
 	lim := c.cfg.WriteThreshold
 	out := c.queued + c.reservedBytes - c.flushed.Load()
-	writes := c.ring.len() + c.reservedWrites
+	writes := c.ring.len() - c.flushes + c.reservedWrites
 	overBytes := lim.Bytes > 0 && out > 0 && out+total > int64(lim.Bytes)
 	overWrites := lim.Writes > 0 && writes+count > lim.Writes
 	if !overBytes && !overWrites {
@@ -566,6 +575,9 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 		}
 		c.queued += int64(op.n)
 		c.ring.push(pendingWrite{end: c.queued, n: op.n, done: op.done, tag: op.tag})
+		if op.n == 0 {
+			c.flushes++
+		}
 		pushed++
 		if op.done != nil {
 			c.waiters++
@@ -577,8 +589,12 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 			// gnet is shutting down: undo.
 			c.queued = start
 			for range pushed {
-				if w := c.ring.popBack(); w.done != nil {
+				w := c.ring.popBack()
+				if w.done != nil {
 					c.waiters--
+				}
+				if w.n == 0 {
+					c.flushes--
 				}
 			}
 			c.mu.Unlock()
@@ -687,6 +703,9 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	var done []pendingWrite
 	for c.ring.len() > 0 && c.ring.front().end <= fl {
 		w := c.ring.pop()
+		if w.n == 0 {
+			c.flushes--
+		}
 		if w.done != nil {
 			c.waiters--
 			done = append(done, w)
@@ -716,7 +735,7 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 func (c *Connection) unclogLocked(flushed int64) bool {
 	lim := c.cfg.WriteThreshold
 	out := c.queued - flushed
-	return (lim.Bytes <= 0 || out <= int64(lim.Bytes)/2) && (lim.Writes <= 0 || c.ring.len() <= lim.Writes/2)
+	return (lim.Bytes <= 0 || out <= int64(lim.Bytes)/2) && (lim.Writes <= 0 || c.ring.len()-c.flushes <= lim.Writes/2)
 }
 
 func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
@@ -900,6 +919,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 		}
 	}
 	c.waiters = 0
+	c.flushes = 0
 	r := c.reader.Load()
 	announced := c.announced
 	hold := false

@@ -325,6 +325,42 @@ func TestWriteThresholdCountsRequests(t *testing.T) {
 	owner.wait(t, "SinkClogged", func(evs []sink.Event) bool { return count[SinkClogged](evs) == 1 })
 }
 
+func TestFlushDoesNotCountAsWrite(t *testing.T) {
+	checkLeaks(t)
+	srv, owner, c, client := serverConn(t, SocketConfig{SendBuffer: 4 << 10, WriteThreshold: WriteThreshold{Writes: 4, Bytes: -1}, ClogPolicy: ClogClose})
+	_ = client.SetReadBuffer(4 << 10)
+	if err := c.Enqueue(pattern(2, 1<<20)); err != nil { // stays outstanding: the peer does not read
+		t.Fatal(err)
+	}
+	waitCond(t, "the big write to be outstanding", func() bool { return c.Stats().BytesFlushed > 0 })
+	flushed := newRecorder("flushed")
+	// Flushes in between use up none of the four requests…
+	mustOK(t, c.Flush(flushed, 1))
+	mustOK(t, c.Flush(flushed, 2))
+	for i := 1; i <= 3; i++ {
+		if err := c.Enqueue([]byte("x")); err != nil {
+			t.Fatalf("request %d of 4 refused after two flushes: %v", i+1, err)
+		}
+	}
+	// …and at the limit a Flush is accepted: under ClogClose, it does not
+	// close the connection.
+	mustOK(t, c.Flush(flushed, 3))
+	if st := c.Stats(); st.Closed || st.Clogs != 0 || srv.Stats().CloggedClosed != 0 {
+		t.Fatalf("stats %+v, socket %+v: a Flush clogged the connection", st, srv.Stats())
+	}
+	// A fifth write is still refused (and closes, by policy).
+	if err := c.Enqueue([]byte("x")); !errors.Is(err, ErrClogged) {
+		t.Fatalf("5th outstanding write: %v, want ErrClogged", err)
+	}
+	evs := flushed.wait(t, "the flushes to fail with the close", func(evs []sink.Event) bool { return len(evs) == 3 })
+	for i, e := range evs {
+		if wf, ok := e.(WriteFailed); !ok || wf.Tag != i+1 {
+			t.Fatalf("flush completion %d: %#v, want WriteFailed tag %d", i, e, i+1)
+		}
+	}
+	owner.wait(t, "SinkClosed", func(evs []sink.Event) bool { return count[SinkClosed](evs) == 1 })
+}
+
 func TestReaderRejectionPausesWithoutLoss(t *testing.T) {
 	checkLeaks(t)
 	_, _, c, client := serverConn(t, SocketConfig{ReadBuffer: 4 << 10})
