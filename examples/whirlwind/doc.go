@@ -18,7 +18,9 @@
 //     refuses the full-quality request under load and accepts the
 //     low-quality one; when both are refused, the Dispatcher answers 503
 //     and closes the connection.
-//   - Fault containment and supervision: the Dispatcher monitors the file
-//     stages and answers 500 for the requests of a failed batch, while
-//     their supervisor restarts them; queued requests are kept.
+//   - Fault containment and supervision: the file stages name the requests
+//     they fail (stage.EventError); the Dispatcher monitors them and
+//     answers 500 for exactly those requests (or for a whole batch whose
+//     handler panicked), while their supervisor restarts them; queued
+//     requests are kept.
 package whirlwind

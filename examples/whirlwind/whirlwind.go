@@ -492,8 +492,9 @@ func (d *dispatcher) route(r Request) error {
 	return d.reply(r, Response{Status: 503, Close: true})
 }
 
-// failed answers 500 for every request caught in a failed batch of the file
-// stages.
+// failed answers 500 for every request of a failure of the file stages:
+// the requests they named as failed, or every request of a batch that
+// failed whole (a panic).
 func (d *dispatcher) failed(f stage.StageFailed) error {
 	for _, e := range f.Events {
 		var fr FileRequest
@@ -536,30 +537,35 @@ func (h *fileHandler) Init(c *stage.Context) (err error) {
 	return err
 }
 
+// HandleEvents names each event it could not pass on (stage.FailEvent) and
+// goes on with the others, so that the Dispatcher answers 500 for exactly
+// those requests.
 func (h *fileHandler) HandleEvents(batch []sink.Event) error {
 	h.srv.cpu.wait() // a saturated machine, in the simulation
-	for _, e := range batch {
-		switch ev := e.(type) {
-		case FileRequest:
-			if err := h.disk.Enqueue(read{req: ev}); err != nil {
-				return err
-			}
-		case fileData:
-			resp := Response{Conn: ev.req.Conn, ID: ev.req.ID, seq: ev.req.seq, Status: 404}
-			if ev.found {
-				resp.Status, resp.Quality, resp.Bytes = 200, ev.req.Quality, ev.size
-				if ev.req.Quality == Low {
-					resp.Bytes = ev.size / 4
-				}
-			}
-			if err := h.http.Enqueue(resp); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("file handler: unexpected %T", e)
+	var errs []error
+	for i, e := range batch {
+		if err := h.handle(e); err != nil {
+			errs = append(errs, stage.FailEvent(i, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+func (h *fileHandler) handle(e sink.Event) error {
+	switch ev := e.(type) {
+	case FileRequest:
+		return h.disk.Enqueue(read{req: ev})
+	case fileData:
+		resp := Response{Conn: ev.req.Conn, ID: ev.req.ID, seq: ev.req.seq, Status: 404}
+		if ev.found {
+			resp.Status, resp.Quality, resp.Bytes = 200, ev.req.Quality, ev.size
+			if ev.req.Quality == Low {
+				resp.Bytes = ev.size / 4
+			}
+		}
+		return h.http.Enqueue(resp)
+	}
+	return fmt.Errorf("file handler: unexpected %T", e)
 }
 
 // ---- AsyncFile: the disk ----
@@ -574,19 +580,23 @@ func (h *asyncFile) Init(c *stage.Context) (err error) {
 	return err
 }
 
+// HandleEvents names each read it could not pass on (stage.FailEvent). A
+// panic fails its whole batch, which is why AsyncFile runs batches of one.
 func (h *asyncFile) HandleEvents(batch []sink.Event) error {
-	for _, e := range batch {
+	var errs []error
+	for i, e := range batch {
 		r, ok := e.(read)
 		if !ok {
-			return fmt.Errorf("async file: unexpected %T", e)
+			errs = append(errs, stage.FailEvent(i, fmt.Errorf("async file: unexpected %T", e)))
+			continue
 		}
 		if r.req.Path == PoisonPath {
 			panic("async file: corrupt file system block")
 		}
 		size, found := h.srv.files[r.req.Path]
 		if err := h.files.Enqueue(fileData{req: r.req, size: size, found: found}); err != nil {
-			return err
+			errs = append(errs, stage.FailEvent(i, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
