@@ -40,5 +40,12 @@
 // A Server holds what the stages share (the HTTP server, the page cache, the
 // site) and registers their factories; Options from Go (the command's -root
 // and -addr) win over the stages' args. The owner closes the HTTP server
-// with Server.Shutdown after the manager's Shutdown.
+// with Server.Shutdown before the manager's Shutdown, so that the responses
+// in progress finish while the stages still run.
+//
+// Files up to CacheMiss's maxObject are read whole and cached; larger ones
+// are streamed to each request in chunk-sized pieces read through
+// asyncFile, each piece read once the one before it has been written, so
+// that memory stays bounded whatever the file size (HEAD and 304 read
+// nothing, a byte range reads only its bytes).
 package haboob

@@ -52,8 +52,8 @@ func ExampleServer() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	_ = hb.Shutdown(ctx) // the HTTP server first: its responses need the stages
 	_ = m.Shutdown(ctx)
-	_ = hb.Shutdown(ctx)
 	// Output:
 	// 200 OK Haboob
 	// <h1>hello, Haboob</h1>

@@ -107,11 +107,11 @@ func startHaboob(t *testing.T, config string) *site {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := m.Shutdown(ctx); err != nil {
-			t.Errorf("manager shutdown: %v", err)
-		}
 		if err := hb.Shutdown(ctx); err != nil {
 			t.Errorf("server shutdown: %v", err)
+		}
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("manager shutdown: %v", err)
 		}
 	})
 	return s

@@ -53,8 +53,8 @@ type Options struct {
 // server, the page cache, the document root) and the handler factories
 // that build its stages. Register the factories, build the manager from a
 // configuration (configs/haboob.yaml), start it; the HttpRecv stage opens
-// the socket. The owner closes the HTTP server with Shutdown or Close after
-// the manager's Shutdown.
+// the socket. The owner closes the HTTP server with Shutdown (or Close)
+// before the manager's Shutdown.
 type Server struct {
 	opts    Options
 	started time.Time
@@ -106,7 +106,10 @@ func (s *Server) Cache() *PageCache {
 }
 
 // Shutdown closes the HTTP server gracefully (see http.Server.Shutdown).
-// Call it after the manager's Shutdown. It is a no-op if the server never
+// Call it before the manager's Shutdown: the responses the server owes
+// (a file being streamed through asyncFile) need the stages running.
+// After the manager's Shutdown it still works, but streamed responses
+// still in progress are cut short. It is a no-op if the server never
 // started.
 func (s *Server) Shutdown(ctx context.Context) error {
 	h, err := s.HTTP()

@@ -7,12 +7,17 @@
 // With no flags it serves a small bundled site on 127.0.0.1:8080, so that
 // `go run ./cmd/haboob` just works; the bundled files are extracted to a
 // temporary directory (removed at exit) and served through the asynchronous
-// file layer like any document root. -root serves a directory instead; -addr
-// overrides the listen address (port 0 picks a free port); -profiler
+// file layer like any document root. -root serves a directory instead,
+// overriding the configuration's document root (the `root` arg of its
+// CacheMiss stage); the bundled site is served only when neither sets one.
+// -addr overrides the listen address (port 0 picks a free port); -profiler
 // overrides the profiler's dashboard address ("" turns it off). Logs go to
-// stderr. SIGINT or SIGTERM shuts down cleanly: the stages drain (bounded by
-// the configuration's global.shutdown), then the profiler, then the server
-// sockets close.
+// stderr. SIGINT or SIGTERM shuts down cleanly, within the configuration's
+// global.shutdown: the server reads no more requests and closes the
+// connections that owe no response (idle ones, half-sent requests), the
+// others once their responses are sent (connections still stuck behind a
+// client that does not read are closed near the end of the bound, and
+// logged); then the stages drain and the profiler stops.
 package main
 
 import (
@@ -88,7 +93,16 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 	if err != nil {
 		return err
 	}
-	if root == "" {
+	croot, err := configRoot(cfg)
+	if err != nil {
+		return err
+	}
+	switch {
+	case root != "":
+		// The flag wins over the configuration.
+	case croot != "":
+		log.Info("haboob: serving the configured root", "root", croot)
+	default:
 		dir, err := os.MkdirTemp("", "haboob-site-")
 		if err != nil {
 			return err
@@ -101,6 +115,7 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 		log.Info("haboob: serving the bundled site", "root", dir)
 	}
 
+	// An empty Root leaves CacheMiss's own `root` arg in force.
 	hb := haboob.New(haboob.Options{Root: root, Addr: addr, Logger: log})
 	reg := stage.NewRegistry()
 	hb.Register(reg)
@@ -149,9 +164,13 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	errs := []error{m.Shutdown(ctx)}
+	// The HTTP server first: it reads no more requests and finishes the
+	// responses it owes while the stages still run (a large file is still
+	// being streamed through asyncFile); then the stages have nothing left
+	// to drain.
+	errs := []error{hb.Shutdown(ctx)}
+	errs = append(errs, m.Shutdown(ctx))
 	errs = append(errs, p.Shutdown(ctx))
-	errs = append(errs, hb.Shutdown(ctx))
 	if err := m.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, err)
 	}
@@ -160,4 +179,24 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 		log.Info("haboob: stopped")
 	}
 	return err
+}
+
+// configRoot returns the document root the configuration sets: the `root`
+// arg of its CacheMiss stage, or "".
+func configRoot(cfg *stage.Config) (string, error) {
+	for _, st := range cfg.Stages {
+		if st.Config.Handler != haboob.HandlerCacheMiss || st.Config.Args.Kind == 0 {
+			continue
+		}
+		var args struct {
+			Root string `yaml:"root"`
+		}
+		if err := st.Config.Args.Decode(&args); err != nil {
+			return "", &stage.ConfigError{File: cfg.File, Err: fmt.Errorf("stages.%s.args: %w", st.Name, err)}
+		}
+		if args.Root != "" {
+			return args.Root, nil
+		}
+	}
+	return "", nil
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"net"
 	nethttp "net/http"
 	"os"
 	"os/exec"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/configs"
 )
 
 // buildHaboob compiles the command into a temporary directory.
@@ -171,5 +175,120 @@ func TestBinaryBadFlagsAndConfig(t *testing.T) {
 		if err == nil {
 			t.Errorf("%v: exit 0\n%s", args, out)
 		}
+	}
+}
+
+// writeConfig writes the embedded configuration with CacheMiss's root set
+// to root ("" keeps it empty) and a 2 s shutdown bound.
+func writeConfig(t *testing.T, root string) string {
+	t.Helper()
+	text := strings.NewReplacer(
+		`root: ""`, fmt.Sprintf("root: %q", root),
+		"shutdown: 10s", "shutdown: 2s",
+	).Replace(string(configs.Haboob))
+	if !strings.Contains(text, "shutdown: 2s") || root != "" && !strings.Contains(text, root) {
+		t.Fatal("configs/haboob.yaml changed: the test cannot set its root and shutdown")
+	}
+	path := filepath.Join(t.TempDir(), "haboob.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func siteWith(t *testing.T, name, content string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestBinaryConfigRootAndFlagOverride(t *testing.T) {
+	bin := buildHaboob(t)
+	fromConfig := siteWith(t, "which.txt", "config root\n")
+	fromFlag := siteWith(t, "which.txt", "flag root\n")
+	config := writeConfig(t, fromConfig)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-config", config}, "config root\n"},
+		{[]string{"-config", config, "-root", fromFlag}, "flag root\n"},
+	} {
+		r := start(t, bin, append(tt.args, "-addr", "127.0.0.1:0", "-profiler", "")...)
+		if code, body := get(t, "http://"+r.addr+"/which.txt"); code != 200 || body != tt.want {
+			t.Errorf("%v: GET /which.txt: %d %q, want %q", tt.args, code, body, tt.want)
+		}
+		if r.root != "" {
+			t.Errorf("%v: served the bundled site although a root was set", tt.args)
+		}
+		if code := r.stop(t); code != 0 {
+			t.Fatalf("%v: exit code %d", tt.args, code)
+		}
+	}
+}
+
+func TestBinaryShutdownWithPartialRequest(t *testing.T) {
+	bin := buildHaboob(t)
+	root := siteWith(t, "hello.txt", "hello\n")
+	r := start(t, bin, "-config", writeConfig(t, ""), "-root", root, "-addr", "127.0.0.1:0", "-profiler", "")
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	// A request answered, then one only half sent, in one packet: the
+	// server holds the half request when the first answer arrives.
+	fmt.Fprint(c, "GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /hello.txt HTTP/1.1\r\nHost: x\r\n")
+	br := bufio.NewReader(c)
+	resp, err := nethttp.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit code %d after SIGINT with a half-sent request", code)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Fatalf("half-sent request: read %q, %v; want a clean close", rest, err)
+	}
+}
+
+func TestBinaryShutdownWithNonReadingClient(t *testing.T) {
+	bin := buildHaboob(t)
+	root := t.TempDir()
+	// A sparse 256 MiB file: far more than the socket buffers hold.
+	f, err := os.Create(filepath.Join(root, "huge.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r := start(t, bin, "-config", writeConfig(t, ""), "-root", root, "-addr", "127.0.0.1:0", "-profiler", "")
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprint(c, "GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+	// Read the status line, then stop reading.
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+		t.Fatalf("status line %q, %v", line, err)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit code %d after SIGINT with a client that does not read", code)
+	}
+	var forced bool
+	for line := range r.logs {
+		forced = forced || strings.Contains(line, "closing connections that did not finish") && strings.Contains(line, "count=1")
+	}
+	if !forced {
+		t.Fatal("the forced close of the stuck connection was not logged")
 	}
 }
