@@ -120,3 +120,25 @@ func TestHungRestartDoesNotBlockOtherTrees(t *testing.T) {
 		})
 	}
 }
+
+// TestSuperviseAfterStart: supervision trees are fixed once the manager
+// runs (failures are dealt with per tree), so a group cannot be formed
+// then; a stage with its own supervisor, a new tree, still can.
+func TestSuperviseAfterStart(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	noop := stage.HandlerFunc(func([]sink.Event) error { return nil })
+	f := func() stage.Handler { return noop }
+	if _, err := m.CreateStage("A", noop, stage.StageConfig{Factory: f}); err != nil {
+		t.Fatal(err)
+	}
+	started(t, m)
+	if err := m.Supervise("G", stage.SupervisorConfig{Children: []string{"A"}}); !errors.Is(err, stage.ErrSupervisor) {
+		t.Fatalf("Supervise after Start: %v, want ErrSupervisor", err)
+	}
+	if _, err := m.CreateSupervised("B", f, stage.StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Supervisors(); !slices.Equal(got, []string{"B"}) {
+		t.Fatalf("supervisors %v", got)
+	}
+}
