@@ -101,6 +101,10 @@ func (cl *Client) dial(c *Connection, addr, network, address string) {
 // Name is the socket's name in metrics and logs.
 func (cl *Client) Name() string { return cl.eng.name }
 
+// MetricsPrefix is the prefix of the socket's metrics (see
+// Server.MetricsPrefix).
+func (cl *Client) MetricsPrefix() string { return cl.eng.metricPrefix }
+
 // Stats returns the socket's counters.
 func (cl *Client) Stats() SocketStats { return cl.eng.snapshotStats() }
 

@@ -57,8 +57,9 @@ type engine struct {
 
 	gateWarn sync.Once // the warning that reading cannot be stopped
 
-	metricReg   metrics.Registry
-	metricNames []string
+	metricReg    metrics.Registry
+	metricPrefix string // "aio.<name>", or with a suffix if that was taken
+	metricNames  []string
 }
 
 func newEngine(cfg SocketConfig, name string) *engine {

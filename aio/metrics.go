@@ -1,6 +1,8 @@
 package aio
 
 import (
+	"fmt"
+	"sync"
 	"sync/atomic"
 
 	metrics "github.com/rcrowley/go-metrics"
@@ -73,18 +75,35 @@ func (e *engine) snapshotStats() SocketStats {
 	}
 }
 
+// metricsMu serializes the choice of metric prefixes and their
+// registration, so that sockets of the same name sharing a registry get
+// distinct prefixes.
+var metricsMu sync.Mutex
+
 // registerMetrics publishes the counters as functional gauges named
-// "aio.<socket>.<counter>" in the configured registry.
+// "aio.<socket>.<counter>" in the configured registry. If another socket
+// of the same name has its gauges there already, this one takes the first
+// free "aio.<socket>-2", "-3" … prefix (see MetricsPrefix) instead of
+// replacing them; a name someone else registered is left alone.
 func (e *engine) registerMetrics() {
 	reg := e.cfg.Metrics
 	if reg == nil {
 		return
 	}
+	metricsMu.Lock()
+	defer metricsMu.Unlock()
 	e.metricReg = reg
+	base := "aio." + e.name
+	e.metricPrefix = base
+	for i := 2; reg.Get(e.metricPrefix+".connections.open") != nil; i++ {
+		e.metricPrefix = fmt.Sprintf("%s-%d", base, i)
+	}
+	if e.metricPrefix != base {
+		e.log.Warn("aio: another socket of this name has metrics in the registry", "prefix", e.metricPrefix)
+	}
 	s := &e.stats
 	gauge := func(name string, f func() int64) {
-		full := "aio." + e.name + "." + name
-		reg.Unregister(full)
+		full := e.metricPrefix + "." + name
 		if err := reg.Register(full, metrics.NewFunctionalGauge(f)); err == nil {
 			e.metricNames = append(e.metricNames, full)
 		}
@@ -112,6 +131,8 @@ func (e *engine) registerMetrics() {
 }
 
 func (e *engine) unregisterMetrics() {
+	metricsMu.Lock()
+	defer metricsMu.Unlock()
 	for _, n := range e.metricNames {
 		e.metricReg.Unregister(n)
 	}

@@ -155,6 +155,11 @@ func (s *Server) Addr() net.Addr { return s.addr }
 // Name is the socket's name in metrics and logs.
 func (s *Server) Name() string { return s.eng.name }
 
+// MetricsPrefix is the prefix of the socket's metrics: "aio.<Name>", or
+// "aio.<Name>-2" (-3 …) if another socket of that name had registered its
+// metrics in the same registry first; "" without a registry.
+func (s *Server) MetricsPrefix() string { return s.eng.metricPrefix }
+
 // Stats returns the socket's counters.
 func (s *Server) Stats() SocketStats { return s.eng.snapshotStats() }
 

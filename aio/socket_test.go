@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	metrics "github.com/rcrowley/go-metrics"
+
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -739,5 +741,41 @@ func TestConnectionSinkContract(t *testing.T) {
 	}
 	if err := c.Flush(newRecorder("f"), nil); !errors.Is(err, sink.ErrClosed) {
 		t.Fatalf("Flush after close: %v", err)
+	}
+}
+
+func TestMetricsOfSameNamedSocketsDoNotCollide(t *testing.T) {
+	checkLeaks(t)
+	reg := metrics.NewRegistry()
+	cfg := SocketConfig{Name: "twin", Metrics: reg}
+	a := listen(t, cfg, newRecorder("a"))
+	b := listen(t, cfg, newRecorder("b"))
+	if a.MetricsPrefix() != "aio.twin" || b.MetricsPrefix() != "aio.twin-2" {
+		t.Fatalf("prefixes %q and %q, want aio.twin and aio.twin-2", a.MetricsPrefix(), b.MetricsPrefix())
+	}
+	accepted := func(prefix string) int64 {
+		t.Helper()
+		g, ok := reg.Get(prefix + ".connections.accepted").(metrics.Gauge)
+		if !ok {
+			t.Fatalf("%s.connections.accepted not registered", prefix)
+		}
+		return g.Value()
+	}
+	dial(t, b)
+	waitCond(t, "b to accept", func() bool { return b.Stats().Accepted == 1 })
+	if accepted("aio.twin") != 0 || accepted("aio.twin-2") != 1 {
+		t.Fatalf("accepted: twin %d, twin-2 %d; want each socket's own count (0, 1)", accepted("aio.twin"), accepted("aio.twin-2"))
+	}
+	// Closing one leaves the other's metrics registered.
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if reg.Get("aio.twin-2.connections.accepted") != nil || accepted("aio.twin") != 0 {
+		t.Fatal("closing b removed a's metrics or left its own")
+	}
+	// The freed prefix is taken again.
+	c := listen(t, cfg, newRecorder("c"))
+	if c.MetricsPrefix() != "aio.twin-2" {
+		t.Fatalf("third socket's prefix %q, want aio.twin-2", c.MetricsPrefix())
 	}
 }
