@@ -28,7 +28,9 @@ import (
 //   - gnet:       a plain gnet echo handler;
 //   - net:        net.Listener with a goroutine per connection.
 //
-// Run: go test -run XXX -bench Echo -benchtime 20000x ./aio/
+// Run: go test -run XXX -bench Echo -benchtime 20000x ./aio/ for a quick
+// look; README.md's figures are the median of
+// go test -run XXX -bench Echo -benchtime 100000x -count 3 ./aio/
 func BenchmarkEcho(b *testing.B) {
 	servers := []struct {
 		name  string
