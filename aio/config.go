@@ -193,7 +193,8 @@ type SocketConfig struct {
 	WriteThreshold WriteThreshold `yaml:"writeThreshold"`
 	ClogPolicy     ClogPolicy     `yaml:"clogPolicy"` // "" → reject
 	// IdleTimeout closes a connection that neither received bytes nor got
-	// any of its output written for this long (0: never).
+	// any of its output written for this long (0: never). A connection
+	// that stopped reading because its reader sink is behind is not idle.
 	IdleTimeout time.Duration `yaml:"idleTimeout"`
 	// CloseTimeout bounds a graceful Close waiting for output to drain;
 	// then the connection is aborted (0 → 30s; < 0: wait forever).

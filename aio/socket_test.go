@@ -527,6 +527,29 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
+func TestStoppedReaderIsNotIdle(t *testing.T) {
+	checkLeaks(t)
+	needReadGate(t)
+	srv, _, c, client := serverConn(t, SocketConfig{ReadBuffer: 4 << 10})
+	reader := newRecorder("reader")
+	reader.setReject(func(e sink.Event) bool { _, ok := e.(Packet); return ok })
+	if err := c.StartReader(reader); err != nil {
+		t.Fatal(err)
+	}
+	go client.Write(pattern(6, 256<<10)) // blocks once the server stops reading
+	waitCond(t, "reading to stop", func() bool { return c.Stats().ReadStopped })
+	// The peer is quiet because the application is behind: an idle check
+	// an hour later leaves the connection open…
+	srv.eng.closeIdle(time.Now().Add(time.Hour))
+	if st := c.Stats(); st.Closed || srv.Stats().IdleClosed != 0 {
+		t.Fatalf("stats %+v: a connection waiting for its reader was closed as idle", st)
+	}
+	// …and, had it been idle, the same check would have closed it.
+	_, _, idle, _ := serverConn(t, SocketConfig{})
+	idle.eng.closeIdle(time.Now().Add(time.Hour))
+	waitCond(t, "the idle connection to close", func() bool { return idle.Stats().Closed })
+}
+
 func TestInboundOverflowWithoutReader(t *testing.T) {
 	checkLeaks(t)
 	// InboundClose: gnet keeps reading, MaxInbound sheds the peer.
