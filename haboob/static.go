@@ -185,6 +185,9 @@ type Validators struct {
 
 // NotModified reports whether a conditional GET/HEAD can be answered 304:
 // If-None-Match takes precedence over If-Modified-Since (RFC 9110 §13.2.2).
+// If-Modified-Since is ignored when it is not a valid HTTP date (any of the
+// three formats) or is later than the server's current time (RFC 9110
+// §13.1.3).
 func NotModified(req *http.Request, v Validators) bool {
 	if inm, ok := req.Header.Lookup("If-None-Match"); ok {
 		return etagListMatches(inm, v.ETag, true)
@@ -193,8 +196,8 @@ func NotModified(req *http.Request, v Validators) bool {
 	if !ok || v.ModTime.IsZero() {
 		return false
 	}
-	t, err := time.Parse(http.TimeFormat, ims)
-	if err != nil {
+	t, err := http.ParseTime(ims)
+	if err != nil || t.After(time.Now()) {
 		return false
 	}
 	return !v.ModTime.Truncate(time.Second).After(t)
@@ -246,7 +249,7 @@ func ParseRange(req *http.Request, size int64, v Validators) (r ByteRange, ok bo
 			if !etagListMatches(ir, v.ETag, false) || strings.HasPrefix(strings.TrimSpace(ir), "W/") {
 				return ByteRange{}, false, nil
 			}
-		} else if t, perr := time.Parse(http.TimeFormat, ir); perr != nil || !v.ModTime.Truncate(time.Second).Equal(t) {
+		} else if t, perr := http.ParseTime(ir); perr != nil || !v.ModTime.Truncate(time.Second).Equal(t) {
 			return ByteRange{}, false, nil
 		}
 	}

@@ -104,6 +104,13 @@ func TestConditional(t *testing.T) {
 		{[]string{"If-Modified-Since", mod.Format(http.TimeFormat)}, true},
 		{[]string{"If-Modified-Since", mod.Add(-time.Hour).Format(http.TimeFormat)}, false},
 		{[]string{"If-Modified-Since", "garbage"}, false},
+		// A date later than the server's clock is ignored (RFC 9110 §13.1.3).
+		{[]string{"If-Modified-Since", "Fri, 01 Jan 2100 00:00:00 GMT"}, false},
+		{[]string{"If-Modified-Since", time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)}, false},
+		// The obsolete formats are accepted.
+		{[]string{"If-Modified-Since", mod.Format("Monday, 02-Jan-06 15:04:05 GMT")}, true},
+		{[]string{"If-Modified-Since", mod.Format(time.ANSIC)}, true},
+		{[]string{"If-Modified-Since", mod.Add(-time.Hour).Format(time.ANSIC)}, false},
 		// If-None-Match wins over If-Modified-Since
 		{[]string{"If-None-Match", `"other"`, "If-Modified-Since", mod.Format(http.TimeFormat)}, false},
 	}
