@@ -189,6 +189,9 @@ func TestStaticServing(t *testing.T) {
 		{"HEAD", "/page.txt", 200, "", [2]string{"Content-Length", "10"}},
 		{"POST", "/", 405, "", [2]string{"Allow", "GET, HEAD"}},
 		{"DELETE", "/page.txt", 405, "", [2]string{}},
+		{"PUT", "/page.txt", 405, "", [2]string{"Allow", "GET, HEAD"}},
+		{"BREW", "/", 501, "", [2]string{}}, // unknown methods (RFC 9110 §9.1)
+		{"PROPFIND", "/page.txt", 501, "", [2]string{}},
 	}
 	for range 2 { // cold (CacheMiss) and warm (PageCache)
 		for _, tt := range tests {
@@ -477,6 +480,30 @@ func TestPipelinedStaticRequests(t *testing.T) {
 			if resp.Header.Get("X-Quality") == "" {
 				t.Fatalf("%s: not the checksum page", p)
 			}
+		}
+	}
+}
+
+func TestRoutesMatchWholeSegments(t *testing.T) {
+	config := strings.Replace(testConfig, "routes: {/checksum/: Checksum, /busy/: Busy}",
+		"routes: {/checksum/: Checksum, /busy/: Busy, /sum: Checksum}", 1)
+	s := startHaboob(t, config)
+	write(t, filepath.Join(s.root, "summary"), "static summary")
+	write(t, filepath.Join(s.root, "checksum"), "static checksum")
+	c := s.client(t)
+	for _, tt := range []struct {
+		path    string
+		dynamic bool
+	}{
+		{"/sum", true},
+		{"/sum/x", true},
+		{"/summary", false}, // not under /sum
+		{"/checksum/x", true},
+		{"/checksum", false}, // "/checksum/" covers only its subtree
+	} {
+		resp, body := s.do(t, c, "GET", tt.path)
+		if dynamic := resp.Header.Get("X-Quality") != ""; dynamic != tt.dynamic || resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d %q, dynamic %v, want dynamic %v", tt.path, resp.StatusCode, body, dynamic, tt.dynamic)
 		}
 	}
 }

@@ -33,7 +33,9 @@ type recvArgs struct {
 	// Stats is the path of the statistics page ("" for none).
 	Stats string `yaml:"stats"`
 	// Routes maps URL prefixes to dynamic handler stages; the longest
-	// matching prefix wins. Other paths are static.
+	// matching prefix wins. Prefixes match whole path segments: "/api/"
+	// matches the paths under /api/, and "/api" matches /api itself and
+	// the paths under /api/, not /apiary. Other paths are static.
 	Routes map[string]string `yaml:"routes"`
 	// Static and Send name the page cache and the sending stages.
 	Static string `yaml:"static"`
@@ -48,8 +50,9 @@ type route struct {
 
 // httpRecv is the HttpRecv stage: it opens the HTTP server, receives every
 // parsed request and dispatches it by URL to the page cache, a dynamic
-// handler stage or the statistics page. Methods other than GET and HEAD on
-// static paths get 405.
+// handler stage or the statistics page. On static paths, methods other
+// than GET and HEAD get 405 with Allow if HTTP defines them, and 501 if
+// they are unknown (RFC 9110 §9.1).
 type httpRecv struct {
 	srv    *Server
 	m      *stage.Manager
@@ -151,7 +154,7 @@ func (h *httpRecv) dispatch(req *http.Request) {
 		return
 	}
 	for _, r := range h.routes {
-		if strings.HasPrefix(path, r.prefix) {
+		if routeMatches(r.prefix, path) {
 			if err := r.sink.Enqueue(req); err != nil {
 				unavailable(req, retry)
 			}
@@ -162,12 +165,35 @@ func (h *httpRecv) dispatch(req *http.Request) {
 	case path == "" || path[0] != '/':
 		send(h.send, &http.Reply{Req: req, Resp: http.BadRequest()}, retry)
 	case req.Method != "GET" && req.Method != "HEAD":
-		resp := http.StatusResponse(http.StatusMethodNotAllowed)
-		resp.Header.Add("Allow", "GET, HEAD")
+		resp := http.StatusResponse(http.StatusNotImplemented)
+		if knownMethod(req.Method) {
+			resp = http.StatusResponse(http.StatusMethodNotAllowed)
+			resp.Header.Add("Allow", "GET, HEAD")
+		}
 		send(h.send, &http.Reply{Req: req, Resp: resp}, retry)
 	default:
 		if err := h.static.Enqueue(req); err != nil {
 			unavailable(req, retry)
 		}
 	}
+}
+
+// routeMatches reports whether a route's prefix covers path, on path
+// segment boundaries: a prefix ending in "/" matches its subtree; one
+// without matches itself and its subtree.
+func routeMatches(prefix, path string) bool {
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	return strings.HasSuffix(prefix, "/") || len(path) == len(prefix) || path[len(prefix)] == '/'
+}
+
+// knownMethod reports the methods HTTP defines (RFC 9110 §9, RFC 5789):
+// a static server answers them 405, others 501.
+func knownMethod(m string) bool {
+	switch m {
+	case "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH":
+		return true
+	}
+	return false
 }
