@@ -459,8 +459,8 @@ func (c *Connection) Predicate() sink.Predicate {
 }
 
 // Close stops reading requests and closes the connection once the replies
-// already sent are written; replies to requests not answered yet are
-// dropped.
+// already sent are written (a Stream being sent included: its remaining
+// pieces still go out); replies to requests not answered yet are dropped.
 func (c *Connection) Close() error {
 	c.mu.Lock()
 	c.stopReadingLocked()
