@@ -39,7 +39,8 @@ import (
 //     hang-ups, which gnet handles by closing the connection; a peer's FIN
 //     stays in the kernel until reading resumes, after the bytes before it.
 type readGate struct {
-	epfd, fd int // epfd < 0: unavailable
+	epfd, fd int
+	on       bool // false (the zero value): unavailable
 }
 
 // readGateBuilt says whether this build can stop reading sockets.
@@ -105,26 +106,26 @@ func probeGnetLayout(t reflect.Type) error {
 func newReadGate(gc gnet.Conn) readGate {
 	v := reflect.ValueOf(gc)
 	if t := v.Type(); t.Kind() != reflect.Pointer || t.Elem().PkgPath() != "github.com/panjf2000/gnet/v2" {
-		return readGate{epfd: -1, fd: -1} // not gnet's (a test double): nothing to probe
+		return readGate{} // not gnet's (a test double): nothing to probe
 	}
 	gnetLayout.once.Do(func() { gnetLayout.err = probeGnetLayout(v.Type()) })
 	if gnetLayout.err != nil || v.Type() != gnetLayout.connType || v.IsNil() {
-		return readGate{epfd: -1, fd: -1}
+		return readGate{}
 	}
 	loop := v.Elem().FieldByIndex(gnetLayout.loop)
 	if loop.IsNil() {
-		return readGate{epfd: -1, fd: -1}
+		return readGate{}
 	}
 	p := loop.Elem().FieldByIndex(gnetLayout.poller)
 	if p.IsNil() {
-		return readGate{epfd: -1, fd: -1}
+		return readGate{}
 	}
 	epfd := int(p.Elem().FieldByIndex(gnetLayout.epfd).Int())
 	fd := gc.Fd()
 	if epfd < 0 || fd < 0 {
-		return readGate{epfd: -1, fd: -1}
+		return readGate{}
 	}
-	return readGate{epfd: epfd, fd: fd}
+	return readGate{epfd: epfd, fd: fd, on: true}
 }
 
 // gateError says why a connection's gate is unavailable (after
@@ -136,7 +137,7 @@ func gateError() error {
 	return errors.New("aio: gnet connection without an epoll poller")
 }
 
-func (g readGate) ok() bool { return g.epfd >= 0 }
+func (g readGate) ok() bool { return g.on }
 
 // set registers the connection for input (read) and output (write) events.
 // Event loop only.

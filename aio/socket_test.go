@@ -560,7 +560,7 @@ func TestInboundOverflowWithoutReader(t *testing.T) {
 	if sc.Reason != ClosedOverflow || !errors.Is(sc.Err, ErrInboundOverflow) || sc.Unread <= 64<<10 {
 		t.Fatalf("SinkClosed %+v, want overflow reporting the unread bytes", sc)
 	}
-	if s := srv.Stats(); s.OverflowClosed != 1 || s.ReadStops != 0 {
+	if s := srv.Stats(); s.OverflowClosed != 1 || s.ReadStops != 0 || s.PauseUnsupported != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 }
