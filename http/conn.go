@@ -348,9 +348,12 @@ func (c *Connection) Reject(req *Request, retryAfter time.Duration) error {
 	if retryAfter == 0 {
 		retryAfter = c.srv.cfg.RetryAfter
 	}
+	// Counted before the reply leaves, so that a client that has its 503
+	// also sees it in the statistics.
+	c.srv.stats.rejected.Add(1)
 	err := c.reply(Reply{Req: req, Resp: ServiceUnavailable(retryAfter)})
-	if err == nil {
-		c.srv.stats.rejected.Add(1)
+	if err != nil {
+		c.srv.stats.rejected.Add(^uint64(0)) // not answered after all
 	}
 	return err
 }
