@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -35,8 +36,9 @@ func buildHaboob(t *testing.T) string {
 type running struct {
 	cmd    *exec.Cmd
 	addr   string
-	logs   chan string // stderr lines after "ready"
-	root   string      // the extracted bundled site, if any
+	logs   chan string   // stderr lines after "ready"
+	read   chan struct{} // closed once stderr reached its end
+	root   string        // the extracted bundled site, if any
 	stderr strings.Builder
 }
 
@@ -48,7 +50,7 @@ var (
 // start runs the binary and waits for its "ready" log line.
 func start(t *testing.T, bin string, args ...string) *running {
 	t.Helper()
-	r := &running{cmd: exec.Command(bin, args...), logs: make(chan string, 1024)}
+	r := &running{cmd: exec.Command(bin, args...), logs: make(chan string, 1024), read: make(chan struct{})}
 	stderr, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +81,7 @@ func start(t *testing.T, bin string, args ...string) *running {
 			}
 		}
 		close(r.logs)
+		close(r.read)
 	}()
 	select {
 	case r.addr = <-ready:
@@ -107,12 +110,18 @@ func (r *running) stop(t *testing.T) int {
 	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
+	// Wait closes stderr once the process has exited: read it to its end
+	// first, or the last log lines may be lost.
 	select {
-	case <-done:
+	case <-r.read:
 	case <-time.After(30 * time.Second):
 		t.Fatal("haboob did not exit after SIGINT")
+	}
+	if err := r.cmd.Wait(); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
 	}
 	return r.cmd.ProcessState.ExitCode()
 }
