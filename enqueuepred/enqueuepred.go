@@ -127,10 +127,11 @@ func Inspect(p sink.Predicate, report func(name string, value float64)) bool {
 	return false
 }
 
-// counts tallies a predicate's decisions.
+// counts tallies a predicate's decisions, on striped counters: producers
+// on different cores deciding at once do not fight over one cache line.
 type counts struct {
-	accepted atomic.Uint64
-	rejected atomic.Uint64
+	accepted stripedCounter
+	rejected stripedCounter
 }
 
 func (c *counts) yes() bool { c.accepted.Add(1); return true }
@@ -236,6 +237,11 @@ type stripedCounter struct {
 }
 
 func (c *stripedCounter) add(n uint64) { c.stripes[rand.Uint32()&7].n.Add(n) }
+
+// Add and Load make a stripedCounter a drop-in for an atomic.Uint64 that
+// is only added to.
+func (c *stripedCounter) Add(n uint64)  { c.add(n) }
+func (c *stripedCounter) Load() uint64 { return c.load() }
 
 func (c *stripedCounter) load() uint64 {
 	var t uint64
