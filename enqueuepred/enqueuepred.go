@@ -240,7 +240,7 @@ func (c *stripedCounter) add(n uint64) { c.stripes[rand.Uint32()&7].n.Add(n) }
 
 // Add and Load make a stripedCounter a drop-in for an atomic.Uint64 that
 // is only added to.
-func (c *stripedCounter) Add(n uint64)  { c.add(n) }
+func (c *stripedCounter) Add(n uint64) { c.add(n) }
 func (c *stripedCounter) Load() uint64 { return c.load() }
 
 func (c *stripedCounter) load() uint64 {
