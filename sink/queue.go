@@ -22,6 +22,7 @@ type Stats struct {
 	Dropped           uint64 // events refused on EnqueueLossy (also counted above)
 	Dequeued          uint64 // events handed to the runtime
 	Batches           uint64 // Dequeue calls that handed out events
+	Finished          uint64 // dequeued events whose handling is over (see Finish)
 	Removed           uint64 // events taken out unhandled (RemoveIf, Discard)
 }
 
@@ -105,6 +106,9 @@ type Queue struct {
 	runnable atomic.Int64 // what Dequeue could hand out, when slow
 
 	rejectedFull, rejectedPred, rejectedClosed, dropped, removed atomic.Uint64
+	// finished counts dequeued events whose handling is over (Finish):
+	// dequeued − finished are in service.
+	finished atomic.Uint64
 }
 
 var _ Sink = (*Queue)(nil)
@@ -456,6 +460,23 @@ func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
 	return n
 }
 
+// Finish tells the queue that the runtime is done with n events it took
+// out with Dequeue (handled, failed or given up). For the runtime only.
+func (q *Queue) Finish(n int) { q.finished.Add(uint64(n)) }
+
+// Finished returns how many dequeued events have been finished.
+func (q *Queue) Finished() uint64 { return q.finished.Load() }
+
+// InService returns how many events were dequeued and not yet finished. An
+// event is at every instant queued (Pending), in service, or finished.
+func (q *Queue) InService() int {
+	f := q.finished.Load() // first: it never passes the dequeued count read after it
+	q.mu.Lock()
+	d := q.dequeued
+	q.mu.Unlock()
+	return int(d - f)
+}
+
 // Ready returns a channel that receives a token when events may be waiting.
 // A consumer that finds the queue empty waits on it (and on Done) before
 // trying Dequeue again. A token may be spurious.
@@ -564,6 +585,7 @@ func (q *Queue) Stats() Stats {
 		Dropped:           q.dropped.Load(),
 		Dequeued:          dequeued,
 		Batches:           batches,
+		Finished:          q.finished.Load(),
 		Removed:           q.removed.Load(),
 	}
 }

@@ -463,7 +463,7 @@ func (m *Manager) DestroyStageContext(ctx context.Context, name string) error {
 		if werr := s.runner.Wait(ctx); werr != nil {
 			lost := len(s.queue.Discard())
 			// A batch still in flight keeps its handler alive.
-			destroy = s.inflight.Load() == 0
+			destroy = s.queue.InService() == 0
 			err = fmt.Errorf("stage: destroy %q: %w (%d queued events lost: %w): %w", name, ErrNotStopped, lost, ErrEventsDiscarded, werr)
 		}
 	} else if lost := len(s.queue.Discard()); lost > 0 {
@@ -582,7 +582,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		// The queues are closed and empty: a stage with no batch in
 		// flight now will start none.
 		for _, s := range stages {
-			if s.inflight.Load() != 0 {
+			if s.queue.InService() != 0 {
 				running[s] = true
 			}
 		}
@@ -679,7 +679,7 @@ func (m *Manager) activity() uint64 {
 
 func (m *Manager) idle() bool {
 	for _, s := range m.Stages() {
-		if s.inflight.Load() != 0 || s.queue.Pending() != 0 {
+		if s.queue.InService() != 0 || s.queue.Pending() != 0 {
 			return false
 		}
 	}

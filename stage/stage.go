@@ -105,7 +105,6 @@ type Stage struct {
 	batchSize atomic.Int32
 	batcher   *batcher
 
-	inflight atomic.Int64
 	failures atomic.Uint64
 	restarts atomic.Uint64
 	linked   atomic.Uint64
@@ -187,7 +186,6 @@ type runtimeView struct{ s *Stage }
 func (v runtimeView) Name() string            { return v.s.name }
 func (v runtimeView) Queue() *sink.Queue      { return v.s.queue }
 func (v runtimeView) BatchSize() int          { return int(v.s.batchSize.Load()) }
-func (v runtimeView) InFlight() *atomic.Int64 { return &v.s.inflight }
 func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
 	v.s.runBatch(events, scratch, stamps)
 }

@@ -584,7 +584,7 @@ func (s *Stage) waitIdle(ctx context.Context, supervisor string) error {
 	wait := 20 * time.Microsecond
 	var waited time.Duration
 	warned := false
-	for s.inflight.Load() != 0 {
+	for s.queue.InService() != 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -596,7 +596,7 @@ func (s *Stage) waitIdle(ctx context.Context, supervisor string) error {
 		if waited >= restartWaitWarn && !warned {
 			warned = true
 			s.mgr.log.Warn("restart waiting for a running batch: a handler may be hung", "stage", s.name,
-				"supervisor", supervisor, "batches", s.inflight.Load(), "waited", waited)
+				"supervisor", supervisor, "events", s.queue.InService(), "waited", waited)
 		}
 		wait = min(2*wait, 5*time.Millisecond)
 	}

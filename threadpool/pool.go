@@ -21,11 +21,9 @@ type Stage interface {
 	// handler's failures. stamps are the events' enqueue stamps (see
 	// sink.Queue.Dequeue); scratch, as long as events, is the runtime's to
 	// keep a copy of the batch in. All three are reused after it returns.
+	// The thread manager then reports the events finished to the queue
+	// (sink.Queue.Finish), so the queue knows what is in service.
 	RunBatch(events, scratch []sink.Event, stamps []int64)
-	// InFlight counts batches taken off the queue and not yet finished; the
-	// thread manager raises it before it dequeues, so that an event is at
-	// every instant either queued or counted here.
-	InFlight() *atomic.Int64
 }
 
 // Runner serves one stage's queue with goroutines.
@@ -110,9 +108,8 @@ type Pool struct {
 	cfg  Config
 	ctrl *Controller
 
-	size      atomic.Int32 // live workers
-	target    atomic.Int32 // desired workers
-	processed atomic.Uint64
+	size   atomic.Int32 // live workers
+	target atomic.Int32 // desired workers
 
 	mu        sync.Mutex
 	gen       atomic.Uint64 // bumped to make every idle worker look again
@@ -159,7 +156,7 @@ func (p *Pool) Config() Config { return p.cfg }
 func (p *Pool) Size() int { return int(p.size.Load()) }
 
 // Processed returns the number of events handled.
-func (p *Pool) Processed() uint64 { return p.processed.Load() }
+func (p *Pool) Processed() uint64 { return p.st.Queue().Finished() }
 
 // Start launches the initial workers and, if enabled, the controller. The
 // workers run until the stage's queue is closed and drained; cancelling ctx
@@ -295,7 +292,6 @@ func (p *Pool) exit(w *worker) {
 func (p *Pool) run(w *worker) {
 	defer p.wg.Done()
 	q := p.st.Queue()
-	inflight := p.st.InFlight()
 	trackIdle := p.cfg.Controller.Enabled
 	var events, scratch []sink.Event
 	var stamps []int64
@@ -309,19 +305,14 @@ func (p *Pool) run(w *worker) {
 		if bs > len(events) {
 			events, scratch, stamps = make([]sink.Event, bs), make([]sink.Event, bs), make([]int64, bs)
 		}
-		if q.Len() > 0 { // an empty queue costs no in-flight accounting
-			inflight.Add(1)
-			if n := q.Dequeue(events[:bs], stamps[:bs]); n > 0 {
-				if trackIdle {
-					w.idleSince.Store(0)
-				}
-				p.st.RunBatch(events[:n], scratch[:n], stamps[:n])
-				clear(events[:n])
-				p.processed.Add(uint64(n))
-				inflight.Add(-1)
-				continue
+		if n := q.Dequeue(events[:bs], stamps[:bs]); n > 0 {
+			if trackIdle {
+				w.idleSince.Store(0)
 			}
-			inflight.Add(-1)
+			p.st.RunBatch(events[:n], scratch[:n], stamps[:n])
+			clear(events[:n])
+			q.Finish(n)
+			continue
 		}
 		if q.IsClosed() && q.Drained() {
 			p.exit(w)
@@ -381,7 +372,7 @@ func (p *Pool) tick(now time.Time, idle time.Duration) {
 	s := Sample{
 		Now:         now,
 		QueueLen:    p.st.Queue().Len(),
-		Processed:   p.processed.Load(),
+		Processed:   p.Processed(),
 		Size:        p.Size(),
 		IdleWorkers: p.idleWorkers(now, idle),
 	}

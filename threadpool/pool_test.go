@@ -14,10 +14,9 @@ import (
 
 // testStage is a Stage whose batches go to a function.
 type testStage struct {
-	q        *sink.Queue
-	inflight atomic.Int64
-	batch    int
-	run      func([]sink.Event)
+	q     *sink.Queue
+	batch int
+	run   func([]sink.Event)
 }
 
 func newTestStage(run func([]sink.Event)) *testStage {
@@ -27,7 +26,6 @@ func newTestStage(run func([]sink.Event)) *testStage {
 func (s *testStage) Name() string                           { return "test" }
 func (s *testStage) Queue() *sink.Queue                     { return s.q }
 func (s *testStage) BatchSize() int                         { return s.batch }
-func (s *testStage) InFlight() *atomic.Int64                { return &s.inflight }
 func (s *testStage) RunBatch(es, _ []sink.Event, _ []int64) { s.run(es) }
 
 // TestWaitPrefersFinished: a runner that has finished reports so even to a

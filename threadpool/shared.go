@@ -39,7 +39,6 @@ type sharedEntry struct {
 	current        int
 	singleThreaded bool
 	busy           int // workers inside RunBatch for this stage
-	processed      atomic.Uint64
 	done           chan struct{} // closed once drained and removed
 }
 
@@ -142,7 +141,6 @@ func (sp *SharedPool) pick() *sharedEntry {
 	if best != nil {
 		best.current -= total
 		best.busy++
-		best.st.InFlight().Add(1)
 	}
 	return best
 }
@@ -171,22 +169,22 @@ func (sp *SharedPool) run(ctx context.Context) {
 		if bs > len(events) {
 			events, scratch, stamps = make([]sink.Event, bs), make([]sink.Event, bs), make([]int64, bs)
 		}
-		n := e.st.Queue().Dequeue(events[:bs], stamps[:bs])
+		q := e.st.Queue()
+		n := q.Dequeue(events[:bs], stamps[:bs])
 		if n > 0 {
 			e.st.RunBatch(events[:n], scratch[:n], stamps[:n])
 			clear(events[:n])
-			e.processed.Add(uint64(n))
+			q.Finish(n)
 		}
 		sp.mu.Lock()
 		e.busy--
 		sp.mu.Unlock()
-		e.st.InFlight().Add(-1)
 		sp.signal() // others may have work, or a drained stage to retire
 	}
 }
 
 func (e *sharedEntry) Size() int         { return e.pool.cfg.Threads }
-func (e *sharedEntry) Processed() uint64 { return e.processed.Load() }
+func (e *sharedEntry) Processed() uint64 { return e.st.Queue().Finished() }
 
 // Wait returns once the stage's queue is closed and drained, or once the
 // pool's goroutines have all exited (Stop, or the end of Start's context),
