@@ -183,9 +183,9 @@ func (s *Stage) Pool() *threadpool.Pool { return s.pool }
 // runtimeView is what thread managers see of a stage.
 type runtimeView struct{ s *Stage }
 
-func (v runtimeView) Name() string            { return v.s.name }
-func (v runtimeView) Queue() *sink.Queue      { return v.s.queue }
-func (v runtimeView) BatchSize() int          { return int(v.s.batchSize.Load()) }
+func (v runtimeView) Name() string       { return v.s.name }
+func (v runtimeView) Queue() *sink.Queue { return v.s.queue }
+func (v runtimeView) BatchSize() int     { return int(v.s.batchSize.Load()) }
 func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
 	v.s.runBatch(events, scratch, stamps)
 }

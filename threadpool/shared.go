@@ -38,7 +38,7 @@ type sharedEntry struct {
 	weight         int
 	current        int
 	singleThreaded bool
-	busy           int // workers inside RunBatch for this stage
+	busy           int           // workers inside RunBatch for this stage
 	done           chan struct{} // closed once drained and removed
 }
 
