@@ -22,13 +22,12 @@ import (
 // handlers and the asynchronous file layer's stage.
 var haboobStages = []string{"HttpRecv", "PageCache", "CacheMiss", "HttpSend", "Checksum", "aio.file"}
 
-// runHaboob starts Haboob in the test's process the way serve does (the
+// runHaboob starts Haboob in the test's process as serve does (build: the
 // embedded configuration, the bundled site, the profiler from
 // global.profiler) with the web server and the dashboard on free loopback
 // ports, and stops it when the test ends.
 func runHaboob(t *testing.T, interval time.Duration) (*stage.Manager, *profiler.Profiler, string) {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
 	root := t.TempDir()
 	if err := haboob.ExtractSite(haboob.BundledSite(), root); err != nil {
 		t.Fatal(err)
@@ -37,46 +36,29 @@ func runHaboob(t *testing.T, interval time.Duration) (*stage.Manager, *profiler.
 	if err != nil {
 		t.Fatal(err)
 	}
-	hb := haboob.New(haboob.Options{Root: root, Addr: "127.0.0.1:0", Logger: log})
-	reg := stage.NewRegistry()
-	hb.Register(reg)
-	m, err := stage.NewFromConfig(cfg, reg, stage.Options{Logger: log})
+	in, err := build(slog.New(slog.DiscardHandler), cfg, root, "127.0.0.1:0", func(pcfg *profiler.Config) {
+		if pcfg.HTTP != "127.0.0.1:9090" {
+			t.Errorf("configs/haboob.yaml serves the dashboard on %q, want 127.0.0.1:9090", pcfg.HTTP)
+		}
+		pcfg.HTTP, pcfg.Interval, pcfg.Enabled = "127.0.0.1:0", interval, false
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pcfg, err := profiler.ConfigFrom(m)
-	if err != nil {
+	if err := in.start(); err != nil {
 		t.Fatal(err)
 	}
-	if pcfg.HTTP != "127.0.0.1:9090" {
-		t.Errorf("configs/haboob.yaml serves the dashboard on %q, want 127.0.0.1:9090", pcfg.HTTP)
-	}
-	pcfg.HTTP, pcfg.Interval, pcfg.Enabled = "127.0.0.1:0", interval, false
-	p, err := profiler.New(m, pcfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		_ = hb.Close()
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
+	if in.p.Addr() == nil {
+		t.Fatal("the profiler's dashboard did not start")
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := m.Shutdown(ctx); err != nil {
-			t.Errorf("manager shutdown: %v", err)
-		}
-		if err := p.Shutdown(ctx); err != nil {
-			t.Errorf("profiler shutdown: %v", err)
-		}
-		if err := hb.Shutdown(ctx); err != nil {
-			t.Errorf("haboob shutdown: %v", err)
+		if err := in.shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return m, p, hb.Addr().String()
+	return in.m, in.p, in.hb.Addr().String()
 }
 
 // browse keeps clients requesting static pages, a missing one and the

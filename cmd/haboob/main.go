@@ -115,40 +115,21 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 		log.Info("haboob: serving the bundled site", "root", dir)
 	}
 
-	// An empty Root leaves CacheMiss's own `root` arg in force.
-	hb := haboob.New(haboob.Options{Root: root, Addr: addr, Logger: log})
-	reg := stage.NewRegistry()
-	hb.Register(reg)
-	m, err := stage.NewFromConfig(cfg, reg, stage.Options{Logger: log})
+	in, err := build(log, cfg, root, addr, func(pcfg *profiler.Config) {
+		if prof.set {
+			pcfg.HTTP = prof.value
+		}
+	})
 	if err != nil {
 		return err
 	}
-	pcfg, err := profiler.ConfigFrom(m)
-	if err != nil {
-		return err
-	}
-	if prof.set {
-		pcfg.HTTP = prof.value
-	}
-	p, err := profiler.New(m, pcfg, log)
-	if err != nil {
-		return err
-	}
-
 	sigs, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
-	if err := m.Start(context.Background()); err != nil {
-		_ = hb.Close()
+	if err := in.start(); err != nil {
 		return err
 	}
-	if err := p.Start(context.Background()); err != nil {
-		// The dashboard is optional: a busy port must not take the web
-		// server down.
-		log.Error("haboob: profiler not started", "err", err)
-	} else if a := p.Addr(); a != nil {
-		log.Info("haboob: profiler dashboard", "url", "http://"+a.String()+profiler.DashboardPath)
-	}
-	log.Info("haboob: ready", "addr", hb.Addr().String())
+	m := in.m
+	log.Info("haboob: ready", "addr", in.hb.Addr().String())
 
 	select {
 	case <-sigs.Done():
@@ -164,13 +145,7 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	// The HTTP server first: it reads no more requests and finishes the
-	// responses it owes while the stages still run (a large file is still
-	// being streamed through asyncFile); then the stages have nothing left
-	// to drain.
-	errs := []error{hb.Shutdown(ctx)}
-	errs = append(errs, m.Shutdown(ctx))
-	errs = append(errs, p.Shutdown(ctx))
+	errs := []error{in.shutdown(ctx)}
 	if err := m.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, err)
 	}
@@ -179,6 +154,64 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 		log.Info("haboob: stopped")
 	}
 	return err
+}
+
+// instance is a Haboob built from a configuration: the web server's
+// stages, the manager running them and the profiler.
+type instance struct {
+	log *slog.Logger
+	hb  *haboob.Server
+	m   *stage.Manager
+	p   *profiler.Profiler
+}
+
+// build wires Haboob from cfg: root and addr override the configuration
+// when not empty (an empty root leaves CacheMiss's own `root` arg in
+// force), and tune adjusts the profiler's configuration (nil: as
+// configured).
+func build(log *slog.Logger, cfg *stage.Config, root, addr string, tune func(*profiler.Config)) (*instance, error) {
+	hb := haboob.New(haboob.Options{Root: root, Addr: addr, Logger: log})
+	reg := stage.NewRegistry()
+	hb.Register(reg)
+	m, err := stage.NewFromConfig(cfg, reg, stage.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := profiler.ConfigFrom(m)
+	if err != nil {
+		return nil, err
+	}
+	if tune != nil {
+		tune(&pcfg)
+	}
+	p, err := profiler.New(m, pcfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &instance{log: log, hb: hb, m: m, p: p}, nil
+}
+
+// start starts the stages, then the profiler. The dashboard is optional:
+// a profiler that cannot start (a busy port) is logged, not fatal.
+func (in *instance) start() error {
+	if err := in.m.Start(context.Background()); err != nil {
+		_ = in.hb.Close()
+		return err
+	}
+	if err := in.p.Start(context.Background()); err != nil {
+		in.log.Error("haboob: profiler not started", "err", err)
+	} else if a := in.p.Addr(); a != nil {
+		in.log.Info("haboob: profiler dashboard", "url", "http://"+a.String()+profiler.DashboardPath)
+	}
+	return nil
+}
+
+// shutdown stops the HTTP server first: it reads no more requests and
+// finishes the responses it owes while the stages still run (a large file
+// is still being streamed through asyncFile); then the stages have nothing
+// left to drain, and the profiler stops last.
+func (in *instance) shutdown(ctx context.Context) error {
+	return errors.Join(in.hb.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx))
 }
 
 // configRoot returns the document root the configuration sets: the `root`
