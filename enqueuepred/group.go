@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // ErrGroupConflict is returned when a group rate is declared twice with
@@ -29,14 +30,41 @@ func (g *GroupRate) Group() string { return g.group }
 // Shared holds state shared by the predicates of one stage manager, such as
 // named group rates. The zero value is not usable: call NewShared.
 type Shared struct {
-	mu     sync.Mutex
-	groups map[string]*GroupRate
-	cfgs   map[string]RateConfig
+	mu       sync.Mutex
+	groups   map[string]*GroupRate
+	cfgs     map[string]RateConfig
+	sessions map[string]*SessionTable
 }
 
 // NewShared returns empty shared state.
 func NewShared() *Shared {
-	return &Shared{groups: map[string]*GroupRate{}, cfgs: map[string]RateConfig{}}
+	return &Shared{groups: map[string]*GroupRate{}, cfgs: map[string]RateConfig{}, sessions: map[string]*SessionTable{}}
+}
+
+// SessionTable returns the session table called name, creating it on
+// first use with window and maxSessions (0: the defaults, 10 s and
+// 100000). Every call for one table must give the same values (a zero
+// standing for the default), whatever the order of the calls; other values
+// are an error wrapping ErrGroupConflict.
+func (s *Shared) SessionTable(name string, window time.Duration, maxSessions int) (*SessionTable, error) {
+	if name == "" {
+		return nil, errors.New("enqueuepred: session table needs a name")
+	}
+	want := NewSessionTable(window, maxSessions)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.sessions[name]; ok {
+		t.mu.Lock()
+		w, m := t.window, t.max
+		t.mu.Unlock()
+		if window, maxSessions = want.window, want.max; window != w || maxSessions != m {
+			return nil, fmt.Errorf("%w: session table %q has window %v maxSessions %d, not window %v maxSessions %d",
+				ErrGroupConflict, name, w, m, window, maxSessions)
+		}
+		return t, nil
+	}
+	s.sessions[name] = want
+	return want, nil
 }
 
 // Group returns the group rate called name, creating it with c on first

@@ -403,13 +403,13 @@ func TestSessionBounded(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		s.Accept(ev{id: id})
 	}
-	if len(s.sessions) != 2 {
-		t.Fatalf("remembered %d sessions, max 2", len(s.sessions))
+	if len(s.t.sessions) != 2 {
+		t.Fatalf("remembered %d sessions, max 2", len(s.t.sessions))
 	}
 	clk.Advance(2 * time.Second)
 	s.Accept(ev{id: "d"}) // sweeps expired ones
-	if len(s.sessions) != 1 {
-		t.Fatalf("after sweep %d sessions", len(s.sessions))
+	if len(s.t.sessions) != 1 {
+		t.Fatalf("after sweep %d sessions", len(s.t.sessions))
 	}
 }
 
@@ -516,5 +516,54 @@ func TestRateChangeKeepsTokenCount(t *testing.T) {
 				t.Fatalf("one refill time at the new rate later admitted %d, want %d", got, tt.depth)
 			}
 		})
+	}
+}
+
+// TestSessionTableSharedAcrossStages: two stages' session predicates on one
+// table treat a session the same: admitted at the first, it is admitted at
+// the second although the second's own regulator is shut; turned away at
+// the first, it is turned away at the second although the second would
+// admit it.
+func TestSessionTableSharedAcrossStages(t *testing.T) {
+	clk := newClock()
+	shared := NewShared()
+	table, err := shared.SessionTable("shop", time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := shared.SessionTable("shop", 0, 0); err == nil || again != nil {
+		t.Fatalf("a second declaration with another window: %v, %v; want a conflict", again, err)
+	}
+	if again, err := shared.SessionTable("shop", time.Second, 100000); err != nil || again != table {
+		t.Fatalf("the same declaration again: %v, %v", again, err)
+	}
+	front := NewSession(NewCounter(1), SessionConfig{Now: clk.Now, Table: table}) // admits one session
+	shut := sink.PredicateFunc(func(sink.Event) bool { return false })
+	back := NewSession(shut, SessionConfig{Now: clk.Now, Table: table})             // admits nothing new
+	open := NewSession(NewCounter(1000), SessionConfig{Now: clk.Now, Table: table}) // admits everything new
+	if !front.Accept(ev{id: "alice"}) || front.Accept(ev{id: "bob"}) {
+		t.Fatal("front: want alice admitted, bob turned away")
+	}
+	if !back.Accept(ev{id: "alice"}) {
+		t.Fatal("back turned away alice, whom the front admitted")
+	}
+	if open.Accept(ev{id: "bob"}) {
+		t.Fatal("a stage admitted bob, whom the front turned away")
+	}
+	if open.Accept(ev{id: "carol"}) != true || !front.Accept(ev{id: "carol"}) {
+		t.Fatal("carol, admitted by one stage, must be admitted by the others")
+	}
+	clk.Advance(2 * time.Second) // decisions expire with the window
+	if !open.Accept(ev{id: "bob"}) {
+		t.Fatal("bob's rejection outlived the window")
+	}
+	front.Forget("bob")
+	if back.Accept(ev{id: "bob"}) {
+		t.Fatal("after Forget, bob must be decided anew (back admits nothing new)")
+	}
+	// A private table is not shared.
+	lone := NewSession(shut, SessionConfig{Now: clk.Now})
+	if lone.Accept(ev{id: "carol"}) {
+		t.Fatal("a session predicate with its own table used the shared decisions")
 	}
 }

@@ -18,6 +18,50 @@ type SessionConfig struct {
 	// Default 100000.
 	MaxSessions int
 	Now         func() time.Time // nil: time.Now
+	// Table, if set, holds the decisions instead of a table of the
+	// predicate's own: Session predicates of several stages sharing one
+	// table treat a session the same in every stage (Window and
+	// MaxSessions are then the table's).
+	Table *SessionTable
+}
+
+// SessionTable holds the admission decisions of sessions. Shared by the
+// Session predicates of several stages (Shared.SessionTable, YAML
+// `table:`), it makes a session's admission consistent across the stage
+// graph: a session admitted at the front door is admitted by every stage
+// behind it for the window, and one turned away is turned away everywhere.
+type SessionTable struct {
+	mu       sync.Mutex
+	window   time.Duration
+	max      int
+	sessions map[string]sessionEntry
+}
+
+// NewSessionTable returns an empty table; zero values take the defaults
+// of SessionConfig (10 s, 100000 sessions).
+func NewSessionTable(window time.Duration, maxSessions int) *SessionTable {
+	if window <= 0 {
+		window = 10 * time.Second
+	}
+	if maxSessions <= 0 {
+		maxSessions = 100000
+	}
+	return &SessionTable{window: window, max: maxSessions, sessions: map[string]sessionEntry{}}
+}
+
+// Forget drops the decision for a session (for example at logout).
+func (t *SessionTable) Forget(id string) {
+	t.mu.Lock()
+	delete(t.sessions, id)
+	t.mu.Unlock()
+}
+
+func (t *SessionTable) sweepLocked(now int64) {
+	for id, ent := range t.sessions {
+		if now >= ent.until {
+			delete(t.sessions, id)
+		}
+	}
 }
 
 // Session makes admission session-consistent (Whirlwind §IV, after
@@ -33,9 +77,7 @@ type Session struct {
 	inner sink.Predicate
 	now   func() time.Time
 
-	mu       sync.Mutex
-	cfg      SessionConfig
-	sessions map[string]sessionEntry
+	t     *SessionTable
 }
 
 type sessionEntry struct {
@@ -50,14 +92,15 @@ var (
 
 // NewSession wraps inner.
 func NewSession(inner sink.Predicate, c SessionConfig) *Session {
-	if c.Window <= 0 {
-		c.Window = 10 * time.Second
+	t := c.Table
+	if t == nil {
+		t = NewSessionTable(c.Window, c.MaxSessions)
 	}
-	if c.MaxSessions <= 0 {
-		c.MaxSessions = 100000
-	}
-	return &Session{inner: inner, now: nowFunc(c.Now), cfg: c, sessions: map[string]sessionEntry{}}
+	return &Session{inner: inner, now: nowFunc(c.Now), t: t}
 }
+
+// Table returns the table holding the predicate's session decisions.
+func (s *Session) Table() *SessionTable { return s.t }
 
 // Name implements sink.Namer.
 func (s *Session) Name() string { return "session" }
@@ -79,50 +122,40 @@ func (s *Session) Accept(e sink.Event) bool {
 		return s.no()
 	}
 	now := s.now().UnixNano()
-	window := int64(s.cfg.Window)
-	s.mu.Lock()
-	if ent, ok := s.sessions[pr.ID]; ok && now < ent.until {
+	t := s.t
+	t.mu.Lock()
+	window := int64(t.window)
+	if ent, ok := t.sessions[pr.ID]; ok && now < ent.until {
 		if ent.admit {
 			ent.until = now + window
-			s.sessions[pr.ID] = ent
+			t.sessions[pr.ID] = ent
 		}
-		s.mu.Unlock()
+		t.mu.Unlock()
 		if ent.admit {
 			Charge(s.inner, e)
 			return s.yes()
 		}
 		return s.no()
 	}
-	s.mu.Unlock()
+	t.mu.Unlock()
 	admit := s.inner.Accept(e)
-	s.mu.Lock()
-	if _, ok := s.sessions[pr.ID]; !ok && len(s.sessions) >= s.cfg.MaxSessions {
-		s.sweepLocked(now)
+	t.mu.Lock()
+	if _, ok := t.sessions[pr.ID]; !ok && len(t.sessions) >= t.max {
+		t.sweepLocked(now)
 	}
-	if _, ok := s.sessions[pr.ID]; ok || len(s.sessions) < s.cfg.MaxSessions {
-		s.sessions[pr.ID] = sessionEntry{admit: admit, until: now + window}
+	if _, ok := t.sessions[pr.ID]; ok || len(t.sessions) < t.max {
+		t.sessions[pr.ID] = sessionEntry{admit: admit, until: now + window}
 	}
-	s.mu.Unlock()
+	t.mu.Unlock()
 	if admit {
 		return s.yes()
 	}
 	return s.no()
 }
 
-func (s *Session) sweepLocked(now int64) {
-	for id, ent := range s.sessions {
-		if now >= ent.until {
-			delete(s.sessions, id)
-		}
-	}
-}
-
-// Forget drops the decision for a session (for example at logout).
-func (s *Session) Forget(id string) {
-	s.mu.Lock()
-	delete(s.sessions, id)
-	s.mu.Unlock()
-}
+// Forget drops the decision for a session (for example at logout), in
+// every stage sharing the predicate's table.
+func (s *Session) Forget(id string) { s.t.Forget(id) }
 
 // Charge implements Charger.
 func (s *Session) Charge(e sink.Event) {
@@ -145,22 +178,23 @@ func (s *Session) Bind(q sink.Sink) {
 	}
 }
 
-// SetWindow changes the decision window while traffic flows.
+// SetWindow changes the decision window while traffic flows (for every
+// stage sharing the predicate's table).
 func (s *Session) SetWindow(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	s.mu.Lock()
-	s.cfg.Window = d
-	s.mu.Unlock()
+	s.t.mu.Lock()
+	s.t.window = d
+	s.t.mu.Unlock()
 }
 
 // Inspect implements Inspector.
 func (s *Session) Inspect(report func(string, float64)) {
 	now := s.now().UnixNano()
-	s.mu.Lock()
+	s.t.mu.Lock()
 	var admitted, rejected int
-	for _, ent := range s.sessions {
+	for _, ent := range s.t.sessions {
 		if now < ent.until {
 			if ent.admit {
 				admitted++
@@ -169,7 +203,7 @@ func (s *Session) Inspect(report func(string, float64)) {
 			}
 		}
 	}
-	s.mu.Unlock()
+	s.t.mu.Unlock()
 	report("sessions_admitted", float64(admitted))
 	report("sessions_rejected", float64(rejected))
 	s.inspect(report)

@@ -91,7 +91,9 @@ func Types() []string {
 //	group      {group: NAME, rate: R, depth: D} (shared through Env.Shared;
 //	            "name" is an alias of "group"; blocks built after the one
 //	            giving the rate may omit it: see DeclareGroups)
-//	session    {window: 10s, maxSessions: N, of: {nested block}}
+//	session    {window: 10s, maxSessions: N, table: NAME, of: {nested block}}
+//	           (table: stages naming the same table share their sessions'
+//	           decisions, so a session is treated the same in each)
 //	priority   {limits: {0: 100, 1: 1000}}
 //	all, any   {of: [{nested block}, ...]}
 //
@@ -474,6 +476,7 @@ func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	var c struct {
 		Window      time.Duration `yaml:"window"`
 		MaxSessions int           `yaml:"maxSessions"`
+		Table       string        `yaml:"table"`
 		Of          *yaml.Node    `yaml:"of"`
 	}
 	if err := decode(n, path, &c); err != nil {
@@ -482,6 +485,17 @@ func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if c.Window < 0 || c.MaxSessions < 0 {
 		return nil, yamlstrict.Errorf(n, path, "window and maxSessions must not be negative")
 	}
+	var table *SessionTable
+	if c.Table != "" {
+		if env.Shared == nil {
+			return nil, yamlstrict.Errorf(at(n, "table"), yamlstrict.Join(path, "table"), "a shared session table needs shared manager state (Env.Shared)")
+		}
+		t, err := env.Shared.SessionTable(c.Table, c.Window, c.MaxSessions)
+		if err != nil {
+			return nil, yamlstrict.Errorf(at(n, "table"), yamlstrict.Join(path, "table"), "%v", err)
+		}
+		table = t
+	}
 	if c.Of == nil {
 		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "of"), "session needs the predicate deciding each new session, e.g. of: {type: rt, target: 1s}")
 	}
@@ -489,7 +503,7 @@ func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewSession(inner, SessionConfig{Window: c.Window, MaxSessions: c.MaxSessions, Now: env.Now}), nil
+	return NewSession(inner, SessionConfig{Window: c.Window, MaxSessions: c.MaxSessions, Now: env.Now, Table: table}), nil
 }
 
 func buildPriority(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {

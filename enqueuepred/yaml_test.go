@@ -81,7 +81,7 @@ func TestFromYAML(t *testing.T) {
 		}},
 		{"{type: session, window: 5s, of: {type: rt, target: 1s}}", func(t *testing.T, p sink.Predicate) {
 			s := p.(*Session)
-			if s.cfg.Window != 5*time.Second || sink.PredicateName(s.inner) != "rt" {
+			if s.t.window != 5*time.Second || sink.PredicateName(s.inner) != "rt" {
 				t.Fatal("session")
 			}
 		}},
@@ -216,6 +216,37 @@ func TestFromYAMLGroupSharedAcrossStages(t *testing.T) {
 	}
 	if _, err := FromYAML(parse(t, "{type: group, group: g, rate: 20}"), "c", Env{}); err == nil {
 		t.Fatal("group without Env.Shared accepted")
+	}
+}
+
+// Session blocks naming one table share it across stages; a block
+// giving the table another window is an error at its table key.
+func TestFromYAMLSessionTableShared(t *testing.T) {
+	env := Env{Shared: NewShared()}
+	a, err := FromYAML(parse(t, "{type: session, table: shop, window: 5s, of: {type: threshold, limit: 10}}"), "a", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := FromYAML(parse(t, "{type: session, table: shop, window: 5s, of: {type: counter, limit: 3}}"), "b", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.(*Session).Table() != b.(*Session).Table() {
+		t.Fatal("two session blocks naming table shop do not share it")
+	}
+	own, err := FromYAML(parse(t, "{type: session, window: 5s, of: {type: counter, limit: 3}}"), "c", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.(*Session).Table() == a.(*Session).Table() {
+		t.Fatal("a session block without a table shares one")
+	}
+	_, err = FromYAML(parse(t, "{type: session, table: shop, of: {type: counter, limit: 3}}"), "d", env)
+	if err == nil || !strings.Contains(err.Error(), "d.table") || !strings.Contains(err.Error(), "conflicting") {
+		t.Fatalf("a block giving table shop the default window: %v, want a conflict at d.table", err)
+	}
+	if _, err := FromYAML(parse(t, "{type: session, table: shop, of: {type: counter, limit: 3}}"), "e", Env{}); err == nil {
+		t.Fatal("a shared table without Env.Shared was accepted")
 	}
 }
 
