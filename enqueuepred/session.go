@@ -77,7 +77,7 @@ type Session struct {
 	inner sink.Predicate
 	now   func() time.Time
 
-	t     *SessionTable
+	t *SessionTable
 }
 
 type sessionEntry struct {
