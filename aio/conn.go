@@ -800,6 +800,11 @@ func (c *Connection) gateReads(gc gnet.Conn) {
 		c.readStops.Add(1)
 		c.eng.stats.readStops.Add(1)
 	}
+	if !stop && c.readOff {
+		// Reading resumes: the quiet time while the application was
+		// behind is not the peer's idleness.
+		c.activity.Store(sink.Nanotime())
+	}
 	c.readOff = stop
 	c.stopped.Store(stop)
 }

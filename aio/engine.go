@@ -379,14 +379,16 @@ func (e *engine) maintain() {
 			e.box.drain()
 		}
 		if idleEvery > 0 && !now.Before(nextIdle) {
-			e.closeIdle(now)
+			e.closeIdle(sink.Nanotime())
 			nextIdle = now.Add(idleEvery)
 		}
 	}
 }
 
-func (e *engine) closeIdle(now time.Time) {
-	cut := now.Add(-e.cfg.IdleTimeout).UnixNano()
+// closeIdle closes the connections with no progress in or out for the
+// idle timeout before now (sink.Nanotime, like Connection.activity).
+func (e *engine) closeIdle(now int64) {
+	cut := now - int64(e.cfg.IdleTimeout)
 	for _, c := range e.snapshot() {
 		if c.stopped.Load() && c.reader.Load() != nil {
 			// Quiet because its reading is stopped: the application

@@ -540,13 +540,13 @@ func TestStoppedReaderIsNotIdle(t *testing.T) {
 	waitCond(t, "reading to stop", func() bool { return c.Stats().ReadStopped })
 	// The peer is quiet because the application is behind: an idle check
 	// an hour later leaves the connection open…
-	srv.eng.closeIdle(time.Now().Add(time.Hour))
+	srv.eng.closeIdle(sink.Nanotime() + int64(time.Hour))
 	if st := c.Stats(); st.Closed || srv.Stats().IdleClosed != 0 {
 		t.Fatalf("stats %+v: a connection waiting for its reader was closed as idle", st)
 	}
 	// …and, had it been idle, the same check would have closed it.
 	_, _, idle, _ := serverConn(t, SocketConfig{})
-	idle.eng.closeIdle(time.Now().Add(time.Hour))
+	idle.eng.closeIdle(sink.Nanotime() + int64(time.Hour))
 	waitCond(t, "the idle connection to close", func() bool { return idle.Stats().Closed })
 }
 
