@@ -39,11 +39,14 @@ type predicateBox struct {
 	// completer is p as a Completer (nil if it is not one); it is told
 	// each event's queueing time, so every event is stamped on entry.
 	completer Completer
+	// cancels: p is a Canceler; events are stamped so that a cancel goes
+	// back to the predicate that admitted them (see predicateAt).
+	cancels bool
 	// since is the stamp from which events were admitted by p: events
 	// stamped earlier were admitted by prev (or older), and their
 	// completions go there, not to p (see CompleterAt).
 	since int64
-	prev  *predicateBox
+	prev  atomic.Pointer[predicateBox] // cut, never rewritten otherwise, once published
 	// completes: this box or one in its history has a Completer.
 	completes bool
 }
@@ -160,6 +163,7 @@ func (q *Queue) SetPredicate(p Predicate) {
 		nb.p = p
 		nb.err = &RejectError{Sink: q.name, Predicate: PredicateName(p), Reason: "admission refused"}
 		nb.completer, _ = p.(Completer)
+		_, nb.cancels = p.(Canceler)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -170,11 +174,12 @@ func (q *Queue) SetPredicate(p Predicate) {
 	// Every event stamped from now on has a stamp >= since, every event
 	// stamped before has a smaller one.
 	nb.since = max(Nanotime(), q.lastStamp+1)
-	nb.prev = old
+	q.lastStamp = nb.since
+	nb.prev.Store(old)
 	nb.completes = nb.completer != nil
-	for i, b := 1, old; b != nil; i, b = i+1, b.prev {
+	for i, b := 1, old; b != nil; i, b = i+1, b.prev.Load() {
 		if i == predicateHistory {
-			b.prev = nil // older admissions are forgotten
+			b.prev.Store(nil) // older admissions are forgotten
 		}
 		nb.completes = nb.completes || b.completer != nil
 	}
@@ -193,15 +198,37 @@ func (q *Queue) MayComplete() bool {
 // was admitted, if it is a Completer, else nil. Unstamped events (stamp 0)
 // were admitted while no Completer was installed.
 func (q *Queue) CompleterAt(stamp int64) Completer {
-	if stamp == 0 {
-		return nil
+	if b := q.predicateAt(stamp); b != nil {
+		return b.completer
 	}
-	for b := q.pred.Load(); b != nil; b = b.prev {
+	return nil
+}
+
+// predicateAt returns the box of the predicate that admitted an event
+// stamped stamp: the installed one for an unstamped event (0), nil if it
+// is older than the history.
+func (q *Queue) predicateAt(stamp int64) *predicateBox {
+	b := q.pred.Load()
+	if stamp == 0 {
+		if b != nil && (b.completer != nil || b.cancels) {
+			return nil // its events are all stamped: this one is older
+		}
+		return b
+	}
+	for ; b != nil; b = b.prev.Load() {
 		if stamp >= b.since {
-			return b.completer
+			return b
 		}
 	}
 	return nil
+}
+
+// cancelAt gives e back to the predicate that admitted it (stamp as in
+// predicateAt).
+func (q *Queue) cancelAt(e Event, stamp int64) {
+	if b := q.predicateAt(stamp); b != nil && b.p != nil {
+		Cancel(b.p, e)
+	}
 }
 
 // Predicate returns the installed predicate or nil.
@@ -312,14 +339,30 @@ func (q *Queue) Prepare(es []Event) (Txn, error) {
 		return nil, err
 	}
 	q.reserved += len(es)
+	t := &txn{q: q, events: append([]Event(nil), es...), box: q.pred.Load(), stamp: q.nowLocked()}
 	q.mu.Unlock()
-	return &txn{q: q, events: append([]Event(nil), es...)}, nil
+	return t, nil
 }
 
+// txn is a prepared transaction. box is the predicate that admitted its
+// events and stamp a time of that admission: events committed after the
+// predicate was replaced carry stamp, so that they still complete on it.
 type txn struct {
 	q      *Queue
 	events []Event
+	box    *predicateBox
+	stamp  int64
 	once   atomic.Bool
+}
+
+// cancel gives the transaction's events back to the predicate that
+// admitted them.
+func (t *txn) cancel() {
+	if b := t.box; b != nil && b.p != nil {
+		for _, e := range t.events {
+			Cancel(b.p, e)
+		}
+	}
 }
 
 func (t *txn) Commit() {
@@ -334,14 +377,13 @@ func (t *txn) Commit() {
 		// at once, like the ones Discard took, instead of vanishing.
 		q.mu.Unlock()
 		q.removed.Add(uint64(len(t.events)))
-		if b := q.pred.Load(); b != nil {
-			for _, e := range t.events {
-				Cancel(b.p, e)
-			}
-		}
+		t.cancel()
 		return
 	}
-	now := q.nowLocked()
+	now := t.stamp
+	if q.pred.Load() == t.box {
+		now = q.nowLocked()
+	}
 	for _, e := range t.events {
 		q.push(e, now)
 	}
@@ -359,11 +401,7 @@ func (t *txn) Abort() {
 	q.reserved -= len(t.events)
 	closed := q.closed
 	q.mu.Unlock()
-	if b := q.pred.Load(); b != nil {
-		for _, e := range t.events {
-			Cancel(b.p, e)
-		}
-	}
+	t.cancel()
 	q.signalSpace()
 	if closed {
 		q.signalReady() // a draining consumer may be waiting for reservations to settle
@@ -371,11 +409,12 @@ func (t *txn) Abort() {
 }
 
 // stampLocked returns the entry stamp for an event about to be pushed:
-// Nanotime when the predicate b needs every event's queueing time, or a
-// scheduler is installed, or for one event in stampSample; 0 otherwise.
+// Nanotime when the predicate b needs every event's queueing time or may
+// get it back cancelled, or a scheduler is installed, or for one event in
+// stampSample; 0 otherwise.
 func (q *Queue) stampLocked(b *predicateBox) int64 {
 	q.pushes++
-	if (b != nil && b.completer != nil) || q.sched != nil || q.pushes%stampSample == 1 {
+	if (b != nil && (b.completer != nil || b.cancels)) || q.sched != nil || q.pushes%stampSample == 1 {
 		return q.nowLocked()
 	}
 	return 0
@@ -547,14 +586,17 @@ func (q *Queue) Discard() []Event {
 	q.mu.Lock()
 	q.abandoned = q.closed
 	var out []Event
+	var stamps []int64 // nil: the scheduler does not give them back
 	if q.sched != nil {
 		out = q.sched.RemoveIf(func(Event) bool { return true })
 		q.count = 0
 		q.noteLocked()
 	} else {
 		out = make([]Event, 0, q.count)
+		stamps = make([]int64, 0, q.count)
 		for q.count > 0 {
 			out = append(out, q.ring[q.head].ev)
+			stamps = append(stamps, q.ring[q.head].stamp)
 			q.ring[q.head] = entry{}
 			q.head = (q.head + 1) % len(q.ring)
 			q.count--
@@ -564,9 +606,11 @@ func (q *Queue) Discard() []Event {
 	}
 	q.mu.Unlock()
 	q.removed.Add(uint64(len(out)))
-	if b := q.pred.Load(); b != nil {
-		for _, e := range out {
-			Cancel(b.p, e)
+	for i, e := range out {
+		if stamps != nil {
+			q.cancelAt(e, stamps[i])
+		} else if b := q.pred.Load(); b != nil && b.p != nil {
+			Cancel(b.p, e) // a scheduler's events: the installed predicate
 		}
 	}
 	return out

@@ -257,10 +257,47 @@ func TestDequeueStampsAndDiscard(t *testing.T) {
 	if n := q.Dequeue(evs, stamps); n != 1 || stamps[0] < before || stamps[0] > sink.Nanotime() {
 		t.Fatalf("n %d stamp %d", n, stamps[0])
 	}
-	p := &countingPredicate{limit: 10, inUse: 1}
+	// Discarded events go back to the predicate that admitted them: here
+	// event 2 came in before any predicate, 3 and 4 under p.
+	p := &countingPredicate{limit: 10}
 	q.SetPredicate(p)
-	if got := q.Discard(); len(got) != 1 || got[0] != 2 || p.inUse != 0 {
-		t.Fatalf("Discard = %v, credit %d", got, p.inUse)
+	_ = q.EnqueueMany([]sink.Event{3, 4})
+	if got := q.Discard(); len(got) != 3 || got[0] != 2 || p.inUse != 0 || p.cancels != 2 {
+		t.Fatalf("Discard = %v, credit %d, cancels %d; want [2 3 4], 0, 2", got, p.inUse, p.cancels)
+	}
+}
+
+// A transaction prepared under one predicate and settled after another
+// replaced it completes or is cancelled on the one that admitted it; so
+// do queued events discarded after a replacement.
+func TestTxnAndDiscardFollowReplacements(t *testing.T) {
+	q := sink.NewQueue(0)
+	a, b := &countingPredicate{limit: 10}, &countingPredicate{limit: 10}
+	q.SetPredicate(a)
+	aborted, err := q.Prepare([]sink.Event{"a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := q.Prepare([]sink.Event{"a2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = q.Enqueue("a3")
+	q.SetPredicate(b)
+	_ = q.Enqueue("b1")
+	aborted.Abort()
+	committed.Commit()
+	if a.inUse != 2 || b.inUse != 1 {
+		t.Fatalf("after Abort: a holds %d (want 2: a2, a3), b %d (want 1)", a.inUse, b.inUse)
+	}
+	evs, stamps := make([]sink.Event, 8), make([]int64, 8)
+	n := q.Dequeue(evs[:1], stamps[:1]) // a3
+	if n != 1 || evs[0] != "a3" {
+		t.Fatalf("dequeued %v", evs[:n])
+	}
+	got := q.Discard() // b1, then a2 (committed after b1)
+	if len(got) != 2 || a.inUse != 1 || b.inUse != 0 {
+		t.Fatalf("Discard %v: a holds %d (want 1: a3 in service), b %d (want 0)", got, a.inUse, b.inUse)
 	}
 }
 
@@ -500,5 +537,35 @@ func TestNonRejectableBypassesCapacity(t *testing.T) {
 	q.Close()
 	if err := q.Enqueue(nonRejectable("late")); !errors.Is(err, sink.ErrClosed) {
 		t.Fatalf("non-rejectable event on a closed queue: %v, want ErrClosed", err)
+	}
+}
+
+// Replacing predicates many times while workers look up who admitted their
+// events is race-free (run with -race): the history is cut, never
+// rewritten.
+func TestPredicateHistoryConcurrent(t *testing.T) {
+	q := sink.NewQueue(0)
+	q.SetPredicate(namedCompleter("first"))
+	_ = q.Enqueue(1)
+	evs, stamps := make([]sink.Event, 1), make([]int64, 1)
+	q.Dequeue(evs, stamps)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			q.SetPredicate(namedCompleter(fmt.Sprint(i)))
+		}
+	}()
+	for {
+		select {
+		case <-done:
+			if got := q.CompleterAt(stamps[0]); got != nil {
+				t.Fatalf("an event admitted 200 replacements ago completes on %v, want nil (beyond the history)", got)
+			}
+			return
+		default:
+			q.CompleterAt(stamps[0])
+			q.MayComplete()
+		}
 	}
 }

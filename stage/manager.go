@@ -619,6 +619,12 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 // stop at once, so the queues are closed and emptied, and what they held is
 // reported instead of being left where nobody will handle it.
 func (m *Manager) abandon() {
+	m.mu.RLock()
+	shuttingDown := m.state == stateStopping || m.state == stateStopped
+	m.mu.RUnlock()
+	if shuttingDown {
+		return // Shutdown closes and, if it must, discards, and reports
+	}
 	m.abandoned.Store(true)
 	m.stopping.Store(true)
 	lost := 0
@@ -679,7 +685,9 @@ func (m *Manager) activity() uint64 {
 
 func (m *Manager) idle() bool {
 	for _, s := range m.Stages() {
-		if s.queue.InService() != 0 || s.queue.Pending() != 0 {
+		// Pending first: an event moving from the queue into service
+		// between the two looks is then seen by one of them.
+		if s.queue.Pending() != 0 || s.queue.InService() != 0 {
 			return false
 		}
 	}
