@@ -349,3 +349,68 @@ func TestDroppedHelp(t *testing.T) {
 		t.Fatalf("rejected.predicate: %+v", r)
 	}
 }
+
+func disabledRT(t *testing.T) *enqueuepred.ResponseTime {
+	t.Helper()
+	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 250 * time.Millisecond, Mode: enqueuepred.ModeThesis, NReq: 10, InitialRate: 37, Disabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// A stage destroyed and re-created under the same name keeps its predicate
+// gauges: the gone stage's names are unregistered before the new stage's
+// are registered, not after.
+func TestRecreatedStageKeepsPredicateGauges(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	if _, err := m.CreateStage("RT", &forward{}, stage.StageConfig{Predicate: disabledRT(t)}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	p := newProfiler(t, m, profiler.Config{Interval: time.Hour})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Sample()
+	if _, ok := registryValue(m, "RT.predicate.rate"); !ok {
+		t.Fatal("not registered")
+	}
+	if err := m.DestroyStage("RT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CreateStage("RT", &forward{}, stage.StageConfig{Predicate: disabledRT(t)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		p.Sample()
+		if _, ok := registryValue(m, "RT.predicate.rate"); !ok {
+			t.Errorf("sample %d: RT.predicate.rate missing from the registry after the stage was re-created", i)
+		}
+	}
+}
+
+// Sample after Shutdown registers no gauges, since nothing would remove
+// them.
+func TestSampleAfterShutdownRegistersNoGauges(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	if _, err := m.CreateStage("RT", &forward{}, stage.StageConfig{Predicate: disabledRT(t)}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	p := newProfiler(t, m, profiler.Config{Interval: time.Hour})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := registryValue(m, "RT.predicate.rate"); ok {
+		t.Fatal("gauge left registered by Shutdown")
+	}
+	p.Sample()
+	if _, ok := registryValue(m, "RT.predicate.rate"); ok {
+		t.Error("gauge registered by Sample after Shutdown, never removed")
+	}
+}

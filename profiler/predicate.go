@@ -45,6 +45,16 @@ func (g *predicateGauges) sync(stages []*stage.Stage) {
 	live := make(map[*stage.Stage]bool, len(stages))
 	for _, st := range stages {
 		live[st] = true
+	}
+	// Stages gone first: a stage destroyed and re-created under the same
+	// name has the same gauge names, which the new stage registers below.
+	for st, ps := range g.stages {
+		if !live[st] {
+			ps.unregister(g.reg)
+			delete(g.stages, st)
+		}
+	}
+	for _, st := range stages {
 		ps := g.stages[st]
 		if ps == nil {
 			ps = &predicateStage{prefix: st.Name() + ".predicate.", names: map[string]bool{}}
@@ -69,12 +79,6 @@ func (g *predicateGauges) sync(stages []*stage.Stage) {
 				g.reg.Unregister(ps.prefix + name)
 				delete(ps.names, name)
 			}
-		}
-	}
-	for st, ps := range g.stages {
-		if !live[st] {
-			ps.unregister(g.reg)
-			delete(g.stages, st)
 		}
 	}
 }

@@ -100,6 +100,9 @@ type sampler struct {
 	prev  map[*stage.Stage]counters
 	rt    []rtmetrics.Sample
 	preds *predicateGauges
+	// released is set by release: a sample taken afterwards (Profiler.Sample
+	// after Shutdown) registers no gauges, since nothing would remove them.
+	released bool
 }
 
 func newSampler(m *stage.Manager, now func() time.Time) *sampler {
@@ -133,7 +136,9 @@ func (s *sampler) take() Sample {
 	}
 
 	stages := s.m.Stages()
-	s.preds.sync(stages)
+	if !s.released {
+		s.preds.sync(stages)
+	}
 	index := make(map[string]int, len(stages))
 	out.Stages = make([]StageSample, len(stages))
 	for i, st := range stages {
@@ -178,6 +183,7 @@ func (s *sampler) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.preds.unregister()
+	s.released = true
 }
 
 // owner finds the stage a registry name belongs to: the longest stage name
