@@ -704,7 +704,8 @@ func headerSize(r *Response) int { return 160 + 40*len(r.Header) }
 // bring the unconfirmed bytes past half the window. A completion confirms
 // its write and every earlier one, so the window stays exact while the
 // common case, a small response copied into its header's buffer, costs no
-// completion event at all.
+// completion event at all. A write the socket refuses as clogged waits for
+// the next completion; with none in flight, a Flush provides one.
 func (c *Connection) flushLocked() {
 	window := int64(c.srv.cfg.WriteWindow)
 	for c.outq.len() > 0 {
@@ -724,8 +725,19 @@ func (c *Connection) flushLocked() {
 		err := c.sock.Enqueue(req)
 		*req = aio.WriteRequest{}
 		if err != nil {
-			if errors.Is(err, aio.ErrClogged) && c.inflight.len() > 0 {
-				break
+			if errors.Is(err, aio.ErrClogged) {
+				if c.inflight.len() > 0 {
+					break // a completion will bring us back
+				}
+				// What clogs the socket are unmarked writes (a header
+				// queued just before, say): nothing the connection waits
+				// for would bring it back, so ask for a completion once
+				// they have drained, and retry then.
+				if ferr := c.sock.Flush(c.srv.drained, nil); ferr == nil {
+					c.lastWrite = sink.Nanotime()
+					c.inflight.push(inflight{end: c.submitted})
+					break
+				}
 			}
 			c.failLocked(err)
 			if !errors.Is(err, sink.ErrClosed) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
 )
 
@@ -226,4 +227,48 @@ func TestStreamLengthHeader(t *testing.T) {
 // caller.
 func readResponseErr(br *bufio.Reader, method string) (*nethttp.Response, error) {
 	return nethttp.ReadResponse(br, &nethttp.Request{Method: method})
+}
+
+// A stream whose pieces are as large as the socket's write threshold: the
+// first one, queued behind the header, is refused as clogging the socket
+// while nothing the connection waits for is in flight. The connection
+// must wait for the header to drain, not give up on the response.
+func TestStreamPieceAtWriteThreshold(t *testing.T) {
+	const threshold = 64 << 10
+	reqs := make(chan *http.Request, 1)
+	f := startServer(t, http.ServerConfig{Socket: aio.SocketConfig{
+		WriteThreshold: aio.WriteThreshold{Bytes: threshold},
+	}}, func(req *http.Request) { reqs <- req })
+	c, br := f.dial(t)
+	fmt.Fprint(c, "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+	req := <-reqs
+	conn := req.Conn.(*http.Connection)
+
+	pieces := [][]byte{pattern(threshold, 0), pattern(threshold, 1), pattern(threshold-3, 2)}
+	var want []byte
+	for _, p := range pieces {
+		want = append(want, p...)
+	}
+	s := conn.NewStream(int64(len(want)))
+	done := make(chan error, len(pieces))
+	// Every piece is written before the reply is sent, so that the first
+	// one reaches the socket right behind the header.
+	for _, p := range pieces {
+		if err := s.Write(p, func(err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp := http.NewFileResponse(200, "application/octet-stream", int64(len(want)))
+	if err := conn.Send(&http.Reply{Req: req, Resp: resp, Stream: s}); err != nil {
+		t.Fatal(err)
+	}
+	got, body := readResponse(t, br, "GET")
+	if got.StatusCode != 200 || !bytes.Equal([]byte(body), want) {
+		t.Fatalf("streamed: %d, %d bytes of %d", got.StatusCode, len(body), len(want))
+	}
+	for range pieces {
+		if err := <-done; err != nil {
+			t.Fatalf("piece done: %v", err)
+		}
+	}
 }
