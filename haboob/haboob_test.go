@@ -593,6 +593,9 @@ func TestConfigErrors(t *testing.T) {
 		{"checksum without rt", strings.Replace(testConfig, "predicate: {type: rt, target: 1s, enabled: false}\n    args: {work: 64KiB}", "args: {work: 64KiB}", 1), "needs an rt predicate"},
 		{"cache after miss", strings.Replace(testConfig, "  PageCache:\n    handler: haboob.PageCache\n    args: {maxBytes: 1MiB, revalidate: 20ms}\n", "", 1) +
 			"  PageCache:\n    handler: haboob.PageCache\n", "declared before it"},
+		{"chunk above the write threshold", strings.NewReplacer(
+			`http: {addr: "127.0.0.1:0"}`, `http: {addr: "127.0.0.1:0", writeThreshold: {bytes: 64KiB}}`,
+			"args: {maxObject: 4KiB}", "args: {maxObject: 4KiB, chunk: 48KiB}").Replace(testConfig), "half the HTTP socket's writeThreshold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

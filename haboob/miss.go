@@ -28,7 +28,10 @@ type missArgs struct {
 	// the memory a response holds is bounded whatever the file's size.
 	MaxObject aio.ByteSize `yaml:"maxObject"`
 	// Chunk is the size of the pieces of an uncached file's body (default
-	// 256 KiB); at most two pieces per response are held in memory.
+	// 256 KiB); at most two pieces per response are held in memory. It
+	// may be at most half the HTTP socket's writeThreshold bytes (an Init
+	// error; clamped with a warning if HttpRecv is declared after
+	// CacheMiss).
 	Chunk      aio.ByteSize  `yaml:"chunk"`
 	Send       string        `yaml:"send"`
 	RetryAfter time.Duration `yaml:"retryAfter"`
@@ -61,6 +64,9 @@ type cacheMiss struct {
 	send  sink.Sink
 	// maxRead is asyncFile's ReadFile limit, if configured (0: unknown).
 	maxRead int64
+
+	chunkOnce sync.Once
+	chunk     int64 // the pieces' size: args.Chunk, clamped (see chunkSize)
 
 	mu       sync.Mutex
 	inflight map[string]*fetch
@@ -103,6 +109,11 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	if acfg, err := aio.ConfigOf(c.Manager()); err == nil && acfg.File.MaxReadFile > 0 {
 		h.maxRead = int64(acfg.File.MaxReadFile)
 	}
+	if hs, err := h.srv.HTTP(); err == nil {
+		if lim := chunkLimit(hs); lim > 0 && int64(h.args.Chunk) > lim {
+			return fmt.Errorf("haboob: CacheMiss: chunk %v is above %v, half the HTTP socket's writeThreshold bytes: two pieces of a streamed file must fit in it", h.args.Chunk, aio.ByteSize(lim))
+		}
+	}
 	if h.self, err = c.Sink(c.Stage().Name()); err != nil {
 		return err
 	}
@@ -112,6 +123,39 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	h.inflight = map[string]*fetch{}
 	h.log.Info("haboob: serving files", "root", h.site.Root())
 	return nil
+}
+
+// chunkLimit is the largest piece the HTTP server's sockets take two of
+// without clogging (0: unbounded): a streamed file keeps two pieces
+// outstanding.
+func chunkLimit(hs *http.Server) int64 {
+	b := int64(hs.Config().Socket.WriteThreshold.Bytes)
+	switch {
+	case b < 0:
+		return 0
+	case b == 0:
+		b = aio.DefaultMaxWriteBytes
+	}
+	return max(b/2, 1)
+}
+
+// chunkSize is the size of a streamed file's pieces: args.Chunk, clamped
+// to chunkLimit when the HTTP server was not started yet at Init (CacheMiss
+// declared before HttpRecv) and so could not be checked then.
+func (h *cacheMiss) chunkSize() int64 {
+	h.chunkOnce.Do(func() {
+		h.chunk = int64(h.args.Chunk)
+		hs, err := h.srv.HTTP()
+		if err != nil {
+			return
+		}
+		if lim := chunkLimit(hs); lim > 0 && h.chunk > lim {
+			h.log.Warn("haboob: CacheMiss: chunk is more than half the HTTP socket's write threshold; using half the threshold",
+				"chunk", h.args.Chunk, "using", aio.ByteSize(lim))
+			h.chunk = lim
+		}
+	})
+	return h.chunk
 }
 
 func (h *cacheMiss) HandleEvents(batch []sink.Event) error {

@@ -32,6 +32,7 @@ type transfer struct {
 	conn  *http.Connection
 	path  string
 	ctype string
+	chunk int64 // the pieces' size
 
 	mu     sync.Mutex
 	file   *aio.File
@@ -58,7 +59,7 @@ func (h *cacheMiss) stream(req *http.Request, path, ctype string, info fs.FileIn
 			return
 		}
 	}
-	t := &transfer{h: h, req: req, conn: conn, path: path, ctype: ctype}
+	t := &transfer{h: h, req: req, conn: conn, path: path, ctype: ctype, chunk: h.chunkSize()}
 	if _, err := h.fio.Open(path, os.O_RDONLY, 0, transferEvents{}, t); err != nil {
 		unavailable(req, h.args.RetryAfter)
 	}
@@ -107,7 +108,7 @@ func (t *transfer) readMore(k int) {
 		if t.over || t.next >= t.end {
 			break
 		}
-		n := min(int64(t.h.args.Chunk), t.end-t.next)
+		n := min(t.chunk, t.end-t.next)
 		if err = t.file.Read(int(n), t); err != nil {
 			break
 		}
@@ -123,7 +124,7 @@ func (t *transfer) readMore(k int) {
 // piece sends bytes read from the file.
 func (t *transfer) piece(data []byte) {
 	t.mu.Lock()
-	want := min(int64(t.h.args.Chunk), t.end-t.got)
+	want := min(t.chunk, t.end-t.got)
 	t.got += int64(len(data))
 	s, over := t.stream, t.over
 	t.mu.Unlock()
