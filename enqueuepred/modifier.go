@@ -1,6 +1,7 @@
 package enqueuepred
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -104,15 +105,20 @@ type ModifiedConfig struct {
 
 // Modified applies sampler-driven modifiers to a Scalable regulator: the
 // reductions of all modifiers add up (capped at 100%) and scale the
-// regulator's nominal limit. Sampling is lazy: a decision that finds a
-// modifier due samples it (at most one goroutine at a time), so no goroutine
-// is needed and an idle stage costs nothing.
+// regulator's nominal limit. While Run runs (the stage runtime runs it for
+// a stage's own predicate) the modifiers are sampled in the background,
+// never by a decision: a sampler may read /proc or compute percentiles,
+// and a decision runs under the stage's queue lock. Without Run (a
+// Modified nested in a composite, or used on its own) sampling is lazy: a
+// decision that finds a modifier due samples it, at most one goroutine at a
+// time.
 type Modified struct {
-	inner Scalable
-	mods  []modState
-	clock monoClock
-	log   *slog.Logger
-	next  atomic.Int64 // clock ns when some modifier is due
+	inner      Scalable
+	mods       []modState
+	clock      monoClock
+	log        *slog.Logger
+	next       atomic.Int64 // clock ns when some modifier is due
+	background atomic.Int32 // Run loops sampling
 
 	mu    sync.Mutex
 	scale float64
@@ -176,8 +182,30 @@ func (m *Modified) Inner() Scalable { return m.inner }
 
 // Accept implements sink.Predicate.
 func (m *Modified) Accept(e sink.Event) bool {
-	m.maybeUpdate()
+	if m.background.Load() == 0 {
+		m.maybeUpdate()
+	}
 	return m.inner.Accept(e)
+}
+
+// Run samples the modifiers when they are due until ctx ends, so that
+// decisions never do (see Modified).
+func (m *Modified) Run(ctx context.Context) {
+	m.background.Add(1)
+	defer m.background.Add(-1)
+	for {
+		m.Update()
+		// Sleep until the next modifier is due (by the predicate's clock),
+		// looking again at least every second.
+		wait := min(max(time.Duration(m.next.Load()-m.clock.ns()), time.Millisecond), time.Second)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Update samples every due modifier now and rescales the regulator. Accept

@@ -1,7 +1,11 @@
 package enqueuepred
 
 import (
+	"context"
 	"errors"
+	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,5 +221,71 @@ func TestParseProcStat(t *testing.T) {
 		if _, err := parseProcStat([]byte(bad)); err == nil {
 			t.Fatalf("%q parsed", bad)
 		}
+	}
+}
+
+// samplerCalls counts Sample calls, and those made from inside a decision
+// (Modified.Accept on the call stack).
+type samplerCalls struct {
+	total, inAccept atomic.Int64
+}
+
+func (s *samplerCalls) Name() string { return "calls" }
+func (s *samplerCalls) Sample(time.Time) (float64, error) {
+	s.total.Add(1)
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "(*Modified).Accept") {
+			s.inAccept.Add(1)
+		}
+		if !more {
+			return 0, nil
+		}
+	}
+}
+
+// TestModifiedRunSamplesOutsideDecisions: without Run a decision samples a
+// due modifier itself; while Run runs, decisions never sample (a sampler
+// may be slow, and a decision holds the stage's queue lock), Run does.
+func TestModifiedRunSamplesOutsideDecisions(t *testing.T) {
+	clk := newClock()
+	calls := &samplerCalls{}
+	m, err := NewModified(NewCounter(100), ModifiedConfig{Now: clk.Now, Modifiers: []Modifier{{
+		Sampler: calls, Template: Template{Value: []Step{{80, 1}}}, Interval: time.Second,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Accept(1) // lazy: the first decision samples
+	if calls.inAccept.Load() != 1 {
+		t.Fatalf("samples from a decision without Run: %d, want 1", calls.inAccept.Load())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx) }()
+	for m.background.Load() == 0 {
+		runtime.Gosched()
+	}
+	before := calls.total.Load()
+	for i := 0; i < 5; i++ {
+		clk.Advance(2 * time.Second) // a modifier is due at every decision
+		for j := 0; j < 100; j++ {
+			m.Accept(j)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for calls.total.Load() == before { // Run samples the due modifier
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not sample a due modifier")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if n := calls.inAccept.Load(); n != 1 {
+		t.Fatalf("decisions sampled %d times while Run ran, want none", n-1)
 	}
 }
