@@ -33,14 +33,17 @@ func BenchmarkThreshold(b *testing.B) {
 func BenchmarkRate(b *testing.B) {
 	var e sink.Event = 1
 	for _, tc := range []struct {
-		name string
-		rate float64
+		name   string
+		rate   float64
+		shards int
 	}{
-		{"admit", 1e9},   // always a token (1 per ns)
-		{"reject", 1e-3}, // never a token after the first 1000
-		{"mixed", 5e6},
+		{"admit", 1e9, 0},   // always a token (1 per ns)
+		{"reject", 1e-3, 0}, // never a token after the first 1000
+		{"mixed", 5e6, 0},
+		{"admit-sharded", 1e9, 8}, // RateConfig.Shards: cores take from different words
+		{"reject-sharded", 1e-3, 8},
 	} {
-		r := NewRate(RateConfig{Rate: tc.rate, Depth: 1000})
+		r := NewRate(RateConfig{Rate: tc.rate, Depth: 1000, Shards: tc.shards})
 		b.Run(tc.name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {

@@ -2,6 +2,7 @@ package enqueuepred
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -166,3 +167,95 @@ func (b *bucket) tokens() float64 {
 
 func (b *bucket) rate() float64  { return b.params.Load().rate }
 func (b *bucket) depth() float64 { return b.params.Load().depth }
+
+// shardedBucket spreads a token bucket over shards, each with its share of
+// the rate and the depth and its own cache line, so that producers on
+// different cores mostly take tokens from different words (RateConfig
+// Shards). A decision starts at a random shard and, if that one is empty,
+// looks at the others, so one producer can still use every token. Totals
+// (rate, depth, tokens) are those of the whole; what is lost against one
+// exact bucket is that tokens are spread: a burst is admitted in full only
+// if the shards are full, and a debt (force) sits in one shard.
+type shardedBucket struct {
+	shards []*bucket
+}
+
+func newShardedBucket(n int, rate, depth float64, now func() time.Time) *shardedBucket {
+	s := &shardedBucket{shards: make([]*bucket, n)}
+	for i := range s.shards {
+		s.shards[i] = newBucket(rate/float64(n), depth/float64(n), now)
+		s.shards[i].clock = s.shards[0].clock // one time base
+	}
+	return s
+}
+
+func (s *shardedBucket) set(rate, depth float64) {
+	n := float64(len(s.shards))
+	for _, b := range s.shards {
+		b.set(rate/n, depth/n)
+	}
+}
+
+// take removes k tokens: one shard's if it holds them, otherwise one at a
+// time from any (given back if the whole holds fewer than k).
+func (s *shardedBucket) take(k int64) bool {
+	n := len(s.shards)
+	start := int(rand.Uint32() % uint32(n))
+	now := s.shards[0].ticks()
+	for i := 0; i < n; i++ {
+		b := s.shards[(start+i)%n]
+		if b.takeAt(b.params.Load(), now, k) {
+			return true
+		}
+	}
+	if k == 1 {
+		return false
+	}
+	var taken []int
+	for t := int64(0); t < k; t++ {
+		got := -1
+		for i := 0; i < n && got < 0; i++ {
+			j := (start + i) % n
+			if b := s.shards[j]; b.takeAt(b.params.Load(), now, 1) {
+				got = j
+			}
+		}
+		if got < 0 {
+			for _, j := range taken {
+				s.shards[j].refund(1)
+			}
+			return false
+		}
+		taken = append(taken, got)
+	}
+	return true
+}
+
+func (s *shardedBucket) pick() *bucket { return s.shards[rand.Uint32()%uint32(len(s.shards))] }
+
+func (s *shardedBucket) force(k int64)  { s.pick().force(k) }
+func (s *shardedBucket) refund(k int64) { s.pick().refund(k) }
+
+func (s *shardedBucket) tokens() float64 {
+	t := 0.0
+	for _, b := range s.shards {
+		t += b.tokens()
+	}
+	return t
+}
+
+func (s *shardedBucket) rate() float64 {
+	r := 0.0
+	for _, b := range s.shards {
+		r += b.rate()
+	}
+	return r
+}
+
+func (s *shardedBucket) depth() float64 {
+	d := 0.0
+	for _, b := range s.shards {
+		d += b.depth()
+	}
+	return d
+}

@@ -567,3 +567,51 @@ func TestSessionTableSharedAcrossStages(t *testing.T) {
 		t.Fatal("a session predicate with its own table used the shared decisions")
 	}
 }
+
+// TestRateShards: a sharded bucket keeps the totals of the exact one: a
+// full bucket admits its whole depth at once (one producer reaches every
+// shard), then tokens come back at the configured rate; batches larger
+// than a shard are admitted from several; depth caps the shards.
+func TestRateShards(t *testing.T) {
+	clk := newClock()
+	r := NewRate(RateConfig{Rate: 1000, Depth: 100, Shards: 4, Now: clk.Now})
+	if r.Shards() != 4 || r.EffectiveRate() != 1000 || r.Tokens() != 100 {
+		t.Fatalf("shards %d rate %v tokens %v, want 4, 1000, 100", r.Shards(), r.EffectiveRate(), r.Tokens())
+	}
+	admitted := 0
+	for i := 0; i < 200; i++ {
+		if r.Accept(i) {
+			admitted++
+		}
+	}
+	if admitted != 100 {
+		t.Fatalf("a full bucket of depth 100 admitted %d of a burst of 200", admitted)
+	}
+	clk.Advance(50 * time.Millisecond) // 50 tokens at 1000/s
+	admitted = 0
+	for i := 0; i < 200; i++ {
+		if r.Accept(i) {
+			admitted++
+		}
+	}
+	if admitted < 48 || admitted > 52 {
+		t.Fatalf("50 ms at 1000/s admitted %d, want 50 (±2 for the shards' rounding)", admitted)
+	}
+	clk.Advance(time.Second) // full again
+	batch := make([]sink.Event, 40) // more than a shard's 25
+	if !r.AcceptMany(batch) {
+		t.Fatal("a batch of 40 refused by a full bucket of depth 100")
+	}
+	if !r.AcceptMany(batch) || r.AcceptMany(batch) {
+		t.Fatal("want the second batch of 40 admitted and a third refused (20 tokens left)")
+	}
+	if got := r.Tokens(); got < 19.5 || got > 20.5 {
+		t.Fatalf("tokens %v after 80 taken and the refused batch given back, want 20", got)
+	}
+	if n := NewRate(RateConfig{Rate: 1000, Depth: 2, Shards: 8}).Shards(); n != 2 {
+		t.Fatalf("depth 2 with 8 shards asked: %d shards, want 2", n)
+	}
+	if n := NewRate(RateConfig{Rate: 1000, Depth: 100}).Shards(); n != 1 {
+		t.Fatalf("default: %d shards, want one exact bucket", n)
+	}
+}

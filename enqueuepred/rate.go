@@ -14,6 +14,11 @@ type RateConfig struct {
 	Rate  float64          // tokens per second; 0 or +Inf: unlimited
 	Depth int              // burst size in tokens; 0: Rate/100 (10 ms of tokens), at least 1
 	Now   func() time.Time // nil: time.Now
+	// Shards > 1 spreads the bucket over that many shards (at most the
+	// depth), each with its share of rate and depth, for producers on
+	// many cores: decisions stop fighting over one word, at the price of
+	// exactness (see shardedBucket). 0 or 1: one exact bucket.
+	Shards int
 }
 
 func (c RateConfig) depth() float64 {
@@ -41,7 +46,8 @@ func (c RateConfig) rate() float64 {
 // not (the queue's Stats count them).
 type Rate struct {
 	rejected stripedCounter
-	b        *bucket
+	b        *bucket        // one exact bucket, or
+	sh       *shardedBucket // shards (RateConfig.Shards)
 
 	mu      sync.Mutex // serializes setters
 	nominal float64
@@ -59,8 +65,50 @@ var (
 // NewRate returns a token bucket that starts full.
 func NewRate(c RateConfig) *Rate {
 	r := &Rate{nominal: c.rate(), dep: c.depth(), scale: 1}
-	r.b = newBucket(r.nominal, r.dep, c.Now)
+	if n := min(c.Shards, int(r.dep)); n > 1 && !math.IsInf(r.nominal, 1) {
+		r.sh = newShardedBucket(n, r.nominal, r.dep, c.Now)
+	} else {
+		r.b = newBucket(r.nominal, r.dep, c.Now)
+	}
 	return r
+}
+
+// Shards returns the number of shards the bucket is spread over (1: one
+// exact bucket).
+func (r *Rate) Shards() int {
+	if r.sh != nil {
+		return len(r.sh.shards)
+	}
+	return 1
+}
+
+func (r *Rate) take(k int64) bool {
+	if r.sh != nil {
+		return r.sh.take(k)
+	}
+	return r.b.take(k)
+}
+
+func (r *Rate) force(k int64) {
+	if r.sh != nil {
+		r.sh.force(k)
+		return
+	}
+	r.b.force(k)
+}
+
+func (r *Rate) bucketRate() float64 {
+	if r.sh != nil {
+		return r.sh.rate()
+	}
+	return r.b.rate()
+}
+
+func (r *Rate) bucketDepth() float64 {
+	if r.sh != nil {
+		return r.sh.depth()
+	}
+	return r.b.depth()
 }
 
 // Name implements sink.Namer.
@@ -68,7 +116,7 @@ func (r *Rate) Name() string { return "rate" }
 
 // Accept implements sink.Predicate.
 func (r *Rate) Accept(e sink.Event) bool {
-	if r.b.take(1) {
+	if r.take(1) {
 		return true // admissions are not counted here: the queue counts them
 	}
 	if IsNonRejectable(e) {
@@ -81,7 +129,7 @@ func (r *Rate) Accept(e sink.Event) bool {
 
 // AcceptMany implements sink.BatchPredicate: all of es or nothing.
 func (r *Rate) AcceptMany(es []sink.Event) bool {
-	if r.b.take(int64(len(es))) {
+	if r.take(int64(len(es))) {
 		return true
 	}
 	for _, e := range es {
@@ -90,15 +138,21 @@ func (r *Rate) AcceptMany(es []sink.Event) bool {
 			return false
 		}
 	}
-	r.b.force(int64(len(es)))
+	r.force(int64(len(es)))
 	return true
 }
 
 // Charge implements Charger: it takes a token even if that means debt.
-func (r *Rate) Charge(sink.Event) { r.b.force(1) }
+func (r *Rate) Charge(sink.Event) { r.force(1) }
 
 // Cancel implements sink.Canceler: the token goes back.
-func (r *Rate) Cancel(sink.Event) { r.b.refund(1) }
+func (r *Rate) Cancel(sink.Event) {
+	if r.sh != nil {
+		r.sh.refund(1)
+		return
+	}
+	r.b.refund(1)
+}
 
 // SetRate changes the nominal rate while traffic flows (<= 0: unlimited).
 func (r *Rate) SetRate(rate float64) {
@@ -129,6 +183,10 @@ func (r *Rate) applyLocked() {
 	if math.IsInf(r.nominal, 1) && r.scale < 1 {
 		rate = math.Inf(1) // an unlimited rate has nothing to scale
 	}
+	if r.sh != nil {
+		r.sh.set(rate, r.dep)
+		return
+	}
 	r.b.set(rate, r.dep)
 }
 
@@ -140,18 +198,23 @@ func (r *Rate) Rate() float64 {
 }
 
 // EffectiveRate returns the rate in force (nominal scaled by modifiers).
-func (r *Rate) EffectiveRate() float64 { return r.b.rate() }
+func (r *Rate) EffectiveRate() float64 { return r.bucketRate() }
 
 // Rejected returns how many events the bucket refused.
 func (r *Rate) Rejected() uint64 { return r.rejected.load() }
 
 // Tokens returns the tokens available now.
-func (r *Rate) Tokens() float64 { return r.b.tokens() }
+func (r *Rate) Tokens() float64 {
+	if r.sh != nil {
+		return r.sh.tokens()
+	}
+	return r.b.tokens()
+}
 
 // Inspect implements Inspector.
 func (r *Rate) Inspect(report func(string, float64)) {
-	report("rate", finite(r.b.rate()))
-	report("depth", r.b.depth())
-	report("tokens", finite(r.b.tokens()))
+	report("rate", finite(r.bucketRate()))
+	report("depth", r.bucketDepth())
+	report("tokens", finite(r.Tokens()))
 	report("rejected", float64(r.rejected.load()))
 }

@@ -79,7 +79,8 @@ func Types() []string {
 // yamlstrict.ErrInvalid). Known types:
 //
 //	threshold  {limit: N, modifiers: [...]}
-//	rate       {rate: R, depth: D, modifiers: [...]}
+//	rate       {rate: R, depth: D, shards: N, modifiers: [...]}
+//	           (shards > 1: spread over N sub-buckets for many cores)
 //	rt         {target: 500ms, mode: fast|thesis, nreq, timeout, interval, alpha,
 //	            errInc, errDec, adjInc, adjDec, cInc, rateMin, rateMax,
 //	            initialRate, depth, headroom, enabled}
@@ -211,8 +212,9 @@ func (c rateYAML) check(n *yaml.Node, path string) error {
 
 func buildRate(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	var c struct {
-		R   rateYAML      `yaml:",inline"`
-		Reg regulatorYAML `yaml:",inline"`
+		R      rateYAML      `yaml:",inline"`
+		Shards int           `yaml:"shards"`
+		Reg    regulatorYAML `yaml:",inline"`
 	}
 	if err := decode(n, path, &c); err != nil {
 		return nil, err
@@ -220,7 +222,10 @@ func buildRate(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if err := c.R.check(n, path); err != nil {
 		return nil, err
 	}
-	r := NewRate(RateConfig{Rate: *c.R.Rate, Depth: c.R.Depth, Now: env.Now})
+	if c.Shards < 0 {
+		return nil, yamlstrict.Errorf(at(n, "shards"), yamlstrict.Join(path, "shards"), "shards must be >= 0, got %d", c.Shards)
+	}
+	r := NewRate(RateConfig{Rate: *c.R.Rate, Depth: c.R.Depth, Shards: c.Shards, Now: env.Now})
 	return withModifiers(r, c.Reg.Modifiers, n, path, env)
 }
 

@@ -34,7 +34,7 @@ func TestFromYAML(t *testing.T) {
 		}},
 		{"{type: rate, rate: 5000, depth: 100}", func(t *testing.T, p sink.Predicate) {
 			r := p.(*Rate)
-			if r.Rate() != 5000 || r.b.depth() != 100 {
+			if r.Rate() != 5000 || r.bucketDepth() != 100 {
 				t.Fatal("rate/depth")
 			}
 		}},
