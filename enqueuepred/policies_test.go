@@ -597,7 +597,7 @@ func TestRateShards(t *testing.T) {
 	if admitted < 48 || admitted > 52 {
 		t.Fatalf("50 ms at 1000/s admitted %d, want 50 (±2 for the shards' rounding)", admitted)
 	}
-	clk.Advance(time.Second) // full again
+	clk.Advance(time.Second)        // full again
 	batch := make([]sink.Event, 40) // more than a shard's 25
 	if !r.AcceptMany(batch) {
 		t.Fatal("a batch of 40 refused by a full bucket of depth 100")
