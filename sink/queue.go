@@ -153,7 +153,9 @@ func (q *Queue) Len() int { return int(q.length.Load()) }
 
 // SetPredicate installs p (nil: accept everything) while traffic flows. If
 // p implements Binder, it is bound to q first. Events admitted by the
-// predicate p replaces still complete on it (see CompleterAt).
+// predicate p replaces still complete on it (see CompleterAt). A
+// predicate's Accept runs under the queue's lock and must not call
+// SetPredicate on its own queue.
 func (q *Queue) SetPredicate(p Predicate) {
 	nb := &predicateBox{}
 	if p != nil {
