@@ -135,6 +135,7 @@ type fileCore struct {
 	cfg   FileConfig
 	st    *stage.Stage
 	ctx   context.Context // the manager's run context (set by Init)
+	sctx  *stage.Context  // the stage's (set by Init): completions are traced from it
 	log   *slog.Logger
 	mu    sync.Mutex
 	open  map[*File]struct{}
@@ -362,6 +363,7 @@ type fileHandler struct{ core *fileCore }
 
 func (h *fileHandler) Init(c *stage.Context) error {
 	h.core.ctx = c.Context()
+	h.core.sctx = c
 	h.core.log = c.Logger()
 	c.Profile("files.open", func() float64 {
 		h.core.mu.Lock()
@@ -592,6 +594,9 @@ func readAll(r io.Reader, hint, limit int64) ([]byte, error) {
 // so a worker may wait for a sink that rejects; it gives up only when the
 // sink is closed or the manager stops, and then counts and logs the loss.
 func (c *fileCore) deliver(to sink.Sink, ev sink.Event) {
+	if c.sctx != nil {
+		to = c.sctx.Traced(to) // an edge from this stage, not from the caller's
+	}
 	if _, isErr := ev.(IOError); isErr {
 		c.stats.errors.Add(1)
 	} else {

@@ -73,3 +73,21 @@ func (c *Context) DecodeArgs(v any) error {
 func (c *Context) Sink(name string) (sink.Sink, error) {
 	return c.mgr.sinkFrom(c.stage.name, name)
 }
+
+// Traced returns s as a sink this stage enqueues on. A stage's sink handed
+// to another stage in an event (where to send the reply, say) would trace
+// its enqueues as coming from the stage that asked for it; through Traced
+// they are traced from the stage that really sends. Sinks that are not a
+// stage's of this manager, and stages since destroyed, come back as they
+// are.
+func (c *Context) Traced(s sink.Sink) sink.Sink {
+	k, ok := s.(*stageSink)
+	if !ok || k.outside || k.from == c.stage.name || k.st.mgr != c.mgr {
+		return s
+	}
+	t, err := c.mgr.sinkFrom(c.stage.name, k.st.name)
+	if err != nil || t.(*stageSink).st != k.st {
+		return s
+	}
+	return t
+}

@@ -76,6 +76,7 @@ type Manager struct {
 	order  []*Stage
 	state  managerState
 	edges  map[[2]string]*atomic.Uint64
+	sinks  map[[2]string]*stageSink // sinkFrom's, by (from, to)
 
 	stopping atomic.Bool
 	// abandoned: Start's context ended; every queue is closed and what
@@ -120,6 +121,7 @@ func NewManager(o Options) *Manager {
 		metrics:  o.Metrics,
 		stages:   map[string]*Stage{},
 		edges:    map[[2]string]*atomic.Uint64{},
+		sinks:    map[[2]string]*stageSink{},
 	}
 	if o.ThreadManager.Type == "shared" {
 		m.shared = threadpool.NewSharedPool(threadpool.SharedConfig{Threads: o.ThreadManager.Threads, Logger: o.Logger})
@@ -709,13 +711,25 @@ func (m *Manager) reportFailure(f Failure) {
 
 // sinkFrom returns the sink of stage to, traced as an edge from stage from.
 func (m *Manager) sinkFrom(from, to string) (sink.Sink, error) {
+	key := [2]string{from, to}
+	m.mu.RLock()
+	k, s := m.sinks[key], m.stages[to]
+	m.mu.RUnlock()
+	if k != nil && k.st == s {
+		return k, nil // the common case, without the write lock
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.stages[to]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q (asked for by stage %q)", ErrNoStage, to, from)
 	}
-	return &stageSink{st: s, from: from, edge: m.edgeCounterLocked(from, to)}, nil
+	if k := m.sinks[key]; k != nil && k.st == s {
+		return k, nil
+	}
+	k = &stageSink{st: s, from: from, edge: m.edgeCounterLocked(from, to)}
+	m.sinks[key] = k // a stage re-created under the name gets a new one
+	return k, nil
 }
 
 // edgeCounter returns the counter of the traced edge from → to ("" for
