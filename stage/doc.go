@@ -10,12 +10,19 @@
 // A graph is wired in YAML (see Load and the README's schema) with handlers
 // named in a Registry, or built from Go with Manager.CreateStage. Inside a
 // handler, Context.Sink gives the sinks of other stages; enqueues through
-// them are traced as edges of the stage graph (Manager.Edges).
+// them are traced as edges of the stage graph (Manager.Edges). A sink that
+// arrives in an event (where to reply) is passed through Context.Traced, so
+// that the reply is traced from the stage that sends it.
 //
 // Lifecycle: NewManager or Load, CreateStage, Start, then Shutdown, which
 // drains every queued event before it closes the queues, like
 // http.Server.Shutdown. Done and Err tell a command when the manager has
-// stopped, whether by Shutdown or because supervision gave up.
+// stopped, whether by Shutdown or because supervision gave up. If the
+// context given to Start ends instead, every queue closes at once and the
+// events it held are discarded, counted (Stats.Removed) and logged.
+// DestroyStage and DestroyStageContext (a bounded wait) remove one stage at
+// run time; events they cannot have handled are reported
+// (ErrEventsDiscarded), never dropped silently.
 //
 // Whirlwind's mechanisms (Donald & Ghosh §III) are built in:
 //
