@@ -141,6 +141,7 @@ func newConnection(e *engine, owner sink.Sink, value any) *Connection {
 		e.armAt(c, sink.Nanotime()+d)
 		c.retryDelay.Store(min(2*d, int64(maxRetryPolls*e.cfg.PollInterval)))
 	}
+	c.box.soon = func() { e.armAt(c, sink.Nanotime()) }
 	c.box.lost = e.lost
 	c.box.rejected = func() {
 		c.rejected.Add(1)
@@ -318,7 +319,7 @@ func (t *connTxn) Commit() {
 			// The connection closed between Prepare and Commit.
 			for _, op := range t.ops {
 				if op.done != nil {
-					t.c.box.send(delivery{to: op.done, ev: WriteFailed{Conn: t.c, Tag: op.tag, Bytes: op.n, Err: err}})
+					t.c.box.post(delivery{to: op.done, ev: WriteFailed{Conn: t.c, Tag: op.tag, Bytes: op.n, Err: err}})
 				}
 			}
 		}
@@ -537,12 +538,13 @@ func (c *Connection) admitLocked(total int64, count int) (error, *SinkClogged) {
 }
 
 // reportClog reports a new clog episode (outside c.mu) and has the drain
-// watched so that the episode can end.
+// watched so that the episode can end. It runs on the writer's goroutine
+// (inside Enqueue), so the event is posted, not delivered there.
 func (c *Connection) reportClog(ev *SinkClogged) {
 	if ev == nil {
 		return
 	}
-	c.box.send(delivery{to: c.events(), ev: *ev})
+	c.box.post(delivery{to: c.events(), ev: *ev})
 	c.wantPoll.Store(true)
 	c.eng.arm(c)
 }

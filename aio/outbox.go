@@ -23,6 +23,7 @@ type outbox struct {
 	busy bool // a goroutine is delivering; it will take what is appended
 
 	retry    func()                // schedules a later drain
+	soon     func()                // schedules a drain as soon as possible (post)
 	lost     func(delivery, error) // an event that can never be delivered
 	rejected func()                // counts a rejection
 }
@@ -64,6 +65,22 @@ func (o *outbox) send(d delivery) bool {
 		return o.drain()
 	}
 	return true
+}
+
+// post queues d behind everything waiting and has the maintenance
+// goroutine deliver it: unlike send, it never delivers on the caller's
+// goroutine. For events raised on an application's call into the socket
+// (Enqueue, Commit): delivering there would run sinks, possibly the
+// caller's own, inside the call, which may hold the caller's locks.
+func (o *outbox) post(d delivery) {
+	o.mu.Lock()
+	o.q.push(d)
+	o.mu.Unlock()
+	if o.soon != nil {
+		o.soon()
+	} else if o.retry != nil {
+		o.retry()
+	}
 }
 
 // retryable reports whether a refusal may be retried later: a rejection,
