@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -493,10 +492,3 @@ func defaultName(kind, addr string) string {
 	return kind + "-" + r.Replace(addr)
 }
 
-// numLoops is the number of event loops gnet will run.
-func numLoops(c SocketConfig) int {
-	if c.EventLoops > 0 {
-		return c.EventLoops
-	}
-	return runtime.NumCPU()
-}

@@ -97,9 +97,8 @@ func TestSingleThreadedOrdering(t *testing.T) {
 
 // forwarder passes each batch on to the next stage of a pipeline.
 type forwarder struct {
-	next   string
-	out    sink.Sink
-	failed atomic.Int64
+	next string
+	out  sink.Sink
 }
 
 func (f *forwarder) Init(c *stage.Context) error {

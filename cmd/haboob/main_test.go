@@ -39,7 +39,6 @@ type running struct {
 	logs   chan string   // stderr lines after "ready"
 	read   chan struct{} // closed once stderr reached its end
 	root   string        // the extracted bundled site, if any
-	stderr strings.Builder
 }
 
 var (
