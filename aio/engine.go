@@ -491,4 +491,3 @@ func defaultName(kind, addr string) string {
 	r := strings.NewReplacer(":", "_", "/", "_", ".", "_", "[", "", "]", "")
 	return kind + "-" + r.Replace(addr)
 }
-

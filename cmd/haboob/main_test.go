@@ -34,11 +34,11 @@ func buildHaboob(t *testing.T) string {
 }
 
 type running struct {
-	cmd    *exec.Cmd
-	addr   string
-	logs   chan string   // stderr lines after "ready"
-	read   chan struct{} // closed once stderr reached its end
-	root   string        // the extracted bundled site, if any
+	cmd  *exec.Cmd
+	addr string
+	logs chan string   // stderr lines after "ready"
+	read chan struct{} // closed once stderr reached its end
+	root string        // the extracted bundled site, if any
 }
 
 var (
