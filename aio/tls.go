@@ -1,0 +1,388 @@
+package aio
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// ErrHandshakeRefused is wrapped when the handshake stage refuses a new
+// TLS connection (a handshake flood): the connection is closed at once and
+// counted, instead of starving the handshakes already admitted.
+var ErrHandshakeRefused = errors.New("aio: TLS handshake refused")
+
+// TLSConfig configures a TLS socket (thesis ch. 5 §7: TLS as stages on top
+// of the socket layer). The handshake runs on the handshake stage (it
+// blocks on the peer); records are decrypted inline as packets arrive and
+// encrypted on the connection's normal output path.
+type TLSConfig struct {
+	// Certs are the server's certificate and key files; the first is the
+	// default, the others are chosen by SNI. Ignored when Store or Config
+	// supplies certificates.
+	Certs []CertFiles `yaml:"certs"`
+	// HandshakeTimeout bounds a handshake from accept to Finished
+	// (0 → 10s): a peer that stalls is closed and counted.
+	HandshakeTimeout time.Duration `yaml:"handshakeTimeout"`
+	// Stage is the handshake stage's configuration (name "aio.tls" unless
+	// set; queue threshold 1024 and at most 256 handshakes in progress
+	// unless set). Its queue threshold and predicate decide which new
+	// connections are admitted to a handshake.
+	Stage HandshakeStageConfig `yaml:"stage"`
+
+	// Store serves the certificates (SNI, Reload); built from Certs when
+	// nil.
+	Store *CertStore `yaml:"-"`
+	// Config is the base crypto/tls configuration (cloned; for a client:
+	// RootCAs, ServerName). MinVersion is raised to TLS 1.2, NextProtos
+	// defaults to http/1.1.
+	Config *tls.Config `yaml:"-"`
+}
+
+// HandshakeStageConfig sizes the handshake stage.
+type HandshakeStageConfig struct {
+	Name string `yaml:"name"` // "" → "aio.tls"
+	// Queue is the number of connections waiting for a handshake worker
+	// (0 → 1024); beyond it a new connection is refused.
+	Queue int `yaml:"queue"`
+	// Workers is the most handshakes in progress at once (0 → 256). A
+	// worker mostly waits for the peer, so this bounds memory and the
+	// handshakes a stalled client can hold, not CPU.
+	Workers int `yaml:"workers"`
+}
+
+func (c TLSConfig) withDefaults() TLSConfig {
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.Stage.Name == "" {
+		c.Stage.Name = "aio.tls"
+	}
+	if c.Stage.Queue == 0 {
+		c.Stage.Queue = 1024
+	}
+	if c.Stage.Workers == 0 {
+		c.Stage.Workers = 256
+	}
+	return c
+}
+
+// Validate reports an invalid field, wrapping ErrInvalidConfig.
+func (c TLSConfig) Validate() error {
+	switch {
+	case c.HandshakeTimeout < 0:
+		return fmt.Errorf("%w: tls.handshakeTimeout must not be negative", ErrInvalidConfig)
+	case c.Stage.Queue < 0, c.Stage.Workers < 0:
+		return fmt.Errorf("%w: tls.stage queue and workers must not be negative", ErrInvalidConfig)
+	}
+	for i, f := range c.Certs {
+		if f.Cert == "" || f.Key == "" {
+			return fmt.Errorf("%w: tls.certs[%d] needs both cert and key", ErrInvalidConfig, i)
+		}
+	}
+	return nil
+}
+
+// serverConfig builds the crypto/tls server configuration: TLS 1.2 and
+// 1.3 only, ALPN http/1.1, session tickets on, certificates by SNI.
+func (c TLSConfig) serverConfig() (*tls.Config, *CertStore, error) {
+	var base *tls.Config
+	if c.Config != nil {
+		base = c.Config.Clone()
+	} else {
+		base = &tls.Config{}
+	}
+	store := c.Store
+	if store == nil && base.GetCertificate == nil && len(base.Certificates) == 0 {
+		if len(c.Certs) == 0 {
+			return nil, nil, fmt.Errorf("%w: a TLS server needs a certificate", ErrNoCertificate)
+		}
+		var err error
+		if store, err = NewCertStore(c.Certs...); err != nil {
+			return nil, nil, err
+		}
+	}
+	if store != nil {
+		base.Certificates = nil
+		base.GetCertificate = store.GetCertificate
+	}
+	fixVersions(base)
+	return base, store, nil
+}
+
+// clientConfig builds a client's configuration from c.Config.
+func (c TLSConfig) clientConfig() *tls.Config {
+	var base *tls.Config
+	if c.Config != nil {
+		base = c.Config.Clone()
+	} else {
+		base = &tls.Config{}
+	}
+	if base.ClientSessionCache == nil {
+		base.ClientSessionCache = tls.NewLRUClientSessionCache(0)
+	}
+	fixVersions(base)
+	return base
+}
+
+func fixVersions(c *tls.Config) {
+	if c.MinVersion < tls.VersionTLS12 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	if c.MaxVersion != 0 && c.MaxVersion < c.MinVersion {
+		c.MaxVersion = c.MinVersion
+	}
+	if c.NextProtos == nil {
+		c.NextProtos = []string{"http/1.1"}
+	}
+}
+
+// TLSStats counts a TLS socket's handshakes.
+type TLSStats struct {
+	Handshakes uint64 // completed
+	Resumed    uint64 // completed by session resumption (no certificate sent)
+	Refused    uint64 // refused by the handshake stage (flood)
+	// Failures by reason: the peer stalled past HandshakeTimeout, sent
+	// something that is not TLS, sent an alert or closed, or anything else
+	// (no common version or cipher, bad certificate...).
+	Timeouts, NotTLS, PeerGone, OtherFailures uint64
+	TLS12, TLS13                              uint64 // completed, by version
+}
+
+type tlsCounters struct {
+	handshakes, resumed, refused             atomic.Uint64
+	timeouts, notTLS, peerGone, otherFailure atomic.Uint64
+	tls12, tls13                             atomic.Uint64
+}
+
+func (t *tlsCounters) snapshot() TLSStats {
+	return TLSStats{
+		Handshakes: t.handshakes.Load(), Resumed: t.resumed.Load(), Refused: t.refused.Load(),
+		Timeouts: t.timeouts.Load(), NotTLS: t.notTLS.Load(), PeerGone: t.peerGone.Load(),
+		OtherFailures: t.otherFailure.Load(), TLS12: t.tls12.Load(), TLS13: t.tls13.Load(),
+	}
+}
+
+// countFailure classifies a failed handshake.
+func (t *tlsCounters) countFailure(ctx context.Context, err error) {
+	var rh tls.RecordHeaderError
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		t.timeouts.Add(1)
+	case errors.As(err, &rh):
+		t.notTLS.Add(1)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		strings.Contains(err.Error(), "remote error"):
+		t.peerGone.Add(1)
+	default:
+		t.otherFailure.Add(1)
+	}
+}
+
+func (t *tlsCounters) countDone(st tls.ConnectionState) {
+	t.handshakes.Add(1)
+	if st.DidResume {
+		t.resumed.Add(1)
+	}
+	if st.Version == tls.VersionTLS13 {
+		t.tls13.Add(1)
+	} else {
+		t.tls12.Add(1)
+	}
+}
+
+// tlsSession is one connection's TLS state: crypto/tls over a
+// tlsTransport. Ciphertext in: feed. Plaintext out: write.
+type tlsSession struct {
+	tr   *tlsTransport
+	conn *tls.Conn
+	// inMu serializes feed (decryption) so that plaintext is delivered in
+	// order even if packets are handed over by different goroutines.
+	inMu sync.Mutex
+	buf  []byte // decryption buffer, owned under inMu
+	ok   atomic.Bool
+}
+
+func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw func([]byte) error) *tlsSession {
+	s := &tlsSession{tr: newTLSTransport(local, remote, raw)}
+	if server {
+		s.conn = tls.Server(s.tr, cfg)
+	} else {
+		s.conn = tls.Client(s.tr, cfg)
+	}
+	return s
+}
+
+// handshake runs the handshake (it blocks on the peer) within timeout and
+// switches the transport to non-blocking reads on success.
+func (s *tlsSession) handshake(ctx context.Context, timeout time.Duration) (context.Context, error) {
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := s.conn.HandshakeContext(hctx)
+	if err == nil {
+		s.tr.SetBlocking(false)
+		s.ok.Store(true)
+	}
+	return hctx, err
+}
+
+// feed takes ciphertext from the socket and hands every complete record's
+// plaintext to deliver (which must copy what it keeps: the slice is
+// reused). Before the handshake completed it only buffers. A non-nil
+// error is fatal for the connection (a bad record, a close_notify: io.EOF).
+func (s *tlsSession) feed(p []byte, deliver func([]byte)) error {
+	s.tr.Feed(p)
+	if !s.ok.Load() {
+		return nil
+	}
+	return s.drain(deliver)
+}
+
+// drain decrypts whatever complete records are buffered.
+func (s *tlsSession) drain(deliver func([]byte)) error {
+	s.inMu.Lock()
+	defer s.inMu.Unlock()
+	if s.buf == nil {
+		s.buf = make([]byte, 16<<10+256)
+	}
+	for {
+		n, err := s.conn.Read(s.buf)
+		if n > 0 {
+			deliver(s.buf[:n])
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Temporary() {
+				return nil // the rest of the record is still on its way
+			}
+			return err
+		}
+	}
+}
+
+// write encrypts p; the ciphertext goes to the transport's raw output in
+// record order (crypto/tls holds its output lock while writing).
+func (s *tlsSession) write(p []byte) error {
+	_, err := s.conn.Write(p)
+	return err
+}
+
+// closeNotify sends the close_notify alert.
+func (s *tlsSession) closeNotify() error { return s.conn.CloseWrite() }
+
+// state returns the negotiated parameters.
+func (s *tlsSession) state() tls.ConnectionState { return s.conn.ConnectionState() }
+
+// Handshakes is the handshake stage: new TLS connections wait on its
+// queue, guarded by its predicate, for one of its workers to run their
+// handshake. Get it with TLSHandshakes.
+type Handshakes struct {
+	st      *stage.Stage
+	cfg     TLSConfig
+	ctx     atomic.Pointer[context.Context]
+	counter tlsCounters
+}
+
+// handshakeJob is the handshake stage's event.
+type handshakeJob struct {
+	s    *tlsSession
+	done func(ctx context.Context, err error)
+}
+
+// TLSHandshakes returns the manager's handshake stage named by cfg, creating it if needed.
+func TLSHandshakes(m *stage.Manager, cfg TLSConfig) (*Handshakes, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: the TLS handshake stage needs a manager", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	for range 2 {
+		if st, ok := m.Stage(cfg.Stage.Name); ok {
+			h, ok := st.Handler().(*handshakeHandler)
+			if !ok {
+				return nil, fmt.Errorf("%w: stage %q exists and is not a TLS handshake stage", ErrInvalidConfig, cfg.Stage.Name)
+			}
+			return h.hs, nil
+		}
+		hs := &Handshakes{cfg: cfg}
+		bg := context.Background()
+		hs.ctx.Store(&bg)
+		st, err := m.CreateStage(cfg.Stage.Name, &handshakeHandler{hs: hs}, stage.StageConfig{
+			Queue:      stage.QueueConfig{Threshold: cfg.Stage.Queue},
+			// Every worker mostly waits for its peer, so the pool is
+			// fixed at Workers: a stalled client must not hold up the
+			// others while a controller decides to grow.
+			ThreadPool: stage.ThreadPoolConfig{Min: cfg.Stage.Workers, Max: cfg.Stage.Workers},
+			Batching:   stage.BatchingConfig{Max: 1}, // one handshake per worker at a time
+		})
+		if errors.Is(err, stage.ErrStageExists) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("aio: TLS handshake stage: %w", err)
+		}
+		hs.st = st
+		return hs, nil
+	}
+	return nil, fmt.Errorf("aio: TLS handshake stage %q: creation raced", cfg.Stage.Name)
+}
+
+// Stage returns the handshake stage.
+func (h *Handshakes) Stage() *stage.Stage { return h.st }
+
+// Stats returns the handshake counters.
+func (h *Handshakes) Stats() TLSStats { return h.counter.snapshot() }
+
+// submit queues s for a handshake; done is called from a worker with its
+// outcome. A refusal is returned at once (and done is not called).
+func (h *Handshakes) submit(s *tlsSession, done func(context.Context, error)) error {
+	if err := h.st.Sink().Enqueue(&handshakeJob{s: s, done: done}); err != nil {
+		h.counter.refused.Add(1)
+		return fmt.Errorf("%w: %w", ErrHandshakeRefused, err)
+	}
+	return nil
+}
+
+type handshakeHandler struct{ hs *Handshakes }
+
+func (h *handshakeHandler) Init(c *stage.Context) error {
+	ctx := c.Context()
+	h.hs.ctx.Store(&ctx)
+	for name, f := range map[string]func() uint64{
+		"handshakes": h.hs.counter.handshakes.Load, "resumed": h.hs.counter.resumed.Load,
+		"refused": h.hs.counter.refused.Load, "timeouts": h.hs.counter.timeouts.Load,
+		"failures.nottls": h.hs.counter.notTLS.Load, "failures.peergone": h.hs.counter.peerGone.Load,
+		"failures.other": h.hs.counter.otherFailure.Load,
+	} {
+		c.Profile(name, func() float64 { return float64(f()) })
+	}
+	return nil
+}
+
+func (h *handshakeHandler) HandleEvents(batch []sink.Event) error {
+	for _, ev := range batch {
+		job, ok := ev.(*handshakeJob)
+		if !ok {
+			return fmt.Errorf("%w: TLS handshake stage got %T", ErrBadEvent, ev)
+		}
+		hctx, err := job.s.handshake(*h.hs.ctx.Load(), h.hs.cfg.HandshakeTimeout)
+		if err != nil {
+			h.hs.counter.countFailure(hctx, err)
+		} else {
+			h.hs.counter.countDone(job.s.state())
+		}
+		job.done(hctx, err)
+	}
+	return nil
+}
