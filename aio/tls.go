@@ -319,7 +319,7 @@ func TLSHandshakes(m *stage.Manager, cfg TLSConfig) (*Handshakes, error) {
 		bg := context.Background()
 		hs.ctx.Store(&bg)
 		st, err := m.CreateStage(cfg.Stage.Name, &handshakeHandler{hs: hs}, stage.StageConfig{
-			Queue:      stage.QueueConfig{Threshold: cfg.Stage.Queue},
+			Queue: stage.QueueConfig{Threshold: cfg.Stage.Queue},
 			// Every worker mostly waits for its peer, so the pool is
 			// fixed at Workers: a stalled client must not hold up the
 			// others while a controller decides to grow.
