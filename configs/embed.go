@@ -12,3 +12,12 @@ var Haboob []byte
 
 // HaboobFile is the name Haboob's errors are reported under.
 const HaboobFile = "configs/haboob.yaml"
+
+// Gnutella is configs/gnutella.yaml: the Gnutella packet router's stage
+// graph (cmd/gnutella).
+//
+//go:embed gnutella.yaml
+var Gnutella []byte
+
+// GnutellaFile is the name Gnutella's errors are reported under.
+const GnutellaFile = "configs/gnutella.yaml"
