@@ -200,3 +200,18 @@ func newPlain(t *testing.T, r *router) net.Conn {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// expectSkipping returns the first descriptor of type typ and ID id,
+// skipping the Catchers' Pings in between.
+func (p *peer) expectSkipping(typ gnutella.Type, id gnutella.ID) gnutella.Descriptor {
+	p.t.Helper()
+	for {
+		d := p.next()
+		if d.Type == typ && d.ID == id {
+			return d
+		}
+		if d.Type != gnutella.TypePing {
+			p.t.Fatalf("%s got %s %s, want %s %s", p.name, d.Type, d.ID, typ, id)
+		}
+	}
+}
