@@ -56,6 +56,8 @@ type catcher struct {
 	ownAddr string
 	pinged  time.Time
 	timer   *stage.Timer
+	stopped bool // the manager is shutting down: no more ticks
+	unsub   func()
 }
 
 func (*catcher) SingleThreaded() {}
@@ -97,12 +99,16 @@ func (c *catcher) Init(ctx *stage.Context) error {
 		_ = c.client.Close()
 		return err
 	}
+	c.unsub = c.m.Subscribe(stage.SignalShutdownStarted, c.self)
 	ctx.Profile("gnutella.hosts", func() float64 { return float64(c.node.stats.hosts.Load()) })
 	c.timer, err = c.m.After(0, c.self, catcherTick{})
 	return err
 }
 
 func (c *catcher) Destroy() error {
+	if c.unsub != nil {
+		c.unsub()
+	}
 	if c.timer != nil {
 		c.timer.Stop()
 	}
@@ -113,7 +119,14 @@ func (c *catcher) HandleEvents(batch []sink.Event) error {
 	for _, e := range batch {
 		switch v := e.(type) {
 		case catcherTick:
-			c.tick()
+			if !c.stopped {
+				c.tick()
+			}
+		case stage.ShutdownStarted:
+			c.stopped = true
+			if c.timer != nil {
+				c.timer.Stop()
+			}
 		case HostSeen:
 			c.learn(v.Addr.String())
 		case Arrival: // a Pong answering our own Ping
