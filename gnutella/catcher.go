@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
@@ -55,9 +56,11 @@ type catcher struct {
 	pending map[string]bool // connects under way
 	ownAddr string
 	pinged  time.Time
-	timer   *stage.Timer
-	stopped bool // the manager is shutting down: no more ticks
 	unsub   func()
+
+	mu      sync.Mutex // the timer is also stopped from Node.Shutdown
+	timer   *stage.Timer
+	stopped bool // shutting down: no more ticks
 }
 
 func (*catcher) SingleThreaded() {}
@@ -101,17 +104,28 @@ func (c *catcher) Init(ctx *stage.Context) error {
 	}
 	c.unsub = c.m.Subscribe(stage.SignalShutdownStarted, c.self)
 	ctx.Profile("gnutella.hosts", func() float64 { return float64(c.node.stats.hosts.Load()) })
+	c.node.setStopCatcher(c.stop)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.timer, err = c.m.After(0, c.self, catcherTick{})
 	return err
+}
+
+// stop ends the ticks (shutdown).
+func (c *catcher) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 }
 
 func (c *catcher) Destroy() error {
 	if c.unsub != nil {
 		c.unsub()
 	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
+	c.stop()
 	return c.client.Close()
 }
 
@@ -119,14 +133,9 @@ func (c *catcher) HandleEvents(batch []sink.Event) error {
 	for _, e := range batch {
 		switch v := e.(type) {
 		case catcherTick:
-			if !c.stopped {
-				c.tick()
-			}
+			c.tick()
 		case stage.ShutdownStarted:
-			c.stopped = true
-			if c.timer != nil {
-				c.timer.Stop()
-			}
+			c.stop()
 		case HostSeen:
 			c.learn(v.Addr.String())
 		case Arrival: // a Pong answering our own Ping
@@ -157,6 +166,12 @@ func (c *catcher) HandleEvents(batch []sink.Event) error {
 }
 
 func (c *catcher) tick() {
+	c.mu.Lock()
+	stopped := c.stopped
+	c.mu.Unlock()
+	if stopped {
+		return
+	}
 	if c.ownAddr == "" {
 		if a := c.node.Addr(); a != nil {
 			c.ownAddr = a.String()
@@ -183,6 +198,11 @@ func (c *catcher) tick() {
 		_, _ = rand.Read(d.ID[:])
 		d.Type, d.TTL, d.Payload = TypePing, 3, []byte{}
 		c.router.EnqueueLossy(Originate{D: d, Reply: c.self})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
 	}
 	var err error
 	if c.timer, err = c.m.After(c.args.Interval, c.self, catcherTick{}); err != nil {

@@ -58,11 +58,12 @@ type Node struct {
 	opts    Options
 	servent ID
 
-	mu     sync.Mutex
-	peers  atomic.Pointer[[]*Peer] // handshaken peers, copy on write
-	server *aio.Server
-	client *aio.Client
-	closed bool
+	mu          sync.Mutex
+	peers       atomic.Pointer[[]*Peer] // handshaken peers, copy on write
+	server      *aio.Server
+	client      *aio.Client
+	closed      bool
+	stopCatcher func()
 
 	stats counters
 }
@@ -102,8 +103,11 @@ func (n *Node) Peers() []*Peer { return *n.peers.Load() }
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	n.closed = true
-	srv, cl := n.server, n.client
+	srv, cl, stop := n.server, n.client, n.stopCatcher
 	n.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	var errs []error
 	if srv != nil {
 		errs = append(errs, srv.Shutdown(ctx))
@@ -132,6 +136,12 @@ func (n *Node) setClient(c *aio.Client) error {
 	}
 	n.client = c
 	return nil
+}
+
+func (n *Node) setStopCatcher(f func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stopCatcher = f
 }
 
 func (n *Node) addPeer(p *Peer) {
