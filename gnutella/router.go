@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -55,17 +56,20 @@ type router struct {
 	log     *slog.Logger
 	args    routerArgs
 	catcher sink.Sink
-	self    Pong
+	ctx     *stage.Context
+	self    atomic.Pointer[[]byte] // this node's Pong payload, once its address is known
 	now     func() time.Time
 
 	mu     sync.Mutex
 	pings  *routeTable // Ping ID → where it came from
 	query  *routeTable // Query ID → where it came from
 	pushes *routeTable // servent ID → where its QueryHit came from
+	told   map[netip.AddrPort]bool // hosts recently passed to the Catcher
 }
 
 func (r *router) Init(c *stage.Context) error {
 	r.log = r.node.logger(c)
+	r.ctx = c
 	r.args.MaxTTL = 7
 	r.args.Routes.Size = 100000
 	r.args.Routes.Age = 10 * time.Minute
@@ -95,12 +99,7 @@ func (r *router) Init(c *stage.Context) error {
 	r.pings = newRouteTable(a.Routes.Size, a.Routes.Age)
 	r.query = newRouteTable(a.Routes.Size, a.Routes.Age)
 	r.pushes = newRouteTable(a.Routes.Size, a.Routes.Age)
-	r.self = Pong{IP: netip.AddrFrom4([4]byte{127, 0, 0, 1})}
-	if ad := r.node.Addr(); ad != nil {
-		if ap, err := netip.ParseAddrPort(ad.String()); err == nil {
-			r.self = Pong{Port: ap.Port(), IP: ap.Addr().Unmap()}
-		}
-	}
+	r.told = make(map[netip.AddrPort]bool)
 	c.Profile("gnutella.routes", func() float64 {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -150,7 +149,7 @@ func (r *router) route(from *Peer, d *Descriptor) {
 			time.Sleep(r.args.QueryDelay) // the deliberate bottleneck
 		}
 		if d.Type == TypePing && (r.args.Pong == nil || *r.args.Pong) {
-			pong := Descriptor{Header: Header{ID: d.ID, Type: TypePong, TTL: d.Hops + 1}, Payload: r.self.Append(nil)}
+			pong := Descriptor{Header: Header{ID: d.ID, Type: TypePong, TTL: d.Hops + 1}, Payload: r.selfPong()}
 			n.send(from, pong.Bytes())
 		}
 		if !r.age(d) {
@@ -168,7 +167,7 @@ func (r *router) route(from *Peer, d *Descriptor) {
 		switch d.Type {
 		case TypePong:
 			t, key = r.pings, d.ID
-			if pong, err := ParsePong(d.Payload); err == nil && r.catcher != nil && pong.Port != 0 {
+			if pong, err := ParsePong(d.Payload); err == nil && r.catcher != nil && pong.Port != 0 && r.newHost(pong.Addr()) {
 				r.catcher.EnqueueLossy(HostSeen{Addr: pong.Addr()})
 			}
 		case TypeQueryHit:
@@ -199,6 +198,43 @@ func (r *router) route(from *Peer, d *Descriptor) {
 	}
 }
 
+// newHost reports whether the Catcher has not been told of a recently:
+// every Pong passing through names a host, mostly the same few.
+func (r *router) newHost(a netip.AddrPort) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.told[a] {
+		return false
+	}
+	if len(r.told) >= maxTold {
+		clear(r.told)
+	}
+	r.told[a] = true
+	return true
+}
+
+// maxTold bounds the hosts the router remembers having passed on.
+const maxTold = 1024
+
+// selfPong is the payload of this node's Pongs: its listening address
+// (GnutellaServer may start after this stage).
+func (r *router) selfPong() []byte {
+	if p := r.self.Load(); p != nil {
+		return *p
+	}
+	ad := r.node.Addr()
+	if ad == nil {
+		return Pong{IP: netip.AddrFrom4([4]byte{127, 0, 0, 1})}.Append(nil)
+	}
+	var pong Pong
+	if ap, err := netip.ParseAddrPort(ad.String()); err == nil {
+		pong = Pong{Port: ap.Port(), IP: ap.Addr().Unmap()}
+	}
+	b := pong.Append(nil)
+	r.self.Store(&b)
+	return b
+}
+
 // age decrements d's TTL and increments its hops before a forward; it
 // reports false (counted) when the TTL runs out.
 func (r *router) age(d *Descriptor) bool {
@@ -219,7 +255,11 @@ func (r *router) originate(o Originate) {
 	if o.D.Type == TypeQuery {
 		t = r.query
 	}
-	fresh := t.add(o.D.ID, route{reply: o.Reply}, r.now())
+	reply := o.Reply
+	if reply != nil {
+		reply = r.ctx.Traced(reply) // the replies are sent by this stage
+	}
+	fresh := t.add(o.D.ID, route{reply: reply}, r.now())
 	r.mu.Unlock()
 	if !fresh {
 		return

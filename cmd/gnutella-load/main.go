@@ -17,7 +17,8 @@
 //	-experiment fig42   1000 packets/s with the controller and the profiler on:
 //	                    gnutella-fig42-profile.log (plot it with
 //	                    cmd/sandstorm-plot) and the stage graph
-//	                    gnutella-fig28.dot (.svg when Graphviz is installed)
+//	                    gnutella-fig28.dot (.svg when Graphviz is installed);
+//	                    the router's Catcher joins a second, idle router
 package main
 
 import (
@@ -110,7 +111,7 @@ type inProcess struct {
 // startRouter starts configs/gnutella.yaml on a free port with the Query
 // delay; controller false pins GnutellaRouter to one thread (the thesis's
 // Fig. 41a). prof, if set, turns the profiler on with these files.
-func startRouter(delay time.Duration, controller bool, prof *profiler.Config) (*inProcess, error) {
+func startRouter(delay time.Duration, controller bool, prof *profiler.Config, hosts ...string) (*inProcess, error) {
 	text := string(configs.Gnutella)
 	if !controller {
 		const on = "controller: {enabled: true, interval: 1s, queueThreshold: 100, idle: 5s}"
@@ -124,7 +125,7 @@ func startRouter(delay time.Duration, controller bool, prof *profiler.Config) (*
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	node := gnutella.New(gnutella.Options{Addr: "127.0.0.1:0", QueryDelay: &delay, Logger: log})
+	node := gnutella.New(gnutella.Options{Addr: "127.0.0.1:0", QueryDelay: &delay, Logger: log, Hosts: hosts})
 	reg := stage.NewRegistry()
 	node.Register(reg)
 	m, err := stage.NewFromConfig(cfg, reg, stage.Options{Logger: log})
@@ -184,7 +185,16 @@ func fig42(ctx context.Context, cfg loadConfig, delay time.Duration, dir string,
 	prof := &profiler.Config{Enabled: true, Interval: 500 * time.Millisecond,
 		File: filepath.Join(dir, "gnutella-fig42-profile.log"), Graph: filepath.Join(dir, "gnutella-fig28.dot")}
 	_ = os.Remove(prof.File)
-	r, err := startRouter(delay, true, prof)
+	// A neighbouring router for GnutellaCatcher to join, so that the
+	// stage graph (Fig. 28) shows the Catcher at work: its connection
+	// handed to GnutellaServer, its Pings through GnutellaRouter, the
+	// Pongs back to it.
+	nb, err := startRouter(0, true, nil)
+	if err != nil {
+		return err
+	}
+	defer nb.stop()
+	r, err := startRouter(delay, true, prof, nb.node.Addr().String())
 	if err != nil {
 		return err
 	}
