@@ -47,6 +47,7 @@ type catcher struct {
 	args    catcherArgs
 	m       *stage.Manager
 	self    sink.Sink
+	reply   sink.Sink // self, as a stage's sink the router can trace its replies on
 	server  sink.Sink
 	router  sink.Sink
 	client  *aio.Client
@@ -85,6 +86,9 @@ func (c *catcher) Init(ctx *stage.Context) error {
 		return err
 	}
 	c.self = ctx.Stage().Sink()
+	if c.reply, err = ctx.Sink(ctx.Stage().Name()); err != nil {
+		return err
+	}
 	c.known, c.pending, c.seeds = make(map[string]bool), make(map[string]bool), make(map[string]bool)
 	for _, h := range append(append([]string(nil), a.Hosts...), c.node.opts.Hosts...) {
 		c.seeds[c.learn(h)] = true
@@ -197,7 +201,7 @@ func (c *catcher) tick() {
 		var d Descriptor
 		_, _ = rand.Read(d.ID[:])
 		d.Type, d.TTL, d.Payload = TypePing, 3, []byte{}
-		c.router.EnqueueLossy(Originate{D: d, Reply: c.self})
+		c.router.EnqueueLossy(Originate{D: d, Reply: c.reply})
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -61,9 +61,9 @@ type router struct {
 	now     func() time.Time
 
 	mu     sync.Mutex
-	pings  *routeTable // Ping ID → where it came from
-	query  *routeTable // Query ID → where it came from
-	pushes *routeTable // servent ID → where its QueryHit came from
+	pings  *routeTable             // Ping ID → where it came from
+	query  *routeTable             // Query ID → where it came from
+	pushes *routeTable             // servent ID → where its QueryHit came from
 	told   map[netip.AddrPort]bool // hosts recently passed to the Catcher
 }
 
