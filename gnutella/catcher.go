@@ -51,10 +51,11 @@ type catcher struct {
 	server  sink.Sink
 	router  sink.Sink
 	client  *aio.Client
-	hosts   []string        // most recently learnt last
-	known   map[string]bool // hosts in the cache
-	seeds   map[string]bool // configured hosts, never forgotten
-	pending map[string]bool // connects under way
+	hosts   []string                   // most recently learnt last
+	known   map[string]bool            // hosts in the cache
+	seeds   map[string]bool            // configured hosts, never forgotten
+	pending map[string]bool            // connects under way
+	handed  map[string]*aio.Connection // connected, handshake under way in GnutellaServer
 	ownAddr string
 	pinged  time.Time
 	unsub   func()
@@ -90,6 +91,7 @@ func (c *catcher) Init(ctx *stage.Context) error {
 		return err
 	}
 	c.known, c.pending, c.seeds = make(map[string]bool), make(map[string]bool), make(map[string]bool)
+	c.handed = make(map[string]*aio.Connection)
 	for _, h := range append(append([]string(nil), a.Hosts...), c.node.opts.Hosts...) {
 		c.seeds[c.learn(h)] = true
 	}
@@ -153,6 +155,8 @@ func (c *catcher) HandleEvents(batch []sink.Event) error {
 			if err := c.server.Enqueue(v); err != nil {
 				c.log.Warn("gnutella: GnutellaServer refused an outgoing connection", "addr", o.addr, "err", err)
 				_ = v.Abort()
+			} else {
+				c.handed[o.addr] = v
 			}
 		case aio.ConnectFailed:
 			o, _ := v.Value.(outgoingConn)
@@ -182,10 +186,19 @@ func (c *catcher) tick() {
 		}
 	}
 	open := c.node.outgoing()
-	need := c.args.Connections - len(open) - len(c.pending)
+	busy := len(open) + len(c.pending)
+	for h, conn := range c.handed {
+		switch {
+		case open[h] || conn.Stats().Closed:
+			delete(c.handed, h) // handshake done (counted in open) or failed
+		default:
+			busy++
+		}
+	}
+	need := c.args.Connections - busy
 	for i := len(c.hosts) - 1; i >= 0 && need > 0; i-- {
 		h := c.hosts[i]
-		if open[h] || c.pending[h] || h == c.ownAddr {
+		if open[h] || c.pending[h] || c.handed[h] != nil || h == c.ownAddr {
 			continue
 		}
 		if err := c.client.Connect(h, c.self, outgoingConn{addr: h}); err != nil {
