@@ -24,7 +24,7 @@ global:
   batching: {max: 1}
   aio:
     eventLoops: 1
-    writeThreshold: {bytes: WRITEBYTES, writes: 1000}
+    writeThreshold: {bytes: WRITEBYTES, writes: 10000}
     clogPolicy: close
     sockets:
       gnutella: {addr: "127.0.0.1:0"}
@@ -43,7 +43,7 @@ type router struct {
 	addr string
 }
 
-func startRouter(t *testing.T, writeBytes string, extra string) *router {
+func startRouter(t testing.TB, writeBytes string, extra string) *router {
 	t.Helper()
 	if writeBytes == "" {
 		writeBytes = "1MiB"
@@ -179,7 +179,7 @@ func queryHit(id gnutella.ID, servent gnutella.ID) gnutella.Descriptor {
 
 // waitPeers waits until the router lists n peers (the handshake answer is
 // queued before the peer is listed).
-func (r *router) waitPeers(t *testing.T, n int) {
+func (r *router) waitPeers(t testing.TB, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(r.node.Peers()) != n {
