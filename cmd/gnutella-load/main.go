@@ -60,6 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("o", ".", "directory for the experiment's files")
 	delay := fs.Duration("query-delay", 20*time.Millisecond, "experiments: the router's delay per Query")
 	rates := fs.String("rates", "100,200,400,1000", "fig41: packet rates")
+	fs.StringVar(&controllerOverride, "controller", "", `experiments: GnutellaRouter's thread-pool controller block, e.g. "{enabled: true, interval: 2s, queueThreshold: 1000}" (default: the configuration's)`)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -101,6 +102,10 @@ func (r result) String() string {
 		r.MeanMS[iQuery], r.P90MS[iQuery], r.Received[iQuery], r.Expected[iQuery], r.Elapsed.Round(time.Millisecond))
 }
 
+// controllerOverride replaces GnutellaRouter's controller block in the
+// experiments (-controller).
+var controllerOverride string
+
 // inProcess is a router started by an experiment.
 type inProcess struct {
 	node *gnutella.Node
@@ -113,12 +118,15 @@ type inProcess struct {
 // Fig. 41a). prof, if set, turns the profiler on with these files.
 func startRouter(delay time.Duration, controller bool, prof *profiler.Config, hosts ...string) (*inProcess, error) {
 	text := string(configs.Gnutella)
-	if !controller {
-		const on = "controller: {enabled: true, interval: 1s, queueThreshold: 100, idle: 5s}"
-		if strings.Count(text, on) != 1 {
-			return nil, fmt.Errorf("configs/gnutella.yaml: GnutellaRouter's controller line changed; update the experiment")
-		}
+	const on = "controller: {enabled: true, interval: 1s, queueThreshold: 100, idle: 5s}"
+	if strings.Count(text, on) != 1 {
+		return nil, fmt.Errorf("configs/gnutella.yaml: GnutellaRouter's controller line changed; update the experiment")
+	}
+	switch {
+	case !controller:
 		text = strings.Replace(text, on, "controller: {enabled: false}", 1)
+	case controllerOverride != "":
+		text = strings.Replace(text, on, "controller: "+controllerOverride, 1)
 	}
 	cfg, err := stage.ParseConfig([]byte(text), configs.GnutellaFile)
 	if err != nil {
@@ -184,6 +192,10 @@ func fig42(ctx context.Context, cfg loadConfig, delay time.Duration, dir string,
 	}
 	prof := &profiler.Config{Enabled: true, Interval: 500 * time.Millisecond,
 		File: filepath.Join(dir, "gnutella-fig42-profile.log"), Graph: filepath.Join(dir, "gnutella-fig28.dot")}
+	if controllerOverride != "" { // a variant: keep the figure's files
+		prof.File = filepath.Join(dir, "gnutella-fig42-variant-profile.log")
+		prof.Graph = filepath.Join(dir, "gnutella-fig42-variant-graph.dot")
+	}
 	_ = os.Remove(prof.File)
 	// A neighbouring router for GnutellaCatcher to join, so that the
 	// stage graph (Fig. 28) shows the Catcher at work: its connection
