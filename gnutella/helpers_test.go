@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -48,6 +49,7 @@ func startRouter(t testing.TB, writeBytes string, extra string) *router {
 	if writeBytes == "" {
 		writeBytes = "1MiB"
 	}
+	base := runtime.NumGoroutine()
 	cfgText := strings.Replace(testConfig, "WRITEBYTES", writeBytes, 1) + extra
 	node := gnutella.New(gnutella.Options{})
 	reg := stage.NewRegistry()
@@ -72,6 +74,16 @@ func startRouter(t testing.TB, writeBytes string, extra string) *router {
 		}
 		if err := m.Shutdown(ctx); err != nil {
 			t.Error(err)
+		}
+		// Every goroutine the router started is gone (the wait only
+		// bounds a leak's report).
+		for runtime.NumGoroutine() > base {
+			if ctx.Err() != nil {
+				buf := make([]byte, 1<<20)
+				t.Errorf("%d goroutines left, %d before the router:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+				return
+			}
+			time.Sleep(time.Millisecond)
 		}
 	})
 	return r
