@@ -11,7 +11,8 @@
 //     runs the handshake ("GNUTELLA CONNECT/0.4\n\n" → "GNUTELLA OK\n\n")
 //     and parses descriptors into Arrival events for the router. A peer
 //     with a bad handshake or a malformed, unknown or oversized descriptor
-//     is closed and counted (Stats.BadPeers). A descriptor the router's
+//     is closed and counted (Stats.BadPeers); past `maxPeers` connected
+//     peers a new one is closed at its handshake (Stats.Rejected). A descriptor the router's
 //     queue refuses is dropped and counted (Stats.Dropped): Gnutella is
 //     lossy.
 //   - GnutellaRouter (gnutella.Router, any number of goroutines; the

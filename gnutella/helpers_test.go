@@ -32,7 +32,7 @@ global:
 stages:
   GnutellaServer:
     handler: gnutella.Server
-    args: {maxPayload: 40000}
+    args: {maxPayload: 40000, maxPeers: 6}
   GnutellaRouter:
     handler: gnutella.Router
     args: {maxTTL: 7, routes: {size: 1000, age: 1m}}

@@ -235,13 +235,14 @@ type Stats struct {
 	Refused     uint64 // writes refused because a peer's output passed its threshold
 	SlowClosed  uint64 // peers closed for falling behind (clogged)
 	BadPeers    uint64 // peers closed for a bad handshake or descriptor
+	Rejected    uint64 // connections closed at their handshake: maxPeers were connected
 	HostsLearnt uint64 // hosts the Catcher learnt from Pongs
 	Connects    uint64 // outgoing connections the Catcher opened
 }
 
 type counters struct {
 	handshakes, received, sent, duplicates, expired, unroutable,
-	dropped, refused, slowClosed, badPeers, hosts, connects atomic.Uint64
+	dropped, refused, slowClosed, badPeers, rejected, hosts, connects atomic.Uint64
 }
 
 // Stats returns the node's counters.
@@ -251,7 +252,7 @@ func (n *Node) Stats() Stats {
 		Peers: len(n.Peers()), Handshakes: c.handshakes.Load(), Received: c.received.Load(),
 		Sent: c.sent.Load(), Duplicates: c.duplicates.Load(), Expired: c.expired.Load(),
 		Unroutable: c.unroutable.Load(), Dropped: c.dropped.Load(), Refused: c.refused.Load(),
-		SlowClosed: c.slowClosed.Load(), BadPeers: c.badPeers.Load(), HostsLearnt: c.hosts.Load(),
+		SlowClosed: c.slowClosed.Load(), BadPeers: c.badPeers.Load(), Rejected: c.rejected.Load(), HostsLearnt: c.hosts.Load(),
 		Connects: c.connects.Load(),
 	}
 }

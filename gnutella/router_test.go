@@ -151,3 +151,25 @@ func TestBadPeersClosed(t *testing.T) {
 		t.Fatalf("bad peers %d, want 4", s.BadPeers)
 	}
 }
+
+// Past maxPeers (6 here) a connection is closed at its handshake, counted;
+// the connected peers go on.
+func TestMaxPeers(t *testing.T) {
+	r := startRouter(t, "", "")
+	var ps []*peer
+	for i := 0; i < 6; i++ {
+		ps = append(ps, dialPeer(t, r, "peer"))
+	}
+	r.waitPeers(t, 6)
+	c := newPlain(t, r)
+	c.Write([]byte(gnutella.Connect))
+	if !(&peer{t: t, c: c, r: bufioReader(c)}).closedByRouter() {
+		t.Fatal("seventh peer not closed")
+	}
+	m := newID()
+	ps[0].send(ping(m, 2))
+	ps[5].expect(gnutella.TypePing, m)
+	if s := r.node.Stats(); s.Rejected != 1 || s.Peers != 6 {
+		t.Fatalf("stats %+v", s)
+	}
+}

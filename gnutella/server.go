@@ -32,6 +32,10 @@ type serverArgs struct {
 	// MaxPayload bounds a descriptor's payload (default 64 KiB); a peer
 	// that sends a larger one is closed.
 	MaxPayload int `yaml:"maxPayload"`
+	// MaxPeers bounds the connected peers (default 1000); a connection
+	// past it is closed at its handshake, before the OK (Gnutella 0.4 has
+	// no refusal message), and counted in Stats.Rejected.
+	MaxPeers int `yaml:"maxPeers"`
 	// Router names the routing stage (default GnutellaRouter).
 	Router string `yaml:"router"`
 }
@@ -55,12 +59,12 @@ func (*server) SingleThreaded() {}
 func (s *server) Init(c *stage.Context) error {
 	n := s.node
 	s.log = n.logger(c)
-	s.args = serverArgs{Socket: "gnutella", Router: StageRouter, MaxPayload: DefaultMaxPayload}
+	s.args = serverArgs{Socket: "gnutella", Router: StageRouter, MaxPayload: DefaultMaxPayload, MaxPeers: 1000}
 	if err := c.DecodeArgs(&s.args); err != nil {
 		return err
 	}
-	if s.args.MaxPayload <= 0 {
-		return fmt.Errorf("gnutella: GnutellaServer: maxPayload must be positive")
+	if s.args.MaxPayload <= 0 || s.args.MaxPeers <= 0 {
+		return fmt.Errorf("gnutella: GnutellaServer: maxPayload and maxPeers must be positive")
 	}
 	var err error
 	if s.router, err = c.Sink(s.args.Router); err != nil {
@@ -153,6 +157,12 @@ func (s *server) packet(pk aio.Packet) {
 			return
 		}
 		data, p.hs = p.hs[n:], nil
+		if len(s.node.Peers()) >= s.args.MaxPeers {
+			s.node.stats.rejected.Add(1)
+			p.closed.Store(true)
+			_ = p.conn.Abort()
+			return
+		}
 		if !p.outgoing {
 			if err := p.conn.Enqueue([]byte(OK)); err != nil {
 				s.bad(p, err)
