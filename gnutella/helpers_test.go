@@ -22,7 +22,7 @@ import (
 const testConfig = `
 global:
   threadpool: {min: 1, max: 1, controller: {enabled: false}}
-  batching: {max: 1}
+  batching: {max: 16}
   aio:
     eventLoops: 1
     writeThreshold: {bytes: WRITEBYTES, writes: 10000}
@@ -38,6 +38,10 @@ stages:
     args: {maxTTL: 7, routes: {size: 1000, age: 1m}}
 `
 
+// liveRouters counts the routers a test runs (tests are sequential);
+// goroutinesBefore is the count before the first started.
+var liveRouters, goroutinesBefore int
+
 type router struct {
 	node *gnutella.Node
 	m    *stage.Manager
@@ -49,7 +53,10 @@ func startRouter(t testing.TB, writeBytes string, extra string) *router {
 	if writeBytes == "" {
 		writeBytes = "1MiB"
 	}
-	base := runtime.NumGoroutine()
+	if liveRouters == 0 {
+		goroutinesBefore = runtime.NumGoroutine()
+	}
+	liveRouters++
 	cfgText := strings.Replace(testConfig, "WRITEBYTES", writeBytes, 1) + extra
 	node := gnutella.New(gnutella.Options{})
 	reg := stage.NewRegistry()
@@ -75,8 +82,13 @@ func startRouter(t testing.TB, writeBytes string, extra string) *router {
 		if err := m.Shutdown(ctx); err != nil {
 			t.Error(err)
 		}
-		// Every goroutine the router started is gone (the wait only
-		// bounds a leak's report).
+		// When the last router of a test stops, every goroutine the
+		// routers started is gone (the wait only bounds a leak's report).
+		liveRouters--
+		if liveRouters > 0 {
+			return
+		}
+		base := goroutinesBefore
 		for runtime.NumGoroutine() > base {
 			if ctx.Err() != nil {
 				buf := make([]byte, 1<<20)

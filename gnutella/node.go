@@ -202,23 +202,24 @@ func (p *Peer) Outgoing() bool { return p.outgoing }
 
 func (p *Peer) String() string { return p.conn.String() }
 
-// send queues b on the peer's connection, counting a refusal: a clogged
+// send queues b (that many descriptors) on the peer's connection, counting a refusal: a clogged
 // peer (aio closes it under clogPolicy close, the thesis's fix for slow
 // peers) or a closed one.
-func (n *Node) send(p *Peer, b []byte) bool {
+func (n *Node) send(p *Peer, b []byte, descriptors int) bool {
+	k := uint64(descriptors)
 	if p.closed.Load() {
-		n.stats.unroutable.Add(1)
+		n.stats.unroutable.Add(k)
 		return false
 	}
 	if err := p.conn.Enqueue(b); err != nil {
 		if errors.Is(err, aio.ErrClogged) {
-			n.stats.refused.Add(1)
+			n.stats.refused.Add(k)
 		} else {
-			n.stats.unroutable.Add(1)
+			n.stats.unroutable.Add(k)
 		}
 		return false
 	}
-	n.stats.sent.Add(1)
+	n.stats.sent.Add(k)
 	return true
 }
 

@@ -108,13 +108,58 @@ func (r *router) Init(c *stage.Context) error {
 	return nil
 }
 
+// outbox gathers what one batch sends to each peer, so that a peer gets
+// one write per batch rather than one per descriptor (a system call each).
+type outbox struct {
+	node  *Node
+	peers []*Peer
+	bufs  map[*Peer]*pending
+}
+
+type pending struct {
+	b     []byte
+	n     int  // descriptors in b
+	owned bool // b was allocated here (else it is shared, not to be appended to)
+}
+
+func (o *outbox) add(p *Peer, b []byte) {
+	if o.bufs == nil {
+		o.bufs = make(map[*Peer]*pending)
+	}
+	w := o.bufs[p]
+	switch {
+	case w == nil:
+		o.peers = append(o.peers, p)
+		o.bufs[p] = &pending{b: b, n: 1}
+	case w.owned:
+		w.b = append(w.b, b...)
+		w.n++
+	default:
+		w.b = append(append(make([]byte, 0, 2*(len(w.b)+len(b))), w.b...), b...)
+		w.n++
+		w.owned = true
+	}
+}
+
+// flush writes what was gathered, in the order peers were first written.
+func (o *outbox) flush() {
+	for _, p := range o.peers {
+		w := o.bufs[p]
+		o.node.send(p, w.b, w.n)
+		delete(o.bufs, p)
+	}
+	o.peers = o.peers[:0]
+}
+
 func (r *router) HandleEvents(batch []sink.Event) error {
+	out := &outbox{node: r.node}
+	defer out.flush()
 	for _, e := range batch {
 		switch v := e.(type) {
 		case Arrival:
-			r.route(v.From, &v.D)
+			r.route(v.From, &v.D, out)
 		case Originate:
-			r.originate(v)
+			r.originate(v, out)
 		default:
 			r.log.Warn("gnutella: GnutellaRouter: unexpected event", "type", fmt.Sprintf("%T", e))
 		}
@@ -123,7 +168,7 @@ func (r *router) HandleEvents(batch []sink.Event) error {
 }
 
 // route routes one descriptor that arrived from peer from.
-func (r *router) route(from *Peer, d *Descriptor) {
+func (r *router) route(from *Peer, d *Descriptor, out *outbox) {
 	n := r.node
 	if d.TTL == 0 {
 		n.stats.expired.Add(1)
@@ -146,11 +191,12 @@ func (r *router) route(from *Peer, d *Descriptor) {
 			return
 		}
 		if d.Type == TypeQuery && r.args.QueryDelay > 0 {
+			out.flush()                   // what the batch routed so far does not wait
 			time.Sleep(r.args.QueryDelay) // the deliberate bottleneck
 		}
 		if d.Type == TypePing && (r.args.Pong == nil || *r.args.Pong) {
 			pong := Descriptor{Header: Header{ID: d.ID, Type: TypePong, TTL: d.Hops + 1}, Payload: r.selfPong()}
-			n.send(from, pong.Bytes())
+			out.add(from, pong.Bytes())
 		}
 		if !r.age(d) {
 			return
@@ -158,7 +204,7 @@ func (r *router) route(from *Peer, d *Descriptor) {
 		b := d.Bytes()
 		for _, p := range n.Peers() {
 			if p != from {
-				n.send(p, b)
+				out.add(p, b)
 			}
 		}
 	case TypePong, TypeQueryHit, TypePush:
@@ -193,7 +239,7 @@ func (r *router) route(from *Peer, d *Descriptor) {
 				to.reply.EnqueueLossy(Arrival{From: from, D: *d, At: now})
 			}
 		case r.age(d):
-			n.send(to.peer, d.Bytes())
+			out.add(to.peer, d.Bytes())
 		}
 	}
 }
@@ -249,7 +295,7 @@ func (r *router) age(d *Descriptor) bool {
 	return true
 }
 
-func (r *router) originate(o Originate) {
+func (r *router) originate(o Originate, out *outbox) {
 	r.mu.Lock()
 	t := r.pings
 	if o.D.Type == TypeQuery {
@@ -266,7 +312,7 @@ func (r *router) originate(o Originate) {
 	}
 	b := o.D.Bytes()
 	for _, p := range r.node.Peers() {
-		r.node.send(p, b)
+		out.add(p, b)
 	}
 }
 
