@@ -25,6 +25,8 @@
 //     three routing tables are bounded in size and age (`routes:` args).
 //     It answers each Ping with a Pong for this node, and its `queryDelay`
 //     arg is the thesis's deliberate bottleneck (§2.3: 20 ms per Query).
+//     What one batch sends to a peer is written to it at once (one aio
+//     write, one system call), flushed before a Query's delay.
 //   - GnutellaCatcher (gnutella.Catcher, optional) keeps a host cache (its
 //     `hosts` and those Pongs advertise) and keeps `connections` outgoing
 //     connections open, pinging the network every `pingEvery`.
