@@ -73,6 +73,7 @@ func fig41Table(pts []fig41Point, cfg loadConfig, delay time.Duration) string {
 			r.Rate, r.MeanMS[iPing], r.MeanMS[iQuery], r.P90MS[iPing], r.P90MS[iQuery],
 			r.Received[0]+r.Received[1], r.Expected[0]+r.Expected[1], p.threads)
 	}
+	fmt.Fprintf(&b, "\nMade by `go run ./cmd/gnutella-load %s`.\n", strings.Join(os.Args[1:], " "))
 	fmt.Fprintf(&b, "\n%d peers, %v of sending per point (then up to %v to drain), %.0f %% Queries, %v delay per Query, TTL %d.\n",
 		cfg.Peers, cfg.Duration, cfg.Drain, cfg.Queries*100, delay, cfg.TTL)
 	return b.String()
