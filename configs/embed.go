@@ -12,3 +12,12 @@ var Haboob []byte
 
 // HaboobFile is the name Haboob's errors are reported under.
 const HaboobFile = "configs/haboob.yaml"
+
+// Arashi is configs/arashi.yaml: the Arashi e-mail service's stage graph
+// (cmd/arashi).
+//
+//go:embed arashi.yaml
+var Arashi []byte
+
+// ArashiFile is the name Arashi's errors are reported under.
+const ArashiFile = "configs/arashi.yaml"
