@@ -245,17 +245,17 @@ func (p *page) HandleEvents(batch []sink.Event) error {
 
 // view is what the templates render.
 type view struct {
-	Title, Text    string
-	User, Key      string
-	Folder         Folder
-	Folders        []Folder
-	Messages       []Message
-	Message        Message
-	Query, Sort    string
-	First, Last    int
-	Prev, Next     bool
-	PrevPage       int
-	NextPage       int
+	Title, Text string
+	User, Key   string
+	Folder      Folder
+	Folders     []Folder
+	Messages    []Message
+	Message     Message
+	Query, Sort string
+	First, Last int
+	Prev, Next  bool
+	PrevPage    int
+	NextPage    int
 }
 
 func (p *page) serve(req *http.Request) *http.Response {
