@@ -25,6 +25,9 @@ const MaxFolder = 12794
 type GenConfig struct {
 	Users int    // number of users (default 64)
 	Seed  uint64 // the same seed generates the same mailboxes
+	// MaxFolder is the largest Inbox (default MaxFolder, 12,794); user1
+	// has it. Tests make it small.
+	MaxFolder int
 	// Alpha is the shape of the bounded Pareto distribution of Inbox sizes
 	// between 1 and MaxFolder (default 0.6: a mean near 100 messages, a
 	// few users with thousands).
@@ -48,21 +51,19 @@ func Credentials(i int) (name, password string) {
 }
 
 // InboxSize returns the Inbox size of generated user i (1-based) for a
-// seed: user 1 has the largest folder of the thesis's workload
-// (MaxFolder); the others are drawn from a bounded Pareto distribution
-// between 1 and MaxFolder (heavy-tailed, as mail folders are).
-func InboxSize(seed uint64, i int, alpha float64) int {
-	if alpha == 0 {
-		alpha = 0.6
-	}
+// seed: user 1 has the largest folder (largest: MaxFolder for the
+// thesis's workload); the others are drawn from a bounded Pareto
+// distribution of shape alpha between 1 and largest (heavy-tailed, as
+// mail folders are).
+func InboxSize(seed uint64, i, largest int, alpha float64) int {
 	if i == 1 {
-		return MaxFolder
+		return largest
 	}
 	r := rand.New(rand.NewPCG(seed, uint64(i)*0x9e3779b97f4a7c15))
 	u := r.Float64()
-	const lo, hi = 1.0, float64(MaxFolder)
+	lo, hi := 1.0, float64(largest)
 	x := lo / math.Pow(1-u*(1-math.Pow(lo/hi, alpha)), 1/alpha)
-	return min(MaxFolder, max(1, int(x)))
+	return min(largest, max(1, int(x)))
 }
 
 // Generate fills an empty database with users, folders and messages,
@@ -78,11 +79,14 @@ func Generate(ctx context.Context, db *DB, cfg GenConfig) (GenStats, error) {
 	if cfg.Alpha == 0 {
 		cfg.Alpha = 0.6
 	}
+	if cfg.MaxFolder == 0 {
+		cfg.MaxFolder = MaxFolder
+	}
 	if cfg.Epoch.IsZero() {
 		cfg.Epoch = time.Date(2002, 9, 1, 0, 0, 0, 0, time.UTC)
 	}
-	if cfg.Users < 1 || cfg.Alpha < 0 {
-		return GenStats{}, fmt.Errorf("arashi: generate: users %d must be positive and alpha %v not negative", cfg.Users, cfg.Alpha)
+	if cfg.Users < 1 || cfg.MaxFolder < 1 || cfg.Alpha < 0 {
+		return GenStats{}, fmt.Errorf("arashi: generate: users %d and max folder %d must be positive and alpha %v not negative", cfg.Users, cfg.MaxFolder, cfg.Alpha)
 	}
 	var st GenStats
 	tx, err := db.sql.BeginTx(ctx, nil)
@@ -135,7 +139,7 @@ func Generate(ctx context.Context, db *DB, cfg GenConfig) (GenStats, error) {
 		}
 		st.Users++
 		sizes := map[string]int{
-			InboxFolder:   InboxSize(cfg.Seed, u, cfg.Alpha),
+			InboxFolder:   InboxSize(cfg.Seed, u, cfg.MaxFolder, cfg.Alpha),
 			SentFolder:    1 + r.IntN(20),
 			ArchiveFolder: 1 + r.IntN(50),
 			TrashFolder:   0,

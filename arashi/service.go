@@ -33,7 +33,9 @@ type Config struct {
 	DB    string
 	Users int    // users generated into an empty database (default 64)
 	Seed  uint64 // the generator's seed
-	Pool  int    // database connections (default 4)
+	// MaxFolder is the largest generated Inbox (default MaxFolder).
+	MaxFolder int
+	Pool      int // database connections (default 4)
 	// Addr overrides the listen address (127.0.0.1:8081; port 0: any).
 	Addr   string
 	Logger *slog.Logger
@@ -79,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (svc *Service, err error) {
 		return nil, err
 	}
 	if n == 0 {
-		if s.Gen, err = Generate(ctx, s.DB, GenConfig{Users: cfg.Users, Seed: cfg.Seed}); err != nil {
+		if s.Gen, err = Generate(ctx, s.DB, GenConfig{Users: cfg.Users, Seed: cfg.Seed, MaxFolder: cfg.MaxFolder}); err != nil {
 			return nil, err
 		}
 		cfg.Logger.Info("arashi: generated the mail store", "db", path, "users", s.Gen.Users,
