@@ -91,26 +91,26 @@ func TestGenerateIsDeterministic(t *testing.T) {
 func TestInboxSizesAreHeavyTailed(t *testing.T) {
 	var small, large int
 	for i := 1; i <= 2000; i++ {
-		n := arashi.InboxSize(1, i, arashi.MaxFolder, 0.6)
+		n := arashi.InboxSize(1, i, arashi.MaxFolder, 50, 1.6)
 		if n < 1 || n > arashi.MaxFolder {
 			t.Fatalf("user %d: inbox %d outside [1, %d]", i, n, arashi.MaxFolder)
 		}
-		if n <= 20 {
+		if n <= 100 {
 			small++
 		}
 		if n >= 1000 {
 			large++
 		}
-		if n != arashi.InboxSize(1, i, arashi.MaxFolder, 0.6) {
+		if n != arashi.InboxSize(1, i, arashi.MaxFolder, 50, 1.6) {
 			t.Fatal("InboxSize is not deterministic")
 		}
 	}
-	if arashi.InboxSize(1, 1, arashi.MaxFolder, 0.6) != arashi.MaxFolder {
+	if arashi.InboxSize(1, 1, arashi.MaxFolder, 50, 1.6) != arashi.MaxFolder {
 		t.Error("user1 should have the largest folder")
 	}
 	// Most folders are small, a few are huge.
 	if small < 1000 || large < 20 || large > 400 {
-		t.Errorf("%d folders of <= 20 messages, %d of >= 1000: not heavy-tailed", small, large)
+		t.Errorf("%d folders of <= 100 messages, %d of >= 1000: not heavy-tailed", small, large)
 	}
 }
 

@@ -85,13 +85,15 @@ CREATE INDEX IF NOT EXISTS messages_user ON messages(user_id);
 // triggers (SQLite's documented pattern).
 const ftsSchema = `
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(subject, body, content='messages', content_rowid='id');
-CREATE TRIGGER IF NOT EXISTS messages_ai AFTER INSERT ON messages BEGIN
-	INSERT INTO messages_fts(rowid, subject, body) VALUES (new.id, new.subject, new.body);
-END;
 CREATE TRIGGER IF NOT EXISTS messages_ad AFTER DELETE ON messages BEGIN
 	INSERT INTO messages_fts(messages_fts, rowid, subject, body) VALUES ('delete', old.id, old.subject, old.body);
 END;
 `
+
+const ftsInsertTrigger = `
+CREATE TRIGGER IF NOT EXISTS messages_ai AFTER INSERT ON messages BEGIN
+	INSERT INTO messages_fts(rowid, subject, body) VALUES (new.id, new.subject, new.body);
+END;`
 
 // Open opens (creating if needed) the mail store at path.
 func Open(path string, cfg DBConfig) (*DB, error) {
@@ -117,7 +119,7 @@ func Open(path string, cfg DBConfig) (*DB, error) {
 		s.Close()
 		return nil, fmt.Errorf("arashi: schema of %s: %w", path, err)
 	}
-	if _, err := s.Exec(ftsSchema); err == nil {
+	if _, err := s.Exec(ftsSchema + ftsInsertTrigger); err == nil {
 		db.fts = true
 	} else if !strings.Contains(err.Error(), "fts5") {
 		s.Close()

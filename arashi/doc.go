@@ -30,8 +30,8 @@
 // connection pooling): each request type's stage runs its queries itself,
 // so that the time a stage's rt controller measures includes its database
 // work, as the thesis's PyTeC stages did. Generate fills it
-// deterministically for a seed: Inbox sizes from a bounded Pareto
-// distribution between 1 and 12,794 messages (user1 has the largest),
+// deterministically for a seed: Inbox sizes from a log-normal
+// distribution (median 50) clamped to 1..12,794 messages (user1 has the largest),
 // texts from a Zipf-distributed vocabulary.
 //
 // Package arashi/load is the thesis's client: emulated users following

@@ -28,10 +28,11 @@ type GenConfig struct {
 	// MaxFolder is the largest Inbox (default MaxFolder, 12,794); user1
 	// has it. Tests make it small.
 	MaxFolder int
-	// Alpha is the shape of the bounded Pareto distribution of Inbox sizes
-	// between 1 and MaxFolder (default 0.6: a mean near 100 messages, a
-	// few users with thousands).
-	Alpha float64
+	// Median and Sigma shape the log-normal distribution of Inbox sizes,
+	// clamped to [1, MaxFolder] (defaults 50 and 1.6: a mean near 170
+	// messages, one user in a hundred with more than 2,000).
+	Median float64
+	Sigma  float64
 	// Epoch is the date of the newest generated message (default
 	// 2002-09-01, when the thesis was written).
 	Epoch time.Time
@@ -52,18 +53,16 @@ func Credentials(i int) (name, password string) {
 
 // InboxSize returns the Inbox size of generated user i (1-based) for a
 // seed: user 1 has the largest folder (largest: MaxFolder for the
-// thesis's workload); the others are drawn from a bounded Pareto
-// distribution of shape alpha between 1 and largest (heavy-tailed, as
-// mail folders are).
-func InboxSize(seed uint64, i, largest int, alpha float64) int {
+// thesis's workload); the others are drawn from a log-normal distribution
+// (median, sigma) clamped to [1, largest]: heavy-tailed, as mail folders
+// are.
+func InboxSize(seed uint64, i, largest int, median, sigma float64) int {
 	if i == 1 {
 		return largest
 	}
 	r := rand.New(rand.NewPCG(seed, uint64(i)*0x9e3779b97f4a7c15))
-	u := r.Float64()
-	lo, hi := 1.0, float64(largest)
-	x := lo / math.Pow(1-u*(1-math.Pow(lo/hi, alpha)), 1/alpha)
-	return min(largest, max(1, int(x)))
+	x := math.Exp(math.Log(median) + sigma*r.NormFloat64())
+	return int(min(float64(largest), max(1, math.Round(x))))
 }
 
 // Generate fills an empty database with users, folders and messages,
@@ -76,8 +75,11 @@ func Generate(ctx context.Context, db *DB, cfg GenConfig) (GenStats, error) {
 	if cfg.Users == 0 {
 		cfg.Users = 64
 	}
-	if cfg.Alpha == 0 {
-		cfg.Alpha = 0.6
+	if cfg.Median == 0 {
+		cfg.Median = 50
+	}
+	if cfg.Sigma == 0 {
+		cfg.Sigma = 1.6
 	}
 	if cfg.MaxFolder == 0 {
 		cfg.MaxFolder = MaxFolder
@@ -85,8 +87,9 @@ func Generate(ctx context.Context, db *DB, cfg GenConfig) (GenStats, error) {
 	if cfg.Epoch.IsZero() {
 		cfg.Epoch = time.Date(2002, 9, 1, 0, 0, 0, 0, time.UTC)
 	}
-	if cfg.Users < 1 || cfg.MaxFolder < 1 || cfg.Alpha < 0 {
-		return GenStats{}, fmt.Errorf("arashi: generate: users %d and max folder %d must be positive and alpha %v not negative", cfg.Users, cfg.MaxFolder, cfg.Alpha)
+	if cfg.Users < 1 || cfg.MaxFolder < 1 || cfg.Median < 1 || cfg.Sigma < 0 {
+		return GenStats{}, fmt.Errorf("arashi: generate: users %d, max folder %d and median %v must be positive and sigma %v not negative",
+			cfg.Users, cfg.MaxFolder, cfg.Median, cfg.Sigma)
 	}
 	var st GenStats
 	tx, err := db.sql.BeginTx(ctx, nil)
@@ -100,6 +103,12 @@ func Generate(ctx context.Context, db *DB, cfg GenConfig) (GenStats, error) {
 	}
 	if n > 0 {
 		return st, fmt.Errorf("arashi: generate: the database already has %d users", n)
+	}
+	if db.fts {
+		// Index once at the end (much faster than row by row).
+		if _, err := tx.ExecContext(ctx, `DROP TRIGGER messages_ai`); err != nil {
+			return st, err
+		}
 	}
 	insUser, err := tx.PrepareContext(ctx, `INSERT INTO users(id, name, password) VALUES (?, ?, ?)`)
 	if err != nil {
@@ -139,7 +148,7 @@ func Generate(ctx context.Context, db *DB, cfg GenConfig) (GenStats, error) {
 		}
 		st.Users++
 		sizes := map[string]int{
-			InboxFolder:   InboxSize(cfg.Seed, u, cfg.MaxFolder, cfg.Alpha),
+			InboxFolder:   InboxSize(cfg.Seed, u, cfg.MaxFolder, cfg.Median, cfg.Sigma),
 			SentFolder:    1 + r.IntN(20),
 			ArchiveFolder: 1 + r.IntN(50),
 			TrashFolder:   0,
@@ -175,6 +184,14 @@ func Generate(ctx context.Context, db *DB, cfg GenConfig) (GenStats, error) {
 			}
 		}
 		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+	}
+	if db.fts {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')`); err != nil {
+			return st, err
+		}
+		if _, err := tx.ExecContext(ctx, ftsInsertTrigger); err != nil {
 			return st, err
 		}
 	}
