@@ -312,7 +312,7 @@ func (p *page) serve(req *http.Request) *http.Response {
 		if err != nil {
 			return p.fail(err, "No such message", "")
 		}
-		fs, err := db.Folders(ctx, s.user)
+		fs, err := db.FolderNames(ctx, s.user)
 		if err != nil {
 			return p.fail(err, "", "")
 		}

@@ -50,9 +50,9 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 type options struct {
 	addr, experiment, out, points, db string
-	users, high, accounts, pool      int
-	duration, warmup                 time.Duration
-	seed                             uint64
+	users, high, accounts, pool       int
+	duration, warmup                  time.Duration
+	seed                              uint64
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
