@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	nethttp "net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/arashi"
+	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 )
 
@@ -340,5 +342,19 @@ func TestDefaultConfig(t *testing.T) {
 			continue
 		}
 		seen[rt] = true
+	}
+}
+
+// The embedded configuration is configs/arashi.yaml.
+func TestEmbeddedConfig(t *testing.T) {
+	data, err := os.ReadFile("../configs/arashi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != string(configs.Arashi) {
+		t.Fatal("configs.Arashi differs from configs/arashi.yaml")
+	}
+	if !strings.Contains(string(data), "predicate: "+arashi.DefaultPredicate) {
+		t.Fatalf("configs/arashi.yaml has no %q", arashi.DefaultPredicate)
 	}
 }

@@ -50,7 +50,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 type options struct {
 	addr, experiment, out, points, db string
-	users, high, accounts, pool       int
+	users, high, low, accounts, pool  int
 	duration, warmup                  time.Duration
 	seed                              uint64
 }
@@ -66,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.db, "db", "", "database of the in-process service (default: a fresh one, generated once)")
 	fs.IntVar(&o.users, "users", 16, "emulated users")
 	fs.IntVar(&o.high, "high", 0, "how many of the users are in class 1 (X-Class: 1)")
+	fs.IntVar(&o.low, "low", 128, "class-0 users of -experiment classes (its class-1 users: -high, default 128)")
 	fs.IntVar(&o.accounts, "accounts", 64, "generated accounts (user i logs in as account 1 + i mod accounts)")
 	fs.IntVar(&o.pool, "pool", 4, "database connections of the in-process service")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per run (per point of a sweep)")
@@ -300,10 +301,18 @@ func classes(o options, log *slog.Logger, stdout io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	const low, high = 128, 128
+	low, high := o.low, o.high
+	if high == 0 {
+		high = 128
+	}
+	suffix := ""
+	if low != 128 || high != 128 {
+		suffix = fmt.Sprintf("-low%d-high%d", low, high)
+	}
 	total := o.duration
 	in, out := total/3, 2*total/3
 	bucket := max(time.Second, total/30)
+	fmt.Fprintf(stdout, "%d class-0 users throughout, %d class-1 users from %v to %v\n\n", low, high, total/3, 2*total/3)
 	fmt.Fprintln(stdout, "| controller | class | requests while both active | rejected | admitted p90 ms |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|")
 	for _, run := range []struct{ fig, name, pred string }{
@@ -352,11 +361,11 @@ func classes(o options, log *slog.Logger, stdout io.Writer) error {
 		}
 		title := fmt.Sprintf("Arashi, two classes: %s (thesis Fig. %s)", run.name, strings.TrimPrefix(run.fig, "fig"))
 		if err := (chart{title: title, xlabel: "time (s); class 1 active in the middle third", ylabel: "p90 ms (admitted)",
-			ref: ms(target), refLabel: "target 250 ms", lines: lines}).write(filepath.Join(o.out, "arashi-"+run.fig+"-p90.svg")); err != nil {
+			ref: ms(target), refLabel: "target 250 ms", lines: lines}).write(filepath.Join(o.out, "arashi-"+run.fig+suffix+"-p90.svg")); err != nil {
 			return err
 		}
 		if err := (chart{title: title, xlabel: "time (s); class 1 active in the middle third", ylabel: "% rejected",
-			lines: rej}).write(filepath.Join(o.out, "arashi-"+run.fig+"-rejected.svg")); err != nil {
+			lines: rej}).write(filepath.Join(o.out, "arashi-"+run.fig+suffix+"-rejected.svg")); err != nil {
 			return err
 		}
 	}
