@@ -19,7 +19,11 @@
 // Figs. 58–59: 128 low-class users throughout, 128 high-class users in the
 // middle third, once with one rt controller per stage for all (no
 // differentiation) and once with multiclass controllers, and writes
-// arashi-fig58.svg and arashi-fig59.svg.
+// arashi-fig58.svg and arashi-fig59.svg. -experiment spike runs the load
+// spike of Figs. 52 and 55: 3 users, then 1000 more in the middle third,
+// with and without control, and writes the ListFolders controller's trace
+// (arashi-fig52-*.svg) and the clients' p90 and rejections over time
+// (arashi-fig55-*.svg).
 package main
 
 import (
@@ -37,6 +41,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/arashi"
 	"github.com/sandstorm-go/sandstorm/arashi/load"
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 )
 
 // Predicates of the experiments (arashi.Config.Predicate).
@@ -84,8 +89,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = sweep(o, log, stdout)
 	case "classes":
 		err = classes(o, log, stdout)
+	case "spike":
+		err = spike(o, log, stdout)
 	default:
-		err = fmt.Errorf("unknown experiment %q (sweep, classes)", o.experiment)
+		err = fmt.Errorf("unknown experiment %q (sweep, classes, spike)", o.experiment)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "arashi-load:", err)
@@ -370,4 +377,109 @@ func classes(o options, log *slog.Logger, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// spike runs Figs. 52 and 55: a base load of 3 users and a spike of 1000
+// more in the middle third of the run, with and without control.
+func spike(o options, log *slog.Logger, stdout io.Writer) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	const base, burst = 3, 1000
+	total := o.duration
+	in, out := total/3, 2*total/3
+	bucket := max(time.Second, total/30)
+	fmt.Fprintf(stdout, "%d users throughout, %d more from %v to %v\n\n", base, burst, in, out)
+	fmt.Fprintln(stdout, "| control | p90 before ms | p90 during the spike ms | rejected during the spike | admitted req/s during the spike |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|")
+	var p90s, rejs []series
+	for _, control := range []bool{false, true} {
+		pred, name := noControl, "no control"
+		if control {
+			pred, name = arashi.DefaultPredicate, "rt per type"
+		}
+		svc, err := server(&o, log, pred)
+		if err != nil {
+			return err
+		}
+		// Sample the ListFolders controller once a second (Fig. 52).
+		var trace struct{ t, p90, rate []float64 }
+		done := make(chan struct{})
+		sampled := make(chan struct{})
+		if st, ok := svc.Manager.Stage("ListFolders"); ok && control {
+			begin := time.Now()
+			go func() {
+				defer close(sampled)
+				tick := time.NewTicker(time.Second)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case now := <-tick.C:
+						if rt, ok := st.Sink().Predicate().(*enqueuepred.ResponseTime); ok {
+							trace.t = append(trace.t, now.Sub(begin).Seconds())
+							trace.p90 = append(trace.p90, ms(rt.P90()))
+							trace.rate = append(trace.rate, rt.Rate())
+						}
+					}
+				}
+			}()
+		} else {
+			close(sampled)
+		}
+		samples, err := drive(load.Config{
+			Addr: svc.App.Addr().String(), Users: base + burst, Accounts: o.accounts, Seed: o.seed,
+			Start: func(i int) time.Duration {
+				if i >= base {
+					return in
+				}
+				return 0
+			},
+			Stop: func(i int) time.Duration {
+				if i >= base {
+					return out
+				}
+				return total
+			},
+		}, 0, total)
+		close(done)
+		<-sampled
+		stop(svc)
+		if err != nil {
+			return err
+		}
+		p, r := series{name: name, dashed: !control}, series{name: name, dashed: !control}
+		for t := time.Duration(0); t+bucket <= total; t += bucket {
+			s := load.Summarize(samples, load.Window(t, t+bucket))
+			if s.Requests == 0 {
+				continue
+			}
+			x := (t + bucket/2).Seconds()
+			p.x, p.y = append(p.x, x), append(p.y, ms(s.P90))
+			r.x, r.y = append(r.x, x), append(r.y, 100*s.RejectRate())
+		}
+		p90s, rejs = append(p90s, p), append(rejs, r)
+		before, during := load.Summarize(samples, load.Window(0, in)), load.Summarize(samples, load.Window(in, out))
+		fmt.Fprintf(stdout, "| %s | %.0f | %.0f | %.1f %% | %.0f |\n", name, ms(before.P90), ms(during.P90), 100*during.RejectRate(),
+			float64(during.Admitted)/(out-in).Seconds())
+		if control {
+			xl := "time (s); 1000 more users in the middle third"
+			if err := (chart{title: "ListFolders controller in a spike: its p90 (thesis Fig. 52)", xlabel: xl, ylabel: "p90 ms (stage)",
+				ref: ms(target), refLabel: "target 250 ms", lines: []series{{name: "measured p90", x: trace.t, y: trace.p90}}}).write(filepath.Join(o.out, "arashi-fig52-p90.svg")); err != nil {
+				return err
+			}
+			if err := (chart{title: "ListFolders controller in a spike: admission rate (thesis Fig. 52)", xlabel: xl, ylabel: "admission rate, requests/s",
+				lines: []series{{name: "token bucket rate", x: trace.t, y: trace.rate}}}).write(filepath.Join(o.out, "arashi-fig52-rate.svg")); err != nil {
+				return err
+			}
+		}
+	}
+	xl := "time (s); 1000 more users in the middle third"
+	if err := (chart{title: "Arashi clients' p90 in a load spike (thesis Fig. 55)", xlabel: xl, ylabel: "p90 ms (admitted)",
+		ref: ms(target), refLabel: "target 250 ms", lines: p90s}).write(filepath.Join(o.out, "arashi-fig55-p90.svg")); err != nil {
+		return err
+	}
+	return (chart{title: "Arashi requests rejected in a load spike (thesis Fig. 55)", xlabel: xl, ylabel: "% rejected",
+		lines: rejs}).write(filepath.Join(o.out, "arashi-fig55-rejected.svg"))
 }
