@@ -21,3 +21,12 @@ var Gnutella []byte
 
 // GnutellaFile is the name Gnutella's errors are reported under.
 const GnutellaFile = "configs/gnutella.yaml"
+
+// Arashi is configs/arashi.yaml: the Arashi e-mail service's stage graph
+// (cmd/arashi).
+//
+//go:embed arashi.yaml
+var Arashi []byte
+
+// ArashiFile is the name Arashi's errors are reported under.
+const ArashiFile = "configs/arashi.yaml"

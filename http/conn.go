@@ -276,7 +276,7 @@ func (c *Connection) deliver(reqs []*Request) {
 			continue
 		}
 		if f := srv.cfg.Principal; f != nil {
-			r.Principal = f(r)
+			r.SetPrincipal(f(r))
 		}
 		if err := srv.requests.Enqueue(r); err != nil {
 			srv.stats.rejected.Add(1)

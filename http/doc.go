@@ -29,8 +29,8 @@
 // A [Request] is plain data owned by itself: the header section is copied
 // once per request and all its strings share that copy; the body is copied
 // into Request.Body. Request.Conn and Request.Seq let a server send the
-// responses to pipelined requests back in order; Request.Class (from the
-// X-Class header by default) and Request.Principal feed admission control.
+// responses to pipelined requests back in order; Request.Class() (from the
+// X-Class header by default) and Request.Principal() feed admission control.
 //
 // # Responses
 //

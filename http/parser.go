@@ -15,7 +15,7 @@ const (
 	DefaultMaxBody        = 10 << 20 // decoded body bytes
 )
 
-// DefaultClassHeader is the header field the Parser reads Request.Class
+// DefaultClassHeader is the header field the Parser reads Request.Class()
 // from when Parser.ClassHeader is empty.
 const DefaultClassHeader = "X-Class"
 
@@ -577,7 +577,7 @@ func (p *Parser) checkFields(r *Request) *Error {
 	return nil
 }
 
-// parseClass sets r.Class from the class header. A value that is not a
+// parseClass sets the request's class from the class header. A value that is not a
 // small decimal integer, or conflicting values, are an error rather than
 // being ignored.
 func (p *Parser) parseClass(r *Request) *Error {
@@ -598,7 +598,7 @@ func (p *Parser) parseClass(r *Request) *Error {
 		if !ok || n > 1<<30 {
 			return newError(ErrMalformed, "%s %q is not a class number", name, f.Value)
 		}
-		r.Class = int(n)
+		r.class = int(n)
 	}
 	return nil
 }

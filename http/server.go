@@ -55,7 +55,7 @@ type ServerConfig struct {
 	Name string
 	// Limits bound what the parser accepts (see Limits).
 	Limits Limits
-	// ClassHeader names the header that gives Request.Class (default
+	// ClassHeader names the header that gives Request.Class() (default
 	// X-Class).
 	ClassHeader string
 	// ServerHeader is the Server field of responses (default Sandstorm).
@@ -98,8 +98,8 @@ type ServerConfig struct {
 	// buffer (one write, the body released at once); larger bodies are sent
 	// from their own buffers (default 16 KiB).
 	InlineBody int
-	// Principal, if set, is called for every parsed request to fill
-	// Request.Principal before it is handed to the application.
+	// Principal, if set, is called for every parsed request to attach
+	// the request's principal (Request.Principal) before it is handed to the application.
 	Principal func(*Request) any
 	// Manager, if set, registers the server's counters in its metrics
 	// registry, and the server starts draining (responses close their
