@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/panjf2000/gnet/v2"
@@ -172,6 +173,23 @@ func (g *gnetEcho) OnTraffic(c gnet.Conn) gnet.Action {
 	buf, _ := c.Next(-1)
 	_, _ = c.Write(buf)
 	return gnet.None
+}
+
+// boundAddr asks the kernel which address gnet's listener got (for port 0).
+func boundAddr(eng gnet.Engine) net.Addr {
+	fd, err := eng.Dup()
+	if err != nil {
+		return nil
+	}
+	defer syscall.Close(fd)
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		return nil
+	}
+	if a, ok := sa.(*syscall.SockaddrInet4); ok {
+		return &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}
+	}
+	return nil
 }
 
 func startGnetEcho(b *testing.B) (string, func()) {
