@@ -133,6 +133,8 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 	if s.Accepted != 2 || s.Open != 2 {
 		t.Fatalf("stats after recovery: %+v", s)
 	}
+	// The recovery is logged once the connection is handed over.
+	waitCond(t, "recovery log", func() bool { return strings.Contains(logs.String(), "aio: accepting again") })
 	out := logs.String()
 	if n := strings.Count(out, "aio: accept failed"); n != 1 {
 		t.Errorf("%d accept failures logged for %d failed accepts, want 1 per burst:\n%s", n, s.AcceptErrors, out)

@@ -160,21 +160,38 @@ const (
 	acceptBackoffMax = 500 * time.Millisecond
 )
 
-// acceptLoop accepts connections from ln until Close closes it.
+// acceptWarnEvery spaces the warnings about failed accepts: a server at
+// its descriptor limit flaps between failing and accepting as connections
+// close, and one line per flap would flood the log.
+const acceptWarnEvery = 10 * time.Second
+
+// acceptLoop accepts connections from ln until Close closes it. A run of
+// failed accepts is logged once (a warning at most every acceptWarnEvery,
+// with the failures since the last one) and its end once; every failure is
+// counted in AcceptErrors.
 func (s *Server) acceptLoop(ln net.Listener) {
 	defer s.acceptW.Done()
 	var (
 		backoff  time.Duration
-		failures int // in the current burst
+		failures int // in the current run of failures
+		unlogged int // failures since the last warning
 		since    time.Time
+		warned   bool // the current run was logged
+		lastWarn time.Time
 	)
 	failed := func(err error) bool {
 		s.eng.stats.acceptErrors.Add(1)
+		now := time.Now()
 		if failures == 0 {
-			since = time.Now()
-			s.eng.log.Warn("aio: accept failed; backing off and retrying (further failures are counted, not logged, until accepting works again)", "err", err)
+			since = now
 		}
 		failures++
+		unlogged++
+		if lastWarn.IsZero() || now.Sub(lastWarn) >= acceptWarnEvery {
+			s.eng.log.Warn("aio: accept failed; backing off and retrying (further failures are counted, not logged, until accepting works again)",
+				"err", err, "failures", unlogged)
+			lastWarn, unlogged, warned = now, 0, true
+		}
 		backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
 		t := time.NewTimer(backoff)
 		defer t.Stop()
@@ -203,8 +220,10 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			continue
 		}
 		if failures > 0 {
-			s.eng.log.Info("aio: accepting again", "failures", failures, "after", time.Since(since).Round(time.Millisecond))
-			failures, backoff = 0, 0
+			if warned {
+				s.eng.log.Info("aio: accepting again", "failures", failures, "after", time.Since(since).Round(time.Millisecond))
+			}
+			failures, backoff, warned = 0, 0, false
 		}
 	}
 }
