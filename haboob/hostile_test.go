@@ -1,15 +1,21 @@
 package haboob_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	nethttp "net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,5 +208,95 @@ func TestMaxConnectionsRefusedAtAccept(t *testing.T) {
 	st := hs.Socket().Stats()
 	if st.Accepted != 18 || st.OverLimit != 10 {
 		t.Fatalf("socket stats %+v", st)
+	}
+}
+
+// TestOutOfDescriptorsAnswers503: while the process has no descriptor
+// left, a page that is not cached (its file cannot be opened) gets 503
+// with Retry-After on a connection already open, not 500 and an ERROR
+// log; cached pages are still served, and the page is served once
+// descriptors are free again.
+func TestOutOfDescriptorsAnswers503(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs /proc/self/fd and RLIMIT_NOFILE semantics of Linux")
+	}
+	root := t.TempDir()
+	write(t, filepath.Join(root, "cached.html"), "cached")
+	write(t, filepath.Join(root, "cold.html"), "cold")
+	s, logs := startLogged(t, testConfig, root, "")
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	get := func(path string) (int, string) {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+		resp, err := nethttp.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After") + string(body)
+	}
+	if code, body := get("/cached.html"); code != 200 || body != "cached" {
+		t.Fatalf("cached page: %d %q", code, body)
+	}
+
+	var orig syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
+		t.Skip(err)
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	hi := 0
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > hi {
+			hi = n
+		}
+	}
+	low := orig
+	low.Cur = uint64(hi + 32)
+	if low.Cur >= orig.Cur {
+		t.Skip("descriptor limit too low to lower")
+	}
+	var fillers []*os.File
+	restore := func() {
+		for _, f := range fillers {
+			f.Close()
+		}
+		fillers = nil
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &orig)
+	}
+	defer restore()
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip(err)
+	}
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		fillers = append(fillers, f)
+	}
+	code, body := get("/cold.html")
+	cached, cbody := get("/cached.html")
+	restore()
+	if code != 503 || !strings.HasPrefix(body, "1") {
+		t.Errorf("uncached page out of descriptors: %d, Retry-After+body %q; want 503 with Retry-After 1", code, body)
+	}
+	if cached != 200 || cbody != "cached" {
+		t.Errorf("cached page out of descriptors: %d %q", cached, cbody)
+	}
+	if code, body := get("/cold.html"); code != 200 || body != "cold" {
+		t.Errorf("after: %d %q", code, body)
+	}
+	if out := logs.String(); strings.Contains(out, "level=ERROR") {
+		t.Errorf("descriptor shortage logged errors:\n%s", out)
 	}
 }
