@@ -413,9 +413,16 @@ func holdConn(ctx context.Context, addr string, open *atomic.Int64, kind attack)
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetReadBuffer(4 << 10)
 			}
-			req := strings.Repeat("GET /large.bin HTTP/1.1\r\nHost: x\r\n\r\n", 8)
-			if _, err := c.Write([]byte(req)); err == nil {
-				<-ctx.Done() // never read; the server's writeTimeout may close it
+			// Never read. One more request every 5 s finds out when the
+			// server closed the connection (writeTimeout): the write fails
+			// (a write that only times out means the connection is open).
+			req := []byte("GET /large.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+			_, err := c.Write(bytes.Repeat(req, 8))
+			for err == nil && sleep(ctx, 5*time.Second) {
+				_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+				if _, err = c.Write(req); errors.Is(err, os.ErrDeadlineExceeded) {
+					err = nil
+				}
 			}
 		}
 		close(closed)
