@@ -178,6 +178,12 @@ type SocketConfig struct {
 	// ReusePort binds one listener per event loop with SO_REUSEPORT
 	// (needs a fixed port).
 	ReusePort bool `yaml:"reusePort"`
+	// MaxConnections bounds a server's open connections (0: unbounded):
+	// beyond it, a connection is closed as soon as it is accepted, before
+	// it takes an event-loop slot or a buffer (counted in OverLimit and
+	// RejectedAccepts), so that descriptors stay available to the
+	// connections being served.
+	MaxConnections int `yaml:"maxConnections"`
 	// ReadBuffer is gnet's read size and the largest packet (0 → 16 KiB).
 	ReadBuffer ByteSize `yaml:"readBuffer"`
 	// InboundPolicy says what happens to incoming bytes while their
@@ -240,6 +246,8 @@ func (c SocketConfig) problem() string {
 	switch {
 	case c.EventLoops < 0:
 		return bad("eventLoops %d is negative", c.EventLoops)
+	case c.MaxConnections < 0:
+		return bad("maxConnections %d is negative", c.MaxConnections)
 	case c.ReadBuffer < 0:
 		return bad("readBuffer %d is negative", c.ReadBuffer)
 	case c.ReadBuffer > 64<<20:

@@ -50,8 +50,12 @@
 //     outbound buffer is empty (bounded by CloseTimeout).
 //   - gnet has no deadlines: IdleTimeout is enforced by the maintenance
 //     loop.
-//   - gnet cannot pause accept(2): SuspendAccept closes new connections at
-//     once while suspended.
+//   - gnet stops its whole engine when accept(2) fails (EMFILE, ENFILE), so
+//     a Server accepts on its own goroutine(s) and hands connections to a
+//     gnet client engine; a failed accept is counted, logged once per
+//     burst and retried after a back-off. SuspendAccept closes new
+//     connections at once while suspended; MaxConnections closes those
+//     beyond the limit right after accept.
 //   - gnet closes a connection when the peer half-closes (EOF), so a peer
 //     that shuts down its write side cannot receive a reply afterwards;
 //     the bytes it sent are still delivered.

@@ -19,11 +19,17 @@ type SocketStats struct {
 	// RejectedAccepts counts connections closed at once: accept suspended,
 	// or the sink refused the Connection event.
 	RejectedAccepts uint64
-	BytesIn         uint64 // bytes handed to readers as packets
-	BytesOut        uint64 // bytes written to the kernel
-	Packets         uint64 // packets handed to readers
-	Clogs           uint64 // clog episodes (SinkClogged events)
-	RefusedWrites   uint64 // writes refused for a clogged connection
+	// OverLimit counts connections closed at accept because
+	// MaxConnections were open (included in RejectedAccepts).
+	OverLimit uint64
+	// AcceptErrors counts failed accepts (EMFILE, ENFILE when descriptors
+	// run out, ...): each is retried after a back-off.
+	AcceptErrors  uint64
+	BytesIn       uint64 // bytes handed to readers as packets
+	BytesOut      uint64 // bytes written to the kernel
+	Packets       uint64 // packets handed to readers
+	Clogs         uint64 // clog episodes (SinkClogged events)
+	RefusedWrites uint64 // writes refused for a clogged connection
 	// RejectedReads counts rejections by user sinks: each one pauses the
 	// connection's delivery (and reading) until the sink accepts.
 	RejectedReads uint64
@@ -48,6 +54,7 @@ type counters struct {
 	bytesIn, bytesOut, packets, clogs, refusedWrites            atomic.Uint64
 	rejectedReads, idleClosed, cloggedClosed, overflowClosed    atomic.Uint64
 	governorPauses, readStops, pauseUnsupported, lost           atomic.Uint64
+	overLimit, acceptErrors                                     atomic.Uint64
 }
 
 func (e *engine) snapshotStats() SocketStats {
@@ -59,6 +66,8 @@ func (e *engine) snapshotStats() SocketStats {
 		ConnectFailed:    s.connectFailed.Load(),
 		Closed:           s.closed.Load(),
 		RejectedAccepts:  s.rejectedAccepts.Load(),
+		OverLimit:        s.overLimit.Load(),
+		AcceptErrors:     s.acceptErrors.Load(),
 		BytesIn:          s.bytesIn.Load(),
 		BytesOut:         s.bytesOut.Load(),
 		Packets:          s.packets.Load(),
@@ -115,6 +124,8 @@ func (e *engine) registerMetrics() {
 	gauge("connections.connectFailed", u(&s.connectFailed))
 	gauge("connections.closed", u(&s.closed))
 	gauge("connections.rejected", u(&s.rejectedAccepts))
+	gauge("connections.overLimit", u(&s.overLimit))
+	gauge("accept.errors", u(&s.acceptErrors))
 	gauge("bytes.in", u(&s.bytesIn))
 	gauge("bytes.out", u(&s.bytesOut))
 	gauge("packets.in", u(&s.packets))

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
@@ -301,6 +302,10 @@ func errorResponse(log *slog.Logger, path string, err error) func() *http.Respon
 		return http.NotFound // the file went away since it was resolved
 	case errors.Is(err, fs.ErrPermission):
 		return http.Forbidden
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		// Out of descriptors for a while (the socket layer counts and logs
+		// it): try again soon, rather than one ERROR line per request.
+		return func() *http.Response { return http.ServiceUnavailable(time.Second) }
 	}
 	log.Error("haboob: read", "path", path, "err", err)
 	return http.InternalServerError

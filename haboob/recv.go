@@ -32,6 +32,8 @@ type recvArgs struct {
 	RetryAfter time.Duration `yaml:"retryAfter"`
 	// Stats is the path of the statistics page ("" for none).
 	Stats string `yaml:"stats"`
+	// StatsAccess says who may read it: "loopback" (default) or "public".
+	StatsAccess string `yaml:"statsAccess"`
 	// Routes maps URL prefixes to dynamic handler stages; the longest
 	// matching prefix wins. Prefixes match whole path segments: "/api/"
 	// matches the paths under /api/, and "/api" matches /api itself and
@@ -66,7 +68,7 @@ type httpRecv struct {
 func (h *httpRecv) Init(c *stage.Context) error {
 	h.m = c.Manager()
 	h.log = h.srv.logger(c)
-	h.args = recvArgs{Socket: "http", Stats: "/stats", Static: StagePageCache, Send: StageHttpSend, RetryAfter: time.Second}
+	h.args = recvArgs{Socket: "http", Stats: "/stats", StatsAccess: StatsLoopback, Static: StagePageCache, Send: StageHttpSend, RetryAfter: time.Second}
 	if err := c.DecodeArgs(&h.args); err != nil {
 		return err
 	}
@@ -76,6 +78,9 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	}
 	if a.Stats != "" && !strings.HasPrefix(a.Stats, "/") {
 		return fmt.Errorf("haboob: HttpRecv: stats path %q must start with /", a.Stats)
+	}
+	if err := checkStatsAccess(a.StatsAccess); err != nil {
+		return err
 	}
 	var err error
 	if h.static, err = c.Sink(a.Static); err != nil {
@@ -108,6 +113,9 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		sock.Addr = a.Addr
 	case sock.Addr == "":
 		sock.Addr = "127.0.0.1:8080"
+	}
+	if sock.MaxConnections == 0 && a.MaxConnections > 0 {
+		sock.MaxConnections = overLimitRoom(a.MaxConnections)
 	}
 	hs, err := http.Listen(http.ServerConfig{
 		Socket:          sock,

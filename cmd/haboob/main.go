@@ -93,6 +93,9 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 	if err != nil {
 		return err
 	}
+	if err := needHttpRecv(cfg); err != nil {
+		return err
+	}
 	croot, err := configRoot(cfg)
 	if err != nil {
 		return err
@@ -191,19 +194,37 @@ func build(log *slog.Logger, cfg *stage.Config, root, addr string, tune func(*pr
 	return &instance{log: log, hb: hb, m: m, p: p}, nil
 }
 
-// start starts the stages, then the profiler. The dashboard is optional:
-// a profiler that cannot start (a busy port) is logged, not fatal.
+// start starts the stages, then the profiler. A profiler that cannot start
+// (its dashboard port in use, its log file not writable) is a start-up
+// error: the server is stopped again, so that an operator who asked for the
+// dashboard does not get a server without it (-profiler "" turns it off).
 func (in *instance) start() error {
 	if err := in.m.Start(context.Background()); err != nil {
 		_ = in.hb.Close()
 		return err
 	}
 	if err := in.p.Start(context.Background()); err != nil {
-		in.log.Error("haboob: profiler not started", "err", err)
-	} else if a := in.p.Addr(); a != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = in.hb.Close()
+		_ = in.m.Shutdown(ctx)
+		return fmt.Errorf("profiler not started (-profiler \"\" runs without it): %w", err)
+	}
+	if a := in.p.Addr(); a != nil {
 		in.log.Info("haboob: profiler dashboard", "url", "http://"+a.String()+profiler.DashboardPath)
 	}
 	return nil
+}
+
+// needHttpRecv checks that the configuration has a stage that serves HTTP
+// (handler haboob.HttpRecv): without one Haboob would run with no socket.
+func needHttpRecv(cfg *stage.Config) error {
+	for _, st := range cfg.Stages {
+		if st.Config.Handler == haboob.HandlerHttpRecv {
+			return nil
+		}
+	}
+	return &stage.ConfigError{File: cfg.File, Err: fmt.Errorf("no stage has handler %s: Haboob needs one to accept connections (see configs/haboob.yaml)", haboob.HandlerHttpRecv)}
 }
 
 // shutdown stops the HTTP server first: it reads no more requests and
