@@ -287,7 +287,6 @@ func jsonCodec(name string, t reflect.Type, fields []int) Codec {
 		}}
 }
 
-
 // codecError is the error of an event nobody registered a codec for. It
 // is a rejection (the event does not leave this node) that also wraps
 // ErrNoCodec.

@@ -194,8 +194,8 @@ func (n *Node) stageSubject(stage string) string { return n.cfg.Prefix + ".s." +
 func (n *Node) directSubject(stage, inst string) string {
 	return n.cfg.Prefix + ".s." + stage + "." + inst
 }
-func (n *Node) loadSubject(stage string) string   { return n.cfg.Prefix + ".load." + stage }
-func (n *Node) refSubject(inst string) string     { return n.cfg.Prefix + ".ref." + inst }
+func (n *Node) loadSubject(stage string) string    { return n.cfg.Prefix + ".load." + stage }
+func (n *Node) refSubject(inst string) string      { return n.cfg.Prefix + ".ref." + inst }
 func (n *Node) durableSubject(stage string) string { return n.cfg.Prefix + ".d." + stage }
 func (n *Node) streamName(stage string) string {
 	return strings.ToUpper(n.cfg.Prefix) + "_" + stage

@@ -93,7 +93,9 @@ func (n *Node) refSink(r SinkRef) sink.Sink {
 	return &refSink{stageSender: s, ref: r}
 }
 
-func (s *refSink) String() string { return fmt.Sprintf("remote ref %s@%s#%d", s.ref.Name, s.ref.Node, s.ref.ID) }
+func (s *refSink) String() string {
+	return fmt.Sprintf("remote ref %s@%s#%d", s.ref.Name, s.ref.Node, s.ref.ID)
+}
 
 func (s *stageSender) String() string { return "remote stage " + s.stage }
 
