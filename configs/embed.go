@@ -12,3 +12,12 @@ var Haboob []byte
 
 // HaboobFile is the name Haboob's errors are reported under.
 const HaboobFile = "configs/haboob.yaml"
+
+// HaboobCluster is configs/haboob-cluster.yaml: the Haboob graph across a
+// front node and worker nodes (package remote).
+//
+//go:embed haboob-cluster.yaml
+var HaboobCluster []byte
+
+// HaboobClusterFile is the name HaboobCluster's errors are reported under.
+const HaboobClusterFile = "configs/haboob-cluster.yaml"
