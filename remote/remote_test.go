@@ -22,15 +22,25 @@ type recorder struct {
 	gate   chan struct{} // nil: never blocks
 	failed atomic.Int64  // events still to fail, once each
 	onEv   func(e sink.Event)
+	// entered, if set, gets a signal when a batch arrives
+	entered chan struct{}
 }
 
 func (r *recorder) HandleEvents(batch []sink.Event) error {
+	if r.entered != nil {
+		select {
+		case r.entered <- struct{}{}:
+		default:
+		}
+	}
 	if r.gate != nil {
 		<-r.gate
 	}
+	var errs []error
 	for i, e := range batch {
 		if r.failed.Add(-1) >= 0 {
-			return stage.FailEvent(i, errors.New("failing on purpose"))
+			errs = append(errs, stage.FailEvent(i, errors.New("failing on purpose")))
+			continue
 		}
 		r.mu.Lock()
 		r.got = append(r.got, e)
@@ -39,7 +49,7 @@ func (r *recorder) HandleEvents(batch []sink.Event) error {
 			r.onEv(e)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (r *recorder) events() []sink.Event {
