@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -43,6 +44,8 @@ type stageSender struct {
 
 	mu       sync.Mutex
 	replicas map[string]*replicaState // by instance
+
+	comb combiner // concurrent Enqueues, sent together
 }
 
 type predBox struct{ p sink.Predicate }
@@ -182,13 +185,23 @@ func (s *stageSender) reject(reason string) error {
 // replica that gave it), retransmitting on timeout.
 func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState) (*verdict, *replicaState, error) {
 	if id == "" {
-		id = s.n.inst + "." + strconv.FormatUint(s.seq.Add(1), 36)
+		id = s.newID()
 	}
 	data, err := s.n.wire.encodeRequest(&request{op: op, id: id, from: "", ref: s.ref, events: es}, s.stage)
 	if err != nil {
 		s.rejected.Add(1)
 		return nil, nil, err
 	}
+	return s.roundTrip(data, to)
+}
+
+func (s *stageSender) newID() string {
+	return s.n.inst + "." + strconv.FormatUint(s.seq.Add(1), 36)
+}
+
+// roundTrip sends an encoded request (which holds its idempotency key)
+// and returns the verdict.
+func (s *stageSender) roundTrip(data []byte, to *replicaState) (*verdict, *replicaState, error) {
 	attempts := s.cfg.Retries + 1
 	per := s.cfg.Timeout / time.Duration(attempts)
 	rs := to
@@ -283,7 +296,12 @@ func (s *stageSender) send(es []sink.Event) error {
 // predicate) or sink.ErrClosed. No replica up is a rejection at once; a
 // replica that does not answer is asked again with the same idempotency
 // key (it admits the event once) until the stage's remote timeout.
-func (s *stageSender) Enqueue(e sink.Event) error { return s.send([]sink.Event{e}) }
+func (s *stageSender) Enqueue(e sink.Event) error {
+	if err := s.admitLocally([]sink.Event{e}); err != nil {
+		return err
+	}
+	return s.comb.enqueue(s, e)
+}
 
 // EnqueueMany sends es in one message to one replica, which admits all of
 // them or none.
@@ -310,7 +328,7 @@ func (s *stageSender) Prepare(es []sink.Event) (sink.Txn, error) {
 	if err := s.admitLocally(es); err != nil {
 		return nil, err
 	}
-	id := s.n.inst + "." + strconv.FormatUint(s.seq.Add(1), 36)
+	id := s.newID()
 	v, rs, err := s.call(opPrepare, id, es, nil)
 	if err != nil {
 		return nil, err
@@ -405,4 +423,156 @@ func Stats(s sink.Sink) (SinkStats, bool) {
 		return v.Stats(), true
 	}
 	return SinkStats{}, false
+}
+
+// RoundTrip returns the p50 and p99 of a remote sink's recent verdict
+// round trips (request mode) or publish acknowledgements (durable), and
+// false for any other sink.
+func RoundTrip(s sink.Sink) (p50, p99 time.Duration, ok bool) {
+	if u, ok := s.(interface{ Unwrap() sink.Sink }); ok {
+		s = u.Unwrap()
+	}
+	if r, ok := s.(interface {
+		RoundTrip() (time.Duration, time.Duration)
+	}); ok {
+		p50, p99 = r.RoundTrip()
+		return p50, p99, true
+	}
+	return 0, 0, false
+}
+
+// ---- combining concurrent Enqueues ----
+
+// maxCombined bounds the events one combined request carries, and
+// maxLeaders the combined requests in flight at once.
+const (
+	maxCombined = 256
+	maxLeaders  = 4
+)
+
+// combiner sends the Enqueues of concurrent goroutines together: a
+// goroutine that finds fewer than maxLeaders requests in flight sends
+// every waiting event in one request (opEach: the replica decides each
+// event on its own, so each caller still gets its own verdict at once);
+// the others wait for their verdict or to be asked to lead the next
+// request. One goroutine alone sends its event by itself, at once.
+type combiner struct {
+	mu      sync.Mutex
+	waiting []*pending
+	leaders int
+}
+
+// pending is one Enqueue waiting in a combiner.
+type pending struct {
+	enc   []byte // the event, encoded by its own goroutine
+	err   error
+	wake  chan bool // true: lead the next request; false: err is set
+	asked bool      // under combiner.mu: already asked to lead
+}
+
+var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
+
+func (c *combiner) enqueue(s *stageSender, e sink.Event) error {
+	p := pendingPool.Get().(*pending)
+	enc, err := s.n.wire.encodeEvent(p.enc[:0], s.stage, e)
+	if err != nil {
+		pendingPool.Put(p)
+		s.rejected.Add(1)
+		return err
+	}
+	p.enc, p.err, p.asked = enc, nil, false
+	c.mu.Lock()
+	c.waiting = append(c.waiting, p)
+	lead := c.leaders < maxLeaders
+	if lead {
+		c.leaders++
+	}
+	c.mu.Unlock()
+	if lead {
+		c.lead(s)
+	}
+	for <-p.wake {
+		c.lead(s)
+	}
+	err = p.err
+	p.err = nil
+	if cap(p.enc) > 4096 {
+		p.enc = nil
+	}
+	pendingPool.Put(p)
+	return err
+}
+
+// lead sends what is waiting, then hands the lead to the next waiter (or
+// gives it up).
+func (c *combiner) lead(s *stageSender) {
+	c.mu.Lock()
+	n := min(len(c.waiting), maxCombined)
+	batch := make([]*pending, n)
+	copy(batch, c.waiting)
+	c.waiting = append(c.waiting[:0], c.waiting[n:]...)
+	c.mu.Unlock()
+	if n > 0 {
+		s.sendEach(batch)
+	}
+	c.mu.Lock()
+	var next *pending
+	for _, w := range c.waiting {
+		if !w.asked {
+			next = w
+			break
+		}
+	}
+	if next != nil {
+		next.asked = true
+	} else {
+		c.leaders--
+	}
+	c.mu.Unlock()
+	if next != nil {
+		next.wake <- true
+	}
+}
+
+// sendEach sends a combined request and wakes every waiter with its own
+// verdict.
+func (s *stageSender) sendEach(batch []*pending) {
+	size := 64
+	for _, p := range batch {
+		size += len(p.enc)
+	}
+	data := requestHeader(make([]byte, 0, size), opEach, s.newID(), "", s.ref)
+	data = binary.AppendUvarint(data, uint64(len(batch)))
+	for _, p := range batch {
+		data = append(data, p.enc...)
+	}
+	v, _, err := s.roundTrip(data, nil)
+	if err == nil && v.status != statusEach {
+		err = v.err() // the whole request failed (it could not be decoded)
+		if err == nil {
+			err = s.reject("bad verdict")
+		}
+	}
+	if err == nil && len(v.each) != len(batch) {
+		err = s.reject(fmt.Sprintf("verdict for %d events, sent %d", len(v.each), len(batch)))
+	}
+	why := 0
+	for i, p := range batch {
+		switch {
+		case err != nil:
+			p.err = err
+		case v.each[i] == statusOK:
+			s.events.Add(1)
+		default:
+			d := verdictDetail{}
+			if why < len(v.why) {
+				d = v.why[why]
+				why++
+			}
+			ev := &verdict{status: v.each[i], detail: d}
+			p.err = ev.err()
+			s.rejected.Add(1)
+		}
+		p.wake <- false
+	}
 }

@@ -146,6 +146,8 @@ func (r *replica) decide(data []byte) *verdict {
 	switch q.op {
 	case opEnqueue, opPrepare:
 		return r.seen.once(q.id, func() *verdict { return r.admit(q) })
+	case opEach:
+		return r.seen.once(q.id, func() *verdict { return admitEach(r.st.Sink(), r.n.node, r.name, q.events) })
 	case opCommit, opAbort:
 		r.txMu.Lock()
 		h := r.txns[q.id]
@@ -194,6 +196,20 @@ func (r *replica) admit(q *request) *verdict {
 	return verdictOf(err)
 }
 
+// admitEach enqueues every event on its own and reports each outcome.
+func admitEach(s sink.Sink, node, name string, es []sink.Event) *verdict {
+	v := &verdict{status: statusEach, each: make([]byte, len(es))}
+	for i, e := range es {
+		ev := verdictOf(s.Enqueue(e))
+		v.each[i] = ev.status
+		if ev.status != statusOK {
+			ev.detail.Node, ev.detail.Stage = node, name
+			v.why = append(v.why, ev.detail)
+		}
+	}
+	return v
+}
+
 // verdictOf turns a local enqueue's error into a verdict.
 func verdictOf(err error) *verdict {
 	if err == nil {
@@ -230,6 +246,9 @@ func (n *Node) decideRef(data []byte) *verdict {
 	s := n.wire.exported(q.ref)
 	if s == nil {
 		return &verdict{status: statusClosed, detail: verdictDetail{Stage: fmt.Sprintf("ref #%d", q.ref), Reason: "no such exported sink"}}
+	}
+	if q.op == opEach {
+		return admitEach(s, n.node, sinkName(s), q.events)
 	}
 	if q.op != opEnqueue {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: "references take enqueues only"}}

@@ -156,10 +156,11 @@ func (k *keptObjects) take(id uint64) (any, bool) {
 
 // Operations of a request.
 const (
-	opEnqueue byte = iota + 1
+	opEnqueue byte = iota + 1 // all or nothing (Enqueue, EnqueueMany)
 	opPrepare
 	opCommit
 	opAbort
+	opEach // every event decided on its own (concurrent Enqueues combined)
 )
 
 // request is the body of a message to a replica.
@@ -172,6 +173,8 @@ type request struct {
 }
 
 var errShort = errors.New("remote: truncated message")
+
+func carriesEvents(op byte) bool { return op == opEnqueue || op == opPrepare || op == opEach }
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -231,27 +234,39 @@ func (r *reader) byte() byte {
 // encodeEvents appends the events to b, each as its codec's name and bytes.
 func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(len(es)))
-	var last *Codec
+	var err error
 	for _, e := range es {
-		t := reflect.TypeOf(e)
-		cd := last
-		if cd == nil || cd.Type != t {
-			if t == nil {
-				return nil, &codecError{stage: stage, typ: t}
-			}
-			if cd = w.codecs.forType(t); cd == nil {
-				return nil, &codecError{stage: stage, typ: t}
-			}
-			last = cd
+		if b, err = w.encodeEvent(b, stage, e); err != nil {
+			return nil, err
 		}
-		data, err := cd.Encode(w, e)
-		if err != nil {
-			return nil, &codecError{stage: stage, typ: t, err: err}
-		}
-		b = appendString(b, cd.Name)
-		b = appendBytes(b, data)
 	}
 	return b, nil
+}
+
+// encodeEvent appends one event: its codec's name and bytes.
+func (w *Wire) encodeEvent(b []byte, stage string, e sink.Event) ([]byte, error) {
+	t := reflect.TypeOf(e)
+	if t == nil {
+		return nil, &codecError{stage: stage, typ: t}
+	}
+	cd := w.codecs.forType(t)
+	if cd == nil {
+		return nil, &codecError{stage: stage, typ: t}
+	}
+	data, err := cd.Encode(w, e)
+	if err != nil {
+		return nil, &codecError{stage: stage, typ: t, err: err}
+	}
+	b = appendString(b, cd.Name)
+	return appendBytes(b, data), nil
+}
+
+// requestHeader starts a request's bytes.
+func requestHeader(b []byte, op byte, id, from string, ref uint64) []byte {
+	b = append(b, op)
+	b = appendString(b, id)
+	b = appendString(b, from)
+	return binary.AppendUvarint(b, ref)
 }
 
 func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
@@ -287,12 +302,8 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 }
 
 func (w *Wire) encodeRequest(q *request, stage string) ([]byte, error) {
-	b := make([]byte, 0, 64)
-	b = append(b, q.op)
-	b = appendString(b, q.id)
-	b = appendString(b, q.from)
-	b = binary.AppendUvarint(b, q.ref)
-	if q.op != opEnqueue && q.op != opPrepare {
+	b := requestHeader(make([]byte, 0, 64), q.op, q.id, q.from, q.ref)
+	if !carriesEvents(q.op) {
 		return b, nil
 	}
 	return w.encodeEvents(b, stage, q.events)
@@ -304,7 +315,7 @@ func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if q.op != opEnqueue && q.op != opPrepare {
+	if !carriesEvents(q.op) {
 		return q, nil
 	}
 	es, err := w.decodeEvents(r)
@@ -318,6 +329,7 @@ const (
 	statusRejected
 	statusClosed
 	statusError // the replica could not decode or find the target
+	statusEach  // one verdict per event follows
 )
 
 // verdict is a replica's answer.
@@ -326,6 +338,8 @@ type verdict struct {
 	len    int    // the replica's queue length after the decision
 	inst   string // the replica instance
 	detail verdictDetail
+	each   []byte          // statusEach: every event's status
+	why    []verdictDetail // statusEach: the details of the events not admitted, in order
 }
 
 type verdictDetail struct {
@@ -340,7 +354,15 @@ func encodeVerdict(v *verdict) []byte {
 	b = append(b, v.status)
 	b = binary.AppendUvarint(b, uint64(max(v.len, 0)))
 	b = appendString(b, v.inst)
-	if v.status != statusOK {
+	switch v.status {
+	case statusOK:
+	case statusEach:
+		b = appendBytes(b, v.each)
+		if len(v.why) > 0 {
+			d, _ := json.Marshal(v.why)
+			b = append(b, d...)
+		}
+	default:
 		d, _ := json.Marshal(v.detail)
 		b = append(b, d...)
 	}
@@ -353,7 +375,19 @@ func decodeVerdict(data []byte) (*verdict, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if v.status != statusOK {
+	switch v.status {
+	case statusOK:
+	case statusEach:
+		v.each = r.bytes()
+		if r.err != nil {
+			return nil, r.err
+		}
+		if len(r.b) > 0 {
+			if err := json.Unmarshal(r.b, &v.why); err != nil {
+				return nil, fmt.Errorf("remote: bad verdict: %w", err)
+			}
+		}
+	default:
 		if err := json.Unmarshal(r.b, &v.detail); err != nil {
 			return nil, fmt.Errorf("remote: bad verdict: %w", err)
 		}
