@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -48,23 +49,22 @@ func (n *Node) serve(m *stage.Manager, name string, sc *stage.StageConfig) error
 	}
 	r := &replica{n: n, name: name, st: st, seen: newDedup(rc.Duplicates), txns: map[string]*heldTxn{},
 		stopC: make(chan struct{}), done: make(chan struct{})}
-	for _, sub := range []struct{ subj, queue string }{
+	// Several subscriptions per subject, in queue groups: requests are
+	// decoded and decided on as many goroutines as there are CPUs.
+	subjects := []struct{ subj, queue string }{
 		{n.stageSubject(name), name},
-		{n.directSubject(name, n.inst), ""},
-	} {
-		var s *nats.Subscription
-		var err error
-		if sub.queue != "" {
-			s, err = n.nc.QueueSubscribe(sub.subj, sub.queue, r.handle)
-		} else {
-			s, err = n.nc.Subscribe(sub.subj, r.handle)
+		{n.directSubject(name, n.inst), "direct"},
+	}
+	for range max(2, runtime.GOMAXPROCS(0)) {
+		for _, sub := range subjects {
+			s, err := n.nc.QueueSubscribe(sub.subj, sub.queue, r.handle)
+			if err != nil {
+				r.stop()
+				return fmt.Errorf("remote: serve %q: %w", name, err)
+			}
+			_ = s.SetPendingLimits(-1, -1) // admission is the stage's business, not the client's buffer
+			r.subs = append(r.subs, s)
 		}
-		if err != nil {
-			r.stop()
-			return fmt.Errorf("remote: serve %q: %w", name, err)
-		}
-		_ = s.SetPendingLimits(-1, -1) // admission is the stage's business, not the client's buffer
-		r.subs = append(r.subs, s)
 	}
 	// The server has our interest before anyone is told we are here.
 	if err := n.nc.Flush(); err != nil {
@@ -268,35 +268,43 @@ func (n *Node) decideRef(data []byte) *verdict {
 type dedup struct {
 	mu        sync.Mutex
 	window    time.Duration
-	cur, prev map[string]*verdict
+	cur, prev map[string]*decided
 	rotated   time.Time
 }
 
-func newDedup(window time.Duration) *dedup {
-	return &dedup{window: window, cur: map[string]*verdict{}, prev: map[string]*verdict{}, rotated: time.Now()}
+// decided is a request's verdict, ready once done is closed.
+type decided struct {
+	v    *verdict
+	done chan struct{}
 }
 
-// once returns the verdict remembered for id, or decides and remembers.
-// Requests with one id are decided once: the replica's subscription runs
-// them one at a time.
+func newDedup(window time.Duration) *dedup {
+	return &dedup{window: window, cur: map[string]*decided{}, prev: map[string]*decided{}, rotated: time.Now()}
+}
+
+// once returns the verdict of request id: decided by decide the first
+// time, remembered afterwards. A copy of the request arriving while the
+// first is being decided (on another subscription) waits for its verdict.
 func (d *dedup) once(id string, decide func() *verdict) *verdict {
 	d.mu.Lock()
 	if now := time.Now(); now.Sub(d.rotated) > d.window {
-		d.prev, d.cur, d.rotated = d.cur, map[string]*verdict{}, now
+		d.prev, d.cur, d.rotated = d.cur, map[string]*decided{}, now
 	}
-	v, ok := d.cur[id]
+	x, ok := d.cur[id]
 	if !ok {
-		v, ok = d.prev[id]
+		x, ok = d.prev[id]
+	}
+	if !ok {
+		x = &decided{done: make(chan struct{})}
+		d.cur[id] = x
 	}
 	d.mu.Unlock()
-	if ok {
-		c := *v
-		return &c
+	if !ok {
+		x.v = decide()
+		close(x.done)
+	} else {
+		<-x.done
 	}
-	v = decide()
-	d.mu.Lock()
-	d.cur[id] = v
-	d.mu.Unlock()
-	c := *v
+	c := *x.v
 	return &c
 }
