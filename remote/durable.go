@@ -295,6 +295,7 @@ func (n *Node) serveDurable(st *stage.Stage, rc stage.RemoteConfig) error {
 		return err
 	}
 	d.st = st
+	registerDurableMetrics(st.Manager(), d)
 	sub, err := n.js.PullSubscribe(n.durableSubject(st.Name()), st.Name(), nats.BindStream(n.streamName(st.Name())),
 		nats.AckExplicit(), nats.AckWait(rc.Timeout), nats.MaxDeliver(-1))
 	if err != nil {

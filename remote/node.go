@@ -250,6 +250,7 @@ func (n *Node) NewManager(cfg *stage.Config, r *stage.Registry, o stage.Options)
 			n.Shutdown(context.Background())
 			return nil, err
 		}
+		registerSinkMetrics(m, ns.Name, s)
 	}
 	return m, nil
 }

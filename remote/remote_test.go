@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	metrics "github.com/rcrowley/go-metrics"
+
 	"github.com/sandstorm-go/sandstorm/remote"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -235,6 +237,10 @@ func TestEnqueueManyIsOneMessage(t *testing.T) {
 	st, _ := remote.Stats(s)
 	if st.Sent != 1 || st.Events != 100 {
 		t.Fatalf("stats %+v: want one request carrying 100 events", st)
+	}
+	g, ok := ma.Metrics().Get("remote.Work.events").(metrics.Gauge)
+	if !ok || g.Value() != 100 {
+		t.Fatalf("metric remote.Work.events = %v", g)
 	}
 	waitFor(t, "100 events handled", func() bool { return work.count() == 100 })
 	got := work.events()
