@@ -97,6 +97,19 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		return nil, fmt.Errorf("remote: connect to NATS %q: %w", url, err)
 	}
 	n.nc = nc
+	// A server not up yet (a worker started before the front) is waited
+	// for; the client reconnects on its own.
+	for wait := 0; !nc.IsConnected() && wait < 300; wait++ {
+		if wait == 0 {
+			n.log.Info("remote: waiting for the NATS server", "url", url)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !nc.IsConnected() {
+		nc.Close()
+		n.stopServer()
+		return nil, fmt.Errorf("remote: NATS server %q not reachable within 30s", url)
+	}
 	if n.js, err = nc.JetStream(); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("remote: JetStream: %w", err)

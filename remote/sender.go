@@ -92,7 +92,7 @@ type refSink struct {
 
 func (n *Node) refSink(r SinkRef) sink.Sink {
 	s := &stageSender{n: n, stage: r.Name, cfg: remoteConfig(&stage.StageConfig{}),
-		fixed: n.refSubject(r.Inst), ref: r.ID, latency: newLatencies()}
+		fixed: n.refSubject(r.Inst), ref: r.ID}
 	return &refSink{stageSender: s, ref: r}
 }
 

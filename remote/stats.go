@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// latencies keeps the last round trips for percentiles.
+// latencies keeps the last round trips for percentiles. A nil *latencies
+// keeps nothing (the sinks imported from references, made per event).
 type latencies struct {
 	mu   sync.Mutex
 	ring []time.Duration
@@ -17,6 +18,9 @@ type latencies struct {
 func newLatencies() *latencies { return &latencies{ring: make([]time.Duration, 1024)} }
 
 func (l *latencies) add(d time.Duration) {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	l.ring[l.next] = d
 	l.next++
@@ -27,6 +31,9 @@ func (l *latencies) add(d time.Duration) {
 }
 
 func (l *latencies) percentiles() (p50, p99 time.Duration) {
+	if l == nil {
+		return 0, 0
+	}
 	l.mu.Lock()
 	n := l.next
 	if l.full {
