@@ -242,6 +242,9 @@ func (n *Node) NewManager(cfg *stage.Config, r *stage.Registry, o stage.Options)
 	n.mu.Lock()
 	n.m = m
 	n.mu.Unlock()
+	if err := n.shareGroups(m); err != nil {
+		return nil, err
+	}
 	for _, ns := range local.Stages {
 		sc := ns.Config
 		if sc.HostedOn(n.node) {

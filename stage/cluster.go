@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -152,3 +153,8 @@ func (t *tracedRemote) EnqueueLossy(e sink.Event) bool {
 func (t *tracedRemote) Unwrap() sink.Sink { return t.Sink }
 
 func (t *tracedRemote) String() string { return fmt.Sprint(t.Sink) }
+
+// SharedPredicates returns the predicate state the manager's stages share
+// (group rates, session tables); package remote divides group rates among
+// the nodes of a cluster through it.
+func (m *Manager) SharedPredicates() *enqueuepred.Shared { return m.predicateShared() }
