@@ -102,8 +102,11 @@ func (s *durableSender) publish(es []sink.Event) error {
 	start := time.Now()
 	// The client retries a publish that got no acknowledgement with the
 	// same id: the stream stores it once.
+	// remote.timeout is the consumers' acknowledgement wait; a publish
+	// waits for the stream at least a second per attempt.
+	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), time.Second)
 	_, err = s.n.js.PublishMsg(&nats.Msg{Subject: s.subject, Data: data}, nats.MsgId(id),
-		nats.AckWait(s.cfg.Timeout/time.Duration(s.cfg.Retries+1)), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
+		nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
 	switch {
 	case err == nil:
 		s.latency.add(time.Since(start))
