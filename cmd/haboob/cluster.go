@@ -16,6 +16,9 @@ type clusterFlags struct {
 	node, nats, listen optionalString
 }
 
+// given reports whether any cluster flag was given.
+func (f *clusterFlags) given() bool { return f.node.set || f.nats.set || f.listen.set }
+
 func (f *clusterFlags) override(cc *remote.ClusterConfig) {
 	if f.node.set {
 		cc.Node = f.node.value

@@ -84,7 +84,7 @@ func TestClusterFrontAndTwoWorkers(t *testing.T) {
 		t.Fatalf("front: addr %q nats %q", front.addr, front.nats)
 	}
 	w1 := startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats)
-	w2 := startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats)
+	w2 := startNode(t, bin, "-node", "worker", "-nats", front.nats) // the embedded cluster graph
 	if w1.addr != "" || w2.addr != "" {
 		t.Fatalf("a worker serves HTTP on %q %q", w1.addr, w2.addr)
 	}

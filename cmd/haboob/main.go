@@ -26,7 +26,8 @@
 // embedding one, and -nats-listen is where the embedded server takes
 // other processes' connections. The flags override global.cluster's
 // node, nats and listen; a configuration without a cluster block starts
-// no NATS.
+// no NATS. Cluster flags without -config select the embedded
+// configs/haboob-cluster.yaml.
 package main
 
 import (
@@ -97,6 +98,10 @@ func run(args []string) int {
 
 func serve(log *slog.Logger, configPath, root, addr string, prof optionalString, cf *clusterFlags) (err error) {
 	data, name := configs.Haboob, configs.HaboobFile
+	if cf != nil && cf.given() {
+		// Cluster flags without -config: the bundled cluster graph.
+		data, name = configs.HaboobCluster, configs.HaboobClusterFile
+	}
 	if configPath != "" {
 		if data, err = os.ReadFile(configPath); err != nil {
 			return err
