@@ -77,6 +77,9 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 	n.wire = newWire(n, o.Codecs, cfg.KeepTTL)
 	opts := []nats.Option{nats.Name("sandstorm " + cfg.Node), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond), nats.RetryOnFailedConnect(true),
+		// No buffering while disconnected: a request sent then would
+		// reach a replica after its sender was told "rejected".
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				n.log.Warn("remote: disconnected from NATS", "err", err)
