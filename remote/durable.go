@@ -103,8 +103,8 @@ func (s *durableSender) publish(es []sink.Event) error {
 	// The client retries a publish that got no acknowledgement with the
 	// same id: the stream stores it once.
 	// remote.timeout is the consumers' acknowledgement wait; a publish
-	// waits for the stream at least a second per attempt.
-	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), time.Second)
+	// waits for the stream at least two seconds per attempt.
+	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), 2*time.Second)
 	_, err = s.n.js.PublishMsg(&nats.Msg{Subject: s.subject, Data: data}, nats.MsgId(id),
 		nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
 	switch {
