@@ -50,6 +50,15 @@
 // to the original sink (the request-reply path); Wire.Keep and Wire.Take
 // do the same for other objects with an identity.
 //
+// Group rates (`{type: group}` predicates) are cluster-wide: the rate
+// configured is the cluster's total, split evenly among the live nodes
+// using the group (see GroupShare for the accuracy bound). Every remote
+// sink publishes remote.<stage>.{sent,events,rejected,retransmits,dropped,
+// rtt.p50.us,rtt.p99.us} in the manager's metrics registry (durable
+// replicas: redelivered, naks, acks), and enqueues on remote stages are
+// edges of the node's stage graph (Manager.Edges), so the profiler shows
+// them.
+//
 // What it does not do: it does not order events across replicas, it does
 // not make request mode survive a replica's death (events that replica had
 // admitted are lost with it; durable mode is for that), and a durable
