@@ -111,6 +111,15 @@ func (s *share) update(self string, stale int64) {
 
 // GroupShare returns this node's share of a cluster-wide group rate, or
 // false if the manager has no such group.
+//
+// In a cluster a group's configured rate R is the total: each of the N
+// live nodes whose stages use the group admits R/N. Over any interval T
+// the cluster admits at most R·T plus one bucket depth per node, except
+// around a membership change: a joining node admits up to R until it
+// hears the others (one heartbeat) while they keep R/N until they hear
+// it, and a node that leaves lowers the total to R·(N−1)/N until the
+// others notice (three heartbeats, at least a second). The split is even,
+// not by demand: a node with little traffic leaves its share unused.
 func GroupShare(m *stage.Manager, group string) (rate float64, ok bool) {
 	for _, name := range m.SharedPredicates().Groups() {
 		if name == group {
