@@ -39,7 +39,28 @@ type small struct {
 	Kind string `json:"k"`
 }
 
-func init() { remote.Register[small](testCodecs, "bench.small") }
+// tiny is small with a binary encoding of its own (encoding.BinaryMarshaler).
+type tiny struct {
+	ID   uint32
+	Kind byte
+}
+
+func (t tiny) MarshalBinary() ([]byte, error) {
+	return []byte{byte(t.ID >> 24), byte(t.ID >> 16), byte(t.ID >> 8), byte(t.ID), t.Kind}, nil
+}
+
+func (t *tiny) UnmarshalBinary(b []byte) error {
+	if len(b) != 5 {
+		return fmt.Errorf("tiny: %d bytes", len(b))
+	}
+	t.ID, t.Kind = uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3]), b[4]
+	return nil
+}
+
+func init() {
+	remote.Register[small](testCodecs, "bench.small")
+	remote.Register[tiny](testCodecs, "bench.tiny")
+}
 
 // benchNodes starts node a (embedding the server, in-process) and node b
 // (over loopback TCP) hosting Work.
@@ -224,5 +245,92 @@ func BenchmarkDurableEnqueue(b *testing.B) {
 		}
 	})
 	waitCount(work, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkPlainNATSBinary is BenchmarkPlainNATS with tiny's binary
+// encoding: the reference for the *Binary benchmarks.
+func BenchmarkPlainNATSBinary(b *testing.B) {
+	_, _, na := benchNodes(b, "request")
+	nc, err := nats.Connect(na.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	var got counter
+	sub, err := nc.QueueSubscribe("plain", "q", func(m *nats.Msg) {
+		var e tiny
+		_ = e.UnmarshalBinary(m.Data)
+		got.n.Add(1)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	_ = nc.Flush()
+	pub := na.Conn()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		data, _ := tiny{ID: uint32(i), Kind: 'x'}.MarshalBinary()
+		if err := pub.Publish("plain", data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitCount(&got, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkRemoteEnqueueBinary is BenchmarkRemoteEnqueue with tiny events.
+func BenchmarkRemoteEnqueueBinary(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	var id atomic.Uint32
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.Enqueue(tiny{ID: id.Add(1), Kind: 'x'}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	waitCount(work, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkRemoteEnqueueManyBinary is BenchmarkRemoteEnqueueMany with
+// tiny events.
+func BenchmarkRemoteEnqueueManyBinary(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	const batch = 100
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	var sent atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		es := make([]sink.Event, 0, batch)
+		flush := func() {
+			if len(es) == 0 {
+				return
+			}
+			if err := s.EnqueueMany(es); err != nil {
+				b.Error(err)
+			}
+			sent.Add(int64(len(es)))
+			es = es[:0]
+		}
+		i := uint32(0)
+		for pb.Next() {
+			i++
+			es = append(es, tiny{ID: i, Kind: 'x'})
+			if len(es) == batch {
+				flush()
+			}
+		}
+		flush()
+	})
+	waitCount(work, sent.Load())
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }

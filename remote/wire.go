@@ -235,8 +235,9 @@ func (r *reader) byte() byte {
 func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(len(es)))
 	var err error
+	var last *Codec // a batch is usually of one type: look it up once
 	for _, e := range es {
-		if b, err = w.encodeEvent(b, stage, e); err != nil {
+		if b, last, err = w.appendEvent(b, stage, e, last); err != nil {
 			return nil, err
 		}
 	}
@@ -245,20 +246,29 @@ func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, er
 
 // encodeEvent appends one event: its codec's name and bytes.
 func (w *Wire) encodeEvent(b []byte, stage string, e sink.Event) ([]byte, error) {
+	b, _, err := w.appendEvent(b, stage, e, nil)
+	return b, err
+}
+
+// appendEvent is encodeEvent reusing last if e is of its type; it
+// returns the codec it used.
+func (w *Wire) appendEvent(b []byte, stage string, e sink.Event, last *Codec) ([]byte, *Codec, error) {
 	t := reflect.TypeOf(e)
 	if t == nil {
-		return nil, &codecError{stage: stage, typ: t}
+		return nil, nil, &codecError{stage: stage, typ: t}
 	}
-	cd := w.codecs.forType(t)
-	if cd == nil {
-		return nil, &codecError{stage: stage, typ: t}
+	cd := last
+	if cd == nil || cd.Type != t {
+		if cd = w.codecs.forType(t); cd == nil {
+			return nil, nil, &codecError{stage: stage, typ: t}
+		}
 	}
 	data, err := cd.Encode(w, e)
 	if err != nil {
-		return nil, &codecError{stage: stage, typ: t, err: err}
+		return nil, nil, &codecError{stage: stage, typ: t, err: err}
 	}
 	b = appendString(b, cd.Name)
-	return appendBytes(b, data), nil
+	return appendBytes(b, data), cd, nil
 }
 
 // requestHeader starts a request's bytes.
