@@ -30,3 +30,12 @@ var Arashi []byte
 
 // ArashiFile is the name Arashi's errors are reported under.
 const ArashiFile = "configs/arashi.yaml"
+
+// HaboobCluster is configs/haboob-cluster.yaml: the Haboob graph across a
+// front node and worker nodes (package remote).
+//
+//go:embed haboob-cluster.yaml
+var HaboobCluster []byte
+
+// HaboobClusterFile is the name HaboobCluster's errors are reported under.
+const HaboobClusterFile = "configs/haboob-cluster.yaml"

@@ -111,6 +111,10 @@ type StageConfig struct {
 	// Factory makes a fresh handler when a supervisor restarts the stage.
 	// Configuration files use the registry's factory.
 	Factory Factory `yaml:"-"`
+	// Nodes lists the cluster nodes hosting the stage (empty: every
+	// node); Remote says how the others reach it. See package remote.
+	Nodes  []string      `yaml:"nodes"`
+	Remote *RemoteConfig `yaml:"remote"`
 
 	path        string // key path in the configuration file, for errors
 	file        string
@@ -138,6 +142,8 @@ type GlobalConfig struct {
 	// register validators for them with RegisterSection.
 	Profiler yaml.Node `yaml:"profiler"`
 	AIO      yaml.Node `yaml:"aio"`
+	// Cluster is decoded by package remote (absent: no cluster, no NATS).
+	Cluster yaml.Node `yaml:"cluster"`
 	// Shutdown bounds a graceful shutdown by the command that runs the
 	// manager (0 → 10s).
 	Shutdown time.Duration `yaml:"shutdown"`
@@ -151,13 +157,15 @@ func (g *GlobalConfig) section(name string) *yaml.Node {
 		return &g.Profiler
 	case "aio":
 		return &g.AIO
+	case "cluster":
+		return &g.Cluster
 	}
 	return nil
 }
 
 // sectionNames lists the sections of GlobalConfig that RegisterSection
 // accepts.
-var sectionNames = []string{"aio", "profiler"}
+var sectionNames = []string{"aio", "cluster", "profiler"}
 
 // SectionValidator checks a `global:` section owned by another package. n is
 // the section's node and path its dotted key path ("global.aio"). Errors
@@ -187,8 +195,8 @@ var sections = struct {
 //		})
 //	}
 //
-// name is one of the raw sections of GlobalConfig: "aio" or "profiler". A
-// section nobody registered a validator for (its package is not linked in)
+// name is one of the raw sections of GlobalConfig: "aio", "cluster" or
+// "profiler". A section nobody registered a validator for (its package is not linked in)
 // is kept as is, unchecked, for its owner to decode later. RegisterSection
 // panics if name is not such a section, if validate is nil, or if name is
 // registered twice.
@@ -247,6 +255,10 @@ type Config struct {
 	Global      GlobalConfig
 	Stages      []NamedStageConfig      // in file order
 	Supervisors []NamedSupervisorConfig // in dependency order: children first
+	// Node is the cluster node this process runs as (package remote sets
+	// it): NewFromConfig creates only the stages hosted on it (see
+	// StageConfig.HostedOn). "" creates every stage.
+	Node string
 }
 
 // NamedSupervisorConfig is one entry of `supervisors:`, a supervisor group.
@@ -450,6 +462,9 @@ func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
 	if err := validatePool(sc.ThreadPool, sc.Batching, n, path); err != nil {
 		return err
 	}
+	if err := validateCluster(sc, n, path); err != nil {
+		return err
+	}
 	spec := lookup(n, "scheduler")
 	sched, err := decodeScheduler(spec, yamlstrict.Join(path, "scheduler"))
 	if err != nil {
@@ -542,6 +557,9 @@ func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
 		return nil, err
 	}
 	for _, ns := range cfg.Stages {
+		if !ns.Config.HostedOn(cfg.Node) {
+			continue
+		}
 		f, ok := r.Lookup(ns.Config.Handler)
 		if !ok {
 			return nil, &ConfigError{File: cfg.File, Err: fmt.Errorf("line %d: %s: %w %q (forgotten import?)",

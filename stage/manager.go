@@ -101,6 +101,8 @@ type Manager struct {
 
 	predOnce   sync.Once
 	predShared *enqueuepred.Shared
+
+	remotes remoteSinks // stages hosted on other nodes (cluster.go)
 }
 
 // NewManager returns a manager with no stages, not started.
@@ -717,6 +719,11 @@ func (m *Manager) sinkFrom(from, to string) (sink.Sink, error) {
 	m.mu.RUnlock()
 	if k != nil && k.st == s {
 		return k, nil // the common case, without the write lock
+	}
+	if s == nil {
+		if r := m.remoteFrom(from, to); r != nil {
+			return r, nil // hosted on another node (cluster.go)
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
