@@ -60,7 +60,7 @@ type httpRecv struct {
 	args   recvArgs
 	routes []route // longest prefix first
 	static sink.Sink
-	send   sink.Sink
+	send   sendFunc
 }
 
 func (h *httpRecv) Init(c *stage.Context) error {
@@ -81,7 +81,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	if h.static, err = c.Sink(a.Static); err != nil {
 		return fmt.Errorf("haboob: HttpRecv static stage: %w", err)
 	}
-	if h.send, err = c.Sink(a.Send); err != nil {
+	if h.send, err = stageSend(c, a.Send); err != nil {
 		return fmt.Errorf("haboob: HttpRecv send stage: %w", err)
 	}
 	for prefix, name := range a.Routes {
