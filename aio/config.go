@@ -205,10 +205,11 @@ type SocketConfig struct {
 	// reference, in the connection (0 → 256 KiB; < 0: unbounded).
 	WriteWindow ByteSize `yaml:"writeWindow"`
 	// OutputBudget bounds the same bytes over every connection of the
-	// socket together (0 → 64 MiB; < 0: unbounded). When it is used up, a
-	// connection may still have its fair share (the budget divided by the
-	// open connections, at least 4 KiB) pending, so that a few slow readers
-	// cannot starve the others; the rest waits by reference.
+	// socket together (0 → 64 MiB; < 0: unbounded); the rest waits by
+	// reference. When it is used up, a connection with nothing pending may
+	// still hand over 4 KiB at a time, so that slow readers holding the
+	// budget (until WriteTimeout closes them) cannot starve the others:
+	// the bound is OutputBudget plus 4 KiB per connection.
 	OutputBudget ByteSize `yaml:"outputBudget"`
 	// WriteTimeout aborts a connection whose output makes no progress
 	// toward the kernel for this long (a peer that stopped reading:

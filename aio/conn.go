@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -728,28 +727,32 @@ func (c *Connection) queueLocked(ops []writeOp, total int64) error {
 		c.keepLocked(ops)
 		return nil
 	}
-	room := c.roomLocked(total)
+	room := c.grantLocked(total)
 	if total <= room {
-		return c.handOff(ops, total)
+		if err := c.handOff(ops, total); err != nil {
+			c.eng.stats.outPending.Add(-room)
+			return err
+		}
+		return nil
 	}
 	var head []writeOp
 	rest := ops
-	for room > 0 && len(rest) > 0 {
+	for left := room; left > 0 && len(rest) > 0; {
 		op := rest[0]
-		if int64(op.n) <= room {
+		if int64(op.n) <= left {
 			head = append(head, op)
-			room -= int64(op.n)
+			left -= int64(op.n)
 			rest = rest[1:]
 			continue
 		}
-		h, t := op.split(int(room))
+		h, t := op.split(int(left))
 		head = append(head, h)
 		rest = append([]writeOp{t}, rest[1:]...)
-		room = 0
+		left = 0
 	}
 	if len(head) > 0 {
-		n, _ := sizeOf(head)
-		if err := c.handOff(head, n); err != nil {
+		if err := c.handOff(head, room); err != nil {
+			c.eng.stats.outPending.Add(-room)
 			return err
 		}
 	}
@@ -771,23 +774,37 @@ func (c *Connection) keepLocked(ops []writeOp) {
 // the socket's OutputBudget, so that every connection makes progress.
 const minShare = 4 << 10
 
-// roomLocked is how many more bytes the connection may hand to gnet now:
-// what its WriteWindow leaves, and what the socket's OutputBudget leaves,
-// or else the connection's fair share of it.
-func (c *Connection) roomLocked(want int64) int64 {
+// grantLocked reserves, out of the socket's OutputBudget, how many of
+// want bytes the connection may hand to gnet now: what its WriteWindow
+// and the budget leave, and at least minShare when it has nothing
+// pending. The caller hands that many over (or gives them back).
+func (c *Connection) grantLocked(want int64) int64 {
 	out := c.handed - c.flushed.Load()
-	room := int64(math.MaxInt64)
 	if w := int64(c.cfg.WriteWindow); w > 0 {
-		room = w - out
+		want = min(want, w-out)
 	}
-	if b := int64(c.cfg.OutputBudget); b > 0 {
-		free := b - c.eng.stats.outPending.Load()
-		if free < min(want, room) {
-			share := max(b/int64(max(c.eng.open(), 1)), minShare)
-			room = min(room, max(free, share-out))
+	if want <= 0 {
+		return 0
+	}
+	pending := &c.eng.stats.outPending
+	b := int64(c.cfg.OutputBudget)
+	if b <= 0 {
+		pending.Add(want)
+		return want
+	}
+	for {
+		cur := pending.Load()
+		grant := min(want, b-cur)
+		if grant <= 0 && out == 0 {
+			grant = min(want, minShare)
+		}
+		if grant <= 0 {
+			return 0
+		}
+		if pending.CompareAndSwap(cur, cur+grant) {
+			return grant
 		}
 	}
-	return room
 }
 
 // handOff gives the bytes of ops to gnet (c.mu held, so hand-offs keep the
@@ -801,7 +818,6 @@ func (c *Connection) handOff(ops []writeOp, total int64) error {
 		c.handed -= total
 		return err
 	}
-	c.eng.stats.outPending.Add(total)
 	return nil
 }
 
@@ -811,7 +827,7 @@ func (c *Connection) handOff(ops []writeOp, total int64) error {
 func (c *Connection) pumpLocked(gc gnet.Conn) {
 	var bufs [][]byte
 	for c.later.len() > 0 {
-		room := c.roomLocked(int64(c.later.front().n))
+		room := c.grantLocked(int64(c.later.front().n))
 		if room <= 0 {
 			return
 		}
@@ -828,7 +844,6 @@ func (c *Connection) pumpLocked(gc gnet.Conn) {
 		bufs = append(bufs, op.bufs...)
 		c.laterBytes -= int64(op.n)
 		c.handed += int64(op.n)
-		c.eng.stats.outPending.Add(int64(op.n))
 		if _, err := gc.Writev(bufs); err != nil {
 			return // closing: OnClose accounts for the rest
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -617,4 +618,43 @@ func TestConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A large POST to a static file is answered 405 without its body being
+// buffered, and the client reads the answer and a clean close, not a
+// reset (lingering close); a POST to a dynamic route still gets its body.
+func TestPostToStaticFileNotBuffered(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fmt.Fprint(c, "POST /index.html HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n")
+		chunk := make([]byte, 1<<20)
+		for range 8 {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+		_ = c.(*net.TCPConn).CloseWrite()
+	}()
+	br := bufio.NewReader(c)
+	resp, err := nethttp.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != nethttp.StatusMethodNotAllowed || !resp.Close {
+		t.Fatalf("got %d close=%v, want 405 and close", resp.StatusCode, resp.Close)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Fatalf("after the answer: %q, %v; want a clean end of file", rest, err)
+	}
+	wg.Wait()
 }

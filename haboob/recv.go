@@ -120,6 +120,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		ResponseTimeout: a.ResponseTimeout,
 		MaxPipeline:     a.MaxPipeline,
 		RetryAfter:      a.RetryAfter,
+		SkipBody:        h.skipBody,
 		Manager:         h.m,
 		Logger:          h.log,
 	}, c.Stage().Sink())
@@ -176,6 +177,19 @@ func (h *httpRecv) dispatch(req *http.Request) {
 			unavailable(req, retry)
 		}
 	}
+}
+
+// skipBody tells the HTTP server which bodies nobody reads: those of
+// requests that do not go to a dynamic stage (static files and the
+// statistics page answer from the path and method alone). They are not
+// buffered; the answer (405 for a POST) closes the connection.
+func (h *httpRecv) skipBody(req *http.Request) bool {
+	for _, r := range h.routes {
+		if routeMatches(r.prefix, req.Path) {
+			return false
+		}
+	}
+	return true
 }
 
 // routeMatches reports whether a route's prefix covers path, on path

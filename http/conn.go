@@ -262,7 +262,12 @@ func (c *Connection) pump() {
 			c.linger = true
 			c.srv.stats.parseErrors.Add(1)
 			c.srv.log.Debug("http: bad request", "conn", c.String(), "err", err)
-			c.answerSelfLocked(ErrorResponse(err), now)
+			resp := ErrorResponse(err)
+			if errors.Is(err, ErrBodyBudget) {
+				resp = ServiceUnavailable(c.srv.cfg.RetryAfter)
+				resp.Close = true
+			}
+			c.answerSelfLocked(resp, now)
 		}
 		if c.parser.TakeContinue() {
 			c.continueLocked()

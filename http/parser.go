@@ -467,6 +467,9 @@ func (p *Parser) endOfHead(raw []byte) (n int, more, done bool, err *Error) {
 		p.remain = 0
 		return n, false, true, nil
 	}
+	if p.remain > p.lim.MaxBody {
+		return 0, false, false, newError(ErrBodyTooLarge, "Content-Length %d over %d", p.remain, p.lim.MaxBody)
+	}
 	if p.remain > 0 && p.ReserveBody != nil && !p.ReserveBody(r, p.remain) {
 		return 0, false, false, newError(ErrBodyBudget, "body of %d bytes", p.remain)
 	}
@@ -587,10 +590,7 @@ func (p *Parser) checkFields(r *Request) *Error {
 		if !ok {
 			return newError(ErrContentLength, "%q", cl)
 		}
-		if n > p.lim.MaxBody {
-			return newError(ErrBodyTooLarge, "Content-Length %d over %d", n, p.lim.MaxBody)
-		}
-		p.remain = n
+		p.remain = n // checked against MaxBody in endOfHead, after SkipBody
 	}
 	return nil
 }

@@ -137,6 +137,12 @@ type ServerConfig struct {
 
 	// TimerInterval is how often timeouts are checked (0: a quarter of the
 	// smallest timeout, within 5ms..1s).
+	// ShutdownGrace is how long Shutdown lets connections finish their
+	// responses before aborting the ones that have not (clients that do
+	// not read). 0: until the last tenth of the time its context leaves
+	// (at most ForceCloseMargin before the deadline), or never without a
+	// deadline.
+	ShutdownGrace time.Duration
 	// Timeouts are checked on the socket's maintenance goroutine
 	// (aio.Connection.SetTimer): the server has no goroutine of its own.
 	TimerInterval time.Duration
@@ -337,9 +343,9 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // the requests it has received (each closes its connection), and waits
 // until all are closed; then it closes the socket.
 //
-// A connection can only finish if its client reads. When ctx has a
-// deadline, the connections still open in the last tenth of the time left
-// (at most the last ForceCloseMargin) are aborted, counted in
+// A connection can only finish if its client reads. After ShutdownGrace,
+// or else when ctx has a deadline, the connections still open in the last
+// tenth of the time left (at most the last ForceCloseMargin), are aborted, counted in
 // ServerStats.ForceClosed and logged, so that a client that stopped
 // reading does not make the whole shutdown fail. If ctx ends before every
 // connection is gone, the rest are closed at once and ctx's error is
@@ -347,7 +353,11 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Drain()
 	var force <-chan time.Time
-	if dl, ok := ctx.Deadline(); ok {
+	if g := s.cfg.ShutdownGrace; g > 0 {
+		ft := time.NewTimer(g)
+		defer ft.Stop()
+		force = ft.C
+	} else if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
 		ft := time.NewTimer(left - min(left/10, ForceCloseMargin))
 		defer ft.Stop()
