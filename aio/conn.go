@@ -119,6 +119,7 @@ type Connection struct {
 	later          deque[writeOp] // accepted, not yet handed to gnet: beyond the write window
 	laterBytes     int64
 	handed         int64        // bytes handed to gnet, ever (queued - laterBytes)
+	applied        int64        // bytes gnet wrote or buffered (AsyncWrite callbacks run)
 	lingerBy       int64        // lingering close deadline (sink.Nanotime; 0: none)
 	linger         bool         // the graceful close lingers (see Linger)
 	handoffs       deque[int64] // end offsets of AsyncWrites whose callback is due
@@ -159,7 +160,6 @@ type Connection struct {
 	readOff bool     // reading is stopped by the gate
 
 	pollDelay time.Duration // back-off of drain polls without progress
-	applied   int64         // bytes handed to gnet (AsyncWrite callbacks run)
 	seq       uint64
 	seen      int // inbound bytes left in gnet's buffer after the last traffic
 }
@@ -428,7 +428,10 @@ func (c *Connection) Flush(done Receiver, tag any) error {
 // if not nil, is called exactly once: with nil once every byte has been
 // written to the kernel, or with an error if the connection closed first.
 // It runs on the socket's event loop or maintenance goroutine and must not
-// block. Write returns an error (and done is not called) only if the
+// block. (Writing straight to the socket from the caller's goroutine when
+// nothing is pending was measured: it cost more CPU and context switches
+// per request than gnet's AsyncWrite, which batches a loop's writes.)
+// Write returns an error (and done is not called) only if the
 // connection is closing or closed. The caller bounds what it queues (an
 // HTTP connection by its pipeline).
 func (c *Connection) Write(data []byte, bufs [][]byte, done func(error)) error {
@@ -508,11 +511,16 @@ func (c *Connection) beginCloseLocked() {
 	_ = c.gc.Wake(nil) // the event loop checks the drain
 }
 
-// closeWith closes the connection now, recording why.
-func (c *Connection) closeWith(r CloseReason, err error) {
+// closeWith closes the connection now, recording why. It reports whether
+// this call started the close (false: it was closing already).
+func (c *Connection) closeWith(r CloseReason, err error) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.state == stateAborting || c.state == stateClosed {
+		return false
+	}
 	c.abortLocked(r, err)
+	return true
 }
 
 func (c *Connection) abortLocked(r CloseReason, err error) {
@@ -882,6 +890,9 @@ func (c *Connection) written(gc gnet.Conn, err error) error {
 	if c.handoffs.len() > 0 {
 		end = c.handoffs.pop()
 	}
+	if err == nil && end >= 0 {
+		c.applied = end
+	}
 	c.mu.Unlock()
 	if err != nil || end < 0 {
 		return nil // the connection is closing; OnClose accounts for it
@@ -890,7 +901,6 @@ func (c *Connection) written(gc gnet.Conn, err error) error {
 		// gnet arms reading again when it buffers output.
 		c.gateReads(gc)
 	}
-	c.applied = end
 	if c.progress(gc) {
 		c.mu.Lock()
 		c.closeDrainedLocked()
@@ -913,11 +923,20 @@ func (c *Connection) closeDrainedLocked() {
 
 // ---- event loop ----
 
-// updateFlushed learns from gnet's outbound buffer how many bytes have
-// been written to the kernel. Event loop only.
-func (c *Connection) updateFlushed(gc gnet.Conn) int64 {
+// updateFlushedLocked learns from gnet's outbound buffer how many bytes
+// have been written to the kernel. Event loop only, c.mu held.
+func (c *Connection) updateFlushedLocked(gc gnet.Conn) int64 {
 	out := int64(gc.OutboundBuffered())
-	fl := c.applied - out
+	if fl := c.applied - out; fl > c.flushed.Load() {
+		c.setFlushedLocked(fl)
+		c.pollDelay = 0
+	}
+	return out
+}
+
+// setFlushedLocked records that the first fl bytes have been written to
+// the kernel.
+func (c *Connection) setFlushedLocked(fl int64) {
 	if old := c.flushed.Load(); fl > old {
 		c.flushed.Store(fl)
 		c.eng.stats.bytesOut.Add(uint64(fl - old))
@@ -925,22 +944,12 @@ func (c *Connection) updateFlushed(gc gnet.Conn) int64 {
 		now := sink.Nanotime()
 		c.activity.Store(now)
 		c.lastOut.Store(now)
-		c.pollDelay = 0
 	}
-	return out
 }
 
-// progress updates write progress from gnet's outbound buffer, hands over
-// bytes waiting behind the window, completes the requests that are now
-// flushed and says whether a graceful close may proceed. Event loop only.
-func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
-	out := c.updateFlushed(gc)
-	c.mu.Lock()
-	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
-		c.pumpLocked(gc)
-		out = c.updateFlushed(gc)
-	}
-	fl := c.flushed.Load()
+// completedLocked takes the write requests whose bytes are all written
+// and that wait for a completion.
+func (c *Connection) completedLocked(fl int64) []pendingWrite {
 	var done []pendingWrite
 	for c.ring.len() > 0 && c.ring.front().end <= fl {
 		w := c.ring.pop()
@@ -952,6 +961,32 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 			done = append(done, w)
 		}
 	}
+	return done
+}
+
+// complete delivers the completions of done (c.mu not held).
+func (c *Connection) complete(done []pendingWrite) {
+	for _, w := range done {
+		if w.fn != nil {
+			w.fn(nil)
+			continue
+		}
+		c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
+	}
+}
+
+// progress updates write progress from gnet's outbound buffer, hands over
+// bytes waiting behind the window, completes the requests that are now
+// flushed and says whether a graceful close may proceed. Event loop only.
+func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
+	c.mu.Lock()
+	out := c.updateFlushedLocked(gc)
+	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
+		c.pumpLocked(gc)
+		out = c.updateFlushedLocked(gc)
+	}
+	fl := c.flushed.Load()
+	done := c.completedLocked(fl)
 	if c.clogged && c.unclogLocked(fl) {
 		c.clogged = false
 	}
@@ -969,13 +1004,7 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 		c.pollDelay = min(max(2*c.pollDelay, poll), maxDrainPolls*poll)
 		c.eng.armAt(c, sink.Nanotime()+int64(c.pollDelay))
 	}
-	for _, w := range done {
-		if w.fn != nil {
-			w.fn(nil)
-			continue
-		}
-		c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
-	}
+	c.complete(done)
 	return closeNow
 }
 
@@ -1174,12 +1203,15 @@ func (c *Connection) overflow(gc gnet.Conn) gnet.Action {
 
 // onClose runs in gnet's OnClose, while gnet still holds the buffers.
 func (c *Connection) onClose(gc gnet.Conn, err error) {
+	c.mu.Lock()
 	out := int64(gc.OutboundBuffered())
 	fl := c.applied - out
 	if old := c.flushed.Load(); fl > old {
 		c.flushed.Store(fl)
 		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.eng.stats.outPending.Add(old - fl)
 	}
+	c.mu.Unlock()
 	// Bytes received and not yet taken by a reader are delivered, not lost.
 	var tail []Packet
 	var tailBytes int64

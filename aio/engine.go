@@ -395,8 +395,9 @@ func (e *engine) closeIdle(now int64) {
 			continue
 		}
 		if c.activity.Load() < cut {
-			e.stats.idleClosed.Add(1)
-			c.closeWith(ClosedIdle, ErrIdleTimeout)
+			if c.closeWith(ClosedIdle, ErrIdleTimeout) { // once, however long gnet takes to close it
+				e.stats.idleClosed.Add(1)
+			}
 		}
 	}
 }
