@@ -485,10 +485,15 @@ func (c *Connection) SetTimer(d time.Duration) {
 // Close closes the connection once every byte queued before it has been
 // written to the kernel (gnet itself would drop unsent output). Later writes
 // are refused. If the output does not drain within CloseTimeout the
-// connection is aborted. Close is idempotent.
+// connection is aborted. Close is idempotent; on a connection lingering
+// after Linger it ends the lingering at once (a server shutting down).
 func (c *Connection) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.state == stateLingering {
+		c.abortLocked(ClosedLocal, nil) // closing a lingering connection: now
+		return nil
+	}
 	if c.state != stateOpen {
 		return nil
 	}

@@ -31,7 +31,7 @@ global:
   aio:
     eventLoops: 1
     sockets:
-      http: {addr: "127.0.0.1:0"}
+      http: {addr: "127.0.0.1:0", lingerTimeout: 1m}
     file: {threadpool: {min: 1, max: 2}}
 stages:
   HttpRecv:
@@ -595,7 +595,7 @@ func TestConfigErrors(t *testing.T) {
 		{"cache after miss", strings.Replace(testConfig, "  PageCache:\n    handler: haboob.PageCache\n    args: {maxBytes: 1MiB, revalidate: 20ms}\n", "", 1) +
 			"  PageCache:\n    handler: haboob.PageCache\n", "declared before it"},
 		{"chunk above the write threshold", strings.NewReplacer(
-			`http: {addr: "127.0.0.1:0"}`, `http: {addr: "127.0.0.1:0", writeThreshold: {bytes: 64KiB}}`,
+			`http: {addr: "127.0.0.1:0", lingerTimeout: 1m}`, `http: {addr: "127.0.0.1:0", writeThreshold: {bytes: 64KiB}}`,
 			"args: {maxObject: 4KiB}", "args: {maxObject: 4KiB, chunk: 48KiB}").Replace(testConfig), "half the HTTP socket's writeThreshold"},
 	}
 	for _, tt := range tests {

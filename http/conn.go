@@ -901,7 +901,11 @@ func (c *Connection) owesLocked() bool {
 func (c *Connection) drain() {
 	c.mu.Lock()
 	if c.closed || c.closeSent {
+		lingering := c.closeSent && !c.closed && c.linger
 		c.mu.Unlock()
+		if lingering {
+			_ = c.sock.Close() // a shutdown does not wait for lingering closes
+		}
 		return
 	}
 	c.stopReadingLocked()

@@ -1,9 +1,7 @@
 package http_test
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -15,8 +13,9 @@ import (
 	"github.com/sandstorm-go/sandstorm/http"
 )
 
-// writeAsync writes b on c from a goroutine the test waits for; write
-// errors (the server closing after its answer) are expected and ignored.
+// writeAsync writes parts on c from a goroutine the test waits for, then
+// closes c's sending side; write errors (the server closing after its
+// answer) are expected and ignored.
 func writeAsync(t *testing.T, c net.Conn, parts ...[]byte) {
 	t.Helper()
 	var wg sync.WaitGroup
@@ -28,6 +27,7 @@ func writeAsync(t *testing.T, c net.Conn, parts ...[]byte) {
 				return
 			}
 		}
+		_ = c.(*net.TCPConn).CloseWrite() // the server's lingering close ends at this EOF
 	}()
 	t.Cleanup(wg.Wait)
 	t.Cleanup(func() { c.Close() }) // unblocks the writer first (cleanups run last-in first-out)
@@ -37,7 +37,7 @@ func writeAsync(t *testing.T, c net.Conn, parts ...[]byte) {
 // before it arrives, then the 431, then a clean end of file (the lingering
 // close keeps the reset from destroying responses the client has not read).
 func TestPipelineThenHugeHeaderGetsEveryResponse(t *testing.T) {
-	f := startServer(t, http.ServerConfig{}, echoPath)
+	f := startServer(t, http.ServerConfig{Socket: aio.SocketConfig{LingerTimeout: time.Minute}}, echoPath)
 	c, br := f.dial(t)
 	var reqs strings.Builder
 	const n = 40
@@ -63,7 +63,8 @@ func TestPipelineThenHugeHeaderGetsEveryResponse(t *testing.T) {
 // answered at once, the body is not buffered, the 100 Continue is not
 // invited, and the client gets the answer and a clean close, not a reset.
 func TestSkippedBodyAnsweredWithoutBuffering(t *testing.T) {
-	f := startServer(t, http.ServerConfig{SkipBody: func(*http.Request) bool { return true }},
+	f := startServer(t, http.ServerConfig{SkipBody: func(*http.Request) bool { return true },
+		Socket: aio.SocketConfig{LingerTimeout: time.Minute}},
 		func(req *http.Request) {
 			resp := http.StatusResponse(http.StatusMethodNotAllowed)
 			if len(req.Body) != 0 {
@@ -79,12 +80,11 @@ func TestSkippedBodyAnsweredWithoutBuffering(t *testing.T) {
 		for range 16 {
 			parts = append(parts, chunk)
 		}
-		writeAsync(t, c, parts...)
+		writeAsync(t, c, parts...) // 16 of the 100 MiB, then the client gives up
 		resp, _ := readResponse(t, br, "POST")
 		if resp.StatusCode != http.StatusMethodNotAllowed || !resp.Close {
 			t.Fatalf("got %d close=%v, want 405 and close", resp.StatusCode, resp.Close)
 		}
-		_ = c.(*net.TCPConn).CloseWrite() // the client gives up its body
 		expectEOF(t, br)
 	})
 	t.Run("Expect 100-continue gets the final status", func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestSkippedBodyAnsweredWithoutBuffering(t *testing.T) {
 // Request bodies share a server-wide budget: a body beyond it gets 503
 // with Retry-After (and a clean close); a small one is served.
 func TestBodyBudget(t *testing.T) {
-	f := startServer(t, http.ServerConfig{BodyBudget: 128 << 10}, func(req *http.Request) {
+	f := startServer(t, http.ServerConfig{BodyBudget: 128 << 10, Socket: aio.SocketConfig{LingerTimeout: time.Minute}}, func(req *http.Request) {
 		_ = http.Respond(req, http.OK("text/plain", []byte(strconv.Itoa(len(req.Body)))))
 	})
 	c, br := f.dial(t)
@@ -179,6 +179,3 @@ func TestOutputBudgetAndWriteTimeout(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-var _ = io.EOF
-var _ = bufio.NewReader
