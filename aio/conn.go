@@ -999,8 +999,12 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	if closeNow && c.linger {
 		closeNow = !c.startLingerLocked(gc)
 	}
-	pending := c.later.len() > 0 || c.cfg.WriteTimeout > 0
-	poll := !closeNow && (c.state == stateClosing || (out > 0 && (c.waiters > 0 || c.clogged || pending)) || c.later.len() > 0)
+	poll := !closeNow && (c.state == stateClosing || (out > 0 && (c.waiters > 0 || c.clogged)) || c.later.len() > 0)
+	if wt := c.cfg.WriteTimeout; !poll && out > 0 && wt > 0 {
+		// No need to watch the drain closely: a visit when the write
+		// timeout would pass is enough (the tick checks it).
+		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
+	}
 	c.mu.Unlock()
 	c.wantPoll.Store(poll)
 	if poll {

@@ -112,6 +112,7 @@ type Connection struct {
 	closing   bool
 	closeSent bool
 	closed    bool
+	aborted   bool  // a timeout aborted the socket: its SinkClosed is due
 	linger    bool  // close with a lingering close: input may be left unread
 	bodies    int64 // request-body bytes held against the server's BodyBudget
 	reqStart  int64 // when the request being received began (0: none)
@@ -813,7 +814,7 @@ func (c *Connection) checkTimeouts(now int64) {
 	// Asked before taking c.mu: no lock is held across a call into aio.
 	unsent := c.sock.Len() > 0
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || c.aborted {
 		c.mu.Unlock()
 		return
 	}
@@ -826,6 +827,7 @@ func (c *Connection) checkTimeouts(now int64) {
 		now-c.streamAt > int64(cfg.ResponseTimeout):
 		// The application stopped feeding a streamed body: the response
 		// cannot be completed, nor another one sent after it.
+		c.aborted = true
 		c.mu.Unlock()
 		stats.responseTimeouts.Add(1)
 		c.srv.log.Warn("http: streamed body stalled; closing", "conn", c.String(), "timeout", cfg.ResponseTimeout)
