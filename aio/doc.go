@@ -20,6 +20,18 @@
 // under ClogClose, the slow peer is closed (thesis ch. 6 §2.2). Close sends
 // everything queued first; Abort does not.
 //
+// The Connection owns its output. A protocol that bounds what it queues
+// (an HTTP connection, by its pipeline) uses Connection.Write: ordered,
+// never refused for the threshold, completion by a plain function. Bytes
+// are handed to the event loop only within WriteWindow per connection and
+// OutputBudget per socket (the rest waits by reference, not copied), and
+// WriteTimeout closes a peer whose output does not move. Linger is the
+// lingering close of RFC 9112 §9.6 (FIN, then input discarded until the
+// peer closes or LingerTimeout); SetTimer gives a protocol its deadlines
+// (TimerExpired) on the socket's maintenance goroutine. Events go to a
+// Receiver: a stage's sink, or a plain function (Func), which is a
+// callback and not a sink.
+//
 // # How gnet's limits are handled
 //
 //   - Nothing blocks in a gnet callback. Deliveries use non-blocking

@@ -47,6 +47,12 @@ type SocketStats struct {
 	CloggedClosed    uint64 // connections closed by ClogClose
 	OverflowClosed   uint64 // connections closed by MaxInbound
 	Lost             uint64 // events no sink would ever take (closed sinks)
+	WriteTimeouts    uint64 // connections aborted by WriteTimeout
+	Lingered         uint64 // graceful closes that lingered (see Connection.Linger)
+	// OutputPending is the bytes of every connection handed to the
+	// event loops and not yet written to the kernel (bounded by
+	// OutputBudget); bytes waiting behind it are held by reference.
+	OutputPending int64
 }
 
 type counters struct {
@@ -55,6 +61,10 @@ type counters struct {
 	rejectedReads, idleClosed, cloggedClosed, overflowClosed    atomic.Uint64
 	governorPauses, readStops, pauseUnsupported, lost           atomic.Uint64
 	overLimit, acceptErrors                                     atomic.Uint64
+	writeTimeouts, lingered                                     atomic.Uint64
+	// outPending is the bytes handed to gnet and not yet written to the
+	// kernel, over every connection: what OutputBudget bounds.
+	outPending atomic.Int64
 }
 
 func (e *engine) snapshotStats() SocketStats {
@@ -81,6 +91,9 @@ func (e *engine) snapshotStats() SocketStats {
 		CloggedClosed:    s.cloggedClosed.Load(),
 		OverflowClosed:   s.overflowClosed.Load(),
 		Lost:             s.lost.Load(),
+		WriteTimeouts:    s.writeTimeouts.Load(),
+		Lingered:         s.lingered.Load(),
+		OutputPending:    s.outPending.Load(),
 	}
 }
 

@@ -38,7 +38,7 @@ import (
 // meanwhile.
 type Server struct {
 	eng     *engine
-	sink    sink.Sink
+	sink    Receiver
 	addr    net.Addr
 	cli     *gnet.Client
 	lns     []net.Listener
@@ -56,7 +56,7 @@ type Server struct {
 // listens (or failed to: the error is also delivered to s as ListenFailed).
 // Connections are delivered to s as *Connection events; if s rejects one,
 // that connection is closed at once (admission control at accept).
-func Listen(cfg SocketConfig, s sink.Sink) (*Server, error) {
+func Listen(cfg SocketConfig, s Receiver) (*Server, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: Listen with a nil sink", ErrInvalidConfig)
 	}

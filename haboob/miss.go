@@ -62,7 +62,7 @@ type cacheMiss struct {
 	cache *PageCache
 	fio   *aio.FileIO
 	self  sink.Sink
-	send  sink.Sink
+	send  sendFunc
 	// maxRead is asyncFile's ReadFile limit, if configured (0: unknown).
 	maxRead int64
 
@@ -118,7 +118,7 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	if h.self, err = c.Sink(c.Stage().Name()); err != nil {
 		return err
 	}
-	if h.send, err = c.Sink(h.args.Send); err != nil {
+	if h.send, err = stageSend(c, h.args.Send); err != nil {
 		return fmt.Errorf("haboob: CacheMiss send stage: %w", err)
 	}
 	h.inflight = map[string]*fetch{}

@@ -62,7 +62,7 @@ type httpRecv struct {
 	args   recvArgs
 	routes []route // longest prefix first
 	static sink.Sink
-	send   sink.Sink
+	send   sendFunc
 }
 
 func (h *httpRecv) Init(c *stage.Context) error {
@@ -86,7 +86,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	if h.static, err = c.Sink(a.Static); err != nil {
 		return fmt.Errorf("haboob: HttpRecv static stage: %w", err)
 	}
-	if h.send, err = c.Sink(a.Send); err != nil {
+	if h.send, err = stageSend(c, a.Send); err != nil {
 		return fmt.Errorf("haboob: HttpRecv send stage: %w", err)
 	}
 	for prefix, name := range a.Routes {
@@ -128,6 +128,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		ResponseTimeout: a.ResponseTimeout,
 		MaxPipeline:     a.MaxPipeline,
 		RetryAfter:      a.RetryAfter,
+		SkipBody:        h.skipBody,
 		Manager:         h.m,
 		Logger:          h.log,
 	}, c.Stage().Sink())
@@ -184,6 +185,19 @@ func (h *httpRecv) dispatch(req *http.Request) {
 			unavailable(req, retry)
 		}
 	}
+}
+
+// skipBody tells the HTTP server which bodies nobody reads: those of
+// requests that do not go to a dynamic stage (static files and the
+// statistics page answer from the path and method alone). They are not
+// buffered; the answer (405 for a POST) closes the connection.
+func (h *httpRecv) skipBody(req *http.Request) bool {
+	for _, r := range h.routes {
+		if routeMatches(r.prefix, req.Path) {
+			return false
+		}
+	}
+	return true
 }
 
 // routeMatches reports whether a route's prefix covers path, on path

@@ -140,8 +140,8 @@ func (s *Server) setHTTP(h *http.Server) error {
 
 // send hands a reply to the HttpSend stage; if that stage rejects it, the
 // client gets 503 at once, written directly on its connection.
-func send(out sink.Sink, r *http.Reply, retryAfter time.Duration) {
-	if err := out.Enqueue(r); err == nil {
+func send(out sendFunc, r *http.Reply, retryAfter time.Duration) {
+	if err := out(r); err == nil {
 		return
 	} else if r.Done != nil {
 		r.Done(err)
