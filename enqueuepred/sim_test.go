@@ -170,4 +170,6 @@ func lognormalService(m time.Duration) func(*rand.Rand) time.Duration {
 	}
 }
 
-func constRate(r float64) func(time.Duration) float64 { return func(time.Duration) float64 { return r } }
+func constRate(r float64) func(time.Duration) float64 {
+	return func(time.Duration) float64 { return r }
+}
