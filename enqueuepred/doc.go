@@ -20,13 +20,17 @@
 // Adaptive policies:
 //
 //   - ResponseTime: the 90th-percentile response-time controller of the SEDA
-//     thesis §7.2.1 driving a token bucket. ModeThesis is the paper's
-//     additive-increase/multiplicative-decrease algorithm with its Fig. 50
-//     parameters; ModeFast (the default) starts from and tracks the measured
-//     completion rate and increases multiplicatively while far under target,
-//     so a load spike reaches the stage's capacity in well under a second
-//     instead of minutes. P90, Enable and Disable are the service-degradation
+//     thesis §7.2.1. ModeThesis is the paper's additive-increase /
+//     multiplicative-decrease token bucket with its Fig. 50 parameters;
+//     ModeFast (the default) limits the queue wait of new arrivals to
+//     target − p90(service) at the stage's measured capacity, with a
+//     feedback gain that puts the measured p90 at the target: it holds in
+//     any stage shape (one worker or many) and refuses nothing while the
+//     queue is empty. P90, Enable and Disable are the service-degradation
 //     API of §7.2.2.
+//   - Limit: an adaptive concurrency limit (Vegas or Gradient, as in
+//     Netflix's concurrency-limits) on the events queued or in service,
+//     moved by response versus service time; it needs no target.
 //   - Multiclass (§7.2.3): one controller and bucket per class; when a class
 //     misses its target, lower classes are cut first.
 //   - Sojourn: CoDel-style; rejects while the minimum queueing delay over the

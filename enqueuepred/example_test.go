@@ -176,3 +176,26 @@ func ExampleInspector() {
 	// accepted 1
 	// rejected 0
 }
+
+// A Vegas concurrency limit on a stage's queue: at most Limit() events
+// queued or in service; the runtime's completions (sink.Done) move the
+// limit.
+func ExampleNewLimit() {
+	l, err := enqueuepred.NewLimit(enqueuepred.LimitConfig{Algorithm: enqueuepred.Vegas, Initial: 2})
+	if err != nil {
+		panic(err)
+	}
+	q := sink.NewNamedQueue("Search", 0)
+	q.SetPredicate(l)
+	for i := 0; i < 3; i++ {
+		fmt.Println(i, q.Enqueue(i) == nil)
+	}
+	// The runtime reports each handled event: 1 ms queued, 10 ms service.
+	sink.Done(l, 0, time.Millisecond, 10*time.Millisecond)
+	fmt.Println("limit", l.Limit(), "in flight", l.InFlight())
+	// Output:
+	// 0 true
+	// 1 true
+	// 2 false
+	// limit 8 in flight 1
+}

@@ -51,6 +51,8 @@ func init() {
 		"rt":         buildRT,
 		"multiclass": buildMulticlass,
 		"counter":    buildCounter,
+		"vegas":      buildLimit(Vegas),
+		"gradient":   buildLimit(Gradient),
 		"cost":       buildCost,
 		"red":        buildRED,
 		"codel":      buildSojourn,
@@ -86,6 +88,8 @@ func Types() []string {
 //	            initialRate, depth, headroom, enabled}
 //	multiclass {targets: {0: 2s, 1: 500ms}, adjLow, lowCount, + the rt knobs}
 //	counter    {limit: N, modifiers: [...]}
+//	vegas      {initial: 20, min: 1, max: 1000}  (adaptive concurrency limit)
+//	gradient   {initial, min, max, tolerance: 1.5, smoothing: 0.2, window: 100ms}
 //	cost       {limit: L}  (outstanding cost; see Costed, CostOf)
 //	red        {min, max, maxp, weight, gentle}
 //	codel      {target: 5ms, interval: 100ms}   (alias: sojourn)
@@ -190,6 +194,35 @@ func buildCounter(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 		return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be >= 1, got %d", *c.Limit)
 	}
 	return withModifiers(NewCounter(*c.Limit), c.Reg.Modifiers, n, path, env)
+}
+
+func buildLimit(alg LimitAlgorithm) builder {
+	return func(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+		var c struct {
+			Initial   int           `yaml:"initial"`
+			Min       int           `yaml:"min"`
+			Max       int           `yaml:"max"`
+			Tolerance float64       `yaml:"tolerance"`
+			Smoothing float64       `yaml:"smoothing"`
+			Window    time.Duration `yaml:"window"`
+		}
+		if err := decode(n, path, &c); err != nil {
+			return nil, err
+		}
+		if alg == Vegas {
+			for _, k := range []string{"tolerance", "smoothing", "window"} {
+				if child(n, k) != nil {
+					return nil, yamlstrict.Errorf(at(n, k), yamlstrict.Join(path, k), "%s applies to type gradient, not vegas", k)
+				}
+			}
+		}
+		l, err := NewLimit(LimitConfig{Algorithm: alg, Initial: c.Initial, Min: c.Min, Max: c.Max,
+			Tolerance: c.Tolerance, Smoothing: c.Smoothing, Window: c.Window, Now: env.Now})
+		if err != nil {
+			return nil, yamlstrict.Errorf(n, path, "%v", err)
+		}
+		return l, nil
+	}
 }
 
 type rateYAML struct {
