@@ -46,6 +46,9 @@ func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err}
 type QueueConfig struct {
 	// Threshold is the queue's capacity; ≤ 0 (or absent) means unbounded.
 	Threshold int `yaml:"threshold"`
+	// MaxTime is the queue's age limit: events that waited longer are
+	// removed before handling, counted and logged (age.go); 0: none.
+	MaxTime time.Duration `yaml:"max_time"`
 }
 
 // ThreadPoolConfig sizes a stage's goroutines.
@@ -465,6 +468,9 @@ func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
 	if p := checkOrdering(sc); p != nil {
 		return p.at(n, path)
 	}
+	if p := checkMaxTime(sc.Queue); p != nil {
+		return p.at(n, path)
+	}
 	if sc.Supervisor != nil {
 		if p := checkSupervisor(*sc.Supervisor, false); p != nil {
 			p.keys = append([]string{"supervisor"}, p.keys...)
@@ -487,6 +493,9 @@ func (sc *StageConfig) validateGo() error {
 		return p.inGo()
 	}
 	if p := checkOrdering(sc); p != nil {
+		return p.inGo()
+	}
+	if p := checkMaxTime(sc.Queue); p != nil {
 		return p.inGo()
 	}
 	if sc.Supervisor != nil {

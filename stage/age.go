@@ -1,0 +1,61 @@
+package stage
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Queue age limit (`queue: {max_time: 2s}`, JOBS's max_time): the runtime
+// hands a dequeued batch to expire before the handler; events that waited
+// longer than the limit are not handled. They are counted (the queue's
+// Expired, metric "<stage>.expired"), cancelled on the predicate that
+// admitted them, released on keyed stages, and logged at Warn level (at
+// most once a second per stage, with the count since the last line).
+
+// ageReport rate-limits the expiry log of a stage.
+type ageReport struct {
+	mu      sync.Mutex
+	last    time.Time
+	pending int
+}
+
+// expire removes the events of a dequeued batch that waited longer than
+// the queue's max_time and returns the events to handle (a prefix of
+// events, with their stamps).
+func (s *Stage) expire(events []sink.Event, stamps []int64) ([]sink.Event, []int64) {
+	kept := s.queue.Expire(events, stamps, sink.Nanotime())
+	if kept == len(events) {
+		return events, stamps
+	}
+	dead := events[kept:]
+	if s.keyed {
+		s.queue.Release(dead)
+	}
+	s.age.mu.Lock()
+	s.age.pending += len(dead)
+	now := time.Now()
+	var n int
+	if now.Sub(s.age.last) >= time.Second {
+		n, s.age.pending, s.age.last = s.age.pending, 0, now
+	}
+	s.age.mu.Unlock()
+	if n > 0 {
+		s.mgr.log.Warn("events expired in queue", "stage", s.name, "count", n,
+			"max_time", s.queue.MaxAge(), "total", s.queue.Expired())
+	}
+	return events[:kept], stamps[:kept]
+}
+
+// checkMaxTime validates queue.max_time.
+func checkMaxTime(q QueueConfig) *problem {
+	if q.MaxTime < 0 {
+		return &problem{[]string{"queue", "max_time"}, "negative duration " + q.MaxTime.String()}
+	}
+	return nil
+}
+
+// Expired returns how many of the stage's events were removed unhandled
+// because they waited longer than queue.max_time.
+func (s *Stage) Expired() uint64 { return s.queue.Expired() }
