@@ -92,7 +92,8 @@ func Types() []string {
 //	gradient   {initial, min, max, tolerance: 1.5, smoothing: 0.2, window: 100ms}
 //	cost       {limit: L}  (outstanding cost; see Costed, CostOf)
 //	red        {min, max, maxp, weight, gentle}
-//	codel      {target: 5ms, interval: 100ms}   (alias: sojourn)
+//	codel      {target: 5ms, interval: 100ms, shed: false}   (alias: sojourn;
+//	           shed: also drop queued events at dequeue, CoDel's control law)
 //	group      {group: NAME, rate: R, depth: D} (shared through Env.Shared;
 //	            "name" is an alias of "group"; blocks built after the one
 //	            giving the rate may omit it: see DeclareGroups)
@@ -500,6 +501,7 @@ func buildSojourn(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	var c struct {
 		Target   time.Duration `yaml:"target"`
 		Interval time.Duration `yaml:"interval"`
+		Shed     bool          `yaml:"shed"`
 	}
 	if err := decode(n, path, &c); err != nil {
 		return nil, err
@@ -507,7 +509,7 @@ func buildSojourn(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if c.Target < 0 || c.Interval < 0 {
 		return nil, yamlstrict.Errorf(n, path, "target and interval must not be negative")
 	}
-	return NewSojourn(SojournConfig{Target: c.Target, Interval: c.Interval, Now: env.Now}), nil
+	return NewSojourn(SojournConfig{Target: c.Target, Interval: c.Interval, Shed: c.Shed, Now: env.Now}), nil
 }
 
 func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {

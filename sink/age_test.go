@@ -60,3 +60,31 @@ func TestMaxAgeStampsEveryEvent(t *testing.T) {
 		t.Fatalf("dequeued %d, stamps %v", n, stamps)
 	}
 }
+
+// shedOdd sheds events that waited an odd number of seconds.
+type shedOdd struct{ cancelCounter }
+
+func (s *shedOdd) Shed(_ sink.Event, waited time.Duration) bool { return int(waited/time.Second)%2 == 1 }
+
+func TestExpireShedder(t *testing.T) {
+	q := sink.NewQueue(0)
+	if q.Sheds() {
+		t.Fatal("Sheds without limit or shedder")
+	}
+	p := &shedOdd{}
+	q.SetPredicate(p)
+	if !q.Sheds() {
+		t.Fatal("Sheds false with a Shedder")
+	}
+	now := int64(10 * time.Second)
+	events := []sink.Event{"a", "b", "c", "d"}
+	stamps := []int64{now - int64(time.Second), now - int64(2*time.Second), now - int64(5*time.Second), 0}
+	q.SetMaxAge(4 * time.Second) // c expires (age first), a is shed
+	kept := q.Expire(events, stamps, now)
+	if kept != 2 || !slices.Equal(events, []sink.Event{"b", "d", "a", "c"}) {
+		t.Fatalf("kept %d: %v", kept, events)
+	}
+	if q.Shed() != 1 || q.Expired() != 1 || len(p.cancelled) != 2 {
+		t.Fatalf("shed %d expired %d cancelled %v", q.Shed(), q.Expired(), p.cancelled)
+	}
+}

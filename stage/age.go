@@ -7,9 +7,10 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// Queue age limit (`queue: {max_time: 2s}`, JOBS's max_time): the runtime
+// Queue age limit (`queue: {max_time: 2s}`, JOBS's max_time) and
+// dequeue-side shedding (a sink.Shedder predicate, e.g. CoDel): the runtime
 // hands a dequeued batch to expire before the handler; events that waited
-// longer than the limit are not handled. They are counted (the queue's
+// longer than the limit, or that the predicate sheds, are not handled. They are counted (the queue's
 // Expired, metric "<stage>.expired"), cancelled on the predicate that
 // admitted them, released on keyed stages, and logged at Warn level (at
 // most once a second per stage, with the count since the last line).
@@ -22,7 +23,7 @@ type ageReport struct {
 }
 
 // expire removes the events of a dequeued batch that waited longer than
-// the queue's max_time and returns the events to handle (a prefix of
+// the queue's max_time or that its predicate sheds, and returns the events to handle (a prefix of
 // events, with their stamps).
 func (s *Stage) expire(events []sink.Event, stamps []int64) ([]sink.Event, []int64) {
 	kept := s.queue.Expire(events, stamps, sink.Nanotime())
@@ -43,7 +44,7 @@ func (s *Stage) expire(events []sink.Event, stamps []int64) ([]sink.Event, []int
 	s.age.mu.Unlock()
 	if n > 0 {
 		s.mgr.log.Warn("events expired in queue", "stage", s.name, "count", n,
-			"max_time", s.queue.MaxAge(), "total", s.queue.Expired())
+			"max_time", s.queue.MaxAge(), "expired", s.queue.Expired(), "shed", s.queue.Shed())
 	}
 	return events[:kept], stamps[:kept]
 }
@@ -55,6 +56,10 @@ func checkMaxTime(q QueueConfig) *problem {
 	}
 	return nil
 }
+
+// Shed returns how many of the stage's queued events its predicate shed
+// before handling (a sink.Shedder such as codel with shed: true).
+func (s *Stage) Shed() uint64 { return s.queue.Shed() }
 
 // Expired returns how many of the stage's events were removed unhandled
 // because they waited longer than queue.max_time.

@@ -199,7 +199,7 @@ func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
 // work from a copy of the batch as it was handed out: the predicate must
 // get back exactly the events it admitted.
 func (s *Stage) runBatch(events, scratch []sink.Event, stamps []int64) {
-	if s.queue.MaxAge() > 0 { // max_time (age.go)
+	if s.queue.Sheds() { // max_time, shedding (age.go)
 		if events, stamps = s.expire(events, stamps); len(events) == 0 {
 			return
 		}
