@@ -11,8 +11,8 @@ import (
 
 // SojournConfig configures a Sojourn predicate. Zero fields take defaults.
 type SojournConfig struct {
-	Target   time.Duration    // acceptable standing queueing delay; default 5ms
-	Interval time.Duration    // observation window; default 100ms
+	Target   time.Duration // acceptable standing queueing delay; default 5ms
+	Interval time.Duration // observation window; default 100ms
 	// Shed also drops events already queued, as CoDel does at dequeue
 	// (sink.Shedder): once events have waited more than Target for an
 	// Interval, the runtime drops one, then the next after
@@ -20,7 +20,7 @@ type SojournConfig struct {
 	// the queue is empty. Dropped events are counted by the queue
 	// (Stage.Shed) and cancelled, never silently lost.
 	Shed bool
-	Now      func() time.Time // nil: time.Now
+	Now  func() time.Time // nil: time.Now
 }
 
 // Sojourn is a CoDel-style admission policy (Nichols & Jacobson 2012, and

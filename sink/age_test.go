@@ -64,7 +64,9 @@ func TestMaxAgeStampsEveryEvent(t *testing.T) {
 // shedOdd sheds events that waited an odd number of seconds.
 type shedOdd struct{ cancelCounter }
 
-func (s *shedOdd) Shed(_ sink.Event, waited time.Duration) bool { return int(waited/time.Second)%2 == 1 }
+func (s *shedOdd) Shed(_ sink.Event, waited time.Duration) bool {
+	return int(waited/time.Second)%2 == 1
+}
 
 func TestExpireShedder(t *testing.T) {
 	q := sink.NewQueue(0)
