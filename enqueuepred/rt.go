@@ -476,7 +476,7 @@ func (r *ResponseTime) Done(_ sink.Event, queued, service time.Duration) {
 	r.mu.Lock()
 	if r.w != nil {
 		r.w.add(now, int64(queued), int64(service))
-		if r.w.capacity == 0 || now >= r.next.Load() {
+		if now >= r.next.Load() || (r.w.capacity == 0 && r.w.bound.len() > 0) {
 			r.runLocked(now)
 		}
 	} else if r.c.add(now, queued+service) {

@@ -159,9 +159,12 @@ func (w *waitModel) run(p *params, now, elapsed int64, inSystem int64, rejected 
 			} else {
 				w.capacity += (x - w.capacity) * min(1, float64(w.done)/16)
 			}
-		case w.capacity == 0 && w.svcMean > 0:
-			// Not saturated yet: the workers seen busy over the mean
-			// service time bound the capacity from below.
+		case w.capacity == 0 && w.svcMean > 0 && q > 0 && w.bound.len() >= 0:
+			// No saturated period measured yet, but events are queued,
+			// so every worker is busy: workers over the mean service
+			// time is the capacity (Little's law on the workers). With
+			// idle workers this would be too low, so it waits for a
+			// queue.
 			if busy := inSystem - int64(q); busy > 0 {
 				w.capacity = float64(busy) / w.svcMean
 			}
