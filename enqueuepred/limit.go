@@ -265,7 +265,7 @@ func (l *Limit) Inspect(report func(string, float64)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	report("limit", float64(l.limit.Load()))
-	report("in_flight", float64(l.inflight.Load()))
+	report("inflight", float64(l.inflight.Load()))
 	report("rt", l.rt)
 	report("service", l.svc)
 	l.inspect(report)

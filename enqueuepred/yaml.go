@@ -52,6 +52,7 @@ func init() {
 		"multiclass": buildMulticlass,
 		"counter":    buildCounter,
 		"vegas":      buildLimit(Vegas),
+		"account":    buildAccount,
 		"gradient":   buildLimit(Gradient),
 		"cost":       buildCost,
 		"red":        buildRED,
@@ -101,6 +102,8 @@ func Types() []string {
 //	           (table: stages naming the same table share their sessions'
 //	           decisions, so a session is treated the same in each)
 //	priority   {limits: {0: 100, 1: 1000}}
+//	account    {max: 100, of: {nested block}}  (per-principal accounting;
+//	           of may be omitted: admit everything)
 //	all, any   {of: [{nested block}, ...]}
 //
 // A modifier is {sampler: cpu|heap|goroutines|queue|rt, stage: NAME,
@@ -544,6 +547,28 @@ func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 		return nil, err
 	}
 	return NewSession(inner, SessionConfig{Window: c.Window, MaxSessions: c.MaxSessions, Now: env.Now, Table: table}), nil
+}
+
+func buildAccount(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Max int        `yaml:"max"`
+		Of  *yaml.Node `yaml:"of"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Max < 0 {
+		return nil, yamlstrict.Errorf(at(n, "max"), yamlstrict.Join(path, "max"), "must not be negative")
+	}
+	var inner sink.Predicate
+	if c.Of != nil {
+		p, err := FromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
+		if err != nil {
+			return nil, err
+		}
+		inner = p
+	}
+	return NewAccounting(inner, AccountingConfig{Max: c.Max}), nil
 }
 
 func buildPriority(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
