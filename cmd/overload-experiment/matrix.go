@@ -73,6 +73,8 @@ type matrixRun struct {
 	rejected []int
 	offered  []int
 	est      []time.Duration // the controller's p90 at the end of each second (rt)
+	comps    []completionRec // every completion
+	ests     []estimateRec   // the controller's p90, every 100 ms (rt)
 	busy     time.Duration   // total handler time
 	nDone    int
 }
@@ -111,6 +113,7 @@ func (r *matrixRun) execute(seed uint64) error {
 			r.done[sec]++
 			r.rts[sec] = append(r.rts[sec], now.Sub(ev.t0))
 			r.busy += now.Sub(t)
+			r.comps = append(r.comps, completionRec{now.Sub(r.start), now.Sub(ev.t0)})
 			r.nDone++
 			r.mu.Unlock()
 		}
@@ -138,20 +141,26 @@ func (r *matrixRun) execute(seed uint64) error {
 	mu := math.Log(float64(r.s.mean)) - sigma*sigma/2
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { // the controller's estimate, once per second
+	go func() { // the controller's estimate, every 100 ms
 		defer wg.Done()
 		p90er, ok := r.pred.(interface{ P90() time.Duration })
-		tick := time.NewTicker(time.Second)
+		if !ok {
+			return
+		}
+		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		for i := 0; i < secs; i++ {
+		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-tick.C:
-			}
-			if ok {
+			case now := <-tick.C:
+				est := p90er.P90()
 				r.mu.Lock()
-				r.est[i] = p90er.P90()
+				at := now.Sub(r.start)
+				r.ests = append(r.ests, estimateRec{at, est})
+				if sec := int(at / time.Second); sec >= 1 && at%time.Second < 100*time.Millisecond {
+					r.est[sec-1] = est
+				}
 				r.mu.Unlock()
 			}
 		}
@@ -190,6 +199,10 @@ func (r *matrixRun) execute(seed uint64) error {
 	return mgr.Shutdown(sctx)
 }
 
+type completionRec struct{ at, rt time.Duration }
+
+type estimateRec struct{ at, est time.Duration }
+
 // row is one line of the matrix table.
 type row struct {
 	scenario, ctl          string
@@ -198,7 +211,7 @@ type row struct {
 	capacity               float64 // measured: workers / mean handler time
 	belowRefused, belowOff int     // refusals / offers in seconds offered below 0.9 × capacity
 	firstRefused           int     // refusals in the first second
-	estErr                 float64 // rt: mean |estimate − real| / real over overloaded seconds; NaN: n/a
+	estErr                 float64 // rt: mean |estimate − real| / real, real = p90 over the estimate's window; NaN: n/a
 }
 
 func (r *matrixRun) summarize() row {
@@ -228,10 +241,27 @@ func (r *matrixRun) summarize() row {
 		want += min(offered, capa)
 		p := p90(r.rts[sec])
 		out.worst = max(out.worst, float64(p)/float64(r.s.target))
-		if r.est[sec] > 0 && r.rejected[sec] > 0 && p > 0 {
-			errSum += math.Abs(float64(r.est[sec]-p)) / float64(p)
-			errN++
+	}
+	// The estimate against the real p90 of the completions of its own
+	// window (the controller's: the last two targets, at least 250 ms),
+	// sampled every 100 ms in steady state.
+	win := max(2*r.s.target, 250*time.Millisecond)
+	for _, e := range r.ests {
+		if e.at < 2*time.Second {
+			continue
 		}
+		var rts []time.Duration
+		for _, c := range r.comps {
+			if c.at > e.at-win && c.at <= e.at {
+				rts = append(rts, c.rt)
+			}
+		}
+		if len(rts) < 5 {
+			continue
+		}
+		real := p90(rts)
+		errSum += math.Abs(float64(e.est-real)) / float64(real)
+		errN++
 	}
 	out.p90 = float64(p90(all)) / float64(r.s.target)
 	if want > 0 {
