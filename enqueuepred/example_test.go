@@ -1,6 +1,7 @@
 package enqueuepred_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -198,4 +199,30 @@ func ExampleNewLimit() {
 	// 1 true
 	// 2 false
 	// limit 8 in flight 1
+}
+
+// A queueing regulator (JOBS): the handler waits for the pacer before each
+// batch, so the stage's queue drains at 50 events/s whatever the load;
+// the queue's threshold bounds how many may wait.
+func ExampleNewPacer() {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { return now } // a fixed clock, for the example's output
+	pacer, err := enqueuepred.NewPacer(enqueuepred.PacerConfig{Rate: 50, Depth: 5, Now: clock})
+	if err != nil {
+		panic(err)
+	}
+	handle := func(batch []sink.Event) error {
+		if err := pacer.Wait(context.Background(), len(batch)); err != nil {
+			return err
+		}
+		// ... handle the batch
+		return nil
+	}
+	// The first 5 events go at once (the depth), the next waits 20 ms.
+	for range 5 {
+		_ = handle([]sink.Event{1})
+	}
+	fmt.Println(pacer.Reserve(1))
+	// Output:
+	// 20ms
 }
