@@ -61,6 +61,21 @@ func TestFromYAML(t *testing.T) {
 				t.Fatal("counter")
 			}
 		}},
+		{"{type: cost, limit: 50, target: 200ms, max: 500}", func(t *testing.T, p sink.Predicate) {
+			if c := p.(*Cost); c.Limit() != 50 || c.fb == nil || c.fb.cfg.Max != 500 || c.fb.cfg.Target != 200*time.Millisecond {
+				t.Fatal("adaptive cost")
+			}
+		}},
+		{"{type: account, of: {type: counter, limit: 3}}", func(t *testing.T, p sink.Predicate) {
+			if a := p.(*Accounting); a.inner.(*Counter).Limit() != 3 || a.max != 100 {
+				t.Fatal("account")
+			}
+		}},
+		{"{type: codel, shed: true}", func(t *testing.T, p sink.Predicate) {
+			if !p.(*Sojourn).cfg.Shed {
+				t.Fatal("codel shed")
+			}
+		}},
 		{"{type: vegas, initial: 8, max: 100}", func(t *testing.T, p sink.Predicate) {
 			if l := p.(*Limit); l.Limit() != 8 || l.cfg.Max != 100 || l.Name() != "vegas" {
 				t.Fatal("vegas")
@@ -177,6 +192,9 @@ func TestFromYAMLErrors(t *testing.T) {
 		{"type: multiclass\ntargets: {}\n", "line 2: p.targets: multiclass needs targets"},
 		{"type: multiclass\ntargets:\n  0: 1s\n  1: soon\n", `line 4: p.targets.1: bad duration "soon"`},
 		{"type: counter\nlimit: 0\n", "line 2: p.limit: limit must be >= 1"},
+		{"type: cost\nlimit: 5\nmax: 9\n", "line 3: p.max: max needs a target"},
+		{"type: cost\nlimit: 5\ntarget: 1s\nmin: 9\n", "outside [min 9"},
+		{"type: account\nmax: -1\n", "line 2: p.max: must not be negative"},
 		{"type: vegas\ntolerance: 2\n", "line 2: p.tolerance: tolerance applies to type gradient, not vegas"},
 		{"type: gradient\nmin: 10\nmax: 5\n", "limit max 5 below min 10"},
 		{"type: gradient\ntolerance: 0.5\n", "tolerance must be >= 1"},
