@@ -53,6 +53,7 @@ func init() {
 		"counter":    buildCounter,
 		"vegas":      buildLimit(Vegas),
 		"account":    buildAccount,
+		"saturated":  buildSaturated,
 		"gradient":   buildLimit(Gradient),
 		"cost":       buildCost,
 		"red":        buildRED,
@@ -102,6 +103,8 @@ func Types() []string {
 //	           (table: stages naming the same table share their sessions'
 //	           decisions, so a session is treated the same in each)
 //	priority   {limits: {0: 100, 1: 1000}}
+//	saturated  {threads: N, of: {nested block}}  (admission control only once
+//	           N events are in service: the pool cannot grow any more)
 //	account    {max: 100, of: {nested block}}  (per-principal accounting;
 //	           of may be omitted: admit everything)
 //	all, any   {of: [{nested block}, ...]}
@@ -569,6 +572,27 @@ func buildAccount(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 		inner = p
 	}
 	return NewAccounting(inner, AccountingConfig{Max: c.Max}), nil
+}
+
+func buildSaturated(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Threads int        `yaml:"threads"`
+		Of      *yaml.Node `yaml:"of"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Threads < 1 {
+		return nil, yamlstrict.Errorf(at(n, "threads"), yamlstrict.Join(path, "threads"), "saturated needs threads >= 1 (the stage's threadpool.max)")
+	}
+	if c.Of == nil {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "of"), "saturated needs the predicate applied once the pool is full, e.g. of: {type: rt, target: 1s}")
+	}
+	inner, err := FromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
+	if err != nil {
+		return nil, err
+	}
+	return NewSaturated(inner, c.Threads), nil
 }
 
 func buildPriority(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {

@@ -161,7 +161,7 @@ func TestFromYAMLErrors(t *testing.T) {
 		doc  string
 		want string
 	}{
-		{"{type: bogus}", `line 1: p.type: unknown predicate type "bogus" (known: account, all, any, codel, cost, counter, gradient, group, multiclass`},
+		{"{type: bogus}", `line 1: p.type: unknown predicate type "bogus" (known: account, all, any, codel, cost, counter, gradient, group, multiclass, priority, rate, red, rt, saturated`},
 		{"{limit: 3}", "line 1: p.type: missing predicate type"},
 		{"[1, 2]", "line 1: p: want a predicate mapping"},
 		{"type: threshold\nlimit: 10\nlimt: 3\n", "line 3: p.limt: unknown key"},
