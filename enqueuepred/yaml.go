@@ -109,10 +109,12 @@ func Types() []string {
 //	           of may be omitted: admit everything)
 //	all, any   {of: [{nested block}, ...]}
 //
-// A modifier is {sampler: cpu|heap|goroutines|queue|rt, stage: NAME,
+// A modifier is {sampler: cpu|heap|goroutines|queue|rt|arrivals|service|wait, stage: NAME,
 // interval: 1s, factor: 10, value: {80: 1, 90: 2}} or, by duration,
 // {..., over: 90, duration: {0s: 1, 30s: 2}}. Sampler units: cpu percent,
-// heap MiB, goroutines count, queue events, rt milliseconds.
+// heap MiB, goroutines count, queue events, rt milliseconds; arrivals
+// (events/s), service and wait (mean ms) are fed by the guarded stage's
+// own events (EventFed).
 func FromYAML(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if n == nil {
 		return nil, yamlstrict.Errorf(nil, path, "missing predicate block")
@@ -717,8 +719,14 @@ func modifierFromYAML(n *yaml.Node, path string, env Env) (Modifier, error) {
 			return m, err
 		}
 		m.Sampler = ResponseTimeSampler{Stage: c.Stage, Lookup: env.Lookup, ResponseTime: env.ResponseTime}
+	case "arrivals":
+		m.Sampler = NewEventSampler(Arrivals)
+	case "service":
+		m.Sampler = NewEventSampler(ServiceTime)
+	case "wait":
+		m.Sampler = NewEventSampler(QueueWait)
 	default:
-		return m, yamlstrict.Errorf(at(n, "sampler"), yamlstrict.Join(path, "sampler"), "unknown sampler %q (known: cpu, goroutines, heap, queue, rt)", c.Sampler)
+		return m, yamlstrict.Errorf(at(n, "sampler"), yamlstrict.Join(path, "sampler"), "unknown sampler %q (known: arrivals, cpu, goroutines, heap, queue, rt, service, wait)", c.Sampler)
 	}
 	if c.Stage != "" && c.Sampler != "queue" && c.Sampler != "rt" {
 		return m, yamlstrict.Errorf(at(n, "stage"), yamlstrict.Join(path, "stage"), "sampler %q takes no stage", c.Sampler)
