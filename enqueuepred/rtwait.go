@@ -53,6 +53,7 @@ type waitModel struct {
 	fb      []float64
 	fbRej   uint64
 	fbStart int64
+	scratch []int64 // sorting buffer of run
 }
 
 // ring keeps the last len(v) values.
@@ -96,6 +97,7 @@ func newWaitModel(initialCapacity float64) *waitModel {
 		capacity: initialCapacity,
 		gain:     1,
 		svc:      newRing(waitSvcSamples),
+		scratch:  make([]int64, 0, waitRespSamples),
 		resp:     newRing(waitRespSamples),
 		respAt:   make([]int64, waitRespSamples),
 	}
@@ -135,7 +137,7 @@ func (w *waitModel) run(p *params, now, elapsed int64, inSystem int64, rejected 
 	q := int(w.queued(inSystem))
 	// Service time statistics.
 	if n := w.svc.n(); n > 0 {
-		s := slices.Clone(w.svc.v[:n])
+		s := append(w.scratch[:0], w.svc.v[:n]...)
 		slices.Sort(s)
 		w.svcP90 = float64(s[int(0.9*float64(n))]) / 1e9
 		var sum int64
@@ -182,12 +184,13 @@ func (w *waitModel) run(p *params, now, elapsed int64, inSystem int64, rejected 
 	// Response-time estimate: the p90 of the completions of the last
 	// window (two targets, at least 250 ms).
 	win := max(int64(2*p.target*1e9), 250e6)
-	var recent []int64
+	recent := w.scratch[:0]
 	for i := range w.resp.n() {
 		if now-w.respAt[i] <= win {
 			recent = append(recent, w.resp.v[i])
 		}
 	}
+	w.scratch = recent[:0]
 	if len(recent) > 0 {
 		slices.Sort(recent)
 		w.est = float64(recent[int(0.9*float64(len(recent)))]) / 1e9
