@@ -1,13 +1,18 @@
 package stage
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// Queue age limit (`queue: {max_time: 2s}`, JOBS's max_time) and
+// Dispatch rate (`queue: {dispatch: 100, burst: 10}`, JOBS's queueing
+// regulator): the runtime waits for the rate before handing a batch to the
+// handler. Queue age limit (`queue: {max_time: 2s}`, JOBS's max_time) and
 // dequeue-side shedding (a sink.Shedder predicate, e.g. CoDel): the runtime
 // hands a dequeued batch to expire before the handler; events that waited
 // longer than the limit, or that the predicate sheds, are not handled. They are counted (the queue's
@@ -49,13 +54,55 @@ func (s *Stage) expire(events []sink.Event, stamps []int64) ([]sink.Event, []int
 	return events[:kept], stamps[:kept]
 }
 
-// checkMaxTime validates queue.max_time.
+// checkMaxTime validates queue.max_time, queue.dispatch and queue.burst.
 func checkMaxTime(q QueueConfig) *problem {
-	if q.MaxTime < 0 {
+	switch {
+	case q.MaxTime < 0:
 		return &problem{[]string{"queue", "max_time"}, "negative duration " + q.MaxTime.String()}
+	case q.Dispatch < 0 || q.Dispatch != q.Dispatch || q.Dispatch > 1e9:
+		return &problem{[]string{"queue", "dispatch"}, fmt.Sprintf("dispatch rate must be in [0, 1e9] events/s, got %v", q.Dispatch)}
+	case q.Burst < 0:
+		return &problem{[]string{"queue", "burst"}, fmt.Sprintf("negative burst %d", q.Burst)}
+	case q.Burst > 0 && q.Dispatch == 0:
+		return &problem{[]string{"queue", "burst"}, "burst needs a dispatch rate"}
 	}
 	return nil
 }
+
+// newPacer returns the queue's dispatch regulator, or nil.
+func newPacer(q QueueConfig) *enqueuepred.Pacer {
+	if q.Dispatch <= 0 {
+		return nil
+	}
+	p, err := enqueuepred.NewPacer(enqueuepred.PacerConfig{Rate: q.Dispatch, Depth: q.Burst})
+	if err != nil {
+		return nil // unreachable after checkMaxTime
+	}
+	return p
+}
+
+// beforeBatch applies the queue's age limit and shedding, then waits for
+// the dispatch rate (JOBS's queueing regulator: the events wait, in the
+// queue or in this worker, instead of being refused). It returns the
+// events to handle.
+func (s *Stage) beforeBatch(events []sink.Event, stamps []int64) ([]sink.Event, []int64) {
+	if s.queue.Sheds() {
+		if events, stamps = s.expire(events, stamps); len(events) == 0 {
+			return events, stamps
+		}
+	}
+	if s.pacer != nil {
+		ctx := s.mgr.runContext()
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		_ = s.pacer.Wait(ctx, len(events)) // manager ending: handle without waiting
+	}
+	return events, stamps
+}
+
+// Pacer returns the stage's dispatch regulator (queue.dispatch), or nil.
+func (s *Stage) Pacer() *enqueuepred.Pacer { return s.pacer }
 
 // Shed returns how many of the stage's queued events its predicate shed
 // before handling (a sink.Shedder such as codel with shed: true).
@@ -64,3 +111,6 @@ func (s *Stage) Shed() uint64 { return s.queue.Shed() }
 // Expired returns how many of the stage's events were removed unhandled
 // because they waited longer than queue.max_time.
 func (s *Stage) Expired() uint64 { return s.queue.Expired() }
+
+// dispatchPacer keeps stage.go free of the enqueuepred import.
+type dispatchPacer = enqueuepred.Pacer

@@ -67,3 +67,48 @@ func TestMaxTimeConfig(t *testing.T) {
 		t.Fatalf("negative max_time in YAML: %v", err)
 	}
 }
+
+// TestDispatchRate: with queue.dispatch every handled event goes through
+// the stage's pacer (no timing is asserted: the rate is high enough never
+// to wait).
+func TestDispatchRate(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	var handled atomic.Int64
+	h := stage.HandlerFunc(func(b []sink.Event) error { handled.Add(int64(len(b))); return nil })
+	st, err := m.CreateStage("S", h, stage.StageConfig{Queue: stage.QueueConfig{Dispatch: 1e9, Burst: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		if err := st.Sink().Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started(t, m)
+	shutdown(t, m)
+	paced := -1.0
+	st.Pacer().Inspect(func(name string, v float64) {
+		if name == "paced" {
+			paced = v
+		}
+	})
+	if handled.Load() != 50 || paced != 50 {
+		t.Fatalf("handled %d, paced %v; want 50 and 50", handled.Load(), paced)
+	}
+	other, err := stage.NewManager(stage.Options{}).CreateStage("T", h, stage.StageConfig{})
+	if err != nil || other.Pacer() != nil {
+		t.Fatalf("pacer without queue.dispatch (%v)", err)
+	}
+	for _, tc := range []struct {
+		doc, want string
+	}{
+		{"queue: {dispatch: -1}", "queue.dispatch: dispatch rate must be in [0, 1e9]"},
+		{"queue: {burst: 5}", "queue.burst: burst needs a dispatch rate"},
+		{"queue: {dispatch: 10, burst: -2}", "queue.burst: negative burst"},
+	} {
+		_, err := stage.ParseConfig([]byte("stages:\n  S:\n    handler: x\n    "+tc.doc+"\n"), "t.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "line 4") {
+			t.Errorf("%s: %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}

@@ -49,6 +49,11 @@ type QueueConfig struct {
 	// MaxTime is the queue's age limit: events that waited longer are
 	// removed before handling, counted and logged (age.go); 0: none.
 	MaxTime time.Duration `yaml:"max_time"`
+	// Dispatch, if positive, is the rate (events/s) at which the runtime
+	// hands queued events to the handler, with bursts of up to Burst
+	// (default 1): JOBS's queueing regulator (age.go).
+	Dispatch float64 `yaml:"dispatch"`
+	Burst    int     `yaml:"burst"`
 }
 
 // ThreadPoolConfig sizes a stage's goroutines.

@@ -197,6 +197,7 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	_, s.single = h.(SingleThreaded)
 	s.queue = sink.NewNamedQueue(name, cfg.Queue.Threshold)
 	s.queue.SetMaxAge(cfg.Queue.MaxTime)
+	s.pacer = newPacer(cfg.Queue)
 	s.external = &stageSink{st: s, outside: true, edge: m.edgeCounter("", name)}
 	sched, err := buildScheduler(cfg.Scheduler, cfg.Ordering)
 	if err != nil {
