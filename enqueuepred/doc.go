@@ -31,12 +31,19 @@
 //   - Limit: an adaptive concurrency limit (Vegas or Gradient, as in
 //     Netflix's concurrency-limits) on the events queued or in service,
 //     moved by response versus service time; it needs no target.
+//   - Pacer (JOBS): a queueing regulator that delays dispatch to a rate
+//     instead of refusing (stage `queue: {dispatch}`).
+//   - Saturated (§8.2.1): admission control only once the thread pool
+//     cannot grow; Accounting (Whirlwind): per-principal usage in metrics;
+//     NewAdaptiveCost: a cost limit moved by response-time feedback.
 //   - Multiclass (§7.2.3): one controller and bucket per class; when a class
 //     misses its target, lower classes are cut first.
 //   - Sojourn: CoDel-style; rejects while the minimum queueing delay over the
 //     last interval stayed above a target (the queue has not drained).
 //   - Modified (JOBS §7.2.4): samplers (CPU, heap, goroutines, another
-//     stage's queue length or response time) turn readings into an overload
+//     stage's queue length or response time, polled; arrivals, service and
+//     wait times fed by the guarded stage's own events: EventFed) turn
+//     readings into an overload
 //     degree through value or duration templates, and the degree scales down
 //     a regulator's limit (Rate, Counter, Threshold, GroupRate).
 //
