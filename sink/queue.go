@@ -112,6 +112,7 @@ type Queue struct {
 	// finished counts dequeued events whose handling is over (Finish):
 	// dequeued − finished are in service.
 	finished atomic.Uint64
+	age      ageLimit // max_time (age.go)
 }
 
 var _ Sink = (*Queue)(nil)
@@ -416,7 +417,7 @@ func (t *txn) Abort() {
 // stampSample; 0 otherwise.
 func (q *Queue) stampLocked(b *predicateBox) int64 {
 	q.pushes++
-	if (b != nil && (b.completer != nil || b.cancels)) || q.sched != nil || q.pushes%stampSample == 1 {
+	if (b != nil && (b.completer != nil || b.cancels)) || q.sched != nil || q.pushes%stampSample == 1 || q.age.on() {
 		return q.nowLocked()
 	}
 	return 0

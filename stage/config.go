@@ -46,6 +46,14 @@ func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err}
 type QueueConfig struct {
 	// Threshold is the queue's capacity; ≤ 0 (or absent) means unbounded.
 	Threshold int `yaml:"threshold"`
+	// MaxTime is the queue's age limit: events that waited longer are
+	// removed before handling, counted and logged (age.go); 0: none.
+	MaxTime time.Duration `yaml:"max_time"`
+	// Dispatch, if positive, is the rate (events/s) at which the runtime
+	// hands queued events to the handler, with bursts of up to Burst
+	// (default 1): JOBS's queueing regulator (age.go).
+	Dispatch float64 `yaml:"dispatch"`
+	Burst    int     `yaml:"burst"`
 }
 
 // ThreadPoolConfig sizes a stage's goroutines.
@@ -480,6 +488,9 @@ func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
 	if p := checkOrdering(sc); p != nil {
 		return p.at(n, path)
 	}
+	if p := checkMaxTime(sc.Queue); p != nil {
+		return p.at(n, path)
+	}
 	if sc.Supervisor != nil {
 		if p := checkSupervisor(*sc.Supervisor, false); p != nil {
 			p.keys = append([]string{"supervisor"}, p.keys...)
@@ -502,6 +513,9 @@ func (sc *StageConfig) validateGo() error {
 		return p.inGo()
 	}
 	if p := checkOrdering(sc); p != nil {
+		return p.inGo()
+	}
+	if p := checkMaxTime(sc.Queue); p != nil {
 		return p.inGo()
 	}
 	if sc.Supervisor != nil {

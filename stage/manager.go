@@ -198,6 +198,8 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	s.cur.Store(&instance{h: h, n: 1})
 	_, s.single = h.(SingleThreaded)
 	s.queue = sink.NewNamedQueue(name, cfg.Queue.Threshold)
+	s.queue.SetMaxAge(cfg.Queue.MaxTime)
+	s.pacer = newPacer(cfg.Queue)
 	s.external = &stageSink{st: s, outside: true, edge: m.edgeCounter("", name)}
 	sched, err := buildScheduler(cfg.Scheduler, cfg.Ordering)
 	if err != nil {

@@ -32,6 +32,8 @@ func newStageMetrics(reg metrics.Registry, s *Stage) *stageMetrics {
 	gauge("rejected.predicate", func() int64 { return int64(s.queue.Stats().RejectedPredicate) })
 	gauge("rejected.closed", func() int64 { return int64(s.queue.Stats().RejectedClosed) })
 	gauge("dropped", func() int64 { return int64(s.queue.Stats().Dropped) })
+	gauge("expired", func() int64 { return int64(s.queue.Expired()) })
+	gauge("shed", func() int64 { return int64(s.queue.Shed()) })
 	gauge("handled", func() int64 { return int64(s.handled()) })
 	gauge("batches", func() int64 { return int64(s.queue.Stats().Batches) })
 	gauge("failures", func() int64 { return int64(s.failures.Load()) })

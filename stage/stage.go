@@ -95,7 +95,9 @@ type Stage struct {
 	queue  *sink.Queue
 	cur    atomic.Pointer[instance] // the handler; swapped by restarts while no batch runs
 	single bool
-	keyed  bool // the queue's scheduler holds events back until Release
+	keyed  bool           // the queue's scheduler holds events back until Release
+	age    ageReport      // max_time expiries (age.go)
+	pacer  *dispatchPacer // queue.dispatch (age.go); nil: none
 	ctx    *Context
 
 	external *stageSink
@@ -198,6 +200,11 @@ func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
 // work from a copy of the batch as it was handed out: the predicate must
 // get back exactly the events it admitted.
 func (s *Stage) runBatch(events, scratch []sink.Event, stamps []int64) {
+	if s.pacer != nil || s.queue.Sheds() { // max_time, shedding, dispatch rate (age.go)
+		if events, stamps = s.beforeBatch(events, stamps); len(events) == 0 {
+			return
+		}
+	}
 	orig := scratch[:copy(scratch, events)]
 	s.handleBatch(events, orig, stamps)
 	if s.keyed {
