@@ -149,7 +149,7 @@ func TestCallTimeoutAndExpiry(t *testing.T) {
 
 func TestCallDeadline(t *testing.T) {
 	_, st := startOne(t, stage.HandlerFunc(func([]sink.Event) error { return nil }), stage.StageConfig{}) // never answers
-	ctx, cancel := context.WithTimeout(context.Background(), 1) // already over when waited on
+	ctx, cancel := context.WithTimeout(context.Background(), 1)                                           // already over when waited on
 	defer cancel()
 	<-ctx.Done()
 	_, err := stage.Call[string, string](ctx, st.Sink(), "x")
