@@ -20,7 +20,7 @@ type stageMetrics struct {
 	batchSize   metrics.Histogram
 	// Prometheus-style histograms of every timed batch (histogram.go).
 	serviceHist, waitHist, batchHist *histogram
-	last        atomic.Int64 // sink.Nanotime of the last histogram update
+	last                             atomic.Int64 // sink.Nanotime of the last histogram update
 }
 
 func newStageMetrics(reg metrics.Registry, s *Stage) *stageMetrics {
