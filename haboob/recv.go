@@ -90,7 +90,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	}
 	for prefix, name := range a.Routes {
 		if !strings.HasPrefix(prefix, "/") {
-			return c.ArgError(fmt.Errorf("route prefix %q must start with /", prefix), "routes", prefix)
+			return c.ArgError(fmt.Errorf("prefix must start with /, got %q", prefix), "routes", prefix)
 		}
 		s, err := c.Sink(name)
 		if err != nil {

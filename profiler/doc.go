@@ -2,6 +2,11 @@
 // profiler (thesis §5.3.5): it samples every stage of a stage.Manager at a
 // fixed interval and
 //
+// Start with New(manager, Config{HTTP: "127.0.0.1:9090"}, logger) and
+// Start: the dashboard is then at /debug/sandstorm/ and Prometheus metrics
+// at /metrics (docs/grafana-sandstorm.json is a Grafana dashboard for
+// them). In YAML this is `global.profiler`.
+//
 //   - appends one line per sample to a gnuplot-ready profile log (the Unix
 //     time, the Go runtime's memory and goroutines, then a name/value pair
 //     for every queue length, pool size, batching factor, counter, rate,
