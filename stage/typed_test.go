@@ -117,3 +117,29 @@ func TestTypedInGraph(t *testing.T) {
 		t.Fatalf("wrong type: %v", err)
 	}
 }
+
+func TestWrapForwardsHooks(t *testing.T) {
+	inner := &lifecycle{}
+	var initOrder []string
+	w := stage.Wrap(inner, func(*stage.Context) error { initOrder = append(initOrder, "middleware"); return nil },
+		func(batch []sink.Event) error { return inner.HandleEvents(batch) })
+	if _, ok := w.(stage.SingleThreaded); ok {
+		t.Error("Wrap made a reentrant handler SingleThreaded")
+	}
+	if _, ok := stage.Wrap(stage.Typed[order](&sumHandler{}), nil, nil).(stage.SingleThreaded); !ok {
+		t.Error("Wrap dropped SingleThreaded")
+	}
+	m := stage.NewManager(stage.Options{})
+	if _, err := m.CreateStage("W", w, stage.StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(initOrder) != 1 || inner.inits.Load() != 1 || inner.destroys.Load() != 1 {
+		t.Errorf("middleware init %v, inner init %d destroy %d", initOrder, inner.inits.Load(), inner.destroys.Load())
+	}
+}
