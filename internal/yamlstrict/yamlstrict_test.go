@@ -258,3 +258,22 @@ func TestDecodeReportsEveryError(t *testing.T) {
 		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// FuzzDistance: the edit distance is symmetric, zero only for equal words
+// and bounded by the longer word,
+// and Suggest only suggests what it was given.
+func FuzzDistance(f *testing.F) {
+	f.Add("treshold", "threshold")
+	f.Add("", "max")
+	f.Add("ab", "ba")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		d := distance(a, b)
+		same := string([]rune(a)) == string([]rune(b)) // invalid UTF-8 reads as U+FFFD
+		if d != distance(b, a) || d < 0 || d > max(len([]rune(a)), len([]rune(b))) || same != (d == 0) {
+			t.Fatalf("distance(%q, %q) = %d", a, b, d)
+		}
+		if s := Suggest(a, []string{b}); s != "" && s != b {
+			t.Fatalf("Suggest(%q, [%q]) = %q", a, b, s)
+		}
+	})
+}
