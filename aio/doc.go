@@ -2,6 +2,10 @@
 // sockets on gnet event loops and files on a wrapped blocking stage, both
 // speaking events to application sinks.
 //
+// Start with Listen (a server socket delivering connection and packet
+// events to a sink) or Files (the asynchronous file stage); their YAML
+// block is global.aio.
+//
 // # Sockets
 //
 // Listen opens a server socket. Its sink receives ListenSucceeded (or

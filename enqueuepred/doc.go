@@ -2,6 +2,27 @@
 // sink.Predicate implementations that decide, on every enqueue attempt,
 // whether a stage accepts an event.
 //
+// # Start here
+//
+// Most stages need one of three, set in YAML (`predicate:`) or with
+// sink.Sink.SetPredicate:
+//
+//   - a fixed queue bound: no predicate at all, just `queue: {threshold: N}`
+//     (or NewThreshold for a bound below the queue's capacity);
+//   - a fixed rate: `{type: rate, rate: 5000, depth: 100}` (NewRate), when
+//     you know what the stage or what it calls can sustain;
+//   - a latency target: `{type: rt, target: 200ms}` (NewResponseTime), the
+//     thesis's controller, when you know how long a request may take and
+//     not what rate that is; `{type: counter, limit: 64}` (NewCounter)
+//     bounds the events in service instead.
+//
+// The others are for particular needs: classes of service (Multiclass,
+// Priority), sessions (Session), queue-delay shedding (Sojourn, RED),
+// load measured elsewhere (Modified with samplers), cost (Cost), limits
+// shared between stages (GroupRate), composition (All, Any).
+//
+// # Every policy
+//
 // Static policies:
 //
 //   - Threshold: reject while the guarded queue holds limit events or more.

@@ -162,7 +162,7 @@ of:
 	fmt.Println(err)
 	// Output:
 	// all true
-	// line 1: stages.Echo.predicate.dept: unknown key (known: depth, modifiers, rate, shards)
+	// line 1: stages.Echo.predicate.dept: unknown key (did you mean "depth"? known: depth, modifiers, rate, shards)
 }
 
 func ExampleInspector() {

@@ -80,18 +80,21 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 		return err
 	}
 	if h.args.Chunk <= 0 {
-		return fmt.Errorf("haboob: CacheMiss: chunk must be positive, got %v", h.args.Chunk)
+		return c.ArgError(fmt.Errorf("chunk must be positive, got %v", h.args.Chunk), "chunk")
 	}
 	root := h.args.Root
 	if h.srv.opts.Root != "" {
 		root = h.srv.opts.Root
 	}
 	if root == "" {
-		return fmt.Errorf("haboob: CacheMiss: no document root (set its `root` arg or Options.Root)")
+		return c.ArgError(errors.New("no document root (set it here or with Options.Root, haboob -root)"), "root")
 	}
 	var err error
 	if h.site, err = NewSite(SiteConfig{Root: root, Index: h.args.Index}); err != nil {
-		return err
+		if h.srv.opts.Root != "" {
+			return err // the root came from the command line, not the file
+		}
+		return c.ArgError(err, "root")
 	}
 	h.srv.mu.Lock()
 	h.cache = h.srv.cache
@@ -112,7 +115,7 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	}
 	if hs, err := h.srv.HTTP(); err == nil {
 		if lim := chunkLimit(hs); lim > 0 && int64(h.args.Chunk) > lim {
-			return fmt.Errorf("haboob: CacheMiss: chunk %v is above %v, half the HTTP socket's writeThreshold bytes: two pieces of a streamed file must fit in it", h.args.Chunk, aio.ByteSize(lim))
+			return c.ArgError(fmt.Errorf("chunk %v is above %v, half the HTTP socket's writeThreshold bytes: two pieces of a streamed file must fit in it", h.args.Chunk, aio.ByteSize(lim)), "chunk")
 		}
 	}
 	if h.self, err = c.Sink(c.Stage().Name()); err != nil {

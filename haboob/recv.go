@@ -73,29 +73,33 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		return err
 	}
 	a := &h.args
-	if a.MaxConnections < 0 || a.MaxPipeline < 0 {
-		return fmt.Errorf("haboob: HttpRecv: maxConnections and maxPipeline must not be negative")
+	if a.MaxConnections < 0 {
+		return c.ArgError(fmt.Errorf("must not be negative, got %d", a.MaxConnections), "maxConnections")
+	}
+	if a.MaxPipeline < 0 {
+		return c.ArgError(fmt.Errorf("must not be negative, got %d", a.MaxPipeline), "maxPipeline")
 	}
 	if a.Stats != "" && !strings.HasPrefix(a.Stats, "/") {
-		return fmt.Errorf("haboob: HttpRecv: stats path %q must start with /", a.Stats)
+		return c.ArgError(fmt.Errorf("stats path %q must start with /", a.Stats), "stats")
 	}
 	if err := checkStatsAccess(a.StatsAccess); err != nil {
 		return err
 	}
 	var err error
+	// Context.Sink locates a missing stage named in the args itself.
 	if h.static, err = c.Sink(a.Static); err != nil {
-		return fmt.Errorf("haboob: HttpRecv static stage: %w", err)
+		return err
 	}
 	if h.send, err = stageSend(c, a.Send); err != nil {
 		return fmt.Errorf("haboob: HttpRecv send stage: %w", err)
 	}
 	for prefix, name := range a.Routes {
 		if !strings.HasPrefix(prefix, "/") {
-			return fmt.Errorf("haboob: HttpRecv route %q: prefix must start with /", prefix)
+			return c.ArgError(fmt.Errorf("prefix must start with /, got %q", prefix), "routes", prefix)
 		}
 		s, err := c.Sink(name)
 		if err != nil {
-			return fmt.Errorf("haboob: HttpRecv route %q: %w", prefix, err)
+			return err
 		}
 		h.routes = append(h.routes, route{prefix: prefix, stage: name, sink: s})
 	}

@@ -2,6 +2,11 @@
 // chapter 5 §7): the pure, I/O-free core that a server stage on the aio
 // socket layer drives.
 //
+// This package is Haboob's own HTTP stack on the aio layer. To put stages
+// behind a standard net/http server, use package nethttp instead. Start
+// here with Listen (a server that enqueues each parsed Request on a
+// stage's sink); a stage answers on the request's Connection with Send.
+//
 // # Parsing
 //
 // A [Parser] is the per-connection state machine (Sandstorm's

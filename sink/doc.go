@@ -3,6 +3,11 @@
 // errors, and Queue, the bounded multi-producer/multi-consumer queue that
 // backs every stage.
 //
+// Start with Sink.Enqueue and errors.Is(err, ErrRejected): a rejection is
+// the overload signal to act on (drop, degrade, answer 503, back off).
+// EnqueueWait waits instead, for producers that prefer back-pressure.
+// Queue is what the runtime builds for every stage; you rarely make one.
+//
 // Enqueue is synchronous: a queue accepts an event or rejects it at once with
 // an error wrapping ErrRejected (a full queue or a predicate said no) or
 // ErrClosed (the stage was destroyed). A rejection is the overload signal the

@@ -3,6 +3,8 @@ package stage
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -33,11 +35,21 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	if e.File == "" {
-		return "config: " + e.Err.Error()
+	prefix := "config: "
+	if e.File != "" {
+		prefix = e.File + ": "
 	}
-	return e.File + ": " + e.Err.Error()
+	errs := e.Errors()
+	lines := make([]string, len(errs))
+	for i, err := range errs {
+		lines[i] = prefix + err.Error()
+	}
+	return strings.Join(lines, "\n")
 }
+
+// Errors returns the located errors one by one, in file order: a file's
+// errors are reported all at once, one line each.
+func (e *ConfigError) Errors() []error { return yamlstrict.Split(e.Err) }
 
 // Unwrap returns ErrInvalidConfig and the located error.
 func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
@@ -287,7 +299,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	fail := func(err error) (*Config, error) { return nil, &ConfigError{File: file, Err: err} }
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fail(errors.New(strings.TrimPrefix(err.Error(), "yaml: ")))
+		return fail(yamlstrict.SyntaxError(err))
 	}
 	cfg := &Config{File: file}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -297,38 +309,72 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	if root.Kind != yaml.MappingNode {
 		return fail(yamlstrict.Errorf(root, "", "want a mapping with global: and stages:"))
 	}
+	// Every error of the file is reported at once, in file order.
+	var errs []error
+	globalOK := true
 	var stagesNode, supNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		switch k.Value {
 		case "global":
 			if err := yamlstrict.Decode(v, "global", &cfg.Global); err != nil {
-				return fail(err)
+				errs, globalOK = append(errs, err), false
+				continue
 			}
 			if err := validateGlobal(&cfg.Global, v); err != nil {
-				return fail(err)
+				errs, globalOK = append(errs, err), false
+				continue
 			}
-			if err := validateSections(&cfg.Global); err != nil {
-				return fail(err)
-			}
+			errs = append(errs, validateSections(&cfg.Global))
 		case "stages":
 			stagesNode = v
 		case "supervisors":
 			supNode = v
 		default:
-			return fail(yamlstrict.Errorf(k, k.Value, "unknown key (known: global, stages, supervisors)"))
+			errs = append(errs, yamlstrict.UnknownKey(k, k.Value, []string{"global", "stages", "supervisors"}))
 		}
 	}
-	if err := parseStages(cfg, stagesNode, file); err != nil {
-		return fail(err)
-	}
-	if err := parseSupervisors(cfg, supNode); err != nil {
+	errs = append(errs, parseStages(cfg, stagesNode, file, globalOK))
+	errs = append(errs, parseSupervisors(cfg, supNode, stageNames(stagesNode)))
+	if err := inFileOrder(errs); err != nil {
 		return fail(err)
 	}
 	return cfg, nil
 }
 
-func parseStages(cfg *Config, stagesNode *yaml.Node, file string) error {
+// stageNames returns the names a `stages:` block defines.
+func stageNames(n *yaml.Node) []string {
+	var names []string
+	if n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			names = append(names, n.Content[i].Value)
+		}
+	}
+	return names
+}
+
+// inFileOrder joins errors (yamlstrict errors, possibly joined) sorted by
+// line; errors without a line keep their place at the end.
+func inFileOrder(errs []error) error {
+	joined := yamlstrict.Collect(errs...)
+	if joined == nil {
+		return nil
+	}
+	list := yamlstrict.Split(joined)
+	line := func(err error) int {
+		if ye, ok := errors.AsType[*yamlstrict.Error](err); ok && ye.Line > 0 {
+			return ye.Line
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(list, func(a, b error) int { return line(a) - line(b) })
+	return yamlstrict.Collect(list...)
+}
+
+// parseStages reads the stages: block. With a bad global block
+// (globalOK false) the stages' values are not validated: they inherit the
+// global defaults, and each would repeat the global block's error.
+func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool) error {
 	if stagesNode == nil {
 		return nil
 	}
@@ -339,25 +385,34 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string) error {
 		return yamlstrict.Errorf(stagesNode, "stages", "want a mapping of stage names to stage blocks")
 	}
 	seen := map[string]int{}
+	var errs []error
 	for i := 0; i+1 < len(stagesNode.Content); i += 2 {
 		k, v := stagesNode.Content[i], stagesNode.Content[i+1]
 		name, path := k.Value, yamlstrict.Join("stages", k.Value)
 		if name == "" {
-			return yamlstrict.Errorf(k, "stages", "empty stage name")
+			errs = append(errs, yamlstrict.Errorf(k, "stages", "empty stage name"))
+			continue
 		}
 		if line, dup := seen[name]; dup {
-			return yamlstrict.Errorf(k, path, "stage defined twice (first on line %d)", line)
+			errs = append(errs, yamlstrict.Errorf(k, path, "stage defined twice (first on line %d)", line))
+			continue
 		}
 		seen[name] = k.Line
 		sc := cfg.Global.stageDefaults()
 		if err := yamlstrict.Decode(v, path, &sc); err != nil {
-			return err
+			errs = append(errs, err)
+			continue
+		}
+		if !globalOK {
+			continue
 		}
 		if err := validateStage(&sc, v, path); err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		if sc.Handler == "" {
-			return yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler")
+			errs = append(errs, yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler"))
+			continue
 		}
 		sc.path, sc.file = path, file
 		if hn := lookup(v, "handler"); hn != nil {
@@ -365,7 +420,7 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string) error {
 		}
 		cfg.Stages = append(cfg.Stages, NamedStageConfig{Name: name, Config: sc})
 	}
-	return nil
+	return yamlstrict.Collect(errs...)
 }
 
 // lookup finds the node at a key path below n (nil if absent).
@@ -431,7 +486,7 @@ func validatePool(tp ThreadPoolConfig, b BatchingConfig, block *yaml.Node, path 
 		check(b.Max >= 0, block, path, []string{"batching", "max"}, "negative batch size %d", b.Max),
 	}
 	if err := errors.Join(errs...); err != nil {
-		return firstError(errs)
+		return firstError(errs) // the others are often its consequences
 	}
 	if err := tp.Controller.Validate(); err != nil {
 		return check(false, block, path, []string{"threadpool", "controller"}, "%v", err)
@@ -570,6 +625,9 @@ func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
 	if err := declareGroups(m, cfg); err != nil {
 		return nil, err
 	}
+	if err := checkReferences(cfg, r); err != nil {
+		return nil, err
+	}
 	for _, ns := range cfg.Stages {
 		if !ns.Config.HostedOn(cfg.Node) {
 			continue
@@ -614,16 +672,16 @@ func declareGroups(m *Manager, cfg *Config) error {
 // parseSupervisors reads the top-level `supervisors:` block: groups over
 // stages and other groups. Every name must resolve, every child has one
 // parent, and groups form a forest.
-func parseSupervisors(cfg *Config, n *yaml.Node) error {
+func parseSupervisors(cfg *Config, n *yaml.Node, stageNames []string) error {
 	if n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
 		return yamlstrict.Errorf(n, "supervisors", "want a mapping of supervisor names to {strategy, maxRestarts, period, children}")
 	}
-	stages := map[string]bool{}
-	for _, s := range cfg.Stages {
-		stages[s.Name] = true
+	stages := map[string]bool{} // every stage the file defines, valid or not
+	for _, s := range stageNames {
+		stages[s] = true
 	}
 	type group struct {
 		name string
@@ -665,6 +723,10 @@ func parseSupervisors(cfg *Config, n *yaml.Node) error {
 			}
 			p := fmt.Sprintf("%s[%d]", path, i)
 			if !stages[c] && lines[c] == 0 {
+				known := append(slices.Clone(stageNames), slices.Collect(maps.Keys(lines))...)
+				if s := yamlstrict.Suggest(c, known); s != "" {
+					return yamlstrict.Errorf(at, p, "no stage or supervisor %q (did you mean %q?)", c, s)
+				}
 				return yamlstrict.Errorf(at, p, "no stage or supervisor %q", c)
 			}
 			if c == g.name {

@@ -393,7 +393,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	})
 	for i, s := range stages {
 		if err := m.initStage(s); err != nil {
-			m.log.Error("stage init failed", "stage", s.name, "err", err)
+			// Not logged here: Start returns the error, and its caller
+			// reports it (once).
 			for _, done := range stages[:i] {
 				if d, ok := done.Handler().(Destroyer); ok {
 					_ = d.Destroy()

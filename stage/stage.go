@@ -81,6 +81,7 @@ type Stats struct {
 	Failures  uint64 // failures reported: events named by EventError, batches that failed whole, restarted handlers whose Init failed
 	Restarts  uint64 // handlers replaced by the stage's supervisor
 	Linked    uint64 // events cancelled because an event of their principal failed
+	Expired   uint64 // events dropped unhandled because their context had ended (ContextEvent)
 	PoolSize  int    // goroutines serving the stage
 	BatchSize int    // current batching factor
 	QueueLen  int
@@ -110,6 +111,7 @@ type Stage struct {
 	failures atomic.Uint64
 	restarts atomic.Uint64
 	linked   atomic.Uint64
+	expired  atomic.Uint64 // events dropped because their context had ended (expire.go)
 	metrics  *stageMetrics
 
 	monitors  monitors
@@ -160,6 +162,7 @@ func (s *Stage) Stats() Stats {
 		Failures:  s.failures.Load(),
 		Restarts:  s.restarts.Load(),
 		Linked:    s.linked.Load(),
+		Expired:   s.expired.Load(),
 		BatchSize: int(s.batchSize.Load()),
 		QueueLen:  s.queue.Len(),
 	}
@@ -204,6 +207,9 @@ func (s *Stage) runBatch(events, scratch []sink.Event, stamps []int64) {
 		if events, stamps = s.beforeBatch(events, stamps); len(events) == 0 {
 			return
 		}
+	}
+	if events, stamps = s.dropExpired(events, stamps); len(events) == 0 {
+		return
 	}
 	orig := scratch[:copy(scratch, events)]
 	s.handleBatch(events, orig, stamps)
@@ -274,6 +280,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	for _, f := range fs {
 		s.mgr.reportFailure(f)
 		s.mgr.notify(s, StageFailed{f}, false)
+		failCalls(f)
 	}
 	if s.cfg.Ordering.Linked {
 		s.failLinked(fs)
