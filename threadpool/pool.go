@@ -110,6 +110,9 @@ type Pool struct {
 
 	size   atomic.Int32 // live workers
 	target atomic.Int32 // desired workers
+	// lastTick is the UnixNano of the controller's latest tick (of Start
+	// before the first), what idle workers note as the time they went idle.
+	lastTick atomic.Int64
 
 	mu        sync.Mutex
 	gen       atomic.Uint64 // bumped to make every idle worker look again
@@ -126,7 +129,12 @@ type Pool struct {
 }
 
 type worker struct {
-	idleSince atomic.Int64 // UnixNano when it went idle; 0 while busy
+	// idleSince is the pool's lastTick when the worker went idle (0
+	// while busy): workers never read the clock, the controller's tick
+	// does, so idleness is measured to within one interval (never
+	// overstated).
+	idleSince atomic.Int64
+	wait      *sink.Waiter
 }
 
 var _ Runner = (*Pool)(nil)
@@ -173,6 +181,7 @@ func (p *Pool) Start(ctx context.Context) {
 	})
 	p.mu.Unlock()
 	p.target.Store(int32(p.cfg.Initial))
+	p.lastTick.Store(p.cfg.Clock.Now().UnixNano())
 	p.grow(p.cfg.Initial)
 	if p.cfg.Controller.Enabled {
 		go p.control()
@@ -225,7 +234,7 @@ func (p *Pool) stopControl() {
 
 func (p *Pool) grow(n int) {
 	for i := 0; i < n; i++ {
-		w := &worker{}
+		w := &worker{wait: sink.NewWaiter()}
 		p.mu.Lock()
 		select {
 		case <-p.done:
@@ -259,15 +268,14 @@ func (p *Pool) retire(w *worker) bool {
 }
 
 // wakeAll makes every idle worker look at the pool's state again
-// (retirement, cancellation, drain). Workers wait on the queue's Ready
-// channel alone (one channel is cheaper to wait on than a select); the
-// wake-up is one token that each woken worker passes on when it sees a new
-// generation. Go wakes channel receivers in arrival order, so the token
-// reaches every worker that was waiting when wakeAll ran; a worker that was
-// busy sees the generation before it waits.
+// (retirement, cancellation, drain). Workers park on the queue alone
+// (sink.Queue.Park: one channel is cheaper to wait on than a select);
+// WakeAll wakes every parked worker and leaves a token for one about to
+// park, which passes it on when it sees a new generation; a worker that
+// was busy sees the generation before it parks.
 func (p *Pool) wakeAll() {
 	p.gen.Add(1)
-	p.st.Queue().Signal()
+	p.st.Queue().WakeAll()
 }
 
 // exit removes w; the last worker out closes done and unhooks the pool
@@ -298,7 +306,7 @@ func (p *Pool) run(w *worker) {
 	for {
 		gen := p.gen.Load()
 		if p.retire(w) {
-			p.st.Queue().Signal() // pass the wake-up on
+			q.Signal() // pass the wake-up on
 			return
 		}
 		bs := max(p.st.BatchSize(), 1)
@@ -309,9 +317,7 @@ func (p *Pool) run(w *worker) {
 			if trackIdle {
 				w.idleSince.Store(0)
 			}
-			p.st.RunBatch(events[:n], scratch[:n], stamps[:n])
-			clear(events[:n])
-			q.Finish(n)
+			p.runBatch(q, events[:n], scratch[:n], stamps[:n])
 			continue
 		}
 		if q.IsClosed() && q.Drained() {
@@ -325,13 +331,32 @@ func (p *Pool) run(w *worker) {
 			return
 		}
 		if trackIdle && w.idleSince.Load() == 0 {
-			w.idleSince.Store(p.cfg.Clock.Now().UnixNano())
+			w.idleSince.Store(p.lastTick.Load())
 		}
-		<-q.Ready() // Close, cancellation and resizing signal it too
+		// Close, cancellation and resizing wake parked workers too.
+		if e, stamp, ok := q.Park(w.wait); ok {
+			// Handed over directly by an enqueue on the empty queue.
+			if trackIdle {
+				w.idleSince.Store(0)
+			}
+			// Events enqueued since join it: the batch is bound when
+			// the worker runs, not when it was woken.
+			events[0], stamps[0] = e, stamp
+			n := 1 + q.Dequeue(events[1:bs], stamps[1:bs])
+			p.runBatch(q, events[:n], scratch[:n], stamps[:n])
+			continue
+		}
 		if p.gen.Load() != gen {
 			q.Signal()
 		}
 	}
+}
+
+// runBatch runs one dequeued batch and reports it finished.
+func (p *Pool) runBatch(q *sink.Queue, events, scratch []sink.Event, stamps []int64) {
+	p.st.RunBatch(events, scratch, stamps)
+	clear(events)
+	q.Finish(len(events))
 }
 
 // idleWorkers counts workers idle for at least d at now.
@@ -369,6 +394,7 @@ func (p *Pool) control() {
 
 // tick samples the stage, asks the controller and resizes the pool.
 func (p *Pool) tick(now time.Time, idle time.Duration) {
+	p.lastTick.Store(now.UnixNano())
 	s := Sample{
 		Now:         now,
 		QueueLen:    p.st.Queue().Len(),
