@@ -270,6 +270,10 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		return fail(errors.New(strings.TrimPrefix(err.Error(), "yaml: ")))
 	}
 	cfg := &Config{File: file}
+	// Files get the defaults README lists: the thread-pool controller on,
+	// with thrashing detection; `enabled: false` turns it off.
+	cfg.Global.ThreadPool.Controller.Enabled = true
+	cfg.Global.ThreadPool.Controller.AutoMaxDetect = true
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return cfg, nil
 	}
@@ -336,6 +340,7 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string) error {
 		if err := validateStage(&sc, v, path); err != nil {
 			return err
 		}
+		sc.ThreadPool.Controller.Disabled = !sc.ThreadPool.Controller.Enabled
 		if sc.Handler == "" {
 			return yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler")
 		}

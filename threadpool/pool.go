@@ -37,7 +37,10 @@ type Runner interface {
 	Wait(ctx context.Context) error
 }
 
-// Config configures a per-stage Pool. Zero values are defaults.
+// Config configures a per-stage Pool. Zero values are defaults: 1 to 20
+// workers, sized by the Controller with thrashing detection. A pool whose
+// Max exceeds its Min runs its controller unless Controller.Disabled is
+// set; Max == Min pins the size.
 type Config struct {
 	Min     int // fewest workers (0 → 1)
 	Max     int // most workers (0 → 20)
@@ -86,6 +89,14 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SingleThreaded {
 		c.Min, c.Max, c.Initial = 1, 1, 1
+		c.Controller.Enabled = false
+	}
+	if c.Max > c.Min && !c.Controller.Enabled && !c.Controller.Disabled {
+		// A pool allowed to grow grows under load, and gives back the
+		// goroutines that add no throughput.
+		c.Controller.Enabled, c.Controller.AutoMaxDetect = true, true
+	}
+	if c.Controller.Disabled {
 		c.Controller.Enabled = false
 	}
 	if c.Initial <= 0 {
