@@ -513,22 +513,28 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 // Load reads a configuration file and builds a manager (not started) with
-// its stages, taking handlers from r (nil: DefaultRegistry).
-func Load(path string, r *Registry) (*Manager, error) {
+// its stages, taking handlers from r (nil: DefaultRegistry). opts, at most
+// one (the last wins), are NewManager's: logger, failure hook, clock,
+// metrics registry. What the file's global block configures happens
+// without further wiring: the services of linked-in packages (the
+// profiler, its log and dashboard: see RegisterService) start and stop
+// with the manager, and Shutdown is bounded by global.shutdown
+// (ShutdownBound; Run waits for a signal and shuts down within it).
+func Load(path string, r *Registry, opts ...Options) (*Manager, error) {
 	cfg, err := LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(cfg, r, Options{})
+	return newLoaded(cfg, r, opts)
 }
 
 // Parse is Load for a configuration held in memory.
-func Parse(data []byte, r *Registry) (*Manager, error) {
+func Parse(data []byte, r *Registry, opts ...Options) (*Manager, error) {
 	cfg, err := ParseConfig(data, "")
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(cfg, r, Options{})
+	return newLoaded(cfg, r, opts)
 }
 
 // NewFromConfig builds a manager (not started) from a parsed configuration.
