@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 )
 
 // epoch anchors Nanotime's monotonic readings.
@@ -96,9 +98,9 @@ type Queue struct {
 
 	isClosed atomic.Bool
 	ready    chan struct{} // token: events may be available
-	// waiters are consumers parked in Park, most recent last. An event
+	// waiters are consumers parked in park, most recent last. An event
 	// enqueued while the queue is empty goes straight to one of them.
-	waiters   []*Waiter
+	waiters   []*sinkrt.Waiter
 	nwaiters  atomic.Int32  // len(waiters), readable without the lock
 	space     chan struct{} // token: room may be available
 	spaceWait atomic.Int32
@@ -278,7 +280,7 @@ func (q *Queue) Enqueue(e Event) error {
 		q.batches++
 		stamp := q.stampLocked(b)
 		q.mu.Unlock()
-		w.ch <- handoff{ev: e, stamp: stamp, ok: true}
+		w.C <- sinkrt.Handoff{Ev: e, Stamp: stamp, OK: true}
 		return nil
 	}
 	q.push(e, q.stampLocked(b))
@@ -531,7 +533,7 @@ func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
 		q.batches++
 	}
 	more := q.count > 0
-	var w *Waiter
+	var w *sinkrt.Waiter
 	if more {
 		w = q.popWaiterLocked() // pass the wake-up on to another consumer
 	}
@@ -562,24 +564,32 @@ func (q *Queue) InService() int {
 	return int(d - f)
 }
 
-// Ready returns a channel that receives a token when events may be waiting.
-// A consumer that finds the queue empty waits on it (and on Done) before
-// trying Dequeue again. A token may be spurious.
+// Ready returns a channel that receives a token when events may be waiting,
+// for a consumer outside the runtime's thread managers (whose workers park
+// on the queue and are woken first). A consumer that finds the queue empty
+// waits on it (and on Done) before trying Dequeue again. A token may be
+// spurious.
 func (q *Queue) Ready() <-chan struct{} { return q.ready }
 
-// SetReady makes the queue signal ch instead of its own channel, so that one
-// group of consumers can wait for several queues at once. Call it before the
-// queue is used.
-func (q *Queue) SetReady(ch chan struct{}) { q.ready = ch }
+// runtimeQueue is the runtime's view of a Queue (internal/sinkrt): the
+// operations thread managers need and producers must not have.
+type runtimeQueue struct{ q *Queue }
 
-// Signal puts a token on the Ready channel (if none is there), waking one
-// waiting consumer. The runtime uses it to pass a wake-up on.
-func (q *Queue) Signal() { q.signalReady() }
+func init() {
+	sinkrt.Of = func(q any) sinkrt.Queue { return runtimeQueue{q.(*Queue)} }
+}
+
+func (r runtimeQueue) Park(w *sinkrt.Waiter) (Event, int64, bool) { return r.q.park(w) }
+func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
+func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
+
+// SetReady replaces the channel the queue signals; call it before use.
+func (r runtimeQueue) SetReady(ch chan struct{}) { r.q.ready = ch }
 
 // signalReady wakes one consumer: a parked one (Park), else whoever waits
 // on Ready. The caller must not hold q.mu.
 func (q *Queue) signalReady() {
-	var w *Waiter
+	var w *sinkrt.Waiter
 	if q.nwaiters.Load() > 0 {
 		// A consumer that parks after this look saw, under the lock,
 		// the change the caller made before calling signalReady.
@@ -593,9 +603,9 @@ func (q *Queue) signalReady() {
 // wake sends w a wake-up token, or puts one on the Ready channel when w is
 // nil. A parked consumer takes that token before it parks again, so a
 // wake-up that finds nobody parked is not lost.
-func (q *Queue) wake(w *Waiter) {
+func (q *Queue) wake(w *sinkrt.Waiter) {
 	if w != nil {
-		w.ch <- handoff{}
+		w.C <- sinkrt.Handoff{}
 		return
 	}
 	select {
@@ -606,7 +616,7 @@ func (q *Queue) wake(w *Waiter) {
 
 // popWaiterLocked removes and returns the most recently parked consumer,
 // or nil. The caller holds q.mu.
-func (q *Queue) popWaiterLocked() *Waiter {
+func (q *Queue) popWaiterLocked() *sinkrt.Waiter {
 	n := len(q.waiters)
 	if n == 0 {
 		return nil
@@ -618,32 +628,15 @@ func (q *Queue) popWaiterLocked() *Waiter {
 	return w
 }
 
-// Waiter is a consumer's handle for Park. Each consumer goroutine has its
-// own; the zero value is not usable: call NewWaiter.
-type Waiter struct {
-	ch chan handoff // holds at most one hand-off: only the one who popped the waiter sends
-}
-
-// handoff is what a parked consumer is woken with: an event (ok) or a bare
-// wake-up.
-type handoff struct {
-	ev    Event
-	stamp int64
-	ok    bool
-}
-
-// NewWaiter returns a Waiter for one consumer goroutine.
-func NewWaiter() *Waiter { return &Waiter{ch: make(chan handoff, 1)} }
-
-// Park waits until the queue may have work for the consumer w. It returns
+// park waits until the queue may have work for the consumer w. It returns
 // at once when events are runnable, when the queue is closed with no
 // prepared transaction left, or when a wake-up was signalled since the
-// consumer's last look (Signal, WakeAll, Close, Resume...). Otherwise it
-// parks; an event enqueued on the empty queue while the consumer is parked
-// is handed to it directly, as the result (ok true): it has been dequeued
-// (counted in Stats.Dequeued) and must be finished like any other. With ok
-// false the consumer should look again with Dequeue. For the runtime only.
-func (q *Queue) Park(w *Waiter) (e Event, stamp int64, ok bool) {
+// consumer's last look (signalReady, wakeAll, Close, Resume...). Otherwise
+// it parks; an event enqueued on the empty queue while the consumer is
+// parked is handed to it directly, as the result (ok true): it has been
+// dequeued (counted in Stats.Dequeued) and must be finished like any
+// other. With ok false the consumer should look again with Dequeue.
+func (q *Queue) park(w *sinkrt.Waiter) (e Event, stamp int64, ok bool) {
 	q.mu.Lock()
 	if q.runnableLocked() > 0 || (q.closed && q.reserved == 0) {
 		q.mu.Unlock()
@@ -658,21 +651,21 @@ func (q *Queue) Park(w *Waiter) (e Event, stamp int64, ok bool) {
 	q.waiters = append(q.waiters, w)
 	q.nwaiters.Store(int32(len(q.waiters)))
 	q.mu.Unlock()
-	h := <-w.ch
-	return h.ev, h.stamp, h.ok
+	h := <-w.C
+	return h.Ev, h.Stamp, h.OK
 }
 
-// WakeAll wakes every parked consumer and leaves a wake-up token for one
+// wakeAll wakes every parked consumer and leaves a wake-up token for one
 // that is about to park. The runtime uses it when consumers must look at
 // their pool's state again (resizing, cancellation).
-func (q *Queue) WakeAll() {
+func (q *Queue) wakeAll() {
 	q.mu.Lock()
 	ws := q.waiters
 	q.waiters = nil
 	q.nwaiters.Store(0)
 	q.mu.Unlock()
 	for _, w := range ws {
-		w.ch <- handoff{}
+		w.C <- sinkrt.Handoff{}
 	}
 	q.wake(nil)
 }
@@ -700,7 +693,7 @@ func (q *Queue) Close() {
 	q.isClosed.Store(true)
 	q.mu.Unlock()
 	close(q.done)
-	q.WakeAll()
+	q.wakeAll()
 }
 
 // IsClosed reports whether Close has been called.

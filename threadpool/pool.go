@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -145,7 +146,7 @@ type worker struct {
 	// does, so idleness is measured to within one interval (never
 	// overstated).
 	idleSince atomic.Int64
-	wait      *sink.Waiter
+	wait      *sinkrt.Waiter
 }
 
 var _ Runner = (*Pool)(nil)
@@ -245,7 +246,7 @@ func (p *Pool) stopControl() {
 
 func (p *Pool) grow(n int) {
 	for i := 0; i < n; i++ {
-		w := &worker{wait: sink.NewWaiter()}
+		w := &worker{wait: sinkrt.NewWaiter()}
 		p.mu.Lock()
 		select {
 		case <-p.done:
@@ -280,13 +281,13 @@ func (p *Pool) retire(w *worker) bool {
 
 // wakeAll makes every idle worker look at the pool's state again
 // (retirement, cancellation, drain). Workers park on the queue alone
-// (sink.Queue.Park: one channel is cheaper to wait on than a select);
-// WakeAll wakes every parked worker and leaves a token for one about to
+// (sinkrt.Queue.Park: one channel is cheaper to wait on than a select);
+// wakeAll wakes every parked worker and leaves a token for one about to
 // park, which passes it on when it sees a new generation; a worker that
 // was busy sees the generation before it parks.
 func (p *Pool) wakeAll() {
 	p.gen.Add(1)
-	p.st.Queue().WakeAll()
+	sinkrt.Of(p.st.Queue()).WakeAll()
 }
 
 // exit removes w; the last worker out closes done and unhooks the pool
@@ -311,13 +312,14 @@ func (p *Pool) exit(w *worker) {
 func (p *Pool) run(w *worker) {
 	defer p.wg.Done()
 	q := p.st.Queue()
+	rt := sinkrt.Of(q)
 	trackIdle := p.cfg.Controller.Enabled
 	var events, scratch []sink.Event
 	var stamps []int64
 	for {
 		gen := p.gen.Load()
 		if p.retire(w) {
-			q.Signal() // pass the wake-up on
+			rt.Signal() // pass the wake-up on
 			return
 		}
 		bs := max(p.st.BatchSize(), 1)
@@ -333,19 +335,19 @@ func (p *Pool) run(w *worker) {
 		}
 		if q.IsClosed() && q.Drained() {
 			p.exit(w)
-			q.Signal()
+			rt.Signal()
 			return
 		}
 		if p.cancelled.Load() {
 			p.exit(w)
-			q.Signal()
+			rt.Signal()
 			return
 		}
 		if trackIdle && w.idleSince.Load() == 0 {
 			w.idleSince.Store(p.lastTick.Load())
 		}
 		// Close, cancellation and resizing wake parked workers too.
-		if e, stamp, ok := q.Park(w.wait); ok {
+		if e, stamp, ok := rt.Park(w.wait); ok {
 			// Handed over directly by an enqueue on the empty queue.
 			if trackIdle {
 				w.idleSince.Store(0)
@@ -358,7 +360,7 @@ func (p *Pool) run(w *worker) {
 			continue
 		}
 		if p.gen.Load() != gen {
-			q.Signal()
+			rt.Signal()
 		}
 	}
 }
