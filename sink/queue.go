@@ -629,8 +629,8 @@ func (q *Queue) popWaiterLocked() *sinkrt.Waiter {
 }
 
 // park waits until the queue may have work for the consumer w. It returns
-// at once when events are runnable, when the queue is closed with no
-// prepared transaction left, or when a wake-up was signalled since the
+// at once when events are runnable, when the queue is closed and drained
+// (nothing queued, no prepared transaction left), or when a wake-up was signalled since the
 // consumer's last look (signalReady, wakeAll, Close, Resume...). Otherwise
 // it parks; an event enqueued on the empty queue while the consumer is
 // parked is handed to it directly, as the result (ok true): it has been
@@ -638,7 +638,7 @@ func (q *Queue) popWaiterLocked() *sinkrt.Waiter {
 // other. With ok false the consumer should look again with Dequeue.
 func (q *Queue) park(w *sinkrt.Waiter) (e Event, stamp int64, ok bool) {
 	q.mu.Lock()
-	if q.runnableLocked() > 0 || (q.closed && q.reserved == 0) {
+	if q.runnableLocked() > 0 || (q.closed && q.count == 0 && q.reserved == 0) {
 		q.mu.Unlock()
 		return nil, 0, false
 	}
