@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -117,5 +118,39 @@ func TestParkWakeAll(t *testing.T) {
 	q.signalReady() // nobody parked: a token
 	if _, _, ok := q.park(sinkrt.NewWaiter()); ok {
 		t.Fatal("token taken as an event")
+	}
+}
+
+// EnqueueWait holds a producer back while an unbounded queue is
+// backlogged, and lets it through as soon as events leave the queue;
+// Enqueue itself never refuses.
+func TestEnqueueWaitPacedOnBacklog(t *testing.T) {
+	q := NewQueue(0)
+	for i := 0; i <= softBound; i++ {
+		if err := q.Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !q.Backlogged() {
+		t.Fatalf("%d events queued, not backlogged", q.Len())
+	}
+	done := make(chan error, 1)
+	go func() { done <- EnqueueWait(context.Background(), q, "last") }()
+	// The producer waits (registered for space) until events leave.
+	deadline := time.Now().Add(10 * time.Second)
+	for q.spaceWait.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("EnqueueWait did not wait on a backlogged queue")
+		}
+		runtime.Gosched()
+	}
+	if n := q.Dequeue(make([]Event, 16), nil); n != 16 {
+		t.Fatalf("Dequeue = %d", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := q.Len(), softBound+1-16+1; got != want {
+		t.Fatalf("Len = %d, want %d", got, want)
 	}
 }

@@ -294,6 +294,13 @@ func (q *Queue) Enqueue(e Event) error {
 	return nil
 }
 
+// Backlogged reports whether the queue is unbounded and holds more than
+// a few thousand events: EnqueueWait then waits for room as on a full
+// bounded queue (see Backlogger), though Enqueue would accept.
+func (q *Queue) Backlogged() bool {
+	return q.capacity <= 0 && q.length.Load() > softBound
+}
+
 // softBound is the length past which an unbounded queue makes its
 // producers yield their processor after each enqueue. An unbounded queue
 // never refuses an event, but a producer that races ahead of the stages

@@ -358,6 +358,7 @@ type stageSink struct {
 var (
 	_ sink.Sink          = (*stageSink)(nil)
 	_ sink.SpaceNotifier = (*stageSink)(nil)
+	_ sink.Backlogger    = (*stageSink)(nil)
 )
 
 func (k *stageSink) refuse() error {
@@ -432,6 +433,7 @@ func (t *countedTxn) Abort() {
 }
 
 func (k *stageSink) Len() int                               { return k.st.queue.Len() }
+func (k *stageSink) Backlogged() bool                       { return k.st.queue.Backlogged() }
 func (k *stageSink) Predicate() sink.Predicate              { return k.st.queue.Predicate() }
 func (k *stageSink) SpaceSignal() (<-chan struct{}, func()) { return k.st.queue.SpaceSignal() }
 
