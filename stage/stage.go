@@ -247,7 +247,9 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 // EventErrors name, else one for the whole batch) are counted, logged,
 // reported to Options.OnFailure and to the stage's monitors, the queued
 // events linked to the failed ones are cancelled, and the stage's
-// supervisor (if any) is told once.
+// supervisor (if any) is told once. A supervised stage's queue is paused
+// before anyone hears of the failure, so that what a monitor enqueues in
+// response goes to the restarted handler.
 func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	now := time.Now()
 	var fs []Failure
@@ -264,6 +266,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 		fs = []Failure{{Stage: s.name, Err: err, Events: slices.Clone(events), Whole: true, Time: now, Instance: inst.n}}
 	}
 	s.failures.Add(uint64(len(fs)))
+	paused := s.mgr.sup.pause(s)
 	for _, f := range fs {
 		s.mgr.reportFailure(f)
 		s.mgr.notify(s, StageFailed{f}, false)
@@ -271,7 +274,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	if s.cfg.Ordering.Linked {
 		s.failLinked(fs)
 	}
-	s.mgr.sup.report(s, inst.n, err)
+	s.mgr.sup.report(s, inst.n, err, paused)
 }
 
 // eventErrors returns the EventErrors that make up err (one, or several

@@ -407,7 +407,6 @@ func (p *Pool) control() {
 
 // tick samples the stage, asks the controller and resizes the pool.
 func (p *Pool) tick(now time.Time, idle time.Duration) {
-	p.lastTick.Store(now.UnixNano())
 	s := Sample{
 		Now:         now,
 		QueueLen:    p.st.Queue().Len(),
@@ -417,6 +416,7 @@ func (p *Pool) tick(now time.Time, idle time.Duration) {
 	}
 	target := p.ctrl.Tick(s)
 	p.resize(target)
+	p.lastTick.Store(now.UnixNano()) // last: tests wait for it to see the tick applied
 }
 
 func (p *Pool) resize(target int) {
