@@ -589,6 +589,7 @@ func init() {
 func (r runtimeQueue) Park(w *sinkrt.Waiter) (Event, int64, bool) { return r.q.park(w) }
 func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
 func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
+func (r runtimeQueue) Parked() int                                { return int(r.q.nwaiters.Load()) }
 
 // SetReady replaces the channel the queue signals; call it before use.
 func (r runtimeQueue) SetReady(ch chan struct{}) { r.q.ready = ch }

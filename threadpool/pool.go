@@ -50,7 +50,7 @@ type Config struct {
 	SingleThreaded bool
 	Controller     ControllerConfig
 	Logger         *slog.Logger
-	// Clock drives the controller's ticks and the workers' idle times
+	// Clock drives the controller's ticks (and so the idle times)
 	// (nil: the real clock). Tests pass a fake one.
 	Clock Clock
 }
@@ -122,9 +122,12 @@ type Pool struct {
 
 	size   atomic.Int32 // live workers
 	target atomic.Int32 // desired workers
-	// lastTick is the UnixNano of the controller's latest tick (of Start
-	// before the first), what idle workers note as the time they went idle.
+	// lastTick is the UnixNano of the controller's latest tick, once
+	// applied.
 	lastTick atomic.Int64
+	// parked holds the parked-worker counts of the ticks within the idle
+	// time (and the one before): owned by the control goroutine.
+	parked []idleSample
 
 	mu        sync.Mutex
 	gen       atomic.Uint64 // bumped to make every idle worker look again
@@ -141,12 +144,13 @@ type Pool struct {
 }
 
 type worker struct {
-	// idleSince is the pool's lastTick when the worker went idle (0
-	// while busy): workers never read the clock, the controller's tick
-	// does, so idleness is measured to within one interval (never
-	// overstated).
-	idleSince atomic.Int64
-	wait      *sinkrt.Waiter
+	wait *sinkrt.Waiter
+}
+
+// idleSample is the number of parked workers at a controller tick.
+type idleSample struct {
+	at     int64 // UnixNano
+	parked int
 }
 
 var _ Runner = (*Pool)(nil)
@@ -193,7 +197,6 @@ func (p *Pool) Start(ctx context.Context) {
 	})
 	p.mu.Unlock()
 	p.target.Store(int32(p.cfg.Initial))
-	p.lastTick.Store(p.cfg.Clock.Now().UnixNano())
 	p.grow(p.cfg.Initial)
 	if p.cfg.Controller.Enabled {
 		go p.control()
@@ -313,7 +316,6 @@ func (p *Pool) run(w *worker) {
 	defer p.wg.Done()
 	q := p.st.Queue()
 	rt := sinkrt.Of(q)
-	trackIdle := p.cfg.Controller.Enabled
 	var events, scratch []sink.Event
 	var stamps []int64
 	for {
@@ -327,9 +329,6 @@ func (p *Pool) run(w *worker) {
 			events, scratch, stamps = make([]sink.Event, bs), make([]sink.Event, bs), make([]int64, bs)
 		}
 		if n := q.Dequeue(events[:bs], stamps[:bs]); n > 0 {
-			if trackIdle {
-				w.idleSince.Store(0)
-			}
 			p.runBatch(q, events[:n], scratch[:n], stamps[:n])
 			continue
 		}
@@ -343,15 +342,9 @@ func (p *Pool) run(w *worker) {
 			rt.Signal()
 			return
 		}
-		if trackIdle && w.idleSince.Load() == 0 {
-			w.idleSince.Store(p.lastTick.Load())
-		}
 		// Close, cancellation and resizing wake parked workers too.
 		if e, stamp, ok := rt.Park(w.wait); ok {
 			// Handed over directly by an enqueue on the empty queue.
-			if trackIdle {
-				w.idleSince.Store(0)
-			}
 			// Events enqueued since join it: the batch is bound when
 			// the worker runs, not when it was woken.
 			events[0], stamps[0] = e, stamp
@@ -372,16 +365,28 @@ func (p *Pool) runBatch(q *sink.Queue, events, scratch []sink.Event, stamps []in
 	q.Finish(len(events))
 }
 
-// idleWorkers counts workers idle for at least d at now.
+// idleWorkers estimates how many workers have been idle for at least d at
+// now: the fewest parked at any tick within d (given a tick at least d
+// old). Workers keep no idle clock of their own: parking costs them
+// nothing more. A worker that woke briefly between two ticks counts as
+// idle: the pool had that many workers to spare all along. Called by the
+// control goroutine only.
 func (p *Pool) idleWorkers(now time.Time, d time.Duration) int {
-	cut := now.Add(-d).UnixNano()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for w := range p.workers {
-		if s := w.idleSince.Load(); s != 0 && s <= cut {
-			n++
-		}
+	t := now.UnixNano()
+	p.parked = append(p.parked, idleSample{at: t, parked: sinkrt.Of(p.st.Queue()).Parked()})
+	cut := t - int64(d)
+	// Keep the latest sample at or before the cut and those after it.
+	i := 0
+	for i+1 < len(p.parked) && p.parked[i+1].at <= cut {
+		i++
+	}
+	p.parked = append(p.parked[:0], p.parked[i:]...)
+	if p.parked[0].at > cut {
+		return 0 // not watched for d yet
+	}
+	n := p.parked[0].parked
+	for _, s := range p.parked[1:] {
+		n = min(n, s.parked)
 	}
 	return n
 }
@@ -408,10 +413,12 @@ func (p *Pool) control() {
 // tick samples the stage, asks the controller and resizes the pool.
 func (p *Pool) tick(now time.Time, idle time.Duration) {
 	s := Sample{
-		Now:         now,
-		QueueLen:    p.st.Queue().Len(),
-		Processed:   p.Processed(),
-		Size:        p.Size(),
+		Now:       now,
+		QueueLen:  p.st.Queue().Len(),
+		Processed: p.Processed(),
+		// Workers above the target are on their way out (woken, not
+		// parked): the pool's size is the target.
+		Size:        min(p.Size(), int(p.target.Load())),
 		IdleWorkers: p.idleWorkers(now, idle),
 	}
 	target := p.ctrl.Tick(s)

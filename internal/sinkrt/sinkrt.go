@@ -24,6 +24,8 @@ type Queue interface {
 	// so that one group of consumers can wait for several queues. Call it
 	// before the queue is used.
 	SetReady(ch chan struct{})
+	// Parked is the number of consumers parked now.
+	Parked() int
 }
 
 // Waiter is one consumer goroutine's handle for Park.
