@@ -15,7 +15,11 @@
 // EnqueueWait.
 //
 // Handlers only ever see Sink; taking events off a queue (Queue.Dequeue) is
-// the runtime's job.
+// the runtime's job. The runtime's thread managers also park their
+// goroutines on a queue, wake them and redirect a queue's wake-ups through
+// an internal bridge (internal/sinkrt), out of reach of producers: an
+// Enqueue that finds the queue empty and a worker parked hands the event
+// to that worker directly, as a channel send to a waiting receiver does.
 //
 // A Queue is FIFO by default, on a lock-protected ring. A Scheduler changes
 // the order in which the runtime gets events (Whirlwind §III.E): NewLIFO

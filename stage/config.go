@@ -302,6 +302,10 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		return fail(yamlstrict.SyntaxError(err))
 	}
 	cfg := &Config{File: file}
+	// Files get the defaults README lists: the thread-pool controller on,
+	// with thrashing detection; `enabled: false` turns it off.
+	cfg.Global.ThreadPool.Controller.Enabled = true
+	cfg.Global.ThreadPool.Controller.AutoMaxDetect = true
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return cfg, nil
 	}
@@ -410,6 +414,7 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool)
 			errs = append(errs, err)
 			continue
 		}
+		sc.ThreadPool.Controller.Disabled = !sc.ThreadPool.Controller.Enabled
 		if sc.Handler == "" {
 			errs = append(errs, yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler"))
 			continue
@@ -592,22 +597,28 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 // Load reads a configuration file and builds a manager (not started) with
-// its stages, taking handlers from r (nil: DefaultRegistry).
-func Load(path string, r *Registry) (*Manager, error) {
+// its stages, taking handlers from r (nil: DefaultRegistry). opts, at most
+// one (the last wins), are NewManager's: logger, failure hook, clock,
+// metrics registry. What the file's global block configures happens
+// without further wiring: the services of linked-in packages (the
+// profiler, its log and dashboard: see RegisterService) start and stop
+// with the manager, and Shutdown is bounded by global.shutdown
+// (ShutdownBound; Run waits for a signal and shuts down within it).
+func Load(path string, r *Registry, opts ...Options) (*Manager, error) {
 	cfg, err := LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(cfg, r, Options{})
+	return newLoaded(cfg, r, opts)
 }
 
 // Parse is Load for a configuration held in memory.
-func Parse(data []byte, r *Registry) (*Manager, error) {
+func Parse(data []byte, r *Registry, opts ...Options) (*Manager, error) {
 	cfg, err := ParseConfig(data, "")
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(cfg, r, Options{})
+	return newLoaded(cfg, r, opts)
 }
 
 // NewFromConfig builds a manager (not started) from a parsed configuration.

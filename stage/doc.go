@@ -22,6 +22,12 @@
 // arrives in an event (where to reply) is passed through Context.Traced, so
 // that the reply is traced from the stage that sends it.
 //
+// Load and Parse take NewManager's Options (logger, failure hook, clock);
+// a manager they make also runs what the file's global block configures:
+// the services of linked-in packages (the profiler and its dashboard, see
+// RegisterService), and a Shutdown bounded by global.shutdown (Run starts,
+// waits for its context and shuts down within that bound).
+//
 // Lifecycle: NewManager or Load, CreateStage, Start, then Shutdown, which
 // drains every queued event before it closes the queues, like
 // http.Server.Shutdown. Done and Err tell a command when the manager has

@@ -70,6 +70,10 @@ type Manager struct {
 	metrics  metrics.Registry
 	config   *Config
 	shared   *threadpool.SharedPool
+	// services are those Load or Parse built (services.go); bounded: a
+	// manager made by them bounds Shutdown by the file's global.shutdown.
+	services []*namedService
+	bounded  bool
 
 	mu     sync.RWMutex
 	stages map[string]*Stage
@@ -422,6 +426,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.raiseLogged(SignalStagesInitialized, StagesInitialized{Stages: names})
 	m.log.Info("stages started", "count", len(stages))
+	m.startServices(m.runCtx)
 	return nil
 }
 
@@ -540,6 +545,11 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.state = stateStopping
 	m.mu.Unlock()
+	if m.bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.ShutdownBound())
+		defer cancel()
+	}
 
 	// Stages being created on the running manager finish their Init and
 	// start before the drain, so that they drain and stop like the others.
@@ -611,6 +621,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		if err := m.endStage(s, true); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := m.stopServices(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	m.mu.Lock()
 	m.state = stateStopped
@@ -701,14 +714,28 @@ func (m *Manager) idle() bool {
 	return true
 }
 
+// eventAttr describes a failed event for the log without writing its
+// payload there: an event that implements slog.LogValuer logs what its
+// LogValue chooses (resolved by the handler), any other event only its
+// type.
+func eventAttr(e sink.Event) slog.Attr {
+	if v, ok := e.(slog.LogValuer); ok {
+		return slog.Any("event", v)
+	}
+	return slog.String("event.type", fmt.Sprintf("%T", e))
+}
+
 func (m *Manager) reportFailure(f Failure) {
 	m.failures.Add(1)
 	var first sink.Event
 	if len(f.Events) > 0 {
 		first = f.Events[0]
 	}
-	m.log.Error("stage handler failed", "stage", f.Stage, "err", f.Err, "batch", len(f.Events),
-		"event", fmt.Sprintf("%.200v", first))
+	attrs := []any{"stage", f.Stage, "err", f.Err, "batch", len(f.Events)}
+	if len(f.Events) > 0 {
+		attrs = append(attrs, eventAttr(first))
+	}
+	m.log.Error("stage handler failed", attrs...)
 	if m.opts.OnFailure != nil {
 		m.opts.OnFailure(f)
 	}

@@ -260,7 +260,9 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 // EventErrors name, else one for the whole batch) are counted, logged,
 // reported to Options.OnFailure and to the stage's monitors, the queued
 // events linked to the failed ones are cancelled, and the stage's
-// supervisor (if any) is told once.
+// supervisor (if any) is told once. A supervised stage's queue is paused
+// before anyone hears of the failure, so that what a monitor enqueues in
+// response goes to the restarted handler.
 func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	now := time.Now()
 	var fs []Failure
@@ -277,6 +279,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 		fs = []Failure{{Stage: s.name, Err: err, Events: slices.Clone(events), Whole: true, Time: now, Instance: inst.n}}
 	}
 	s.failures.Add(uint64(len(fs)))
+	paused := s.mgr.sup.pause(s)
 	for _, f := range fs {
 		s.mgr.reportFailure(f)
 		s.mgr.notify(s, StageFailed{f}, false)
@@ -285,7 +288,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	if s.cfg.Ordering.Linked {
 		s.failLinked(fs)
 	}
-	s.mgr.sup.report(s, inst.n, err)
+	s.mgr.sup.report(s, inst.n, err, paused)
 }
 
 // eventErrors returns the EventErrors that make up err (one, or several
@@ -372,6 +375,7 @@ type stageSink struct {
 var (
 	_ sink.Sink          = (*stageSink)(nil)
 	_ sink.SpaceNotifier = (*stageSink)(nil)
+	_ sink.Backlogger    = (*stageSink)(nil)
 )
 
 func (k *stageSink) refuse() error {
@@ -446,6 +450,7 @@ func (t *countedTxn) Abort() {
 }
 
 func (k *stageSink) Len() int                               { return k.st.queue.Len() }
+func (k *stageSink) Backlogged() bool                       { return k.st.queue.Backlogged() }
 func (k *stageSink) Predicate() sink.Predicate              { return k.st.queue.Predicate() }
 func (k *stageSink) SpaceSignal() (<-chan struct{}, func()) { return k.st.queue.SpaceSignal() }
 
