@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/panjf2000/gnet/v2"
@@ -174,6 +175,23 @@ func (g *gnetEcho) OnTraffic(c gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
+// boundAddr asks the kernel which address gnet's listener got (for port 0).
+func boundAddr(eng gnet.Engine) net.Addr {
+	fd, err := eng.Dup()
+	if err != nil {
+		return nil
+	}
+	defer syscall.Close(fd)
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		return nil
+	}
+	if a, ok := sa.(*syscall.SockaddrInet4); ok {
+		return &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}
+	}
+	return nil
+}
+
 func startGnetEcho(b *testing.B) (string, func()) {
 	g := &gnetEcho{booted: make(chan struct{})}
 	done := make(chan error, 1)
@@ -241,5 +259,63 @@ func startNetEcho(b *testing.B) (string, func()) {
 		}
 		mu.Unlock()
 		wg.Wait()
+	}
+}
+
+// BenchmarkAcceptChurn measures connection churn: each operation dials,
+// exchanges one 64-byte echo and closes, from 16 clients at once, against
+// the aio server (its own accept goroutine handing connections to gnet)
+// and the references (gnet accepting in its own loop, net).
+//
+// Run: go test -run XXX -bench AcceptChurn -benchtime 5000x ./aio/ (more
+// runs out of ephemeral ports: every connection leaves a TIME_WAIT)
+func BenchmarkAcceptChurn(b *testing.B) {
+	for _, s := range []struct {
+		name  string
+		start func(b *testing.B) (addr string, stop func())
+	}{
+		{"aio-inline", startAIOInlineEcho},
+		{"gnet", startGnetEcho},
+		{"net", startNetEcho},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			addr, stop := s.start(b)
+			defer stop()
+			msg := make([]byte, 64)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			b.ResetTimer()
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := make([]byte, len(msg))
+					for next.Add(1) <= int64(b.N) {
+						c, err := net.Dial("tcp", addr)
+						if err != nil {
+							errs <- err
+							return
+						}
+						_, err = c.Write(msg)
+						if err == nil {
+							_, err = io.ReadFull(c, buf)
+						}
+						c.Close()
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			select {
+			case err := <-errs:
+				b.Fatal(err)
+			default:
+			}
+		})
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
-
-	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // Client makes outgoing connections (Sandstorm's asyncClientSocket). One
@@ -59,7 +57,7 @@ func NewClient(cfg SocketConfig) (*Client, error) {
 // the background and delivers to s either the *Connection, whose Value is
 // value, or ConnectFailed. It returns an error only if the request itself
 // is bad or the client is closed.
-func (cl *Client) Connect(addr string, s sink.Sink, value any) error {
+func (cl *Client) Connect(addr string, s Receiver, value any) error {
 	if s == nil {
 		return fmt.Errorf("%w: Connect with a nil sink", ErrBadEvent)
 	}

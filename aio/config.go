@@ -29,6 +29,9 @@ const (
 	DefaultCloseTimeout   = 30 * time.Second
 	DefaultPollInterval   = time.Millisecond
 	DefaultConnectTimeout = 10 * time.Second
+	DefaultWriteWindow    = 256 << 10
+	DefaultOutputBudget   = 64 << 20
+	DefaultLingerTimeout  = 2 * time.Second
 )
 
 // ByteSize is a number of bytes that YAML may spell as an integer or with a
@@ -178,6 +181,12 @@ type SocketConfig struct {
 	// ReusePort binds one listener per event loop with SO_REUSEPORT
 	// (needs a fixed port).
 	ReusePort bool `yaml:"reusePort"`
+	// MaxConnections bounds a server's open connections (0: unbounded):
+	// beyond it, a connection is closed as soon as it is accepted, before
+	// it takes an event-loop slot or a buffer (counted in OverLimit and
+	// RejectedAccepts), so that descriptors stay available to the
+	// connections being served.
+	MaxConnections int `yaml:"maxConnections"`
 	// ReadBuffer is gnet's read size and the largest packet (0 → 16 KiB).
 	ReadBuffer ByteSize `yaml:"readBuffer"`
 	// InboundPolicy says what happens to incoming bytes while their
@@ -196,6 +205,26 @@ type SocketConfig struct {
 	// any of its output written for this long (0: never). A connection
 	// that stopped reading because its reader sink is behind is not idle.
 	IdleTimeout time.Duration `yaml:"idleTimeout"`
+	// WriteWindow bounds the bytes of a connection handed to its event
+	// loop and not yet written to the kernel (what gnet copies into its
+	// buffer when the peer reads slowly). Bytes queued beyond it wait, by
+	// reference, in the connection (0 → 256 KiB; < 0: unbounded).
+	WriteWindow ByteSize `yaml:"writeWindow"`
+	// OutputBudget bounds the same bytes over every connection of the
+	// socket together (0 → 64 MiB; < 0: unbounded); the rest waits by
+	// reference. When it is used up, a connection with nothing pending may
+	// still hand over 4 KiB at a time, so that slow readers holding the
+	// budget (until WriteTimeout closes them) cannot starve the others:
+	// the bound is OutputBudget plus 4 KiB per connection.
+	OutputBudget ByteSize `yaml:"outputBudget"`
+	// WriteTimeout aborts a connection whose output makes no progress
+	// toward the kernel for this long (a peer that stopped reading:
+	// ClosedWriteTimeout, ErrWriteTimeout). 0: never.
+	WriteTimeout time.Duration `yaml:"writeTimeout"`
+	// LingerTimeout bounds a lingering close (Connection.Linger): how long
+	// input is read and discarded after the last response (0 → 2s; < 0:
+	// Linger closes like Close).
+	LingerTimeout time.Duration `yaml:"lingerTimeout"`
 	// CloseTimeout bounds a graceful Close waiting for output to drain;
 	// then the connection is aborted (0 → 30s; < 0: wait forever).
 	CloseTimeout time.Duration `yaml:"closeTimeout"`
@@ -240,6 +269,8 @@ func (c SocketConfig) problem() string {
 	switch {
 	case c.EventLoops < 0:
 		return bad("eventLoops %d is negative", c.EventLoops)
+	case c.MaxConnections < 0:
+		return bad("maxConnections %d is negative", c.MaxConnections)
 	case c.ReadBuffer < 0:
 		return bad("readBuffer %d is negative", c.ReadBuffer)
 	case c.ReadBuffer > 64<<20:
@@ -250,6 +281,8 @@ func (c SocketConfig) problem() string {
 		return bad("unknown inboundPolicy %q (known: pause, close)", c.InboundPolicy)
 	case c.IdleTimeout < 0:
 		return bad("idleTimeout %v is negative", c.IdleTimeout)
+	case c.WriteTimeout < 0:
+		return bad("writeTimeout %v is negative", c.WriteTimeout)
 	case c.ReadRate.Bytes < 0 || math.IsNaN(c.ReadRate.Bytes) || math.IsInf(c.ReadRate.Bytes, 0):
 		return bad("readRate.bytes %v must be a finite number ≥ 0", c.ReadRate.Bytes)
 	case c.ReadRate.Packets < 0 || math.IsNaN(c.ReadRate.Packets) || math.IsInf(c.ReadRate.Packets, 0):
@@ -290,6 +323,15 @@ func (c SocketConfig) withDefaults() SocketConfig {
 	}
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = DefaultCloseTimeout
+	}
+	if c.WriteWindow == 0 {
+		c.WriteWindow = DefaultWriteWindow
+	}
+	if c.OutputBudget == 0 {
+		c.OutputBudget = DefaultOutputBudget
+	}
+	if c.LingerTimeout == 0 {
+		c.LingerTimeout = DefaultLingerTimeout
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = DefaultConnectTimeout

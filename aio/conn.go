@@ -24,17 +24,19 @@ const (
 type connState uint8
 
 const (
-	stateOpen     connState = iota
-	stateClosing            // graceful close: waiting for output to drain
-	stateAborting           // gnet Close requested
-	stateClosed             // OnClose ran; the gnet conn is gone
+	stateOpen      connState = iota
+	stateClosing             // graceful close: waiting for output to drain
+	stateLingering           // output sent, FIN sent: discarding input until EOF or LingerTimeout
+	stateAborting            // gnet Close requested
+	stateClosed              // OnClose ran; the gnet conn is gone
 )
 
 // pendingWrite is an accepted write request not yet known to be flushed.
 type pendingWrite struct {
 	end  int64 // cumulative byte offset just past the request
 	n    int
-	done sink.Sink
+	done Receiver
+	fn   func(error)
 	tag  any
 }
 
@@ -43,11 +45,42 @@ type writeOp struct {
 	data []byte
 	bufs [][]byte
 	n    int
-	done sink.Sink
+	done Receiver
+	fn   func(error)
 	tag  any
 }
 
-type sinkRef struct{ s sink.Sink }
+// split returns the first k bytes of op (0 < k < op.n) and the rest; the
+// completion stays with the rest.
+func (op writeOp) split(k int) (head, tail writeOp) {
+	head.n, tail.n = k, op.n-k
+	tail.done, tail.fn, tail.tag = op.done, op.fn, op.tag
+	left := k
+	take := func(b []byte) {
+		switch {
+		case left >= len(b):
+			head.bufs = append(head.bufs, b)
+			left -= len(b)
+		case left > 0:
+			head.bufs = append(head.bufs, b[:left])
+			tail.bufs = append(tail.bufs, b[left:])
+			left = 0
+		default:
+			tail.bufs = append(tail.bufs, b)
+		}
+	}
+	if len(op.data) > 0 {
+		take(op.data)
+	}
+	for _, b := range op.bufs {
+		if len(b) > 0 {
+			take(b)
+		}
+	}
+	return head, tail
+}
+
+type sinkRef struct{ s Receiver }
 
 type predRef struct{ p sink.Predicate }
 
@@ -68,7 +101,7 @@ type Connection struct {
 	id     uint64
 	local  net.Addr
 	remote net.Addr
-	owner  sink.Sink
+	owner  Receiver
 	gov    *Governor
 	value  atomic.Pointer[any]
 	reader atomic.Pointer[sinkRef]
@@ -83,6 +116,12 @@ type Connection struct {
 	reservedBytes  int64 // held by prepared transactions
 	reservedWrites int
 	ring           deque[pendingWrite]
+	later          deque[writeOp] // accepted, not yet handed to gnet: beyond the write window
+	laterBytes     int64
+	handed         int64        // bytes handed to gnet, ever (queued - laterBytes)
+	applied        int64        // bytes gnet wrote or buffered (AsyncWrite callbacks run)
+	lingerBy       int64        // lingering close deadline (sink.Nanotime; 0: none)
+	linger         bool         // the graceful close lingers (see Linger)
 	handoffs       deque[int64] // end offsets of AsyncWrites whose callback is due
 	waiters        int          // ring entries with a Done sink
 	flushes        int          // ring entries without bytes (Flush): not writes
@@ -104,6 +143,9 @@ type Connection struct {
 	stopped  atomic.Bool  // the socket is not polled for input (readOff)
 	resumeAt atomic.Int64 // governor pause end (sink.Nanotime)
 	wantPoll atomic.Bool  // output drain must be watched
+	timerAt  atomic.Int64 // SetTimer's due time (sink.Nanotime; 0: none)
+	lastOut  atomic.Int64 // sink.Nanotime of the last output progress (or of output starting)
+	released bool         // OnClose returned the connection's share of the output budget
 	// retryDelay is the back-off of delivery retries (nanoseconds).
 	retryDelay atomic.Int64
 	bytesIn    atomic.Uint64
@@ -118,14 +160,13 @@ type Connection struct {
 	readOff bool     // reading is stopped by the gate
 
 	pollDelay time.Duration // back-off of drain polls without progress
-	applied   int64         // bytes handed to gnet (AsyncWrite callbacks run)
 	seq       uint64
 	seen      int // inbound bytes left in gnet's buffer after the last traffic
 }
 
 var _ sink.Sink = (*Connection)(nil)
 
-func newConnection(e *engine, owner sink.Sink, value any) *Connection {
+func newConnection(e *engine, owner Receiver, value any) *Connection {
 	c := &Connection{eng: e, cfg: &e.cfg, id: e.nextID.Add(1), owner: owner, gov: e.gov}
 	if value != nil {
 		c.value.Store(&value)
@@ -193,7 +234,7 @@ func (c *Connection) String() string {
 }
 
 // events is where status events go: the reader sink once reading started.
-func (c *Connection) events() sink.Sink {
+func (c *Connection) events() Receiver {
 	if r := c.reader.Load(); r != nil {
 		return r.s
 	}
@@ -206,7 +247,7 @@ func (c *Connection) events() sink.Sink {
 // a request and closed at once). Reading pauses while s rejects packets:
 // nothing is dropped; the bytes wait (in the kernel with InboundPause, else
 // in gnet's buffer up to MaxInbound) and delivery resumes once s accepts.
-func (c *Connection) StartReader(s sink.Sink) error {
+func (c *Connection) StartReader(s Receiver) error {
 	if s == nil {
 		return fmt.Errorf("%w: StartReader with a nil sink", ErrBadEvent)
 	}
@@ -228,7 +269,7 @@ func (c *Connection) StartReader(s sink.Sink) error {
 	return nil
 }
 
-func (c *Connection) sendTail(to sink.Sink, tail []Packet) {
+func (c *Connection) sendTail(to Receiver, tail []Packet) {
 	for _, p := range tail {
 		c.countIn(len(p.Data))
 		c.box.send(delivery{to: to, ev: p})
@@ -365,27 +406,94 @@ func (c *Connection) Predicate() sink.Predicate {
 
 // Send queues data and, if done is not nil, has done receive SinkDrained
 // with tag once it is sent.
-func (c *Connection) Send(data []byte, done sink.Sink, tag any) error {
+func (c *Connection) Send(data []byte, done Receiver, tag any) error {
 	return c.Enqueue(WriteRequest{Data: data, Done: done, Tag: tag})
 }
 
 // Flush has done receive SinkDrained with tag once every byte queued so far
 // has been written to the kernel. (Writes are always started at once;
 // Flush is how to learn they finished.)
-func (c *Connection) Flush(done sink.Sink, tag any) error {
+func (c *Connection) Flush(done Receiver, tag any) error {
 	if done == nil {
 		return fmt.Errorf("%w: Flush needs a sink", ErrBadEvent)
 	}
 	return c.submit([]writeOp{{done: done, tag: tag}}, false, 0, 0, true)
 }
 
+// Write queues data followed by bufs, in order after every earlier write,
+// like Enqueue; unlike Enqueue it is never refused for the write
+// threshold. The connection hands bytes to the kernel only while its
+// WriteWindow (and the socket's OutputBudget) has room; the rest waits here,
+// by reference, so the slices must not change until done is called. done,
+// if not nil, is called exactly once: with nil once every byte has been
+// written to the kernel, or with an error if the connection closed first.
+// It runs on the socket's event loop or maintenance goroutine and must not
+// block. (Writing straight to the socket from the caller's goroutine when
+// nothing is pending was measured: it cost more CPU and context switches
+// per request than gnet's AsyncWrite, which batches a loop's writes.)
+// Write returns an error (and done is not called) only if the
+// connection is closing or closed. The caller bounds what it queues (an
+// HTTP connection by its pipeline).
+func (c *Connection) Write(data []byte, bufs [][]byte, done func(error)) error {
+	n := len(data)
+	for _, b := range bufs {
+		n += len(b)
+	}
+	op := [1]writeOp{{data: data, bufs: bufs, n: n, fn: done}}
+	return c.submit(op[:], false, 0, 0, false)
+}
+
+// Linger closes the connection gracefully for a peer that may still be
+// sending (RFC 9112 §9.6): like Close it waits until every byte queued is
+// written to the kernel, then it shuts down the sending side (the peer
+// reads a FIN after the last response), and reads and discards input
+// until the peer closes or LingerTimeout passes; only then is the socket
+// closed. Closing at once with unread input would make the kernel send a
+// reset, which destroys the responses the peer has not read yet.
+func (c *Connection) Linger() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != stateOpen {
+		return nil
+	}
+	c.linger = c.cfg.LingerTimeout > 0
+	c.beginCloseLocked()
+	return nil
+}
+
+// SetTimer has the connection's event receiver (the reader, or the owner
+// before StartReader) get a TimerExpired event d from now, replacing an
+// earlier setting; d <= 0 cancels it. The event comes from the socket's
+// maintenance goroutine; a protocol uses it for its own deadlines (a
+// request that takes too long to arrive, a keep-alive connection idle for
+// too long) without a goroutine of its own.
+func (c *Connection) SetTimer(d time.Duration) {
+	if d <= 0 {
+		c.timerAt.Store(0)
+		return
+	}
+	at := sink.Nanotime() + int64(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == stateClosed {
+		return
+	}
+	c.timerAt.Store(at)
+	c.eng.armAt(c, at)
+}
+
 // Close closes the connection once every byte queued before it has been
 // written to the kernel (gnet itself would drop unsent output). Later writes
 // are refused. If the output does not drain within CloseTimeout the
-// connection is aborted. Close is idempotent.
+// connection is aborted. Close is idempotent; on a connection lingering
+// after Linger it ends the lingering at once (a server shutting down).
 func (c *Connection) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.state == stateLingering {
+		c.abortLocked(ClosedLocal, nil) // closing a lingering connection: now
+		return nil
+	}
 	if c.state != stateOpen {
 		return nil
 	}
@@ -408,11 +516,16 @@ func (c *Connection) beginCloseLocked() {
 	_ = c.gc.Wake(nil) // the event loop checks the drain
 }
 
-// closeWith closes the connection now, recording why.
-func (c *Connection) closeWith(r CloseReason, err error) {
+// closeWith closes the connection now, recording why. It reports whether
+// this call started the close (false: it was closing already).
+func (c *Connection) closeWith(r CloseReason, err error) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.state == stateAborting || c.state == stateClosed {
+		return false
+	}
 	c.abortLocked(r, err)
+	return true
 }
 
 func (c *Connection) abortLocked(r CloseReason, err error) {
@@ -576,23 +689,26 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 			continue // nothing to send, nobody to tell
 		}
 		c.queued += int64(op.n)
-		c.ring.push(pendingWrite{end: c.queued, n: op.n, done: op.done, tag: op.tag})
+		c.ring.push(pendingWrite{end: c.queued, n: op.n, done: op.done, fn: op.fn, tag: op.tag})
 		if op.n == 0 {
 			c.flushes++
 		}
 		pushed++
-		if op.done != nil {
+		if op.done != nil || op.fn != nil {
 			c.waiters++
 			hasDone = true
 		}
 	}
 	if total > 0 {
-		if err := c.handOff(ops, total); err != nil {
+		if start == c.flushed.Load() {
+			c.lastOut.Store(sink.Nanotime()) // output starts: the write timeout counts from now
+		}
+		if err := c.queueLocked(ops, total); err != nil {
 			// gnet is shutting down: undo.
 			c.queued = start
 			for range pushed {
 				w := c.ring.popBack()
-				if w.done != nil {
+				if w.done != nil || w.fn != nil {
 					c.waiters--
 				}
 				if w.n == 0 {
@@ -609,22 +725,143 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 	switch {
 	case closeAfter:
 		c.beginCloseLocked()
-	case total == 0 && hasDone:
+	case total == 0 && hasDone, c.later.len() > 0 && !c.wantPoll.Load():
 		_ = c.gc.Wake(nil) // a Flush: the event loop completes it
 	}
 	c.mu.Unlock()
 	return nil
 }
 
+// queueLocked hands the bytes of ops (total in all) to gnet as far as the
+// write window and the output budget have room, and keeps the rest, by
+// reference, for the event loop to hand over as room appears.
+func (c *Connection) queueLocked(ops []writeOp, total int64) error {
+	if c.later.len() > 0 {
+		c.keepLocked(ops)
+		return nil
+	}
+	room := c.grantLocked(total)
+	if total <= room {
+		if err := c.handOff(ops, total); err != nil {
+			c.eng.stats.outPending.Add(-room)
+			return err
+		}
+		return nil
+	}
+	var head []writeOp
+	rest := ops
+	for left := room; left > 0 && len(rest) > 0; {
+		op := rest[0]
+		if int64(op.n) <= left {
+			head = append(head, op)
+			left -= int64(op.n)
+			rest = rest[1:]
+			continue
+		}
+		h, t := op.split(int(left))
+		head = append(head, h)
+		rest = append([]writeOp{t}, rest[1:]...)
+		left = 0
+	}
+	if len(head) > 0 {
+		if err := c.handOff(head, room); err != nil {
+			c.eng.stats.outPending.Add(-room)
+			return err
+		}
+	}
+	c.keepLocked(rest)
+	return nil
+}
+
+// keepLocked queues ops behind the window.
+func (c *Connection) keepLocked(ops []writeOp) {
+	for _, op := range ops {
+		if op.n > 0 {
+			c.later.push(writeOp{data: op.data, bufs: op.bufs, n: op.n})
+			c.laterBytes += int64(op.n)
+		}
+	}
+}
+
+// minShare is the output a connection may always have pending, whatever
+// the socket's OutputBudget, so that every connection makes progress.
+const minShare = 4 << 10
+
+// grantLocked reserves, out of the socket's OutputBudget, how many of
+// want bytes the connection may hand to gnet now: what its WriteWindow
+// and the budget leave, and at least minShare when it has nothing
+// pending. The caller hands that many over (or gives them back).
+func (c *Connection) grantLocked(want int64) int64 {
+	out := c.handed - c.flushed.Load()
+	if w := int64(c.cfg.WriteWindow); w > 0 {
+		want = min(want, w-out)
+	}
+	if want <= 0 {
+		return 0
+	}
+	pending := &c.eng.stats.outPending
+	b := int64(c.cfg.OutputBudget)
+	if b <= 0 {
+		pending.Add(want)
+		return want
+	}
+	for {
+		cur := pending.Load()
+		grant := min(want, b-cur)
+		if grant <= 0 && out == 0 {
+			grant = min(want, minShare)
+		}
+		if grant <= 0 {
+			return 0
+		}
+		if pending.CompareAndSwap(cur, cur+grant) {
+			return grant
+		}
+	}
+}
+
 // handOff gives the bytes of ops to gnet (c.mu held, so hand-offs keep the
 // order of their offsets, and gnet runs their callbacks in that order).
 func (c *Connection) handOff(ops []writeOp, total int64) error {
-	c.handoffs.push(c.queued)
+	c.handed += total
+	c.handoffs.push(c.handed)
 	err := c.handOffBufs(ops)
 	if err != nil {
 		c.handoffs.popBack()
+		c.handed -= total
+		return err
 	}
-	return err
+	return nil
+}
+
+// pumpLocked hands the bytes waiting behind the window to gnet while it
+// has room (event loop, with no AsyncWrite pending, so the bytes are
+// written at once and in order).
+func (c *Connection) pumpLocked(gc gnet.Conn) {
+	var bufs [][]byte
+	for c.later.len() > 0 {
+		room := c.grantLocked(int64(c.later.front().n))
+		if room <= 0 {
+			return
+		}
+		var op writeOp
+		if f := c.later.front(); int64(f.n) <= room {
+			op = c.later.pop()
+		} else {
+			op, *f = f.split(int(room))
+		}
+		bufs = bufs[:0]
+		if len(op.data) > 0 {
+			bufs = append(bufs, op.data)
+		}
+		bufs = append(bufs, op.bufs...)
+		c.laterBytes -= int64(op.n)
+		c.handed += int64(op.n)
+		if _, err := gc.Writev(bufs); err != nil {
+			return // closing: OnClose accounts for the rest
+		}
+		c.applied += int64(op.n)
+	}
 }
 
 func (c *Connection) handOffBufs(ops []writeOp) error {
@@ -658,6 +895,9 @@ func (c *Connection) written(gc gnet.Conn, err error) error {
 	if c.handoffs.len() > 0 {
 		end = c.handoffs.pop()
 	}
+	if err == nil && end >= 0 {
+		c.applied = end
+	}
 	c.mu.Unlock()
 	if err != nil || end < 0 {
 		return nil // the connection is closing; OnClose accounts for it
@@ -666,7 +906,6 @@ func (c *Connection) written(gc gnet.Conn, err error) error {
 		// gnet arms reading again when it buffers output.
 		c.gateReads(gc)
 	}
-	c.applied = end
 	if c.progress(gc) {
 		c.mu.Lock()
 		c.closeDrainedLocked()
@@ -689,35 +928,83 @@ func (c *Connection) closeDrainedLocked() {
 
 // ---- event loop ----
 
-// progress updates write progress from gnet's outbound buffer, completes
-// the requests that are now flushed and says whether a graceful close may
-// proceed. Event loop only.
-func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
+// updateFlushedLocked learns from gnet's outbound buffer how many bytes
+// have been written to the kernel. Event loop only, c.mu held.
+func (c *Connection) updateFlushedLocked(gc gnet.Conn) int64 {
 	out := int64(gc.OutboundBuffered())
-	fl := c.applied - out
+	if fl := c.applied - out; fl > c.flushed.Load() {
+		c.setFlushedLocked(fl)
+		c.pollDelay = 0
+	}
+	return out
+}
+
+// setFlushedLocked records that the first fl bytes have been written to
+// the kernel.
+func (c *Connection) setFlushedLocked(fl int64) {
 	if old := c.flushed.Load(); fl > old {
 		c.flushed.Store(fl)
 		c.eng.stats.bytesOut.Add(uint64(fl - old))
-		c.activity.Store(sink.Nanotime())
-		c.pollDelay = 0
+		c.eng.stats.outPending.Add(old - fl)
+		now := sink.Nanotime()
+		c.activity.Store(now)
+		c.lastOut.Store(now)
 	}
-	c.mu.Lock()
+}
+
+// completedLocked takes the write requests whose bytes are all written
+// and that wait for a completion.
+func (c *Connection) completedLocked(fl int64) []pendingWrite {
 	var done []pendingWrite
 	for c.ring.len() > 0 && c.ring.front().end <= fl {
 		w := c.ring.pop()
 		if w.n == 0 {
 			c.flushes--
 		}
-		if w.done != nil {
+		if w.done != nil || w.fn != nil {
 			c.waiters--
 			done = append(done, w)
 		}
 	}
+	return done
+}
+
+// complete delivers the completions of done (c.mu not held).
+func (c *Connection) complete(done []pendingWrite) {
+	for _, w := range done {
+		if w.fn != nil {
+			w.fn(nil)
+			continue
+		}
+		c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
+	}
+}
+
+// progress updates write progress from gnet's outbound buffer, hands over
+// bytes waiting behind the window, completes the requests that are now
+// flushed and says whether a graceful close may proceed. Event loop only.
+func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
+	c.mu.Lock()
+	out := c.updateFlushedLocked(gc)
+	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
+		c.pumpLocked(gc)
+		out = c.updateFlushedLocked(gc)
+	}
+	fl := c.flushed.Load()
+	done := c.completedLocked(fl)
 	if c.clogged && c.unclogLocked(fl) {
 		c.clogged = false
 	}
 	closeNow = c.state == stateClosing && c.applied >= c.closeAt && out == 0
-	poll := !closeNow && (c.state == stateClosing || (out > 0 && (c.waiters > 0 || c.clogged)))
+	if closeNow && c.linger {
+		closeNow = !c.startLingerLocked(gc)
+	}
+	poll := !closeNow && (c.state == stateClosing || (out > 0 && (c.waiters > 0 || c.clogged)) || c.later.len() > 0)
+	if wt := c.cfg.WriteTimeout; !poll && out > 0 && wt > 0 {
+		// No need to watch the drain closely: a visit when the write
+		// timeout would pass is enough (the tick checks it).
+		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
+	}
 	c.mu.Unlock()
 	c.wantPoll.Store(poll)
 	if poll {
@@ -726,10 +1013,33 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 		c.pollDelay = min(max(2*c.pollDelay, poll), maxDrainPolls*poll)
 		c.eng.armAt(c, sink.Nanotime()+int64(c.pollDelay))
 	}
-	for _, w := range done {
-		c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
-	}
+	c.complete(done)
 	return closeNow
+}
+
+// startLingerLocked ends a lingering close's first phase, all output
+// written: it sends FIN and starts discarding input. It reports false if
+// the socket cannot be half-closed (then it is closed at once).
+func (c *Connection) startLingerLocked(gc gnet.Conn) bool {
+	if err := shutdownWrite(gc.Fd()); err != nil {
+		return false
+	}
+	if c.reason == 0 {
+		c.reason = ClosedLocal
+	}
+	c.state = stateLingering
+	c.lingerBy = sink.Nanotime() + int64(c.cfg.LingerTimeout)
+	c.eng.stats.lingered.Add(1)
+	c.eng.armAt(c, c.lingerBy)
+	if c.readOff {
+		// Input is discarded now: read it, whatever delivery waits for.
+		if err := c.gate.set(true, false); err == nil {
+			c.readOff = false
+			c.stopped.Store(false)
+		}
+	}
+	_ = gc.Wake(nil) // discard what is buffered already
+	return true
 }
 
 // unclogLocked reports whether a clog episode is over: outstanding output
@@ -752,6 +1062,10 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 		c.mu.Unlock()
 		return gnet.Close
 	}
+	if c.lingering() {
+		_, _ = gc.Discard(gc.InboundBuffered())
+		return gnet.None
+	}
 	avail := gc.InboundBuffered()
 	if avail > c.seen {
 		c.activity.Store(sink.Nanotime())
@@ -765,6 +1079,12 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 		c.gateReads(gc)
 	}
 	return act
+}
+
+func (c *Connection) lingering() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state == stateLingering
 }
 
 // mustWait reports whether the socket must not be read for now: delivery
@@ -892,12 +1212,15 @@ func (c *Connection) overflow(gc gnet.Conn) gnet.Action {
 
 // onClose runs in gnet's OnClose, while gnet still holds the buffers.
 func (c *Connection) onClose(gc gnet.Conn, err error) {
+	c.mu.Lock()
 	out := int64(gc.OutboundBuffered())
 	fl := c.applied - out
 	if old := c.flushed.Load(); fl > old {
 		c.flushed.Store(fl)
 		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.eng.stats.outPending.Add(old - fl)
 	}
+	c.mu.Unlock()
 	// Bytes received and not yet taken by a reader are delivered, not lost.
 	var tail []Packet
 	var tailBytes int64
@@ -913,6 +1236,12 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	}
 
 	c.mu.Lock()
+	if !c.released {
+		c.released = true
+		c.eng.stats.outPending.Add(-(c.handed - c.flushed.Load()))
+	}
+	c.later = deque[writeOp]{}
+	c.laterBytes = 0
 	reason, rerr := c.reason, c.reasonErr
 	if reason == 0 {
 		reason, rerr = c.closeCause(err)
@@ -921,7 +1250,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	ev := SinkClosed{Conn: c, Reason: reason, Err: rerr, Unsent: c.queued - fl}
 	var failed []pendingWrite
 	for c.ring.len() > 0 {
-		if w := c.ring.pop(); w.done != nil {
+		if w := c.ring.pop(); w.done != nil || w.fn != nil {
 			failed = append(failed, w)
 		}
 	}
@@ -944,6 +1273,11 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	c.wantPoll.Store(false)
 	c.paused.Store(false)
 	c.stopped.Store(false)
+	if c.timerAt.Swap(0) != 0 {
+		// A visit now takes the timer's place in the watch set, so that a
+		// closed connection does not keep the socket busy until it is due.
+		c.eng.armAt(c, sink.Nanotime())
+	}
 
 	if len(failed) > 0 {
 		ferr := fmt.Errorf("%w (%s)", ErrConnClosed, reason)
@@ -951,6 +1285,10 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 			ferr = fmt.Errorf("%w (%s): %w", ErrConnClosed, reason, rerr)
 		}
 		for _, w := range failed {
+			if w.fn != nil {
+				w.fn(ferr)
+				continue
+			}
 			c.box.send(delivery{to: w.done, ev: WriteFailed{Conn: c, Tag: w.tag, Bytes: w.n, Err: ferr}})
 		}
 	}
@@ -990,16 +1328,37 @@ func (c *Connection) tick(now time.Time) {
 	if empty {
 		c.retryDelay.Store(int64(c.eng.cfg.PollInterval))
 	}
+	nowN := sink.Nanotime()
+	if at := c.timerAt.Load(); at != 0 {
+		switch {
+		case at > nowN:
+			c.eng.armAt(c, at)
+		case c.timerAt.CompareAndSwap(at, 0):
+			c.box.send(delivery{to: c.events(), ev: TimerExpired{Conn: c}})
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {
 	case stateClosed, stateAborting:
+		return
+	case stateLingering:
+		if nowN >= c.lingerBy {
+			c.abortLocked(ClosedLocal, nil)
+		} else {
+			c.eng.armAt(c, c.lingerBy)
+		}
 		return
 	case stateClosing:
 		if !c.closeBy.IsZero() && now.After(c.closeBy) {
 			c.abortLocked(ClosedLocal, ErrCloseTimeout)
 			return
 		}
+	}
+	if wt := int64(c.cfg.WriteTimeout); wt > 0 && c.queued > c.flushed.Load() && nowN-c.lastOut.Load() > wt {
+		c.eng.stats.writeTimeouts.Add(1)
+		c.abortLocked(ClosedWriteTimeout, ErrWriteTimeout)
+		return
 	}
 	wake := c.wantPoll.Load()
 	if c.paused.Load() {

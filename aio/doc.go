@@ -2,6 +2,10 @@
 // sockets on gnet event loops and files on a wrapped blocking stage, both
 // speaking events to application sinks.
 //
+// Start with Listen (a server socket delivering connection and packet
+// events to a sink) or Files (the asynchronous file stage); their YAML
+// block is global.aio.
+//
 // # Sockets
 //
 // Listen opens a server socket. Its sink receives ListenSucceeded (or
@@ -19,6 +23,18 @@
 // WriteThreshold: the write is refused (sink.ErrRejected, ErrClogged) and,
 // under ClogClose, the slow peer is closed (thesis ch. 6 §2.2). Close sends
 // everything queued first; Abort does not.
+//
+// The Connection owns its output. A protocol that bounds what it queues
+// (an HTTP connection, by its pipeline) uses Connection.Write: ordered,
+// never refused for the threshold, completion by a plain function. Bytes
+// are handed to the event loop only within WriteWindow per connection and
+// OutputBudget per socket (the rest waits by reference, not copied), and
+// WriteTimeout closes a peer whose output does not move. Linger is the
+// lingering close of RFC 9112 §9.6 (FIN, then input discarded until the
+// peer closes or LingerTimeout); SetTimer gives a protocol its deadlines
+// (TimerExpired) on the socket's maintenance goroutine. Events go to a
+// Receiver: a stage's sink, or a plain function (Func), which is a
+// callback and not a sink.
 //
 // # How gnet's limits are handled
 //
@@ -50,8 +66,12 @@
 //     outbound buffer is empty (bounded by CloseTimeout).
 //   - gnet has no deadlines: IdleTimeout is enforced by the maintenance
 //     loop.
-//   - gnet cannot pause accept(2): SuspendAccept closes new connections at
-//     once while suspended.
+//   - gnet stops its whole engine when accept(2) fails (EMFILE, ENFILE), so
+//     a Server accepts on its own goroutine(s) and hands connections to a
+//     gnet client engine; a failed accept is counted, logged once per
+//     burst and retried after a back-off. SuspendAccept closes new
+//     connections at once while suspended; MaxConnections closes those
+//     beyond the limit right after accept.
 //   - gnet closes a connection when the peer half-closes (EOF), so a peer
 //     that shuts down its write side cannot receive a reply afterwards;
 //     the bytes it sent are still delivered.

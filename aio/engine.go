@@ -395,8 +395,9 @@ func (e *engine) closeIdle(now int64) {
 			continue
 		}
 		if c.activity.Load() < cut {
-			e.stats.idleClosed.Add(1)
-			c.closeWith(ClosedIdle, ErrIdleTimeout)
+			if c.closeWith(ClosedIdle, ErrIdleTimeout) { // once, however long gnet takes to close it
+				e.stats.idleClosed.Add(1)
+			}
 		}
 	}
 }
@@ -404,7 +405,7 @@ func (e *engine) closeIdle(now int64) {
 // finish stops the maintenance goroutine (gnet must be stopped already, so
 // every connection has had its OnClose), makes a last attempt at every
 // pending delivery and reports what cannot be delivered.
-func (e *engine) finish(last sink.Event, to sink.Sink) {
+func (e *engine) finish(last sink.Event, to Receiver) {
 	if !e.stopped.CompareAndSwap(false, true) {
 		return
 	}

@@ -26,11 +26,32 @@ var (
 	ErrInboundOverflow = errors.New("aio: unread inbound bytes exceed limit")
 	// ErrSocketClosed: the server or client socket was closed.
 	ErrSocketClosed = errors.New("aio: socket closed")
+	// ErrWriteTimeout: the connection had output to send and none of it
+	// was written for WriteTimeout (a peer that stopped reading).
+	ErrWriteTimeout = errors.New("aio: write timeout")
 	// ErrBadEvent: a connection was given an event it cannot write.
 	ErrBadEvent = errors.New("aio: unsupported event")
 	// ErrReaderStarted: StartReader was called twice.
 	ErrReaderStarted = errors.New("aio: reader already started")
 )
+
+// Receiver is where a socket or a file delivers its events: a stage's
+// sink (every sink.Sink is a Receiver), or a plain function (Func) for an
+// application that handles them inline. A Receiver that returns an error
+// wrapping sink.ErrRejected (and not sink.ErrClosed) is retried later, and
+// delivery to it pauses meanwhile.
+type Receiver interface {
+	Enqueue(e sink.Event) error
+}
+
+// Func is a Receiver that calls a function with each event, on the
+// goroutine that delivers it (an event loop, or a socket's maintenance
+// goroutine). It must not block. Func is a callback, not a queue: it is
+// not a sink.Sink.
+type Func func(e sink.Event) error
+
+// Enqueue calls f.
+func (f Func) Enqueue(e sink.Event) error { return f(e) }
 
 // Packet is a chunk of bytes received on a connection, delivered to the
 // connection's reader sink. Data is the packet's own copy. Seq numbers a
@@ -50,7 +71,7 @@ type WriteRequest struct {
 	// Done, if set, receives SinkDrained once every byte of this request
 	// (and of every earlier one) has been written to the kernel, or
 	// WriteFailed if the connection closes first.
-	Done sink.Sink
+	Done Receiver
 	// Tag is handed back in the completion event.
 	Tag any
 }
@@ -92,13 +113,14 @@ type CloseReason int
 
 // Close reasons.
 const (
-	ClosedLocal    CloseReason = iota + 1 // Close or Abort was called
-	ClosedPeer                            // the peer closed (EOF)
-	ClosedError                           // a socket error
-	ClosedIdle                            // IdleTimeout passed
-	ClosedClogged                         // ClogClose policy
-	ClosedOverflow                        // MaxInbound passed
-	ClosedShutdown                        // the socket (server or client) closed
+	ClosedLocal        CloseReason = iota + 1 // Close or Abort was called
+	ClosedPeer                                // the peer closed (EOF)
+	ClosedError                               // a socket error
+	ClosedIdle                                // IdleTimeout passed
+	ClosedClogged                             // ClogClose policy
+	ClosedOverflow                            // MaxInbound passed
+	ClosedShutdown                            // the socket (server or client) closed
+	ClosedWriteTimeout                        // WriteTimeout passed
 )
 
 func (r CloseReason) String() string {
@@ -117,6 +139,8 @@ func (r CloseReason) String() string {
 		return "overflow"
 	case ClosedShutdown:
 		return "shutdown"
+	case ClosedWriteTimeout:
+		return "write timeout"
 	}
 	return "unknown"
 }
@@ -137,6 +161,12 @@ type SinkClosed struct {
 	// Unread is the number of received bytes no reader took, because the
 	// connection was closed locally before StartReader.
 	Unread int64
+}
+
+// TimerExpired is delivered to a connection's event receiver when the
+// time given to SetTimer has come.
+type TimerExpired struct {
+	Conn *Connection
 }
 
 // ListenSucceeded is delivered to a server's sink when it is listening.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -236,7 +237,7 @@ type File struct {
 	core *fileCore
 	in   sink.Sink
 	name string
-	done sink.Sink
+	done Receiver
 
 	mu      sync.Mutex
 	q       deque[fileReq]
@@ -263,7 +264,7 @@ type fileReq struct {
 // IOCompleted{Op: OpOpen, Info} or IOError (a missing file wraps
 // fs.ErrNotExist; a directory is ErrIsDirectory), then the completions of
 // every later request on the File.
-func (fio *FileIO) Open(name string, flag int, perm fs.FileMode, done sink.Sink, tag any) (*File, error) {
+func (fio *FileIO) Open(name string, flag int, perm fs.FileMode, done Receiver, tag any) (*File, error) {
 	if done == nil {
 		return nil, fmt.Errorf("%w: Open needs a completion sink", ErrBadEvent)
 	}
@@ -276,7 +277,7 @@ func (fio *FileIO) Open(name string, flag int, perm fs.FileMode, done sink.Sink,
 
 // ReadFile reads the whole named file (up to MaxReadFile) and delivers
 // FileRead or IOError to done.
-func (fio *FileIO) ReadFile(name string, done sink.Sink, tag any) error {
+func (fio *FileIO) ReadFile(name string, done Receiver, tag any) error {
 	if done == nil {
 		return fmt.Errorf("%w: ReadFile needs a completion sink", ErrBadEvent)
 	}
@@ -289,7 +290,7 @@ func (fio *FileIO) ReadFile(name string, done sink.Sink, tag any) error {
 
 type readFileReq struct {
 	name string
-	done sink.Sink
+	done Receiver
 	tag  any
 }
 
@@ -593,9 +594,9 @@ func readAll(r io.Reader, hint, limit int64) ([]byte, error) {
 // deliver hands a completion to its sink. The stage wraps blocking calls,
 // so a worker may wait for a sink that rejects; it gives up only when the
 // sink is closed or the manager stops, and then counts and logs the loss.
-func (c *fileCore) deliver(to sink.Sink, ev sink.Event) {
-	if c.sctx != nil {
-		to = c.sctx.Traced(to) // an edge from this stage, not from the caller's
+func (c *fileCore) deliver(to Receiver, ev sink.Event) {
+	if s, ok := to.(sink.Sink); ok && c.sctx != nil {
+		to = c.sctx.Traced(s) // an edge from this stage, not from the caller's
 	}
 	if _, isErr := ev.(IOError); isErr {
 		c.stats.errors.Add(1)
@@ -605,8 +606,31 @@ func (c *fileCore) deliver(to sink.Sink, ev sink.Event) {
 	if err := to.Enqueue(ev); err == nil {
 		return
 	}
-	if err := sink.EnqueueWait(c.ctx, to, ev); err != nil {
+	if err := waitFor(c.ctx, to, ev); err != nil {
 		c.stats.lost.Add(1)
 		c.log.Warn("aio: file completion not delivered", "event", fmt.Sprintf("%T", ev), "err", err)
+	}
+}
+
+// waitFor retries a rejected delivery like sink.EnqueueWait does for a
+// sink: with back-off, until it is accepted, refused for good, or ctx ends.
+func waitFor(ctx context.Context, to Receiver, ev sink.Event) error {
+	if s, ok := to.(sink.Sink); ok {
+		return sink.EnqueueWait(ctx, s, ev)
+	}
+	d := time.Millisecond
+	for {
+		err := to.Enqueue(ev)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: %w", err, ctx.Err())
+		case <-t.C:
+		}
+		d = min(2*d, 100*time.Millisecond)
 	}
 }

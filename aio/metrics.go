@@ -19,11 +19,17 @@ type SocketStats struct {
 	// RejectedAccepts counts connections closed at once: accept suspended,
 	// or the sink refused the Connection event.
 	RejectedAccepts uint64
-	BytesIn         uint64 // bytes handed to readers as packets
-	BytesOut        uint64 // bytes written to the kernel
-	Packets         uint64 // packets handed to readers
-	Clogs           uint64 // clog episodes (SinkClogged events)
-	RefusedWrites   uint64 // writes refused for a clogged connection
+	// OverLimit counts connections closed at accept because
+	// MaxConnections were open (included in RejectedAccepts).
+	OverLimit uint64
+	// AcceptErrors counts failed accepts (EMFILE, ENFILE when descriptors
+	// run out, ...): each is retried after a back-off.
+	AcceptErrors  uint64
+	BytesIn       uint64 // bytes handed to readers as packets
+	BytesOut      uint64 // bytes written to the kernel
+	Packets       uint64 // packets handed to readers
+	Clogs         uint64 // clog episodes (SinkClogged events)
+	RefusedWrites uint64 // writes refused for a clogged connection
 	// RejectedReads counts rejections by user sinks: each one pauses the
 	// connection's delivery (and reading) until the sink accepts.
 	RejectedReads uint64
@@ -41,6 +47,12 @@ type SocketStats struct {
 	CloggedClosed    uint64 // connections closed by ClogClose
 	OverflowClosed   uint64 // connections closed by MaxInbound
 	Lost             uint64 // events no sink would ever take (closed sinks)
+	WriteTimeouts    uint64 // connections aborted by WriteTimeout
+	Lingered         uint64 // graceful closes that lingered (see Connection.Linger)
+	// OutputPending is the bytes of every connection handed to the
+	// event loops and not yet written to the kernel (bounded by
+	// OutputBudget); bytes waiting behind it are held by reference.
+	OutputPending int64
 }
 
 type counters struct {
@@ -48,6 +60,11 @@ type counters struct {
 	bytesIn, bytesOut, packets, clogs, refusedWrites            atomic.Uint64
 	rejectedReads, idleClosed, cloggedClosed, overflowClosed    atomic.Uint64
 	governorPauses, readStops, pauseUnsupported, lost           atomic.Uint64
+	overLimit, acceptErrors                                     atomic.Uint64
+	writeTimeouts, lingered                                     atomic.Uint64
+	// outPending is the bytes handed to gnet and not yet written to the
+	// kernel, over every connection: what OutputBudget bounds.
+	outPending atomic.Int64
 }
 
 func (e *engine) snapshotStats() SocketStats {
@@ -59,6 +76,8 @@ func (e *engine) snapshotStats() SocketStats {
 		ConnectFailed:    s.connectFailed.Load(),
 		Closed:           s.closed.Load(),
 		RejectedAccepts:  s.rejectedAccepts.Load(),
+		OverLimit:        s.overLimit.Load(),
+		AcceptErrors:     s.acceptErrors.Load(),
 		BytesIn:          s.bytesIn.Load(),
 		BytesOut:         s.bytesOut.Load(),
 		Packets:          s.packets.Load(),
@@ -72,6 +91,9 @@ func (e *engine) snapshotStats() SocketStats {
 		CloggedClosed:    s.cloggedClosed.Load(),
 		OverflowClosed:   s.overflowClosed.Load(),
 		Lost:             s.lost.Load(),
+		WriteTimeouts:    s.writeTimeouts.Load(),
+		Lingered:         s.lingered.Load(),
+		OutputPending:    s.outPending.Load(),
 	}
 }
 
@@ -115,6 +137,8 @@ func (e *engine) registerMetrics() {
 	gauge("connections.connectFailed", u(&s.connectFailed))
 	gauge("connections.closed", u(&s.closed))
 	gauge("connections.rejected", u(&s.rejectedAccepts))
+	gauge("connections.overLimit", u(&s.overLimit))
+	gauge("accept.errors", u(&s.acceptErrors))
 	gauge("bytes.in", u(&s.bytesIn))
 	gauge("bytes.out", u(&s.bytesOut))
 	gauge("packets.in", u(&s.packets))

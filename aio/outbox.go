@@ -9,7 +9,7 @@ import (
 
 // delivery is an event for a user sink.
 type delivery struct {
-	to sink.Sink
+	to Receiver
 	ev sink.Event
 }
 

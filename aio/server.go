@@ -2,14 +2,18 @@ package aio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -19,19 +23,29 @@ import (
 // receives ListenSucceeded, then one *Connection per accepted connection,
 // and ServerClosed at the end.
 //
-// The server owns a gnet engine (its event loops) and a maintenance
-// goroutine; Close or Shutdown stops and waits for all of them.
+// The server owns its listening socket(s) and one accept goroutine for
+// each, a gnet engine (the event loops that serve the accepted
+// connections) and a maintenance goroutine; Close or Shutdown stops and
+// waits for all of them.
+//
+// Accepting is done here rather than by gnet because gnet stops its whole
+// engine, connections included, when accept(2) fails with anything but
+// EAGAIN, ECONNABORTED or EINTR. Here a failed accept (EMFILE and ENFILE
+// when descriptors run out, ENOBUFS, ENOMEM, ...) is counted in
+// AcceptErrors, logged once per burst of failures, and retried after a
+// back-off (5ms doubling to 500ms); the listener stays open, the pending
+// connections wait in its backlog, and open connections are served
+// meanwhile.
 type Server struct {
 	eng     *engine
-	sink    sink.Sink
+	sink    Receiver
 	addr    net.Addr
-	gnetEng gnet.Engine
+	cli     *gnet.Client
+	lns     []net.Listener
+	acceptW sync.WaitGroup
+	quit    chan struct{} // closed by Close: accept loops stop backing off
 
 	suspended atomic.Bool
-	reported  atomic.Bool // ServerClosed delivered
-	booted    chan struct{}
-	runDone   chan struct{}
-	runErr    error
 	unsub     func()
 
 	closeMu sync.Mutex
@@ -42,7 +56,7 @@ type Server struct {
 // listens (or failed to: the error is also delivered to s as ListenFailed).
 // Connections are delivered to s as *Connection events; if s rejects one,
 // that connection is closed at once (admission control at accept).
-func Listen(cfg SocketConfig, s sink.Sink) (*Server, error) {
+func Listen(cfg SocketConfig, s Receiver) (*Server, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: Listen with a nil sink", ErrInvalidConfig)
 	}
@@ -53,7 +67,7 @@ func Listen(cfg SocketConfig, s sink.Sink) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return fail(err)
 	}
-	url, _, _, err := splitAddr(cfg.Addr)
+	_, network, address, err := splitAddr(cfg.Addr)
 	if err != nil {
 		return fail(err)
 	}
@@ -62,91 +76,194 @@ func Listen(cfg SocketConfig, s sink.Sink) (*Server, error) {
 	if name == "" {
 		name = defaultName("server", cfg.Addr)
 	}
-	srv := &Server{sink: s, booted: make(chan struct{}), runDone: make(chan struct{})}
+	lns, err := listeners(cfg, network, address)
+	if err != nil {
+		return fail(fmt.Errorf("aio: listen on %s: %w", cfg.Addr, err))
+	}
+	srv := &Server{sink: s, lns: lns, addr: lns[0].Addr(), quit: make(chan struct{})}
 	e := newEngine(cfg, name)
 	e.server = srv
 	srv.eng = e
-	e.start()
-	go func() {
-		err := gnet.Run(e, url, e.gnetOptions()...)
-		srv.runErr = err
-		srv.stoppedByItself(err)
-		close(srv.runDone)
-	}()
-	select {
-	case <-srv.booted:
-	case <-srv.runDone:
-		err := srv.runErr
-		if err == nil {
-			err = ErrSocketClosed
+	cli, err := gnet.NewClient(e, e.gnetOptions()...)
+	if err == nil {
+		err = cli.Start()
+	}
+	if err != nil {
+		for _, ln := range lns {
+			_ = ln.Close()
 		}
-		err = fmt.Errorf("aio: listen on %s: %w", cfg.Addr, err)
-		srv.reported.Store(true)
+		err = fmt.Errorf("aio: listen on %s: event loops: %w", cfg.Addr, err)
 		e.setClosing()
 		e.finish(ListenFailed{Addr: cfg.Addr, Err: err}, s)
 		return nil, err
 	}
+	srv.cli = cli
+	e.start()
+	e.box.send(delivery{to: s, ev: ListenSucceeded{Server: srv, Addr: srv.addr}})
 	if cfg.Manager != nil {
 		srv.unsub = cfg.Manager.Subscribe(stage.SignalShutdownStarted, signalSink(func(sink.Event) { srv.SuspendAccept() }))
+	}
+	for _, ln := range lns {
+		srv.acceptW.Add(1)
+		go srv.acceptLoop(ln)
 	}
 	return srv, nil
 }
 
-// OnBoot runs in gnet.Run before the event loops start: the socket is
-// bound, so ListenSucceeded precedes every Connection.
-func (e *engine) OnBoot(eng gnet.Engine) gnet.Action {
-	if s := e.server; s != nil {
-		s.gnetEng = eng
-		s.addr = boundAddr(eng)
-		e.box.send(delivery{to: s.sink, ev: ListenSucceeded{Server: s, Addr: s.addr}})
-		close(s.booted)
+// listeners opens the listening sockets: one, or with ReusePort one per
+// event loop bound with SO_REUSEPORT (the first one chooses the port when
+// address asks for port 0).
+func listeners(cfg SocketConfig, network, address string) ([]net.Listener, error) {
+	if network == "unix" {
+		// Like gnet: a socket file left by an earlier run is replaced
+		// (only a socket; any other file is an error from bind).
+		if fi, err := os.Lstat(address); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(address)
+		}
 	}
-	return gnet.None
+	lc := net.ListenConfig{}
+	n := 1
+	if cfg.ReusePort && network != "unix" {
+		n = cfg.EventLoops
+		if n <= 0 {
+			n = runtime.NumCPU()
+		}
+		lc.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			})
+			return errors.Join(err, serr)
+		}
+	}
+	var lns []net.Listener
+	for i := range n {
+		ln, err := lc.Listen(context.Background(), network, address)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return nil, err
+		}
+		lns = append(lns, ln)
+		if i == 0 && n > 1 {
+			address = ln.Addr().String() // the port the kernel chose
+		}
+	}
+	return lns, nil
 }
 
-// stoppedByItself reports an engine that stopped without Close (an accept
-// error stops a gnet engine).
-func (s *Server) stoppedByItself(err error) {
-	if s.eng.isClosing() {
-		return
+// Back-off after a failed accept: it starts at acceptBackoffMin and doubles
+// up to acceptBackoffMax while accept keeps failing.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = 500 * time.Millisecond
+)
+
+// acceptWarnEvery spaces the warnings about failed accepts: a server at
+// its descriptor limit flaps between failing and accepting as connections
+// close, and one line per flap would flood the log.
+const acceptWarnEvery = 10 * time.Second
+
+// acceptLoop accepts connections from ln until Close closes it. A run of
+// failed accepts is logged once (a warning at most every acceptWarnEvery,
+// with the failures since the last one) and its end once; every failure is
+// counted in AcceptErrors.
+func (s *Server) acceptLoop(ln net.Listener) {
+	defer s.acceptW.Done()
+	var (
+		backoff  time.Duration
+		failures int // in the current run of failures
+		unlogged int // failures since the last warning
+		since    time.Time
+		warned   bool // the current run was logged
+		lastWarn time.Time
+	)
+	failed := func(err error) bool {
+		s.eng.stats.acceptErrors.Add(1)
+		now := time.Now()
+		if failures == 0 {
+			since = now
+		}
+		failures++
+		unlogged++
+		if lastWarn.IsZero() || now.Sub(lastWarn) >= acceptWarnEvery {
+			s.eng.log.Warn("aio: accept failed; backing off and retrying (further failures are counted, not logged, until accepting works again)",
+				"err", err, "failures", unlogged)
+			lastWarn, unlogged, warned = now, 0, true
+		}
+		backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		select {
+		case <-s.quit:
+			return false
+		case <-t.C:
+			return true
+		}
 	}
-	select {
-	case <-s.booted:
-	default:
-		return // Listen reports it
-	}
-	if err == nil {
-		err = ErrSocketClosed
-	}
-	s.eng.log.Error("aio: server stopped unexpectedly", "err", err)
-	if s.reported.CompareAndSwap(false, true) {
-		s.eng.box.send(delivery{to: s.sink, ev: ServerClosed{Server: s, Err: err}})
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if !failed(err) {
+				return
+			}
+			continue
+		}
+		if err := s.admit(nc); err != nil {
+			if !failed(err) {
+				return
+			}
+			continue
+		}
+		if failures > 0 {
+			if warned {
+				s.eng.log.Info("aio: accepting again", "failures", failures, "after", time.Since(since).Round(time.Millisecond))
+			}
+			failures, backoff, warned = 0, 0, false
+		}
 	}
 }
 
-func (s *Server) box() *outbox { return &s.eng.box }
-
-// boundAddr asks the kernel which address the listener got (for port 0).
-func boundAddr(eng gnet.Engine) net.Addr {
-	fd, err := eng.Dup()
-	if err != nil {
+// admit hands an accepted connection to the event loops, or closes it at
+// once: accept suspended, MaxConnections open already, server closing. It
+// returns an error only when the connection could not be handed over for
+// lack of resources (gnet duplicates the descriptor, which fails with
+// EMFILE at the limit), which counts as a failed accept.
+func (s *Server) admit(nc net.Conn) error {
+	e := s.eng
+	if s.suspended.Load() {
+		e.stats.rejectedAccepts.Add(1)
+		_ = nc.Close()
 		return nil
 	}
-	defer syscall.Close(fd)
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
+	if max := e.cfg.MaxConnections; max > 0 && e.open() >= max {
+		e.stats.rejectedAccepts.Add(1)
+		e.stats.overLimit.Add(1)
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // refuse with RST: no TIME_WAIT kept here
+		}
+		_ = nc.Close()
 		return nil
 	}
-	switch a := sa.(type) {
-	case *syscall.SockaddrInet4:
-		return &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}
-	case *syscall.SockaddrInet6:
-		return &net.TCPAddr{IP: net.IP(append([]byte(nil), a.Addr[:]...)), Port: a.Port}
-	case *syscall.SockaddrUnix:
-		return &net.UnixAddr{Name: a.Name, Net: "unix"}
+	// EnrollContext duplicates the descriptor, closes nc and runs OnOpen
+	// on an event loop before it returns.
+	if _, err := s.cli.EnrollContext(nc, nil); err != nil {
+		if e.isClosing() {
+			return nil
+		}
+		return err
 	}
 	return nil
 }
+
+// OnBoot runs when the event loops start.
+func (e *engine) OnBoot(gnet.Engine) gnet.Action { return gnet.None }
+
+func (s *Server) box() *outbox { return &s.eng.box }
 
 // Addr is the address the server listens on (with the real port when the
 // configured port was 0).
@@ -163,12 +280,12 @@ func (s *Server) MetricsPrefix() string { return s.eng.metricPrefix }
 // Stats returns the socket's counters.
 func (s *Server) Stats() SocketStats { return s.eng.snapshotStats() }
 
-// SuspendAccept stops handing out new connections. gnet cannot pause
-// accept(2), so while suspended, connections the kernel completes are
-// accepted and closed at once (counted in RejectedAccepts); the listening
-// socket stays open and existing connections are not affected. A server
-// created with a Manager suspends itself when the manager raises
-// stage.SignalShutdownStarted.
+// SuspendAccept stops handing out new connections: while suspended,
+// connections the kernel completes are accepted and closed at once
+// (counted in RejectedAccepts), so that clients learn at once rather than
+// wait in the backlog; the listening socket stays open and existing
+// connections are not affected. A server created with a Manager suspends
+// itself when the manager raises stage.SignalShutdownStarted.
 func (s *Server) SuspendAccept() { s.suspended.Store(true) }
 
 // ResumeAccept undoes SuspendAccept.
@@ -196,20 +313,19 @@ func (s *Server) Close() error {
 	if s.unsub != nil {
 		s.unsub()
 	}
+	// Accepting stops first: every connection handed to gnet is open (or
+	// refused) before the event loops stop.
 	s.eng.setClosing()
-	select {
-	case <-s.runDone:
-	default:
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // trigger the engine's shutdown; runDone says when it is over
-		_ = s.gnetEng.Stop(ctx)
-		<-s.runDone
+	close(s.quit)
+	for _, ln := range s.lns {
+		_ = ln.Close()
 	}
-	var last sink.Event
-	if s.reported.CompareAndSwap(false, true) {
-		last = ServerClosed{Server: s}
+	s.acceptW.Wait()
+	err := s.cli.Stop()
+	s.eng.finish(ServerClosed{Server: s}, s.sink)
+	if err != nil {
+		return fmt.Errorf("aio: close %s: %w", s.eng.name, err)
 	}
-	s.eng.finish(last, s.sink)
 	return nil
 }
 

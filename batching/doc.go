@@ -1,6 +1,9 @@
 // Package batching holds the SEDA batching controller (thesis §5.4.2,
 // Fig. 32).
 //
+// You rarely use this package directly: a stage's `batching:` block
+// (stage.BatchingConfig) sets its bounds and turns the controller on.
+//
 // The runtime hands a stage's handler batches of at most BatchSize events.
 // Large batches amortize expensive operations and improve locality; small
 // ones spread events over more workers and cut head-of-line blocking. The

@@ -9,7 +9,11 @@
 # 5.1 MB per directory), PER_CONN (requests per connection, 0 = keep-alive),
 # THINK (client think time), SERVERS (subset of "haboob nginx fileserver"),
 # HABOOB_CONFIG (a stage configuration; default: the embedded one),
-# WRK=1 (also install wrk and print a wrk run against each server).
+# HABOOB_BIN (a prebuilt haboob to measure instead of building one),
+# WRK=1 (also install wrk and print, per server, a wrk run of the same URL
+# mix (bench/specweb.lua): requests/s, p50/p99, and the server's CPU time
+# and context switches per request read from /proc), LOADGEN=0 (skip the
+# cmd/loadgen table), WRK_THREADS (default 2).
 # It installs Debian's nginx-light (and wrk) if missing, raises the file
 # descriptor limit, builds the binaries, runs everything on 127.0.0.1 and
 # prints one Markdown table. Load generator and servers share the machine:
@@ -54,7 +58,7 @@ trap cleanup EXIT
 
 echo "# building" >&2
 mkdir -p "$WORK/bin"
-go build -o "$WORK/bin/haboob" ./cmd/haboob
+if [ -n "${HABOOB_BIN:-}" ]; then cp "$HABOOB_BIN" "$WORK/bin/haboob"; else go build -o "$WORK/bin/haboob" ./cmd/haboob; fi
 go build -o "$WORK/bin/loadgen" ./cmd/loadgen
 go build -o "$WORK/bin/fileserver" ./bench/fileserver
 "$WORK/bin/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
@@ -106,12 +110,14 @@ http {
 EOF
 		nginx -p "$WORK/nginx" -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx/stderr.log" &
 		PIDS+=($!)
+		NGINX_PID=$!
 		wait_port "$NGINX_PORT"
 		URL[nginx]="http://127.0.0.1:$NGINX_PORT"
 		;;
 	fileserver)
 		"$WORK/bin/fileserver" -addr "127.0.0.1:$FILESERVER_PORT" -root "$WORK/files" 2>"$WORK/fileserver.log" &
 		PIDS+=($!)
+		FILESERVER_PID=$!
 		wait_port "$FILESERVER_PORT"
 		URL[fileserver]="http://127.0.0.1:$FILESERVER_PORT"
 		;;
@@ -122,6 +128,7 @@ EOF
 	esac
 done
 
+if [ "${LOADGEN:-1}" = 1 ]; then
 echo
 echo "SPECweb99-like file set: $DIRS directories ($(du -sh "$WORK/files" | cut -f1)), $DURATION per run after $WARMUP warm-up, per-connection requests: ${PER_CONN/#0/unlimited}, think time $THINK; $(nproc) CPUs, $(uname -r)"
 echo
@@ -133,13 +140,59 @@ for c in $CLIENTS; do
 			-warmup "$WARMUP" -per-conn "$PER_CONN" -think "$THINK" -name "$s" -row
 	done
 done
+fi
+
+# server_pids SERVER: the processes whose CPU and context switches count.
+server_pids() {
+	local main
+	case $1 in
+	haboob) main=$HABOOB_PID ;;
+	nginx) main=$NGINX_PID ;;
+	fileserver) main=$FILESERVER_PID ;;
+	esac
+	echo "$main" $(pgrep -P "$main" 2>/dev/null || true)
+}
+
+# proc_sample PIDS...: "CPU-ticks context-switches" summed over the
+# processes and all their threads.
+proc_sample() {
+	local ticks=0 cs=0 pid t
+	for pid in "$@"; do
+		[ -r "/proc/$pid/stat" ] || continue
+		t=$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat")
+		ticks=$((ticks + t))
+		t=$(cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s += $2} END {print s + 0}')
+		cs=$((cs + t))
+	done
+	echo "$ticks $cs"
+}
 
 if [ "${WRK:-0}" = 1 ]; then
+	HZ=$(getconf CLK_TCK)
 	echo
-	echo "wrk, one small file (class0_4, 510 bytes), 256 connections, 10 s:"
-	for s in $SERVERS; do
-		echo "## $s"
-		wrk -t2 -c256 -d10s "${URL[$s]}/dir00000/class0_4" | grep -E 'Requests/sec|Latency|Transfer'
+	echo "wrk (bench/specweb.lua: the same SPECweb99-like mix over $DIRS directories), ${WRK_THREADS:-2} threads, $DURATION per row after a $WARMUP warm-up; server CPU and context switches from /proc; $(nproc) CPUs, $(uname -r)"
+	echo
+	echo "| server | connections | requests/s | p50 ms | p99 ms | CPU µs/request | context switches/request | errors |"
+	echo "|---|---|---|---|---|---|---|---|"
+	for c in $CLIENTS; do
+		for s in $SERVERS; do
+			wrk -t"${WRK_THREADS:-2}" -c"$c" -d"$WARMUP" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" >/dev/null 2>&1 || true
+			pids=$(server_pids "$s")
+			read -r t0 cs0 < <(proc_sample $pids)
+			out=$(wrk -t"${WRK_THREADS:-2}" -c"$c" -d"$DURATION" --latency -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" 2>&1)
+			read -r t1 cs1 < <(proc_sample $pids)
+			echo "$out" | awk -v s="$s" -v c="$c" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$HZ" '
+				function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+				/^ +50%/ { p50 = ms($2) }
+				/^ +99%/ { p99 = ms($2) }
+				/requests in/ { n = $1 }
+				/Requests\/sec/ { rps = $2 }
+				/Non-2xx|Socket errors/ { err = err $0 " " }
+				END {
+					if (n == 0) { printf "| %s | %s | failed | | | | | |\n", s, c; exit }
+					printf "| %s | %d | %.0f | %.2f | %.2f | %.1f | %.3f | %s |\n", s, c, rps, p50, p99, dt / hz * 1e6 / n, dcs / n, (err == "" ? "0" : err)
+				}'
+		done
 	done
 fi
 

@@ -47,6 +47,7 @@ type Cost struct {
 	counts
 	limit       atomic.Int64 // in cost units
 	outstanding atomic.Int64
+	fb          *costFeedback // nil: fixed limit (costfb.go)
 }
 
 var (
@@ -120,7 +121,12 @@ func (c *Cost) Charge(e sink.Event) {
 }
 
 // Done implements sink.Completer: e's cost comes back.
-func (c *Cost) Done(e sink.Event, _, _ time.Duration) { c.release(costUnits(e)) }
+func (c *Cost) Done(e sink.Event, queued, service time.Duration) {
+	c.release(costUnits(e))
+	if c.fb != nil {
+		c.fb.observe(c, queued+service)
+	}
+}
 
 // Cancel implements sink.Canceler: e's cost comes back.
 func (c *Cost) Cancel(e sink.Event) { c.release(costUnits(e)) }
@@ -150,13 +156,21 @@ func (c *Cost) Outstanding() float64 { return float64(c.outstanding.Load()) / co
 func (c *Cost) Inspect(report func(string, float64)) {
 	report("limit", c.Limit())
 	report("outstanding", c.Outstanding())
+	if c.fb != nil {
+		c.fb.inspect(report)
+	}
 	c.inspect(report)
 }
 
-// buildCost reads {type: cost, limit: L}.
-func buildCost(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
+// buildCost reads {type: cost, limit: L} and, adaptive, {..., target: 100ms,
+// interval, min, max}.
+func buildCost(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	var c struct {
-		Limit *float64 `yaml:"limit"`
+		Limit    *float64      `yaml:"limit"`
+		Target   time.Duration `yaml:"target"`
+		Interval time.Duration `yaml:"interval"`
+		Min      float64       `yaml:"min"`
+		Max      float64       `yaml:"max"`
 	}
 	if err := decode(n, path, &c); err != nil {
 		return nil, err
@@ -167,5 +181,17 @@ func buildCost(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
 	if !(*c.Limit > 0) {
 		return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be positive, got %v", *c.Limit)
 	}
-	return NewCost(*c.Limit), nil
+	if c.Target == 0 {
+		for _, k := range []string{"interval", "min", "max"} {
+			if child(n, k) != nil {
+				return nil, yamlstrict.Errorf(at(n, k), yamlstrict.Join(path, k), "%s needs a target (adaptive cost limit)", k)
+			}
+		}
+		return NewCost(*c.Limit), nil
+	}
+	p, err := NewAdaptiveCost(*c.Limit, CostFeedback{Target: c.Target, Interval: c.Interval, Min: c.Min, Max: c.Max, Now: env.Now})
+	if err != nil {
+		return nil, yamlstrict.Errorf(n, path, "%v", err)
+	}
+	return p, nil
 }

@@ -2,6 +2,27 @@
 // sink.Predicate implementations that decide, on every enqueue attempt,
 // whether a stage accepts an event.
 //
+// # Start here
+//
+// Most stages need one of three, set in YAML (`predicate:`) or with
+// sink.Sink.SetPredicate:
+//
+//   - a fixed queue bound: no predicate at all, just `queue: {threshold: N}`
+//     (or NewThreshold for a bound below the queue's capacity);
+//   - a fixed rate: `{type: rate, rate: 5000, depth: 100}` (NewRate), when
+//     you know what the stage or what it calls can sustain;
+//   - a latency target: `{type: rt, target: 200ms}` (NewResponseTime), the
+//     thesis's controller, when you know how long a request may take and
+//     not what rate that is; `{type: counter, limit: 64}` (NewCounter)
+//     bounds the events in service instead.
+//
+// The others are for particular needs: classes of service (Multiclass,
+// Priority), sessions (Session), queue-delay shedding (Sojourn, RED),
+// load measured elsewhere (Modified with samplers), cost (Cost), limits
+// shared between stages (GroupRate), composition (All, Any).
+//
+// # Every policy
+//
 // Static policies:
 //
 //   - Threshold: reject while the guarded queue holds limit events or more.
@@ -20,19 +41,30 @@
 // Adaptive policies:
 //
 //   - ResponseTime: the 90th-percentile response-time controller of the SEDA
-//     thesis §7.2.1 driving a token bucket. ModeThesis is the paper's
-//     additive-increase/multiplicative-decrease algorithm with its Fig. 50
-//     parameters; ModeFast (the default) starts from and tracks the measured
-//     completion rate and increases multiplicatively while far under target,
-//     so a load spike reaches the stage's capacity in well under a second
-//     instead of minutes. P90, Enable and Disable are the service-degradation
+//     thesis §7.2.1. ModeThesis is the paper's additive-increase /
+//     multiplicative-decrease token bucket with its Fig. 50 parameters;
+//     ModeFast (the default) limits the queue wait of new arrivals to
+//     target − p90(service) at the stage's measured capacity, with a
+//     feedback gain that puts the measured p90 at the target: it holds in
+//     any stage shape (one worker or many) and refuses nothing while the
+//     queue is empty. P90, Enable and Disable are the service-degradation
 //     API of §7.2.2.
+//   - Limit: an adaptive concurrency limit (Vegas or Gradient, as in
+//     Netflix's concurrency-limits) on the events queued or in service,
+//     moved by response versus service time; it needs no target.
+//   - Pacer (JOBS): a queueing regulator that delays dispatch to a rate
+//     instead of refusing (stage `queue: {dispatch}`).
+//   - Saturated (§8.2.1): admission control only once the thread pool
+//     cannot grow; Accounting (Whirlwind): per-principal usage in metrics;
+//     NewAdaptiveCost: a cost limit moved by response-time feedback.
 //   - Multiclass (§7.2.3): one controller and bucket per class; when a class
 //     misses its target, lower classes are cut first.
 //   - Sojourn: CoDel-style; rejects while the minimum queueing delay over the
 //     last interval stayed above a target (the queue has not drained).
 //   - Modified (JOBS §7.2.4): samplers (CPU, heap, goroutines, another
-//     stage's queue length or response time) turn readings into an overload
+//     stage's queue length or response time, polled; arrivals, service and
+//     wait times fed by the guarded stage's own events: EventFed) turn
+//     readings into an overload
 //     degree through value or duration templates, and the degree scales down
 //     a regulator's limit (Rate, Counter, Threshold, GroupRate).
 //

@@ -1,6 +1,7 @@
 package enqueuepred_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -161,7 +162,7 @@ of:
 	fmt.Println(err)
 	// Output:
 	// all true
-	// line 1: stages.Echo.predicate.dept: unknown key (known: depth, modifiers, rate, shards)
+	// line 1: stages.Echo.predicate.dept: unknown key (did you mean "depth"? known: depth, modifiers, rate, shards)
 }
 
 func ExampleInspector() {
@@ -175,4 +176,53 @@ func ExampleInspector() {
 	// inflight 1
 	// accepted 1
 	// rejected 0
+}
+
+// A Vegas concurrency limit on a stage's queue: at most Limit() events
+// queued or in service; the runtime's completions (sink.Done) move the
+// limit.
+func ExampleNewLimit() {
+	l, err := enqueuepred.NewLimit(enqueuepred.LimitConfig{Algorithm: enqueuepred.Vegas, Initial: 2})
+	if err != nil {
+		panic(err)
+	}
+	q := sink.NewNamedQueue("Search", 0)
+	q.SetPredicate(l)
+	for i := 0; i < 3; i++ {
+		fmt.Println(i, q.Enqueue(i) == nil)
+	}
+	// The runtime reports each handled event: 1 ms queued, 10 ms service.
+	sink.Done(l, 0, time.Millisecond, 10*time.Millisecond)
+	fmt.Println("limit", l.Limit(), "in flight", l.InFlight())
+	// Output:
+	// 0 true
+	// 1 true
+	// 2 false
+	// limit 8 in flight 1
+}
+
+// A queueing regulator (JOBS): the handler waits for the pacer before each
+// batch, so the stage's queue drains at 50 events/s whatever the load;
+// the queue's threshold bounds how many may wait.
+func ExampleNewPacer() {
+	now := time.Unix(0, 0)
+	clock := func() time.Time { return now } // a fixed clock, for the example's output
+	pacer, err := enqueuepred.NewPacer(enqueuepred.PacerConfig{Rate: 50, Depth: 5, Now: clock})
+	if err != nil {
+		panic(err)
+	}
+	handle := func(batch []sink.Event) error {
+		if err := pacer.Wait(context.Background(), len(batch)); err != nil {
+			return err
+		}
+		// ... handle the batch
+		return nil
+	}
+	// The first 5 events go at once (the depth), the next waits 20 ms.
+	for range 5 {
+		_ = handle([]sink.Event{1})
+	}
+	fmt.Println(pacer.Reserve(1))
+	// Output:
+	// 20ms
 }

@@ -119,6 +119,7 @@ type Modified struct {
 	log        *slog.Logger
 	next       atomic.Int64 // clock ns when some modifier is due
 	background atomic.Int32 // Run loops sampling
+	fed        []EventFed   // the samplers fed by events (eventsampler.go)
 
 	mu    sync.Mutex
 	scale float64
@@ -167,6 +168,9 @@ func NewModified(inner Scalable, c ModifiedConfig) (*Modified, error) {
 		mod.Template.Value = slices.Clone(mod.Template.Value)
 		mod.Template.Duration = slices.Clone(mod.Template.Duration)
 		m.mods = append(m.mods, modState{Modifier: mod})
+		if f, ok := mod.Sampler.(EventFed); ok {
+			m.fed = append(m.fed, f)
+		}
 	}
 	return m, nil
 }
@@ -184,6 +188,9 @@ func (m *Modified) Inner() Scalable { return m.inner }
 func (m *Modified) Accept(e sink.Event) bool {
 	if m.background.Load() == 0 {
 		m.maybeUpdate()
+	}
+	for _, f := range m.fed {
+		f.Arrived(e)
 	}
 	return m.inner.Accept(e)
 }
@@ -279,6 +286,9 @@ func (m *Modified) Charge(e sink.Event) { Charge(m.inner, e) }
 
 // Done implements sink.Completer.
 func (m *Modified) Done(e sink.Event, queued, service time.Duration) {
+	for _, f := range m.fed {
+		f.Completed(e, queued, service)
+	}
 	sink.Done(m.inner, e, queued, service)
 }
 

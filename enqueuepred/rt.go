@@ -17,13 +17,17 @@ import (
 type Mode int
 
 const (
-	// ModeFast (the default) starts from and tracks the measured completion
-	// rate: while far under target and rejecting it doubles the admission
-	// rate every Interval; over target it sets the rate to the measured
-	// throughput divided by (1+err), so the backlog drains; and it predicts
-	// the response time of new arrivals from the events in the stage and
-	// the throughput (Little's law), so it reacts before slow completions
-	// are even measured.
+	// ModeFast (the default) limits the wait of new arrivals instead of
+	// their rate: an event is admitted while the events queued ahead of it
+	// can be served within target − p90(service), at the stage's measured
+	// capacity (completions per second while the queue stays non-empty, so
+	// one worker or many, batched or not); a slow feedback loop scales
+	// that wait budget so that the measured p90 sits at the target. There
+	// is no starting rate: a stage admits everything while its queue is
+	// empty. The stage's queue is read through sink.Binder (without it,
+	// the events in service are estimated by Little's law). NReq, Alpha,
+	// the AIMD knobs and Headroom do not apply; InitialRate, if set, seeds
+	// the capacity estimate.
 	ModeFast Mode = iota
 	// ModeThesis is the SEDA thesis §7.2.1 algorithm with the Fig. 50
 	// parameters: additive increase, multiplicative decrease, run every NReq
@@ -76,7 +80,7 @@ type RTConfig struct {
 	RateMin float64 // default 0.05
 	RateMax float64 // thesis 5000, fast 1e7
 
-	InitialRate float64 // thesis 10, fast 10
+	InitialRate float64 // thesis 10; fast: initial capacity estimate (default: measured)
 	Depth       int     // bucket depth; thesis 10, fast: rate/100 (10 ms of tokens) and at least 10
 	// Headroom is the fast mode's admission rate, as a multiple of the
 	// measured throughput, while it is not rejecting anything; default 2.
@@ -383,6 +387,7 @@ func (c *ctl) release() {
 // while disabled.
 type ResponseTime struct {
 	c       *ctl
+	w       *waitModel // fast mode
 	p       params
 	enabled atomic.Bool
 	next    atomic.Int64 // fast mode: ns since origin when the controller is due
@@ -396,6 +401,7 @@ var (
 	_ sink.Canceler  = (*ResponseTime)(nil)
 	_ Charger        = (*ResponseTime)(nil)
 	_ Inspector      = (*ResponseTime)(nil)
+	_ sink.Binder    = (*ResponseTime)(nil)
 )
 
 // NewResponseTime returns a response-time controller.
@@ -410,6 +416,11 @@ func NewResponseTime(cfg RTConfig) (*ResponseTime, error) {
 	}
 	r.c = newCtl(&r.p, cfg.Now)
 	r.c.lastRun = r.c.nowNS()
+	if p.mode == ModeFast {
+		r.w = newWaitModel(cfg.InitialRate)
+		r.w.fbStart = r.c.lastRun
+		r.c.setRate(math.Inf(1)) // the wait model decides, not the bucket
+	}
 	r.next.Store(r.c.lastRun + p.interval)
 	r.enabled.Store(!cfg.Disabled)
 	return r, nil
@@ -425,8 +436,24 @@ func (r *ResponseTime) Accept(e sink.Event) bool {
 			r.runLocked(now)
 			r.mu.Unlock()
 		}
+		c := r.c
+		if !r.enabled.Load() || r.w.allow(c.inSystem.Load()) || IsNonRejectable(e) {
+			c.inSystem.Add(1)
+			c.accepted.Add(1)
+			return true
+		}
+		c.rejected.Add(1)
+		return false
 	}
 	return r.c.admit(e, r.enabled.Load())
+}
+
+// Bind implements sink.Binder: in fast mode the controller reads the length
+// of the queue it guards.
+func (r *ResponseTime) Bind(s sink.Sink) {
+	if r.w != nil {
+		r.w.bound.Bind(s)
+	}
 }
 
 // Charge implements Charger.
@@ -447,7 +474,12 @@ func (r *ResponseTime) Done(_ sink.Event, queued, service time.Duration) {
 	r.c.release()
 	now := r.c.nowNS()
 	r.mu.Lock()
-	if r.c.add(now, queued+service) {
+	if r.w != nil {
+		r.w.add(now, int64(queued), int64(service))
+		if now >= r.next.Load() || (r.w.capacity == 0 && r.w.bound.len() > 0) {
+			r.runLocked(now)
+		}
+	} else if r.c.add(now, queued+service) {
 		r.runLocked(now)
 	}
 	r.mu.Unlock()
@@ -455,6 +487,15 @@ func (r *ResponseTime) Done(_ sink.Event, queued, service time.Duration) {
 
 func (r *ResponseTime) runLocked(now int64) {
 	c := r.c
+	if r.w != nil {
+		elapsed := now - c.lastRun
+		c.lastRun = now
+		r.next.Store(now + r.p.interval)
+		r.w.run(&r.p, now, elapsed, c.inSystem.Load(), c.rejected.Load())
+		c.cur = r.w.est
+		c.xEst = r.w.thr
+		return
+	}
 	if !c.due(now) {
 		return
 	}
@@ -483,18 +524,27 @@ func (r *ResponseTime) P90() time.Duration {
 	return time.Duration(r.c.cur * 1e9)
 }
 
-// Rate returns the token bucket's current rate.
+// Rate returns the token bucket's current rate; in fast mode, the
+// estimated capacity of the stage (events/s), which is the rate it admits
+// while overloaded.
 func (r *ResponseTime) Rate() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.w != nil {
+		return r.w.capacity
+	}
 	return r.c.rate
 }
 
-// SetRate overrides the current admission rate; the controller goes on
-// adjusting from there.
+// SetRate overrides the current admission rate (in fast mode, the capacity
+// estimate); the controller goes on adjusting from there.
 func (r *ResponseTime) SetRate(rate float64) {
 	r.mu.Lock()
-	r.c.setRate(rate)
+	if r.w != nil {
+		r.w.capacity = max(rate, 0)
+	} else {
+		r.c.setRate(rate)
+	}
 	r.mu.Unlock()
 }
 
@@ -537,5 +587,18 @@ func (r *ResponseTime) Inspect(report func(string, float64)) {
 		en = 1
 	}
 	report("enabled", en)
+	if r.w != nil {
+		r.c.inspect(func(name string, v float64) {
+			switch name {
+			case "rate":
+				v = r.w.capacity
+			case "tokens", "throughput":
+				return
+			}
+			report(name, v)
+		})
+		r.w.inspect(r.c.inSystem.Load(), report)
+		return
+	}
 	r.c.inspect(report)
 }

@@ -11,9 +11,16 @@ import (
 
 // SojournConfig configures a Sojourn predicate. Zero fields take defaults.
 type SojournConfig struct {
-	Target   time.Duration    // acceptable standing queueing delay; default 5ms
-	Interval time.Duration    // observation window; default 100ms
-	Now      func() time.Time // nil: time.Now
+	Target   time.Duration // acceptable standing queueing delay; default 5ms
+	Interval time.Duration // observation window; default 100ms
+	// Shed also drops events already queued, as CoDel does at dequeue
+	// (sink.Shedder): once events have waited more than Target for an
+	// Interval, the runtime drops one, then the next after
+	// Interval/sqrt(count), until an event waited less than Target or
+	// the queue is empty. Dropped events are counted by the queue
+	// (Stage.Shed) and cancelled, never silently lost.
+	Shed bool
+	Now  func() time.Time // nil: time.Now
 }
 
 // Sojourn is a CoDel-style admission policy (Nichols & Jacobson 2012, and
@@ -37,9 +44,18 @@ type Sojourn struct {
 	samples  int
 	windows  uint64 // overloaded windows so far
 	lastMin  time.Duration
+	// CoDel dequeue state (Shed).
+	firstAbove int64 // clock ns when the sojourn time may start dropping; 0: below target
+	dropping   bool
+	dropNext   int64
+	dropCount  int
+	shed       uint64
 }
 
-var _ sink.Completer = (*Sojourn)(nil)
+var (
+	_ sink.Completer = (*Sojourn)(nil)
+	_ sink.Shedder   = (*Sojourn)(nil)
+)
 
 // NewSojourn returns a sojourn-time predicate.
 func NewSojourn(c SojournConfig) *Sojourn {
@@ -115,10 +131,54 @@ func (s *Sojourn) rollLocked(now int64) {
 	s.deadline.Store(now + int64(s.cfg.Interval))
 }
 
-// SetConfig changes target and interval while traffic flows.
+// Shed implements sink.Shedder: CoDel's dequeue-side control law (RFC
+// 8289) when SojournConfig.Shed is set, else false.
+func (s *Sojourn) Shed(e sink.Event, waited time.Duration) bool {
+	if !s.cfg.Shed || IsNonRejectable(e) {
+		return false
+	}
+	now := s.clock.ns()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	interval := int64(s.cfg.Interval)
+	if waited < s.cfg.Target || s.len() == 0 {
+		s.firstAbove, s.dropping = 0, false
+		return false
+	}
+	if s.firstAbove == 0 {
+		s.firstAbove = now + interval
+		return false
+	}
+	if !s.dropping {
+		if now < s.firstAbove {
+			return false
+		}
+		s.dropping = true
+		// Resume near the previous drop rate if dropping stopped only
+		// recently (RFC 8289 §5.5).
+		if s.dropCount > 2 && now-s.dropNext < 16*interval {
+			s.dropCount -= 2
+		} else {
+			s.dropCount = 1
+		}
+		s.dropNext = now + int64(float64(interval)/math.Sqrt(float64(s.dropCount)))
+		s.shed++
+		return true
+	}
+	if now < s.dropNext {
+		return false
+	}
+	s.dropCount++
+	s.dropNext += int64(float64(interval) / math.Sqrt(float64(s.dropCount)))
+	s.shed++
+	return true
+}
+
+// SetConfig changes target and interval (not Shed) while traffic flows.
 func (s *Sojourn) SetConfig(c SojournConfig) {
 	s.mu.Lock()
 	c.Now = nil
+	c.Shed = s.cfg.Shed
 	s.cfg = c.withDefaults()
 	s.mu.Unlock()
 }
@@ -129,8 +189,9 @@ func (s *Sojourn) Overloaded() bool { return s.overloaded.Load() }
 // Inspect implements Inspector.
 func (s *Sojourn) Inspect(report func(string, float64)) {
 	s.mu.Lock()
-	last, windows, target := s.lastMin, s.windows, s.cfg.Target
+	last, windows, target, shed := s.lastMin, s.windows, s.cfg.Target, s.shed
 	s.mu.Unlock()
+	report("shed", float64(shed))
 	over := 0.0
 	if s.overloaded.Load() {
 		over = 1

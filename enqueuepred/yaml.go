@@ -51,6 +51,10 @@ func init() {
 		"rt":         buildRT,
 		"multiclass": buildMulticlass,
 		"counter":    buildCounter,
+		"vegas":      buildLimit(Vegas),
+		"account":    buildAccount,
+		"saturated":  buildSaturated,
+		"gradient":   buildLimit(Gradient),
 		"cost":       buildCost,
 		"red":        buildRED,
 		"codel":      buildSojourn,
@@ -86,9 +90,12 @@ func Types() []string {
 //	            initialRate, depth, headroom, enabled}
 //	multiclass {targets: {0: 2s, 1: 500ms}, adjLow, lowCount, + the rt knobs}
 //	counter    {limit: N, modifiers: [...]}
+//	vegas      {initial: 20, min: 1, max: 1000}  (adaptive concurrency limit)
+//	gradient   {initial, min, max, tolerance: 1.5, smoothing: 0.2, window: 100ms}
 //	cost       {limit: L}  (outstanding cost; see Costed, CostOf)
 //	red        {min, max, maxp, weight, gentle}
-//	codel      {target: 5ms, interval: 100ms}   (alias: sojourn)
+//	codel      {target: 5ms, interval: 100ms, shed: false}   (alias: sojourn;
+//	           shed: also drop queued events at dequeue, CoDel's control law)
 //	group      {group: NAME, rate: R, depth: D} (shared through Env.Shared;
 //	            "name" is an alias of "group"; blocks built after the one
 //	            giving the rate may omit it: see DeclareGroups)
@@ -96,12 +103,18 @@ func Types() []string {
 //	           (table: stages naming the same table share their sessions'
 //	           decisions, so a session is treated the same in each)
 //	priority   {limits: {0: 100, 1: 1000}}
+//	saturated  {threads: N, of: {nested block}}  (admission control only once
+//	           N events are in service: the pool cannot grow any more)
+//	account    {max: 100, of: {nested block}}  (per-principal accounting;
+//	           of may be omitted: admit everything)
 //	all, any   {of: [{nested block}, ...]}
 //
-// A modifier is {sampler: cpu|heap|goroutines|queue|rt, stage: NAME,
+// A modifier is {sampler: cpu|heap|goroutines|queue|rt|arrivals|service|wait, stage: NAME,
 // interval: 1s, factor: 10, value: {80: 1, 90: 2}} or, by duration,
 // {..., over: 90, duration: {0s: 1, 30s: 2}}. Sampler units: cpu percent,
-// heap MiB, goroutines count, queue events, rt milliseconds.
+// heap MiB, goroutines count, queue events, rt milliseconds; arrivals
+// (events/s), service and wait (mean ms) are fed by the guarded stage's
+// own events (EventFed).
 func FromYAML(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if n == nil {
 		return nil, yamlstrict.Errorf(nil, path, "missing predicate block")
@@ -190,6 +203,35 @@ func buildCounter(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 		return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be >= 1, got %d", *c.Limit)
 	}
 	return withModifiers(NewCounter(*c.Limit), c.Reg.Modifiers, n, path, env)
+}
+
+func buildLimit(alg LimitAlgorithm) builder {
+	return func(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+		var c struct {
+			Initial   int           `yaml:"initial"`
+			Min       int           `yaml:"min"`
+			Max       int           `yaml:"max"`
+			Tolerance float64       `yaml:"tolerance"`
+			Smoothing float64       `yaml:"smoothing"`
+			Window    time.Duration `yaml:"window"`
+		}
+		if err := decode(n, path, &c); err != nil {
+			return nil, err
+		}
+		if alg == Vegas {
+			for _, k := range []string{"tolerance", "smoothing", "window"} {
+				if child(n, k) != nil {
+					return nil, yamlstrict.Errorf(at(n, k), yamlstrict.Join(path, k), "%s applies to type gradient, not vegas", k)
+				}
+			}
+		}
+		l, err := NewLimit(LimitConfig{Algorithm: alg, Initial: c.Initial, Min: c.Min, Max: c.Max,
+			Tolerance: c.Tolerance, Smoothing: c.Smoothing, Window: c.Window, Now: env.Now})
+		if err != nil {
+			return nil, yamlstrict.Errorf(n, path, "%v", err)
+		}
+		return l, nil
+	}
 }
 
 type rateYAML struct {
@@ -467,6 +509,7 @@ func buildSojourn(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	var c struct {
 		Target   time.Duration `yaml:"target"`
 		Interval time.Duration `yaml:"interval"`
+		Shed     bool          `yaml:"shed"`
 	}
 	if err := decode(n, path, &c); err != nil {
 		return nil, err
@@ -474,7 +517,7 @@ func buildSojourn(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if c.Target < 0 || c.Interval < 0 {
 		return nil, yamlstrict.Errorf(n, path, "target and interval must not be negative")
 	}
-	return NewSojourn(SojournConfig{Target: c.Target, Interval: c.Interval, Now: env.Now}), nil
+	return NewSojourn(SojournConfig{Target: c.Target, Interval: c.Interval, Shed: c.Shed, Now: env.Now}), nil
 }
 
 func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
@@ -509,6 +552,49 @@ func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 		return nil, err
 	}
 	return NewSession(inner, SessionConfig{Window: c.Window, MaxSessions: c.MaxSessions, Now: env.Now, Table: table}), nil
+}
+
+func buildAccount(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Max int        `yaml:"max"`
+		Of  *yaml.Node `yaml:"of"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Max < 0 {
+		return nil, yamlstrict.Errorf(at(n, "max"), yamlstrict.Join(path, "max"), "must not be negative")
+	}
+	var inner sink.Predicate
+	if c.Of != nil {
+		p, err := FromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
+		if err != nil {
+			return nil, err
+		}
+		inner = p
+	}
+	return NewAccounting(inner, AccountingConfig{Max: c.Max}), nil
+}
+
+func buildSaturated(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+	var c struct {
+		Threads int        `yaml:"threads"`
+		Of      *yaml.Node `yaml:"of"`
+	}
+	if err := decode(n, path, &c); err != nil {
+		return nil, err
+	}
+	if c.Threads < 1 {
+		return nil, yamlstrict.Errorf(at(n, "threads"), yamlstrict.Join(path, "threads"), "saturated needs threads >= 1 (the stage's threadpool.max)")
+	}
+	if c.Of == nil {
+		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "of"), "saturated needs the predicate applied once the pool is full, e.g. of: {type: rt, target: 1s}")
+	}
+	inner, err := FromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
+	if err != nil {
+		return nil, err
+	}
+	return NewSaturated(inner, c.Threads), nil
 }
 
 func buildPriority(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
@@ -633,8 +719,14 @@ func modifierFromYAML(n *yaml.Node, path string, env Env) (Modifier, error) {
 			return m, err
 		}
 		m.Sampler = ResponseTimeSampler{Stage: c.Stage, Lookup: env.Lookup, ResponseTime: env.ResponseTime}
+	case "arrivals":
+		m.Sampler = NewEventSampler(Arrivals)
+	case "service":
+		m.Sampler = NewEventSampler(ServiceTime)
+	case "wait":
+		m.Sampler = NewEventSampler(QueueWait)
 	default:
-		return m, yamlstrict.Errorf(at(n, "sampler"), yamlstrict.Join(path, "sampler"), "unknown sampler %q (known: cpu, goroutines, heap, queue, rt)", c.Sampler)
+		return m, yamlstrict.Errorf(at(n, "sampler"), yamlstrict.Join(path, "sampler"), "unknown sampler %q (known: arrivals, cpu, goroutines, heap, queue, rt, service, wait)", c.Sampler)
 	}
 	if c.Stage != "" && c.Sampler != "queue" && c.Sampler != "rt" {
 		return m, yamlstrict.Errorf(at(n, "stage"), yamlstrict.Join(path, "stage"), "sampler %q takes no stage", c.Sampler)

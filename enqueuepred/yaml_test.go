@@ -61,6 +61,31 @@ func TestFromYAML(t *testing.T) {
 				t.Fatal("counter")
 			}
 		}},
+		{"{type: cost, limit: 50, target: 200ms, max: 500}", func(t *testing.T, p sink.Predicate) {
+			if c := p.(*Cost); c.Limit() != 50 || c.fb == nil || c.fb.cfg.Max != 500 || c.fb.cfg.Target != 200*time.Millisecond {
+				t.Fatal("adaptive cost")
+			}
+		}},
+		{"{type: account, of: {type: counter, limit: 3}}", func(t *testing.T, p sink.Predicate) {
+			if a := p.(*Accounting); a.inner.(*Counter).Limit() != 3 || a.max != 100 {
+				t.Fatal("account")
+			}
+		}},
+		{"{type: codel, shed: true}", func(t *testing.T, p sink.Predicate) {
+			if !p.(*Sojourn).cfg.Shed {
+				t.Fatal("codel shed")
+			}
+		}},
+		{"{type: vegas, initial: 8, max: 100}", func(t *testing.T, p sink.Predicate) {
+			if l := p.(*Limit); l.Limit() != 8 || l.cfg.Max != 100 || l.Name() != "vegas" {
+				t.Fatal("vegas")
+			}
+		}},
+		{"{type: gradient, tolerance: 2, window: 50ms}", func(t *testing.T, p sink.Predicate) {
+			if l := p.(*Limit); l.Limit() != 20 || l.cfg.Tolerance != 2 || l.cfg.Window != 50*time.Millisecond || l.Name() != "gradient" {
+				t.Fatal("gradient")
+			}
+		}},
 		{"{type: red, min: 10, max: 40, maxp: 0.2}", func(t *testing.T, p sink.Predicate) {
 			if c := p.(*RED).Config(); c.Min != 10 || c.Max != 40 || c.MaxP != 0.2 {
 				t.Fatal("red")
@@ -136,7 +161,7 @@ func TestFromYAMLErrors(t *testing.T) {
 		doc  string
 		want string
 	}{
-		{"{type: bogus}", `line 1: p.type: unknown predicate type "bogus" (known: all, any, codel, cost, counter, group, multiclass`},
+		{"{type: bogus}", `line 1: p.type: unknown predicate type "bogus" (known: account, all, any, codel, cost, counter, gradient, group, multiclass, priority, rate, red, rt, saturated`},
 		{"{limit: 3}", "line 1: p.type: missing predicate type"},
 		{"[1, 2]", "line 1: p: want a predicate mapping"},
 		{"type: threshold\nlimit: 10\nlimt: 3\n", "line 3: p.limt: unknown key"},
@@ -167,6 +192,13 @@ func TestFromYAMLErrors(t *testing.T) {
 		{"type: multiclass\ntargets: {}\n", "line 2: p.targets: multiclass needs targets"},
 		{"type: multiclass\ntargets:\n  0: 1s\n  1: soon\n", `line 4: p.targets.1: bad duration "soon"`},
 		{"type: counter\nlimit: 0\n", "line 2: p.limit: limit must be >= 1"},
+		{"type: cost\nlimit: 5\nmax: 9\n", "line 3: p.max: max needs a target"},
+		{"type: cost\nlimit: 5\ntarget: 1s\nmin: 9\n", "outside [min 9"},
+		{"type: account\nmax: -1\n", "line 2: p.max: must not be negative"},
+		{"type: vegas\ntolerance: 2\n", "line 2: p.tolerance: tolerance applies to type gradient, not vegas"},
+		{"type: gradient\nmin: 10\nmax: 5\n", "limit max 5 below min 10"},
+		{"type: gradient\ntolerance: 0.5\n", "tolerance must be >= 1"},
+		{"type: vegas\ninitial: -1\n", "must not be negative"},
 		{"type: red\nmin: 10\nmax: 5\n", "line 3: p.max: max (5) must be above min (10)"},
 		{"type: all\nof: []\n", "line 2: p.of: want a non-empty list"},
 		{"type: all\nof:\n  - {type: threshold, limit: 1}\n  - {type: nope}\n", `line 4: p.of[1].type: unknown predicate type "nope"`},

@@ -146,7 +146,7 @@ type checksum struct {
 	rt   *enqueuepred.ResponseTime
 	deg  *Degrader
 	data []byte
-	send sink.Sink
+	send sendFunc
 	now  func() time.Time // the degrader's clock (time.Now; tests fake it)
 }
 
@@ -189,7 +189,7 @@ func (h *checksum) Init(c *stage.Context) error {
 	if h.args.Admission {
 		h.rt.Disable() // degrade first; admission control comes back at the lowest quality
 	}
-	if h.send, err = c.Sink(h.args.Send); err != nil {
+	if h.send, err = stageSend(c, h.args.Send); err != nil {
 		return fmt.Errorf("haboob: %s send stage: %w", h.name, err)
 	}
 	h.data = make([]byte, h.args.Work)

@@ -1,6 +1,10 @@
 // Package haboob is the Haboob web server of the SEDA thesis (chapter 6) as a
 // graph of Sandstorm stages, wired in YAML (configs/haboob.yaml):
 //
+// Start with cmd/haboob (go run ./cmd/haboob) and configs/haboob.yaml; to
+// embed the server, New a Server, Register its handlers in a
+// stage.Registry and load the configuration with it.
+//
 //   - HttpRecv (haboob.HttpRecv) opens the HTTP server (package http on an
 //     aio socket; parsing runs inline where packets are delivered), receives
 //     every request and dispatches it by URL: the statistics page, a dynamic

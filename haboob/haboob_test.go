@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ global:
   aio:
     eventLoops: 1
     sockets:
-      http: {addr: "127.0.0.1:0"}
+      http: {addr: "127.0.0.1:0", lingerTimeout: 1m}
     file: {threadpool: {min: 1, max: 2}}
 stages:
   HttpRecv:
@@ -594,7 +595,7 @@ func TestConfigErrors(t *testing.T) {
 		{"cache after miss", strings.Replace(testConfig, "  PageCache:\n    handler: haboob.PageCache\n    args: {maxBytes: 1MiB, revalidate: 20ms}\n", "", 1) +
 			"  PageCache:\n    handler: haboob.PageCache\n", "declared before it"},
 		{"chunk above the write threshold", strings.NewReplacer(
-			`http: {addr: "127.0.0.1:0"}`, `http: {addr: "127.0.0.1:0", writeThreshold: {bytes: 64KiB}}`,
+			`http: {addr: "127.0.0.1:0", lingerTimeout: 1m}`, `http: {addr: "127.0.0.1:0", writeThreshold: {bytes: 64KiB}}`,
 			"args: {maxObject: 4KiB}", "args: {maxObject: 4KiB, chunk: 48KiB}").Replace(testConfig), "half the HTTP socket's writeThreshold"},
 	}
 	for _, tt := range tests {
@@ -617,4 +618,45 @@ func TestConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A large POST to a static file is answered 405 without its body being
+// buffered, and the client reads the answer and a clean close, not a
+// reset (lingering close); a POST to a dynamic route still gets its body.
+func TestPostToStaticFileNotBuffered(t *testing.T) {
+	s := startHaboob(t, testConfig)
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fmt.Fprint(c, "POST /index.html HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\n\r\n")
+		chunk := make([]byte, 1<<20)
+		for range 8 {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+		// No half-close: gnet would close the connection at the FIN,
+		// perhaps before the answer is written.
+	}()
+	br := bufio.NewReader(c)
+	resp, err := nethttp.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != nethttp.StatusMethodNotAllowed || !resp.Close {
+		t.Fatalf("got %d close=%v, want 405 and close", resp.StatusCode, resp.Close)
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+		t.Fatalf("after the answer: %q, %v; want a clean end of file", rest, err)
+	}
+	c.Close() // ends the server's lingering close, and the writer
+	wg.Wait()
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
@@ -61,7 +62,7 @@ type cacheMiss struct {
 	cache *PageCache
 	fio   *aio.FileIO
 	self  sink.Sink
-	send  sink.Sink
+	send  sendFunc
 	// maxRead is asyncFile's ReadFile limit, if configured (0: unknown).
 	maxRead int64
 
@@ -79,18 +80,21 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 		return err
 	}
 	if h.args.Chunk <= 0 {
-		return fmt.Errorf("haboob: CacheMiss: chunk must be positive, got %v", h.args.Chunk)
+		return c.ArgError(fmt.Errorf("chunk must be positive, got %v", h.args.Chunk), "chunk")
 	}
 	root := h.args.Root
 	if h.srv.opts.Root != "" {
 		root = h.srv.opts.Root
 	}
 	if root == "" {
-		return fmt.Errorf("haboob: CacheMiss: no document root (set its `root` arg or Options.Root)")
+		return c.ArgError(errors.New("no document root (set it here or with Options.Root, haboob -root)"), "root")
 	}
 	var err error
 	if h.site, err = NewSite(SiteConfig{Root: root, Index: h.args.Index}); err != nil {
-		return err
+		if h.srv.opts.Root != "" {
+			return err // the root came from the command line, not the file
+		}
+		return c.ArgError(err, "root")
 	}
 	h.srv.mu.Lock()
 	h.cache = h.srv.cache
@@ -111,13 +115,13 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	}
 	if hs, err := h.srv.HTTP(); err == nil {
 		if lim := chunkLimit(hs); lim > 0 && int64(h.args.Chunk) > lim {
-			return fmt.Errorf("haboob: CacheMiss: chunk %v is above %v, half the HTTP socket's writeThreshold bytes: two pieces of a streamed file must fit in it", h.args.Chunk, aio.ByteSize(lim))
+			return c.ArgError(fmt.Errorf("chunk %v is above %v, half the HTTP socket's writeThreshold bytes: two pieces of a streamed file must fit in it", h.args.Chunk, aio.ByteSize(lim)), "chunk")
 		}
 	}
 	if h.self, err = c.Sink(c.Stage().Name()); err != nil {
 		return err
 	}
-	if h.send, err = c.Sink(h.args.Send); err != nil {
+	if h.send, err = stageSend(c, h.args.Send); err != nil {
 		return fmt.Errorf("haboob: CacheMiss send stage: %w", err)
 	}
 	h.inflight = map[string]*fetch{}
@@ -301,6 +305,10 @@ func errorResponse(log *slog.Logger, path string, err error) func() *http.Respon
 		return http.NotFound // the file went away since it was resolved
 	case errors.Is(err, fs.ErrPermission):
 		return http.Forbidden
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		// Out of descriptors for a while (the socket layer counts and logs
+		// it): try again soon, rather than one ERROR line per request.
+		return func() *http.Response { return http.ServiceUnavailable(time.Second) }
 	}
 	log.Error("haboob: read", "path", path, "err", err)
 	return http.InternalServerError

@@ -47,7 +47,7 @@ type pageCache struct {
 	args  cacheArgs
 	cache *PageCache
 	miss  sink.Sink
-	send  sink.Sink
+	send  sendFunc
 }
 
 type hit struct {
@@ -68,9 +68,9 @@ func (h *pageCache) Init(c *stage.Context) error {
 	if h.miss, err = c.Sink(h.args.Miss); err != nil {
 		return fmt.Errorf("haboob: PageCache miss stage: %w", err)
 	}
-	h.send = direct{}
+	h.send = sendDirect
 	if h.args.Send != "" {
-		if h.send, err = c.Sink(h.args.Send); err != nil {
+		if h.send, err = stageSend(c, h.args.Send); err != nil {
 			return fmt.Errorf("haboob: PageCache send stage: %w", err)
 		}
 	}

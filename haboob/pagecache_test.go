@@ -44,7 +44,7 @@ func TestPageCacheBatchOrder(t *testing.T) {
 		args:  cacheArgs{Revalidate: -1},
 		cache: cache,
 		miss:  recorder{name: "miss", got: &got},
-		send:  recorder{name: "send", got: &got},
+		send:  viaStage(recorder{name: "send", got: &got}),
 	}
 	var batch []sink.Event
 	for i, path := range []string{"/missing1", "/big", "/small", "/missing2", "/mid", "/tiny", "/small", "/big"} {

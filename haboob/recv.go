@@ -32,6 +32,8 @@ type recvArgs struct {
 	RetryAfter time.Duration `yaml:"retryAfter"`
 	// Stats is the path of the statistics page ("" for none).
 	Stats string `yaml:"stats"`
+	// StatsAccess says who may read it: "loopback" (default) or "public".
+	StatsAccess string `yaml:"statsAccess"`
 	// Routes maps URL prefixes to dynamic handler stages; the longest
 	// matching prefix wins. Prefixes match whole path segments: "/api/"
 	// matches the paths under /api/, and "/api" matches /api itself and
@@ -60,37 +62,44 @@ type httpRecv struct {
 	args   recvArgs
 	routes []route // longest prefix first
 	static sink.Sink
-	send   sink.Sink
+	send   sendFunc
 }
 
 func (h *httpRecv) Init(c *stage.Context) error {
 	h.m = c.Manager()
 	h.log = h.srv.logger(c)
-	h.args = recvArgs{Socket: "http", Stats: "/stats", Static: StagePageCache, Send: StageHttpSend, RetryAfter: time.Second}
+	h.args = recvArgs{Socket: "http", Stats: "/stats", StatsAccess: StatsLoopback, Static: StagePageCache, Send: StageHttpSend, RetryAfter: time.Second}
 	if err := c.DecodeArgs(&h.args); err != nil {
 		return err
 	}
 	a := &h.args
-	if a.MaxConnections < 0 || a.MaxPipeline < 0 {
-		return fmt.Errorf("haboob: HttpRecv: maxConnections and maxPipeline must not be negative")
+	if a.MaxConnections < 0 {
+		return c.ArgError(fmt.Errorf("must not be negative, got %d", a.MaxConnections), "maxConnections")
+	}
+	if a.MaxPipeline < 0 {
+		return c.ArgError(fmt.Errorf("must not be negative, got %d", a.MaxPipeline), "maxPipeline")
 	}
 	if a.Stats != "" && !strings.HasPrefix(a.Stats, "/") {
-		return fmt.Errorf("haboob: HttpRecv: stats path %q must start with /", a.Stats)
+		return c.ArgError(fmt.Errorf("stats path %q must start with /", a.Stats), "stats")
+	}
+	if err := checkStatsAccess(a.StatsAccess); err != nil {
+		return err
 	}
 	var err error
+	// Context.Sink locates a missing stage named in the args itself.
 	if h.static, err = c.Sink(a.Static); err != nil {
-		return fmt.Errorf("haboob: HttpRecv static stage: %w", err)
+		return err
 	}
-	if h.send, err = c.Sink(a.Send); err != nil {
+	if h.send, err = stageSend(c, a.Send); err != nil {
 		return fmt.Errorf("haboob: HttpRecv send stage: %w", err)
 	}
 	for prefix, name := range a.Routes {
 		if !strings.HasPrefix(prefix, "/") {
-			return fmt.Errorf("haboob: HttpRecv route %q: prefix must start with /", prefix)
+			return c.ArgError(fmt.Errorf("prefix must start with /, got %q", prefix), "routes", prefix)
 		}
 		s, err := c.Sink(name)
 		if err != nil {
-			return fmt.Errorf("haboob: HttpRecv route %q: %w", prefix, err)
+			return err
 		}
 		h.routes = append(h.routes, route{prefix: prefix, stage: name, sink: s})
 	}
@@ -109,6 +118,9 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	case sock.Addr == "":
 		sock.Addr = "127.0.0.1:8080"
 	}
+	if sock.MaxConnections == 0 && a.MaxConnections > 0 {
+		sock.MaxConnections = overLimitRoom(a.MaxConnections)
+	}
 	hs, err := http.Listen(http.ServerConfig{
 		Socket:          sock,
 		Name:            a.Socket,
@@ -120,6 +132,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		ResponseTimeout: a.ResponseTimeout,
 		MaxPipeline:     a.MaxPipeline,
 		RetryAfter:      a.RetryAfter,
+		SkipBody:        h.skipBody,
 		Manager:         h.m,
 		Logger:          h.log,
 	}, c.Stage().Sink())
@@ -176,6 +189,19 @@ func (h *httpRecv) dispatch(req *http.Request) {
 			unavailable(req, retry)
 		}
 	}
+}
+
+// skipBody tells the HTTP server which bodies nobody reads: those of
+// requests that do not go to a dynamic stage (static files and the
+// statistics page answer from the path and method alone). They are not
+// buffered; the answer (405 for a POST) closes the connection.
+func (h *httpRecv) skipBody(req *http.Request) bool {
+	for _, r := range h.routes {
+		if routeMatches(r.prefix, req.Path) {
+			return false
+		}
+	}
+	return true
 }
 
 // routeMatches reports whether a route's prefix covers path, on path

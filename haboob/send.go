@@ -59,39 +59,35 @@ func (h *httpSend) HandleEvents(batch []sink.Event) error {
 	return nil
 }
 
-// direct is a sink that writes replies straight to their connections (no
-// stage hop): a Connection never rejects a valid reply, so nothing is
-// refused here except replies to closed connections.
-type direct struct{}
+// sendFunc hands a reply on: to the HttpSend stage (viaStage), or straight
+// to its connection (sendDirect). An error means it was not taken.
+type sendFunc func(*http.Reply) error
 
-func (direct) Enqueue(e sink.Event) error {
-	r, ok := e.(*http.Reply)
-	if !ok || r == nil || r.Req == nil {
-		return fmt.Errorf("%w: %T", http.ErrBadReply, e)
+// viaStage sends replies through a stage's sink.
+func viaStage(s sink.Sink) sendFunc {
+	return func(r *http.Reply) error { return s.Enqueue(r) }
+}
+
+// sendDirect writes a reply straight to its connection (no stage hop): a
+// Connection never rejects a valid reply, so nothing is refused here; a
+// reply to a closed connection has its Done called and is dropped.
+func sendDirect(r *http.Reply) error {
+	if r == nil || r.Req == nil {
+		return fmt.Errorf("%w: no request", http.ErrBadReply)
 	}
 	c, ok := r.Req.Conn.(*http.Connection)
 	if !ok {
 		return http.ErrNoConnection
 	}
-	if err := c.Send(r); err != nil {
-		// Done has been called; the connection is gone or the reply was
-		// bad: there is nobody to send a 503 to either way.
-		return nil
-	}
+	_ = c.Send(r) // on error Done has been called; there is nobody to answer
 	return nil
 }
-func (d direct) EnqueueMany(es []sink.Event) error {
-	for _, e := range es {
-		if err := d.Enqueue(e); err != nil {
-			return err
-		}
+
+// stageSend looks up the named stage's sink as a sendFunc.
+func stageSend(c *stage.Context, name string) (sendFunc, error) {
+	s, err := c.Sink(name)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return viaStage(s), nil
 }
-func (d direct) EnqueueLossy(e sink.Event) bool { return d.Enqueue(e) == nil }
-func (direct) Prepare([]sink.Event) (sink.Txn, error) {
-	return nil, &sink.RejectError{Sink: "direct", Reason: "no transactions"}
-}
-func (direct) Len() int                    { return 0 }
-func (direct) SetPredicate(sink.Predicate) {}
-func (direct) Predicate() sink.Predicate   { return nil }

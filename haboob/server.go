@@ -74,10 +74,14 @@ func New(o Options) *Server { return &Server{opts: o, started: time.Now()} }
 // haboob.Checksum.
 func (s *Server) Register(r *stage.Registry) {
 	r.Register(HandlerHttpRecv, func() stage.Handler { return &httpRecv{srv: s} })
+	r.StageArgs(HandlerHttpRecv, "routes.*", "static", "send")
 	r.Register(HandlerPageCache, func() stage.Handler { return &pageCache{srv: s} })
+	r.StageArgs(HandlerPageCache, "miss", "send")
 	r.Register(HandlerCacheMiss, func() stage.Handler { return &cacheMiss{srv: s} })
+	r.StageArgs(HandlerCacheMiss, "send")
 	r.Register(HandlerHttpSend, func() stage.Handler { return &httpSend{srv: s} })
 	r.Register(HandlerChecksum, func() stage.Handler { return &checksum{srv: s} })
+	r.StageArgs(HandlerChecksum, "send")
 }
 
 // HTTP returns the HTTP server, once HttpRecv has started it.
@@ -140,8 +144,8 @@ func (s *Server) setHTTP(h *http.Server) error {
 
 // send hands a reply to the HttpSend stage; if that stage rejects it, the
 // client gets 503 at once, written directly on its connection.
-func send(out sink.Sink, r *http.Reply, retryAfter time.Duration) {
-	if err := out.Enqueue(r); err == nil {
+func send(out sendFunc, r *http.Reply, retryAfter time.Duration) {
+	if err := out(r); err == nil {
 		return
 	} else if r.Done != nil {
 		r.Done(err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/http"
@@ -87,7 +88,7 @@ func (s *Site) Resolve(urlPath string) (Target, error) {
 	file := filepath.Join(s.root, filepath.FromSlash(clean))
 	real, err := filepath.EvalSymlinks(file)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if clientPathError(err, file) {
 			return Target{}, ErrNotFound
 		}
 		return Target{}, fmt.Errorf("haboob: resolve %s: %w", urlPath, err)
@@ -111,10 +112,31 @@ func (s *Site) Resolve(urlPath string) (Target, error) {
 		}
 		return Target{}, ErrNotFound // no directory listings
 	}
-	if !info.Mode().IsRegular() {
+	if !info.Mode().IsRegular() || strings.HasSuffix(urlPath, "/") {
+		// A file named as a directory (/small.txt/) is not found, as
+		// open(2) says (ENOTDIR) and nginx answers.
 		return Target{}, ErrNotFound
 	}
 	return Target{File: real, Info: info}, nil
+}
+
+// clientPathError reports whether resolving file failed because of what the
+// client asked for rather than a fault of the server: a name that does not
+// exist, a file used as a directory (/small.txt/x: ENOTDIR), a name too
+// long (ENAMETOOLONG), or a symbolic-link loop (ELOOP; EvalSymlinks says
+// "too many links" without an errno, so the loop is confirmed with Stat).
+// Such a path is not found (nginx answers 404 too, and 403 for a loop);
+// nothing is logged.
+func clientPathError(err error, file string) bool {
+	pathErr := func(err error) bool {
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) ||
+			errors.Is(err, syscall.ENAMETOOLONG) || errors.Is(err, syscall.ELOOP)
+	}
+	if pathErr(err) {
+		return true
+	}
+	_, serr := os.Stat(file)
+	return serr != nil && pathErr(serr)
 }
 
 func within(root, p string) bool {

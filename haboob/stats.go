@@ -2,15 +2,64 @@ package haboob
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/http"
 )
 
+// overLimitRoom is the socket's hard limit for HttpRecv's maxConnections
+// n: a tenth more (at least 16) are accepted only to be answered 503 with
+// Retry-After; beyond that a connection is closed as soon as it is
+// accepted (aio.SocketConfig.MaxConnections), so that clients over the
+// limit cannot hold the descriptors the served ones need.
+func overLimitRoom(n int) int { return n + max(n/10, 16) }
+
+// Who may read the statistics page (HttpRecv's statsAccess).
+const (
+	// StatsLoopback (the default) answers the page to clients on a
+	// loopback address only (127.0.0.0/8, ::1, Unix sockets); others get
+	// 403. The page tells a visitor the server's load, its cache and its
+	// stages, which is not for the public.
+	StatsLoopback = "loopback"
+	// StatsPublic answers the page to every client.
+	StatsPublic = "public"
+)
+
+// checkStatsAccess validates HttpRecv's statsAccess.
+func checkStatsAccess(v string) error {
+	if v != StatsLoopback && v != StatsPublic {
+		return fmt.Errorf("haboob: HttpRecv: statsAccess %q: want %s or %s", v, StatsLoopback, StatsPublic)
+	}
+	return nil
+}
+
+// statsAllowed reports whether req may read the statistics page.
+func (h *httpRecv) statsAllowed(req *http.Request) bool {
+	if h.args.StatsAccess == StatsPublic {
+		return true
+	}
+	c, ok := req.Conn.(*http.Connection)
+	if !ok {
+		return false
+	}
+	switch a := c.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true // a local process
+	}
+	return false
+}
+
 // statsPage renders the statistics page: one "name value" line per
-// counter, for people and scripts alike.
-func (h *httpRecv) statsPage(*http.Request) *http.Response {
+// counter, for people and scripts alike; 403 for a client statsAccess
+// does not admit.
+func (h *httpRecv) statsPage(req *http.Request) *http.Response {
+	if !h.statsAllowed(req) {
+		return http.Forbidden()
+	}
 	var b strings.Builder
 	line := func(name string, v any) { fmt.Fprintf(&b, "%s %v\n", name, v) }
 	line("uptime", time.Since(h.srv.started).Round(time.Millisecond))

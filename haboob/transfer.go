@@ -22,7 +22,7 @@ import (
 // large the file and however slow the client.
 //
 // The file's completions are handled inline, on the asyncFile worker that
-// runs the file's requests (transferEvents): they are short and never
+// runs the file's requests (transferEvent): they are short and never
 // block, and asyncFile runs one file's requests, and delivers their
 // completions, one at a time and in order, which keeps the pieces in
 // order.
@@ -60,7 +60,7 @@ func (h *cacheMiss) stream(req *http.Request, path, ctype string, info fs.FileIn
 		}
 	}
 	t := &transfer{h: h, req: req, conn: conn, path: path, ctype: ctype, chunk: h.chunkSize()}
-	if _, err := h.fio.Open(path, os.O_RDONLY, 0, transferEvents{}, t); err != nil {
+	if _, err := h.fio.Open(path, os.O_RDONLY, 0, aio.Func(transferEvent), t); err != nil {
 		unavailable(req, h.args.RetryAfter)
 	}
 }
@@ -188,11 +188,9 @@ func (t *transfer) openFailed(err error) {
 	t.h.reply(t.req, errorResponse(t.h.log, t.path, err)())
 }
 
-// transferEvents is the completion sink of transfers' files: an inline
-// sink, run on the asyncFile worker (see transfer).
-type transferEvents struct{}
-
-func (transferEvents) Enqueue(e sink.Event) error {
+// transferEvent handles the completions of transfers' files: a callback,
+// run on the asyncFile worker (see transfer).
+func transferEvent(e sink.Event) error {
 	switch ev := e.(type) {
 	case aio.IOCompleted:
 		t, ok := ev.Tag.(*transfer)
@@ -221,20 +219,6 @@ func (transferEvents) Enqueue(e sink.Event) error {
 	}
 	return nil
 }
-
-func (s transferEvents) EnqueueMany(es []sink.Event) error {
-	for _, e := range es {
-		_ = s.Enqueue(e)
-	}
-	return nil
-}
-func (s transferEvents) EnqueueLossy(e sink.Event) bool { return s.Enqueue(e) == nil }
-func (transferEvents) Prepare([]sink.Event) (sink.Txn, error) {
-	return nil, &sink.RejectError{Sink: "haboob.transfer", Reason: "no transactions"}
-}
-func (transferEvents) Len() int                    { return 0 }
-func (transferEvents) SetPredicate(sink.Predicate) {}
-func (transferEvents) Predicate() sink.Predicate   { return nil }
 
 func validatorsOf(info fs.FileInfo) Validators {
 	return Validators{ETag: ETag(info), ModTime: info.ModTime()}

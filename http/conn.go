@@ -46,19 +46,11 @@ func Respond(req *Request, resp *Response) error {
 	return c.Enqueue(Reply{Req: req, Resp: resp})
 }
 
-// outWrite is a formatted response (or interim 100 Continue) waiting for
-// room in the write window.
+// outWrite is a formatted response (or interim 100 Continue, or a piece
+// of a streamed body) waiting to be handed to the socket, in order.
 type outWrite struct {
 	data []byte
 	bufs [][]byte
-	n    int
-	done func(error)
-}
-
-// inflight is a write handed to the socket with a completion requested
-// (a "marked" write), not yet written to the kernel.
-type inflight struct {
-	end  int64 // c.submitted just after it
 	done func(error)
 }
 
@@ -82,6 +74,12 @@ type predRef struct{ p sink.Predicate }
 // header inline with the server's shared Formatter, and closes itself
 // after a response that does not keep the connection alive. Enqueue never
 // blocks and never rejects a valid reply while the connection is open.
+//
+// A Connection parses requests and puts the replies in order; it does not
+// own the output: the aio.Connection underneath holds the write window,
+// write completions, the write timeout and the output budget. Formatted
+// replies are handed to it outside the Connection's lock, by one goroutine
+// at a time, in order.
 type Connection struct {
 	srv       *Server
 	sock      *aio.Connection
@@ -106,28 +104,29 @@ type Connection struct {
 	pending   map[uint64]Reply // answers waiting for earlier ones
 	wantCont  bool             // a 100 Continue is due once nextOut reaches contSeq
 	contSeq   uint64
-	outq      ring[outWrite]
-	inflight  ring[inflight] // marked writes not yet written to the kernel
-	submitted int64          // bytes handed to the socket, ever
-	confirmed int64          // bytes known to be written to the kernel
-	stream    *Stream        // the streamed reply being sent: later replies wait
-	streamAt  int64          // when the stream last got a piece
+	outq      []outWrite // formatted, not yet handed to the socket
+	spare     []outWrite // the flushing goroutine's previous outq
+	flushing  bool       // a goroutine hands outq to the socket
+	stream    *Stream    // the streamed reply being sent: later replies wait
+	streamAt  int64      // when the stream last got a piece
 	closing   bool
 	closeSent bool
 	closed    bool
+	aborted   bool  // a timeout aborted the socket: its SinkClosed is due
+	linger    bool  // close with a lingering close: input may be left unread
+	bodies    int64 // request-body bytes held against the server's BodyBudget
 	reqStart  int64 // when the request being received began (0: none)
 	lastAct   int64 // last traffic in or out
-	lastWrite int64 // last write progress
 	calls     []doneCall
-	wreq      aio.WriteRequest // flushLocked's scratch
 }
 
 var _ sink.Sink = (*Connection)(nil)
 
 func newConnection(s *Server, sock *aio.Connection) *Connection {
 	now := sink.Nanotime()
-	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now, lastWrite: now}
-	c.parser = Parser{Limits: s.cfg.Limits, ClassHeader: s.cfg.ClassHeader, Conn: c}
+	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now}
+	c.parser = Parser{Limits: s.cfg.Limits, ClassHeader: s.cfg.ClassHeader, Conn: c,
+		SkipBody: s.cfg.SkipBody, ReserveBody: c.reserveBody}
 	return c
 }
 
@@ -154,12 +153,23 @@ func (c *Connection) Key() string { return c.String() }
 
 // ---- reading (socket event loop) ----
 
-func (c *Connection) onPacket(data []byte) {
+func (c *Connection) onPacket(data []byte) error {
 	now := sink.Nanotime()
 	c.mu.Lock()
 	if c.closed || c.readDone {
+		// Input after the last request (or after an error) is discarded;
+		// the close lingers so that it does not reset the connection.
+		c.linger = true
 		c.mu.Unlock()
-		return
+		return nil
+	}
+	if c.heldBytes > 0 && c.heldBytes+len(data) > c.srv.cfg.MaxBuffered {
+		// The pipeline is full and MaxBuffered bytes wait unparsed: refuse
+		// the packet. The socket stops reading (TCP flow control holds the
+		// client back) and offers it again later.
+		c.mu.Unlock()
+		c.srv.stats.overflows.Add(1)
+		return errPipelineFull
 	}
 	c.lastAct = now
 	if c.reqStart == 0 {
@@ -173,18 +183,16 @@ func (c *Connection) onPacket(data []byte) {
 		c.heldBuf = c.held[:0:cap(c.held)]
 	}
 	c.heldBytes += len(data)
-	if c.heldBytes > c.srv.cfg.MaxBuffered {
-		c.stopReadingLocked()
-		c.mu.Unlock()
-		c.srv.stats.overflows.Add(1)
-		c.srv.log.Debug("http: pipelined input over limit; closing", "conn", c.String())
-		_ = c.sock.Abort()
-		return
-	}
 	c.pump()
+	return nil
 }
 
+var errPipelineFull = fmt.Errorf("http: pipeline full: %w", sink.ErrRejected)
+
 func (c *Connection) stopReadingLocked() {
+	if len(c.held) > 0 || !c.parser.Idle() {
+		c.linger = true // input left unread
+	}
 	c.readDone = true
 	c.held = nil
 	c.heldBytes = 0
@@ -231,7 +239,15 @@ func (c *Connection) pump() {
 		c.heldBytes -= len(data)
 		reqs, err := c.parser.Feed(c.scratch[:0], data)
 		now := sink.Nanotime()
-		for _, r := range reqs {
+		for i, r := range reqs {
+			if r.Method == "CONNECT" {
+				// A tunnel is nothing this server can answer; the
+				// connection must not stay open to carry other bytes.
+				clear(reqs[i:])
+				reqs = reqs[:i]
+				err = &Error{Status: StatusBadRequest, Err: ErrMethod, Detail: "CONNECT is not supported"}
+				break
+			}
 			c.nextIn++
 			c.waitq.push(waiting{req: r, at: now})
 			c.ready.push(r)
@@ -244,9 +260,15 @@ func (c *Connection) pump() {
 		}
 		if err != nil {
 			c.stopReadingLocked()
+			c.linger = true
 			c.srv.stats.parseErrors.Add(1)
 			c.srv.log.Debug("http: bad request", "conn", c.String(), "err", err)
-			c.answerSelfLocked(ErrorResponse(err), now)
+			resp := ErrorResponse(err)
+			if errors.Is(err, ErrBodyBudget) {
+				resp = ServiceUnavailable(c.srv.cfg.RetryAfter)
+				resp.Close = true
+			}
+			c.answerSelfLocked(resp, now)
 		}
 		if c.parser.TakeContinue() {
 			c.continueLocked()
@@ -276,7 +298,7 @@ func (c *Connection) deliver(reqs []*Request) {
 			continue
 		}
 		if f := srv.cfg.Principal; f != nil {
-			r.Principal = f(r)
+			r.SetPrincipal(f(r))
 		}
 		if err := srv.requests.Enqueue(r); err != nil {
 			srv.stats.rejected.Add(1)
@@ -307,7 +329,6 @@ func (c *Connection) continueLocked() {
 	}
 	if c.nextOut == c.nextIn && c.stream == nil {
 		c.pushContinueLocked()
-		c.flushLocked()
 		return
 	}
 	c.wantCont, c.contSeq = true, c.nextIn
@@ -315,8 +336,7 @@ func (c *Connection) continueLocked() {
 
 func (c *Connection) pushContinueLocked() {
 	c.wantCont = false
-	b := AppendContinue(nil)
-	c.outq.push(outWrite{data: b, n: len(b)})
+	c.outq = append(c.outq, outWrite{data: AppendContinue(nil)})
 	c.srv.stats.continues.Add(1)
 }
 
@@ -436,11 +456,13 @@ func (c *Connection) admit(es []sink.Event) ([]Reply, error) {
 	return rs, nil
 }
 
-// Len is the number of replies queued and not yet written to the kernel.
+// Len is the number of replies waiting for earlier ones or for their turn
+// to be handed to the socket (the socket counts what it has not written:
+// Socket().Len()).
 func (c *Connection) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.pending) + c.outq.len() + c.inflight.len()
+	return len(c.pending) + len(c.outq)
 }
 
 // SetPredicate installs an admission predicate run on every enqueued reply
@@ -469,7 +491,6 @@ func (c *Connection) Close() error {
 	c.stopReadingLocked()
 	c.closing = true
 	c.dropPendingLocked()
-	c.flushLocked()
 	c.unlock()
 	return nil
 }
@@ -583,7 +604,6 @@ func (c *Connection) answerLocked(seq uint64, r Reply) error {
 	}
 	c.emitLocked(r)
 	c.emitPendingLocked()
-	c.flushLocked()
 	return nil
 }
 
@@ -640,6 +660,9 @@ func (c *Connection) emitLocked(r Reply) {
 		cp.Close = true
 		resp = &cp
 	}
+	if req != nil {
+		c.releaseBodyLocked(req)
+	}
 	now := time.Now()
 	inline := srv.cfg.InlineBody
 	sends := resp.SendsBody(req)
@@ -670,11 +693,7 @@ func (c *Connection) emitLocked(r Reply) {
 		w.bufs = r.Body
 		w.done = r.Done
 	}
-	w.n = len(w.data)
-	for _, b := range w.bufs {
-		w.n += len(b)
-	}
-	c.outq.push(w)
+	c.outq = append(c.outq, w)
 	c.lastAct = sink.Nanotime()
 	srv.stats.responses.Add(1)
 	if class := resp.status() / 100; class >= 1 && class <= 5 {
@@ -696,134 +715,77 @@ func (c *Connection) emitLocked(r Reply) {
 
 func headerSize(r *Response) int { return 160 + 40*len(r.Header) }
 
-// flushLocked hands queued output to the socket while the write window has
-// room, and closes the connection after its last response.
-//
-// Only some writes ask the socket for a completion ("marked" writes): those
-// whose buffers must be released after they are written, and those that
-// bring the unconfirmed bytes past half the window. A completion confirms
-// its write and every earlier one, so the window stays exact while the
-// common case, a small response copied into its header's buffer, costs no
-// completion event at all. A write the socket refuses as clogged waits for
-// the next completion; with none in flight, a Flush provides one.
-func (c *Connection) flushLocked() {
-	window := int64(c.srv.cfg.WriteWindow)
-	for c.outq.len() > 0 {
-		w := c.outq.front()
-		out := c.submitted - c.confirmed
-		if c.inflight.len() > 0 && out+int64(w.n) > window {
-			break // a completion will bring us back
-		}
-		// The socket copies a *WriteRequest's fields: one scratch value
-		// per connection saves an allocation per write.
-		req := &c.wreq
-		*req = aio.WriteRequest{Data: w.data, Bufs: w.bufs}
-		marked := w.done != nil || out+int64(w.n) > window/2
-		if marked {
-			req.Done = c.srv.drained
-		}
-		err := c.sock.Enqueue(req)
-		*req = aio.WriteRequest{}
-		if err != nil {
-			if errors.Is(err, aio.ErrClogged) {
-				if c.inflight.len() > 0 {
-					break // a completion will bring us back
-				}
-				// What clogs the socket are unmarked writes (a header
-				// queued just before, say): nothing the connection waits
-				// for would bring it back, so ask for a completion once
-				// they have drained, and retry then.
-				if ferr := c.sock.Flush(c.srv.drained, nil); ferr == nil {
-					c.lastWrite = sink.Nanotime()
-					c.inflight.push(inflight{end: c.submitted})
-					break
-				}
-			}
-			c.failLocked(err)
-			if !errors.Is(err, sink.ErrClosed) {
-				_ = c.sock.Abort()
-			}
-			return
-		}
-		c.submitted += int64(w.n)
-		if marked {
-			if c.inflight.len() == 0 {
-				c.lastWrite = sink.Nanotime()
-			}
-			c.inflight.push(inflight{end: c.submitted, done: w.done})
-		}
-		c.outq.pop()
-	}
-	if c.outq.len() == 0 && c.closing && !c.closeSent && c.stream == nil {
-		c.closeSent = true
-		_ = c.sock.Close()
-	}
-}
-
 // failLocked drops everything queued: the connection cannot send.
 func (c *Connection) failLocked(err error) {
-	for c.outq.len() > 0 {
-		w := c.outq.pop()
+	for _, w := range c.outq {
 		c.srv.stats.dropped.Add(1)
 		if w.done != nil {
 			c.calls = append(c.calls, doneCall{w.done, err})
 		}
 	}
-	for c.inflight.len() > 0 {
-		w := c.inflight.pop()
-		if w.done != nil {
-			c.calls = append(c.calls, doneCall{w.done, err})
-		}
-	}
-	c.confirmed = c.submitted
+	clear(c.outq)
+	c.outq = c.outq[:0]
 	c.dropStreamLocked(c.stream, err)
 	c.closing = true
 	c.stopReadingLocked()
 	c.dropPendingLocked()
 }
 
-// unlock releases c.mu and then runs the Done callbacks collected under it.
+// unlock hands the formatted output to the socket, in order and outside
+// c.mu (one goroutine at a time: whoever finds output queued and nobody
+// flushing), closes the connection after its last response, releases
+// c.mu and then runs the Done callbacks collected under it.
 func (c *Connection) unlock() {
+	for len(c.outq) > 0 && !c.flushing && !c.closed {
+		c.flushing = true
+		ws := c.outq
+		c.outq = c.spare[:0]
+		c.mu.Unlock()
+		var err error
+		i := 0
+		for ; i < len(ws); i++ {
+			w := &ws[i]
+			if err = c.sock.Write(w.data, w.bufs, w.done); err != nil {
+				break
+			}
+		}
+		c.mu.Lock()
+		c.flushing = false
+		if err != nil {
+			// The socket closed under us: what was not handed over fails.
+			for _, w := range ws[i:] {
+				c.srv.stats.dropped.Add(1)
+				if w.done != nil {
+					c.calls = append(c.calls, doneCall{w.done, err})
+				}
+			}
+			c.failLocked(err)
+		}
+		clear(ws)
+		c.spare = ws[:0]
+	}
+	closeNow := false
+	if len(c.outq) == 0 && !c.flushing && c.closing && !c.closeSent && c.stream == nil && !c.closed {
+		c.closeSent = true
+		closeNow = true
+	}
+	linger := c.linger
 	calls := c.calls
 	c.calls = nil
 	c.mu.Unlock()
+	if closeNow {
+		if linger {
+			_ = c.sock.Linger()
+		} else {
+			_ = c.sock.Close()
+		}
+	}
 	for _, d := range calls {
 		finish(d.f, d.err)
 	}
 }
 
-// ---- socket completions ----
-
-func (c *Connection) onDrained() {
-	now := sink.Nanotime()
-	c.mu.Lock()
-	if c.inflight.len() == 0 {
-		c.mu.Unlock()
-		return
-	}
-	w := c.inflight.pop()
-	c.confirmed = w.end
-	c.lastWrite, c.lastAct = now, now
-	if c.stream != nil {
-		c.streamAt = now
-	}
-	if w.done != nil {
-		c.calls = append(c.calls, doneCall{w.done, nil})
-	}
-	c.flushLocked()
-	c.unlock()
-}
-
-func (c *Connection) onWriteFailed(err error) {
-	c.mu.Lock()
-	if c.inflight.len() > 0 {
-		w := c.inflight.pop()
-		if w.done != nil {
-			c.calls = append(c.calls, doneCall{w.done, err})
-		}
-	}
-	c.unlock()
-}
+// ---- socket events ----
 
 func (c *Connection) onClosed(ev aio.SinkClosed) {
 	c.mu.Lock()
@@ -832,11 +794,15 @@ func (c *Connection) onClosed(ev aio.SinkClosed) {
 		return
 	}
 	c.closed = true
+	if ev.Reason == aio.ClosedWriteTimeout {
+		c.srv.stats.writeTimeouts.Add(1)
+	}
 	err := c.closedErr()
 	if ev.Err != nil {
 		err = fmt.Errorf("%w (%s: %w)", err, ev.Reason, ev.Err)
 	}
 	c.failLocked(err)
+	c.releaseBodiesLocked()
 	c.unlock()
 	c.srv.remove(c)
 }
@@ -845,23 +811,23 @@ func (c *Connection) onClosed(ev aio.SinkClosed) {
 
 func (c *Connection) checkTimeouts(now int64) {
 	cfg := &c.srv.cfg
+	// Asked before taking c.mu: no lock is held across a call into aio.
+	unsent := c.sock.Len() > 0
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || c.aborted {
 		c.mu.Unlock()
 		return
 	}
 	stats := &c.srv.stats
+	if c.stream != nil && (unsent || len(c.outq) > 0) {
+		c.streamAt = now // the client is still taking the pieces: not a stall
+	}
 	switch {
-	case cfg.WriteTimeout > 0 && c.inflight.len() > 0 && now-c.lastWrite > int64(cfg.WriteTimeout):
-		c.mu.Unlock()
-		stats.writeTimeouts.Add(1)
-		c.srv.log.Debug("http: write timeout; closing", "conn", c.String())
-		_ = c.sock.Abort()
-		return
-	case cfg.ResponseTimeout > 0 && c.stream != nil && c.outq.len() == 0 && c.inflight.len() == 0 &&
-		now-max(c.streamAt, c.lastWrite) > int64(cfg.ResponseTimeout):
+	case cfg.ResponseTimeout > 0 && c.stream != nil && len(c.outq) == 0 && !unsent &&
+		now-c.streamAt > int64(cfg.ResponseTimeout):
 		// The application stopped feeding a streamed body: the response
 		// cannot be completed, nor another one sent after it.
+		c.aborted = true
 		c.mu.Unlock()
 		stats.responseTimeouts.Add(1)
 		c.srv.log.Warn("http: streamed body stalled; closing", "conn", c.String(), "timeout", cfg.ResponseTimeout)
@@ -874,14 +840,14 @@ func (c *Connection) checkTimeouts(now int64) {
 		resp.Close = true
 		c.srv.log.Warn("http: request not answered in time", "conn", c.String(), "timeout", cfg.ResponseTimeout)
 		c.emitLocked(Reply{Req: head, Resp: resp})
-		c.flushLocked()
 	case cfg.RequestTimeout > 0 && !c.readDone && c.reqStart != 0 && len(c.held) == 0 && c.ready.len() == 0 && now-c.reqStart > int64(cfg.RequestTimeout):
 		stats.requestTimeouts.Add(1)
 		c.stopReadingLocked()
+		c.linger = true
 		resp := StatusResponse(StatusRequestTimeout)
 		resp.Close = true
 		c.answerSelfLocked(resp, now)
-	case c.idleLocked() && (c.srv.draining.Load() || c.idleTimeout() > 0 && now-c.lastAct > int64(c.idleTimeout())):
+	case !unsent && c.idleLocked() && (c.srv.draining.Load() || c.idleTimeout() > 0 && now-c.lastAct > int64(c.idleTimeout())):
 		stats.idleClosed.Add(1)
 		c.stopReadingLocked()
 		c.closing, c.closeSent = true, true
@@ -890,6 +856,20 @@ func (c *Connection) checkTimeouts(now int64) {
 		return
 	}
 	c.unlock()
+}
+
+// onTimer is the connection's periodic visit (aio.TimerExpired): check
+// the timeouts and set the next visit, on the server's tick, so that all
+// connections share the socket's maintenance wake-ups.
+func (c *Connection) onTimer() {
+	c.checkTimeouts(sink.Nanotime())
+	c.armTimer()
+}
+
+func (c *Connection) armTimer() {
+	iv := int64(c.srv.cfg.TimerInterval)
+	now := sink.Nanotime()
+	c.sock.SetTimer(time.Duration(iv - now%iv))
 }
 
 // idleTimeout is how long the connection may stay idle: a connection beyond
@@ -912,7 +892,7 @@ func (c *Connection) idleLocked() bool {
 // being sent: a request received and not answered, output not yet written
 // to the kernel, or a streamed body not complete.
 func (c *Connection) owesLocked() bool {
-	return c.nextIn != c.nextOut || c.outq.len() > 0 || c.inflight.len() > 0 || c.stream != nil
+	return c.nextIn != c.nextOut || len(c.outq) > 0 || c.flushing || c.stream != nil
 }
 
 // drain winds the connection down for a server shutdown: it reads no
@@ -923,7 +903,11 @@ func (c *Connection) owesLocked() bool {
 func (c *Connection) drain() {
 	c.mu.Lock()
 	if c.closed || c.closeSent {
+		lingering := c.closeSent && !c.closed && c.linger
 		c.mu.Unlock()
+		if lingering {
+			_ = c.sock.Close() // a shutdown does not wait for lingering closes
+		}
 		return
 	}
 	c.stopReadingLocked()
@@ -966,4 +950,49 @@ func (r *ring[T]) pop() T {
 		r.buf, r.head = r.buf[:0], 0
 	}
 	return v
+}
+
+// ---- request bodies (the server's BodyBudget) ----
+
+// reserveBody is the Parser's ReserveBody (called under c.mu): n more
+// body bytes for r, within the server's budget or this connection's fair
+// share of it.
+func (c *Connection) reserveBody(r *Request, n int64) bool {
+	srv := c.srv
+	budget := srv.cfg.BodyBudget
+	if budget < 0 {
+		return true
+	}
+	used := srv.stats.bodyBytes.Add(n)
+	if used > budget {
+		srv.mu.Lock()
+		open := max(srv.open, 1)
+		srv.mu.Unlock()
+		if c.bodies+n > max(budget/int64(open), minBodyShare) {
+			srv.stats.bodyBytes.Add(-n)
+			srv.stats.bodyRejected.Add(1)
+			srv.log.Debug("http: request body over budget", "conn", c.String(), "bytes", n, "buffered", used-n)
+			return false
+		}
+	}
+	c.bodies += n
+	return true
+}
+
+// releaseBodyLocked returns the budget held by the body of req, which is
+// being answered.
+func (c *Connection) releaseBodyLocked(req *Request) {
+	if n := min(int64(len(req.Body)), c.bodies); n > 0 {
+		c.bodies -= n
+		c.srv.stats.bodyBytes.Add(-n)
+	}
+}
+
+// releaseBodiesLocked returns all the budget the connection holds (it
+// closed).
+func (c *Connection) releaseBodiesLocked() {
+	if c.bodies > 0 {
+		c.srv.stats.bodyBytes.Add(-c.bodies)
+		c.bodies = 0
+	}
 }

@@ -2,6 +2,11 @@
 // chapter 5 §7): the pure, I/O-free core that a server stage on the aio
 // socket layer drives.
 //
+// This package is Haboob's own HTTP stack on the aio layer. To put stages
+// behind a standard net/http server, use package nethttp instead. Start
+// here with Listen (a server that enqueues each parsed Request on a
+// stage's sink); a stage answers on the request's Connection with Send.
+//
 // # Parsing
 //
 // A [Parser] is the per-connection state machine (Sandstorm's
@@ -29,8 +34,8 @@
 // A [Request] is plain data owned by itself: the header section is copied
 // once per request and all its strings share that copy; the body is copied
 // into Request.Body. Request.Conn and Request.Seq let a server send the
-// responses to pipelined requests back in order; Request.Class (from the
-// X-Class header by default) and Request.Principal feed admission control.
+// responses to pipelined requests back in order; Request.Class() (from the
+// X-Class header by default) and Request.Principal() feed admission control.
 //
 // # Responses
 //
@@ -56,8 +61,17 @@
 // the server's shared Formatter and sends the responses to pipelined
 // requests in request order, copying small bodies into the header's buffer
 // and sending large ones (a cached page, a file) from their own buffers,
-// within a per-connection write window. It closes after a response that
-// does not keep the connection alive. A body too large to hold in memory
+// header and body in one writev. It closes after a response that does not
+// keep the connection alive.
+//
+// A Connection is a parser plus a sequencer of pipelined replies, nothing
+// more: the output belongs to the [aio.Connection] underneath, which holds
+// the write window, the completions, the write timeout and the socket-wide
+// output budget. Formatted replies are handed to it with
+// [aio.Connection.Write] outside the Connection's lock, one goroutine at a
+// time, in order; the server's timeouts run on the socket's maintenance
+// goroutine ([aio.Connection.SetTimer]): the server has no goroutine of
+// its own. A body too large to hold in memory
 // is sent as a [Stream]: the application writes it piece by piece, each
 // piece's completion asking for the next, so a response holds a bounded
 // number of pieces however long it is.
@@ -69,15 +83,24 @@
 // arrive within RequestTimeout gets 408 (slowloris), an idle keep-alive
 // connection is closed after IdleTimeout, a client that stops reading is
 // dropped after WriteTimeout, and a request the application never answers
-// gets 503 after ResponseTimeout. A request that a later stage refuses is
+// gets 503 after ResponseTimeout. A client that pipelines more than
+// MaxBuffered unparsed bytes is not read until replies make room (TCP flow
+// control holds it back). Request bodies share the server's BodyBudget
+// (503 beyond a connection's fair share); bodies the application will not
+// read (ServerConfig.SkipBody: a static file) are never buffered and get
+// the final status instead of 100 Continue. CONNECT gets 400 and a close.
+// A connection closed with input left unread (after 400, 405, 408, 413 or
+// 431) lingers (RFC 9112 §9.6, [aio.Connection.Linger]): FIN after the
+// last response, input discarded until the client closes or LingerTimeout,
+// so that a reset does not destroy the responses the client has not read. A request that a later stage refuses is
 // answered with [Connection.Reject] (503, counted like the server's own
 // rejections). Pipelining is bounded by MaxPipeline unanswered requests per
 // connection. Shutdown drains like net/http.Server.Shutdown: no more
 // requests are read, connections owing no response (idle, or with a request
 // only partly received) close at once, the others after their responses;
-// near the context's deadline the connections still stuck behind a client
-// that does not read are aborted and counted rather than failing the
-// shutdown. With a Manager the server drains as soon as the manager starts
+// after ShutdownGrace (or near the context's deadline) the connections
+// still stuck behind a client that does not read are aborted and counted
+// rather than failing the shutdown. With a Manager the server drains as soon as the manager starts
 // shutting down. ServerStats counts everything and is published as
 // go-metrics gauges "http.<name>.<counter>".
 package http

@@ -40,6 +40,12 @@ var (
 	ErrHeaderTooLarge = errors.New("http: request header fields too large")
 	// ErrUnsupportedTE: a transfer coding other than chunked (501).
 	ErrUnsupportedTE = errors.New("http: unsupported transfer encoding")
+	// ErrMethod: a method the server does not serve on a connection, such
+	// as CONNECT (400; the connection is closed).
+	ErrMethod = errors.New("http: method not supported")
+	// ErrBodyBudget: buffering the body would pass the server's budget for
+	// request bodies (503, Parser.ReserveBody).
+	ErrBodyBudget = errors.New("http: request body budget exhausted")
 	// ErrVersion: the protocol version is not HTTP/1.x (505).
 	ErrVersion = errors.New("http: unsupported HTTP version")
 )
@@ -47,7 +53,7 @@ var (
 // Error is a request the Parser rejected. Status is the response code to
 // send before closing the connection (see ErrorResponse).
 type Error struct {
-	Status int    // 400, 413, 414, 431, 501 or 505
+	Status int    // 400, 413, 414, 431, 501, 503 or 505
 	Err    error  // one of the sentinel errors above
 	Detail string // what exactly was wrong, for logs; may quote input
 }
@@ -87,6 +93,8 @@ func statusFor(sentinel error) int {
 		return StatusNotImplemented
 	case ErrVersion:
 		return StatusHTTPVersionNotSupported
+	case ErrBodyBudget:
+		return StatusServiceUnavailable
 	default:
 		return StatusBadRequest
 	}

@@ -15,7 +15,7 @@ const (
 	DefaultMaxBody        = 10 << 20 // decoded body bytes
 )
 
-// DefaultClassHeader is the header field the Parser reads Request.Class
+// DefaultClassHeader is the header field the Parser reads Request.Class()
 // from when Parser.ClassHeader is empty.
 const DefaultClassHeader = "X-Class"
 
@@ -91,6 +91,16 @@ type Parser struct {
 	Now func() time.Time
 	// Conn is copied into every Request's Conn field.
 	Conn any
+	// SkipBody, if set, is asked about every request that has a body, once
+	// its header section is complete. True means nobody will read the
+	// body: the request is returned at once without it, with Close set
+	// (the connection cannot be reused), no 100 Continue is invited, and
+	// the Parser ignores the rest of its input (Closed).
+	SkipBody func(*Request) bool
+	// ReserveBody, if set, is asked before the body bytes of r are
+	// buffered: n more bytes (the Content-Length, or a chunk's size).
+	// False fails the request with ErrBodyBudget (503).
+	ReserveBody func(r *Request, n int64) bool
 
 	state state
 	err   *Error
@@ -452,6 +462,17 @@ func (p *Parser) endOfHead(raw []byte) (n int, more, done bool, err *Error) {
 	n = len(raw)
 	p.req = r
 	p.resetScan()
+	if (r.Chunked || p.remain > 0) && p.SkipBody != nil && p.SkipBody(r) {
+		r.Close = true
+		p.remain = 0
+		return n, false, true, nil
+	}
+	if p.remain > p.lim.MaxBody {
+		return 0, false, false, newError(ErrBodyTooLarge, "Content-Length %d over %d", p.remain, p.lim.MaxBody)
+	}
+	if p.remain > 0 && p.ReserveBody != nil && !p.ReserveBody(r, p.remain) {
+		return 0, false, false, newError(ErrBodyBudget, "body of %d bytes", p.remain)
+	}
 	switch {
 	case r.Chunked:
 		p.state = stateChunkSize
@@ -569,15 +590,12 @@ func (p *Parser) checkFields(r *Request) *Error {
 		if !ok {
 			return newError(ErrContentLength, "%q", cl)
 		}
-		if n > p.lim.MaxBody {
-			return newError(ErrBodyTooLarge, "Content-Length %d over %d", n, p.lim.MaxBody)
-		}
-		p.remain = n
+		p.remain = n // checked against MaxBody in endOfHead, after SkipBody
 	}
 	return nil
 }
 
-// parseClass sets r.Class from the class header. A value that is not a
+// parseClass sets the request's class from the class header. A value that is not a
 // small decimal integer, or conflicting values, are an error rather than
 // being ignored.
 func (p *Parser) parseClass(r *Request) *Error {
@@ -598,7 +616,7 @@ func (p *Parser) parseClass(r *Request) *Error {
 		if !ok || n > 1<<30 {
 			return newError(ErrMalformed, "%s %q is not a class number", name, f.Value)
 		}
-		r.Class = int(n)
+		r.class = int(n)
 	}
 	return nil
 }
@@ -668,6 +686,9 @@ func (p *Parser) chunkSize(s []byte) (n int, more bool, err *Error) {
 	}
 	if int64(len(p.req.Body))+size > p.lim.MaxBody {
 		return 0, false, newError(ErrBodyTooLarge, "chunked body over %d bytes", p.lim.MaxBody)
+	}
+	if p.ReserveBody != nil && !p.ReserveBody(p.req, size) {
+		return 0, false, newError(ErrBodyBudget, "chunk of %d bytes", size)
 	}
 	p.remain = size
 	p.state = stateChunkData

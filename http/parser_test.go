@@ -61,7 +61,7 @@ func summarize(r *Request) summary {
 	return summary{
 		Method: r.Method, Target: r.Target, Path: r.Path, RawQuery: r.RawQuery, Proto: r.Proto,
 		Minor: r.Minor, Host: r.Host, Header: r.Header, Trailer: r.Trailer, Body: string(r.Body),
-		Chunked: r.Chunked, Close: r.Close, ExpectContinue: r.ExpectContinue, Class: r.Class, Seq: r.Seq,
+		Chunked: r.Chunked, Close: r.Close, ExpectContinue: r.ExpectContinue, Class: r.Class(), Seq: r.Seq,
 	}
 }
 
@@ -544,7 +544,7 @@ func TestParserClassHeaderConfigurable(t *testing.T) {
 	p := newTestParser()
 	p.ClassHeader = "X-Priority"
 	reqs, err := p.Feed(nil, []byte("GET / HTTP/1.1\r\nHost: h\r\nX-Class: 9\r\nx-priority: 3\r\n\r\n"))
-	if err != nil || len(reqs) != 1 || reqs[0].Class != 3 {
+	if err != nil || len(reqs) != 1 || reqs[0].Class() != 3 {
 		t.Fatalf("%v, %+v", err, reqs)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 )
 
 // inlineFields is how many header fields a Request holds without a separate
@@ -14,7 +16,12 @@ const inlineFields = 16
 // Request is one parsed HTTP/1.x request. It is plain data: every string
 // and the Body are owned by the Request (never aliasing the buffers passed
 // to Parser.Feed), so a Request can be queued to another stage, kept, or
-// encoded. The server stage fills Conn and Principal as it sees fit.
+// encoded. The server stage fills Conn and the principal as it sees fit.
+//
+// A *Request is a classed, principaled event for package enqueuepred:
+// enqueuepred.ClassOf(req) is its class (the X-Class header) and
+// enqueuepred.PrincipalOf(req) its principal, so the multiclass, priority
+// and session predicates of a stage tell HTTP requests apart.
 type Request struct {
 	Method string // "GET", "POST", ... (any token)
 	// Target is the request-target exactly as received: "/a%20b?x=1",
@@ -48,13 +55,12 @@ type Request struct {
 	// Received is when the last byte of the request was parsed (from
 	// Parser.Now).
 	Received time.Time
-	// Class is the service class from the Parser's class header (default
-	// "X-Class"), 0 when absent. Admission predicates use it.
-	Class int
-	// Principal is free for the server to attach the identity the request
-	// runs on behalf of (for principal-based admission); the parser leaves it
-	// nil.
-	Principal any
+	// class is the service class from the Parser's class header (default
+	// "X-Class"), 0 when absent; see Class.
+	class int
+	// principal is what the server attached as the identity the request
+	// runs on behalf of (ServerConfig.Principal); see Principal.
+	principal any
 	// Conn identifies the connection (copied from Parser.Conn) and Seq is the
 	// request's position on it (0, 1, 2, ...), so that responses to
 	// pipelined requests can be sent back in order.
@@ -63,6 +69,50 @@ type Request struct {
 
 	fields [inlineFields]Field // backing store for small Headers
 }
+
+// Class is the request's service class: the value of the Parser's class
+// header (default "X-Class"), 0 when absent. Higher classes are more
+// important. It implements enqueuepred.Classed, so admission predicates
+// (multiclass, priority) see it through enqueuepred.ClassOf.
+func (r *Request) Class() int { return r.class }
+
+// SetClass sets the request's service class (a server may classify by
+// address, cookie or session instead of the header).
+func (r *Request) SetClass(c int) { r.class = c }
+
+// Principal is the principal the request runs on behalf of (Whirlwind
+// §III.C), for principal-based admission (enqueuepred.PrincipalOf): the
+// value attached with SetPrincipal if it is an enqueuepred.Principal or
+// carries one (enqueuepred.Principaled), else an anonymous principal. Its
+// Class is the request's Class when the attached principal names none.
+func (r *Request) Principal() enqueuepred.Principal {
+	var p enqueuepred.Principal
+	switch v := r.principal.(type) {
+	case enqueuepred.Principal:
+		p = v
+	case *enqueuepred.Principal:
+		if v != nil {
+			p = *v
+		}
+	case enqueuepred.Principaled:
+		p = v.Principal()
+	case string:
+		p.ID = v
+	}
+	if p.Class == 0 {
+		p.Class = r.class
+	}
+	return p
+}
+
+// SetPrincipal attaches the identity the request runs on behalf of: an
+// enqueuepred.Principal, a value carrying one (enqueuepred.Principaled), a
+// string (the principal's ID) or any other value, kept for PrincipalValue.
+func (r *Request) SetPrincipal(p any) { r.principal = p }
+
+// PrincipalValue returns the value attached with SetPrincipal (nil if
+// none).
+func (r *Request) PrincipalValue() any { return r.principal }
 
 // KeepAlive reports whether the connection may stay open after the
 // response to this request.

@@ -292,7 +292,7 @@ func TestStatusOf(t *testing.T) {
 	if StatusOf(nil) != 200 || StatusOf(io.EOF) != 500 || StatusOf(fmt.Errorf("wrapped: %w", &Error{Status: 414, Err: ErrURITooLong})) != 414 {
 		t.Fatal("StatusOf")
 	}
-	for _, code := range []int{400, 413, 414, 431, 501, 505, 503, 304, 206} {
+	for _, code := range []int{400, 413, 414, 431, 501, 505, 503, 304, 206, 409, 422, 502, 504, 410, 415, 451} {
 		if StatusText(code) == "" {
 			t.Errorf("no status text for %d", code)
 		}

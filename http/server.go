@@ -28,7 +28,12 @@ const (
 	DefaultMaxBuffered     = 1 << 20
 	DefaultWriteWindow     = 256 << 10
 	DefaultInlineBody      = 16 << 10
+	DefaultBodyBudget      = 64 << 20
 )
+
+// minBodyShare is the body a connection may always buffer, whatever the
+// server's BodyBudget, so that every client can send a small form.
+const minBodyShare = 64 << 10
 
 // Server errors.
 var (
@@ -55,7 +60,7 @@ type ServerConfig struct {
 	Name string
 	// Limits bound what the parser accepts (see Limits).
 	Limits Limits
-	// ClassHeader names the header that gives Request.Class (default
+	// ClassHeader names the header that gives Request.Class() (default
 	// X-Class).
 	ClassHeader string
 	// ServerHeader is the Server field of responses (default Sandstorm).
@@ -73,7 +78,8 @@ type ServerConfig struct {
 	IdleTimeout time.Duration
 	// WriteTimeout aborts a connection whose written responses make no
 	// progress toward the client for this long (a peer that stopped
-	// reading).
+	// reading). It is the socket's WriteTimeout (Socket.WriteTimeout, if
+	// set, wins): the aio connection owns the output.
 	WriteTimeout time.Duration
 	// ResponseTimeout bounds how long the application may take to answer
 	// a request; past it the request gets 503 and the connection is closed,
@@ -87,19 +93,36 @@ type ServerConfig struct {
 	// unparsed, until earlier ones are answered (default 32).
 	MaxPipeline int
 	// MaxBuffered bounds the received bytes a connection holds unparsed
-	// while its pipeline is full; a client sending more is disconnected
+	// while its pipeline is full; beyond it the connection stops reading
+	// (TCP flow control holds the client back) until replies make room
 	// (default 1 MiB).
 	MaxBuffered int
-	// WriteWindow bounds the bytes of one connection handed to the socket
-	// and not yet written to the kernel; further responses wait in order
-	// (default 256 KiB). A single larger response is sent on its own.
+	// WriteWindow is the socket's WriteWindow when Socket.WriteWindow is
+	// not set: the bytes of one connection handed to the kernel path and
+	// not yet written; later bytes wait by reference in the aio connection
+	// (default 256 KiB).
 	WriteWindow int
+	// BodyBudget bounds the request-body bytes buffered by all the
+	// server's connections together (bodies being received and bodies of
+	// requests not answered yet; default 64 MiB, < 0: unbounded). A body
+	// that does not fit (beyond its connection's fair share, the budget
+	// divided by the open connections, at least 64 KiB) is answered 503
+	// with Retry-After and its connection closed. Limits.MaxBody bounds
+	// each body.
+	BodyBudget int64
+	// SkipBody, if set, says from a request's header alone that the
+	// application will not read its body (a static file server): the
+	// request is delivered without its body, nothing of the body is
+	// buffered, a client that sent "Expect: 100-continue" gets the final
+	// status instead of 100 Continue, and the connection is closed after
+	// the response, the body's bytes discarded by a lingering close.
+	SkipBody func(*Request) bool
 	// InlineBody is the largest body copied into the response's header
 	// buffer (one write, the body released at once); larger bodies are sent
 	// from their own buffers (default 16 KiB).
 	InlineBody int
-	// Principal, if set, is called for every parsed request to fill
-	// Request.Principal before it is handed to the application.
+	// Principal, if set, is called for every parsed request to attach
+	// the request's principal (Request.Principal) before it is handed to the application.
 	Principal func(*Request) any
 	// Manager, if set, registers the server's counters in its metrics
 	// registry, and the server starts draining (responses close their
@@ -114,6 +137,14 @@ type ServerConfig struct {
 
 	// TimerInterval is how often timeouts are checked (0: a quarter of the
 	// smallest timeout, within 5ms..1s).
+	// ShutdownGrace is how long Shutdown lets connections finish their
+	// responses before aborting the ones that have not (clients that do
+	// not read). 0: until the last tenth of the time its context leaves
+	// (at most ForceCloseMargin before the deadline), or never without a
+	// deadline.
+	ShutdownGrace time.Duration
+	// Timeouts are checked on the socket's maintenance goroutine
+	// (aio.Connection.SetTimer): the server has no goroutine of its own.
 	TimerInterval time.Duration
 }
 
@@ -139,6 +170,15 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	}
 	if c.WriteWindow <= 0 {
 		c.WriteWindow = DefaultWriteWindow
+	}
+	if c.BodyBudget == 0 {
+		c.BodyBudget = DefaultBodyBudget
+	}
+	if c.Socket.WriteWindow == 0 {
+		c.Socket.WriteWindow = aio.ByteSize(c.WriteWindow)
+	}
+	if c.Socket.WriteTimeout == 0 && c.WriteTimeout > 0 {
+		c.Socket.WriteTimeout = c.WriteTimeout
 	}
 	if c.InlineBody == 0 {
 		c.InlineBody = DefaultInlineBody
@@ -193,7 +233,8 @@ type ServerStats struct {
 	ResponseTimeouts uint64 // requests the application did not answer in time (503)
 	IdleClosed       uint64 // keep-alive connections closed by IdleTimeout
 	WriteTimeouts    uint64 // connections aborted by WriteTimeout
-	Overflows        uint64 // connections closed for exceeding MaxBuffered
+	Overflows        uint64 // packets refused (reading paused) because MaxBuffered bytes waited unparsed
+	BodyRejected     uint64 // request bodies refused (503) for lack of BodyBudget
 	Continues        uint64 // 100 Continue interim responses sent
 	Dropped          uint64 // replies not sent: their connection closed first
 	// ForceClosed counts connections Shutdown aborted near its deadline
@@ -206,6 +247,8 @@ type serverCounters struct {
 	byClass                                                    [6]atomic.Uint64
 	parseErrors, requestTimeouts, responseTimeouts, idleClosed atomic.Uint64
 	writeTimeouts, overflows, continues, dropped, forceClosed  atomic.Uint64
+	bodyRejected                                               atomic.Uint64
+	bodyBytes                                                  atomic.Int64 // request bodies buffered, against BodyBudget
 }
 
 // Server is an HTTP/1.1 server on an aio server socket (Sandstorm's
@@ -224,9 +267,6 @@ type Server struct {
 	log      *slog.Logger
 	format   Formatter
 
-	reader  funcSink // packets, clogs and closes of every connection
-	drained funcSink // write completions of every connection
-
 	mu     sync.Mutex
 	conns  map[*Connection]struct{}
 	open   int // connections within MaxConnections
@@ -238,8 +278,6 @@ type Server struct {
 
 	unsub       func()
 	metricNames []string
-	stop        chan struct{}
-	wg          sync.WaitGroup
 	closeOnce   sync.Once
 }
 
@@ -255,25 +293,17 @@ func Listen(cfg ServerConfig, requests sink.Sink) (*Server, error) {
 		requests: requests,
 		log:      cfg.Logger.With("server", cfg.Name),
 		conns:    map[*Connection]struct{}{},
-		stop:     make(chan struct{}),
 	}
 	s.format.Server = cfg.ServerHeader
-	s.reader = funcSink{name: cfg.Name + ".reader", f: s.onReaderEvent}
-	s.drained = funcSink{name: cfg.Name + ".drained", f: s.onDrainEvent}
-	sock, err := aio.Listen(cfg.Socket, funcSink{name: cfg.Name + ".accept", f: s.onAcceptEvent})
+	sock, err := aio.Listen(cfg.Socket, aio.Func(s.onAcceptEvent))
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)
 	}
 	s.sock = sock
 	s.registerMetrics()
 	if cfg.Manager != nil {
-		s.unsub = cfg.Manager.Subscribe(stage.SignalShutdownStarted, funcSink{name: cfg.Name + ".signal", f: func(sink.Event) error {
-			s.Drain()
-			return nil
-		}})
+		s.unsub = cfg.Manager.Subscribe(stage.SignalShutdownStarted, signalSink{name: cfg.Name + ".signal", f: s.Drain})
 	}
-	s.wg.Add(1)
-	go s.timers()
 	return s, nil
 }
 
@@ -313,9 +343,9 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // the requests it has received (each closes its connection), and waits
 // until all are closed; then it closes the socket.
 //
-// A connection can only finish if its client reads. When ctx has a
-// deadline, the connections still open in the last tenth of the time left
-// (at most the last ForceCloseMargin) are aborted, counted in
+// A connection can only finish if its client reads. After ShutdownGrace,
+// or else when ctx has a deadline, the connections still open in the last
+// tenth of the time left (at most the last ForceCloseMargin), are aborted, counted in
 // ServerStats.ForceClosed and logged, so that a client that stopped
 // reading does not make the whole shutdown fail. If ctx ends before every
 // connection is gone, the rest are closed at once and ctx's error is
@@ -323,7 +353,11 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Drain()
 	var force <-chan time.Time
-	if dl, ok := ctx.Deadline(); ok {
+	if g := s.cfg.ShutdownGrace; g > 0 {
+		ft := time.NewTimer(g)
+		defer ft.Stop()
+		force = ft.C
+	} else if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
 		ft := time.NewTimer(left - min(left/10, ForceCloseMargin))
 		defer ft.Stop()
@@ -379,8 +413,6 @@ func (s *Server) finish() {
 		if s.unsub != nil {
 			s.unsub()
 		}
-		close(s.stop)
-		s.wg.Wait()
 		s.unregisterMetrics()
 	})
 }
@@ -420,6 +452,7 @@ func (s *Server) Stats() ServerStats {
 		Continues:        c.continues.Load(),
 		Dropped:          c.dropped.Load(),
 		ForceClosed:      c.forceClosed.Load(),
+		BodyRejected:     c.bodyRejected.Load(),
 	}
 	for i := range st.ByClass {
 		st.ByClass[i] = c.byClass[i].Load()
@@ -460,7 +493,8 @@ func (s *Server) accept(sock *aio.Connection) {
 	s.mu.Unlock()
 	s.stats.accepted.Add(1)
 	sock.SetValue(c)
-	if err := sock.StartReader(s.reader); err != nil {
+	c.armTimer()
+	if err := sock.StartReader(aio.Func(s.onReaderEvent)); err != nil {
 		s.log.Error("http: cannot read connection", "conn", sock.String(), "err", err)
 		_ = sock.Abort()
 		return
@@ -485,49 +519,18 @@ func (s *Server) onReaderEvent(e sink.Event) error {
 	switch ev := e.(type) {
 	case aio.Packet:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
-			c.onPacket(ev.Data)
+			return c.onPacket(ev.Data)
+		}
+	case aio.TimerExpired:
+		if c, ok := ev.Conn.Value().(*Connection); ok {
+			c.onTimer()
 		}
 	case aio.SinkClosed:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
 			c.onClosed(ev)
 		}
-	case aio.SinkClogged:
-		// The write window keeps a connection below the socket's
-		// threshold; a clog still resolves through write completions.
 	}
 	return nil
-}
-
-func (s *Server) onDrainEvent(e sink.Event) error {
-	switch ev := e.(type) {
-	case aio.SinkDrained:
-		if c, ok := ev.Conn.Value().(*Connection); ok {
-			c.onDrained()
-		}
-	case aio.WriteFailed:
-		if c, ok := ev.Conn.Value().(*Connection); ok {
-			c.onWriteFailed(ev.Err)
-		}
-	}
-	return nil
-}
-
-// timers enforces the request, idle, write and response timeouts.
-func (s *Server) timers() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.TimerInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			now := sink.Nanotime()
-			for _, c := range s.snapshot() {
-				c.checkTimeouts(now)
-			}
-		}
-	}
 }
 
 // ---- metrics ----
@@ -573,26 +576,22 @@ func (s *Server) unregisterMetrics() {
 	s.metricNames = nil
 }
 
-// funcSink is an inline sink: Enqueue calls f on the caller's goroutine (an
-// event loop or a socket's maintenance goroutine). f must not block.
-type funcSink struct {
+// signalSink receives the manager's shutdown signal: stage.Manager's
+// Subscribe takes a sink.Sink. It exists only for that API.
+type signalSink struct {
 	name string
-	f    func(sink.Event) error
+	f    func()
 }
 
-func (f funcSink) Enqueue(e sink.Event) error { return f.f(e) }
-func (f funcSink) EnqueueMany(es []sink.Event) error {
-	for _, e := range es {
-		if err := f.f(e); err != nil {
-			return err
-		}
-	}
+func (f signalSink) Enqueue(sink.Event) error { f.f(); return nil }
+func (f signalSink) EnqueueMany([]sink.Event) error {
+	f.f()
 	return nil
 }
-func (f funcSink) EnqueueLossy(e sink.Event) bool { return f.f(e) == nil }
-func (f funcSink) Prepare([]sink.Event) (sink.Txn, error) {
+func (f signalSink) EnqueueLossy(sink.Event) bool { f.f(); return true }
+func (f signalSink) Prepare([]sink.Event) (sink.Txn, error) {
 	return nil, &sink.RejectError{Sink: f.name, Reason: "no transactions"}
 }
-func (f funcSink) Len() int                    { return 0 }
-func (f funcSink) SetPredicate(sink.Predicate) {}
-func (f funcSink) Predicate() sink.Predicate   { return nil }
+func (f signalSink) Len() int                    { return 0 }
+func (f signalSink) SetPredicate(sink.Predicate) {}
+func (f signalSink) Predicate() sink.Predicate   { return nil }

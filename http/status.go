@@ -39,6 +39,31 @@ const (
 	StatusHTTPVersionNotSupported = 505
 )
 
+// More status codes of RFC 9110 §15 and RFC 6585, for applications'
+// responses: every code here has its reason phrase in StatusText.
+const (
+	StatusEarlyHints                    = 103
+	StatusNonAuthoritativeInfo          = 203
+	StatusResetContent                  = 205
+	StatusMultipleChoices               = 300
+	StatusPaymentRequired               = 402
+	StatusNotAcceptable                 = 406
+	StatusProxyAuthRequired             = 407
+	StatusConflict                      = 409
+	StatusGone                          = 410
+	StatusUnsupportedMediaType          = 415
+	StatusMisdirectedRequest            = 421
+	StatusUnprocessableContent          = 422
+	StatusTooEarly                      = 425
+	StatusUpgradeRequired               = 426
+	StatusPreconditionRequired          = 428
+	StatusUnavailableForLegalReasons    = 451
+	StatusBadGateway                    = 502
+	StatusGatewayTimeout                = 504
+	StatusInsufficientStorage           = 507
+	StatusNetworkAuthenticationRequired = 511
+)
+
 var statusText = map[int]string{
 	StatusContinue:           "Continue",
 	StatusSwitchingProtocols: "Switching Protocols",
@@ -75,6 +100,27 @@ var statusText = map[int]string{
 	StatusNotImplemented:          "Not Implemented",
 	StatusServiceUnavailable:      "Service Unavailable",
 	StatusHTTPVersionNotSupported: "HTTP Version Not Supported",
+
+	StatusEarlyHints:                    "Early Hints",
+	StatusNonAuthoritativeInfo:          "Non-Authoritative Information",
+	StatusResetContent:                  "Reset Content",
+	StatusMultipleChoices:               "Multiple Choices",
+	StatusPaymentRequired:               "Payment Required",
+	StatusNotAcceptable:                 "Not Acceptable",
+	StatusProxyAuthRequired:             "Proxy Authentication Required",
+	StatusConflict:                      "Conflict",
+	StatusGone:                          "Gone",
+	StatusUnsupportedMediaType:          "Unsupported Media Type",
+	StatusMisdirectedRequest:            "Misdirected Request",
+	StatusUnprocessableContent:          "Unprocessable Content",
+	StatusTooEarly:                      "Too Early",
+	StatusUpgradeRequired:               "Upgrade Required",
+	StatusPreconditionRequired:          "Precondition Required",
+	StatusUnavailableForLegalReasons:    "Unavailable For Legal Reasons",
+	StatusBadGateway:                    "Bad Gateway",
+	StatusGatewayTimeout:                "Gateway Timeout",
+	StatusInsufficientStorage:           "Insufficient Storage",
+	StatusNetworkAuthenticationRequired: "Network Authentication Required",
 }
 
 // StatusText returns the reason phrase for a status code, or "" for a code

@@ -69,7 +69,7 @@ func (s *Stream) Write(b []byte, done func(error)) error {
 		return err
 	}
 	s.left -= int64(len(b))
-	w := outWrite{data: b, n: len(b), done: done}
+	w := outWrite{data: b, done: done}
 	if !s.emitted {
 		s.pieces = append(s.pieces, w)
 		c.unlock()
@@ -78,11 +78,10 @@ func (s *Stream) Write(b []byte, done func(error)) error {
 	if c.stream == s {
 		now := sink.Nanotime()
 		c.lastAct, c.streamAt = now, now
-		c.outq.push(w)
+		c.outq = append(c.outq, w)
 		if s.left == 0 {
 			c.endStreamLocked()
 		}
-		c.flushLocked()
 	} else {
 		c.calls = append(c.calls, doneCall{done, nil}) // an empty piece of a finished stream
 	}
@@ -113,7 +112,6 @@ func (s *Stream) Abort(err error) {
 		c.closing = true
 		c.stopReadingLocked()
 		c.dropPendingLocked()
-		c.flushLocked()
 	}
 	c.unlock()
 }
@@ -139,9 +137,7 @@ func (c *Connection) startStreamLocked(s *Stream, sends bool) {
 	}
 	c.stream = s
 	c.streamAt = sink.Nanotime()
-	for _, w := range s.pieces {
-		c.outq.push(w)
-	}
+	c.outq = append(c.outq, s.pieces...)
 	clear(s.pieces)
 	s.pieces = nil
 	if s.left == 0 {

@@ -189,7 +189,22 @@ func TestPredicateValuesInRegistry(t *testing.T) {
 				class, after, _ := strings.Cut(rest, ".")
 				labels["class"], name = class, after
 			}
-			metric := "sandstorm_stage_predicate_" + strings.ReplaceAll(name, ".", "_")
+			metric := map[string]string{
+				"accepted":   "sandstorm_stage_predicate_accepted_events_total",
+				"rejected":   "sandstorm_stage_predicate_rejected_events_total",
+				"rate":       "sandstorm_stage_admission_rate_events_per_second",
+				"target":     "sandstorm_stage_rt_target_seconds",
+				"enabled":    "sandstorm_stage_rt_enabled",
+				"p90":        "sandstorm_stage_rt_p90_seconds",
+				"p90_sample": "sandstorm_stage_rt_p90_sample_seconds",
+				"in_system":  "sandstorm_stage_rt_in_system_events",
+				"throughput": "sandstorm_stage_rt_throughput_events_per_second",
+				"tokens":     "sandstorm_stage_admission_tokens",
+			}[name]
+			if metric == "" {
+				t.Errorf("no metric name known for predicate value %s", name)
+				continue
+			}
 			if got, ok := promValue(fams, metric, labels); !ok || got != v {
 				t.Errorf("/metrics %s%v = %v (found %v), predicate says %v", metric, labels, got, ok, v)
 			}
@@ -211,7 +226,7 @@ func TestPredicateValuesInRegistry(t *testing.T) {
 	}
 	// One p90 family: RT's series without a class, MC's with one per class.
 	var series []string
-	for _, ps := range fams["sandstorm_stage_predicate_p90"].series {
+	for _, ps := range fams["sandstorm_stage_rt_p90_seconds"].series {
 		var ls []string
 		for k, v := range ps.labels {
 			ls = append(ls, k+"="+v)
@@ -221,7 +236,7 @@ func TestPredicateValuesInRegistry(t *testing.T) {
 	}
 	sort.Strings(series)
 	if want := "class=0,stage=MC class=1,stage=MC stage=RT"; strings.Join(series, " ") != want {
-		t.Errorf("sandstorm_stage_predicate_p90 series %q, want %q", strings.Join(series, " "), want)
+		t.Errorf("sandstorm_stage_rt_p90_seconds series %q, want %q", strings.Join(series, " "), want)
 	}
 
 	// A predicate replaced by one that reports nothing: its gauges leave
@@ -324,7 +339,14 @@ func TestControllerMetrics(t *testing.T) {
 		if got := doc.Sample.Stages[0].Values[n]; got == nil || *got != v {
 			t.Errorf("metrics.json Ctl.%s = %v, want %v", n, got, v)
 		}
-		metric := "sandstorm_stage_" + strings.ReplaceAll(n, ".", "_")
+		metric := map[string]string{
+			"pool.best.size":       "sandstorm_stage_threadpool_controller_best_threads",
+			"pool.best.throughput": "sandstorm_stage_threadpool_controller_best_throughput_events_per_second",
+			"pool.throughput":      "sandstorm_stage_threadpool_controller_throughput_events_per_second",
+			"batching.best":        "sandstorm_stage_batching_controller_best_throughput_events_per_second",
+			"batching.throughput":  "sandstorm_stage_batching_controller_throughput_events_per_second",
+			"batching.factor":      "sandstorm_stage_batching_factor_events",
+		}[n]
 		if got, ok := promValue(fams, metric, map[string]string{"stage": "Ctl"}); !ok || got != v {
 			t.Errorf("/metrics %s = %v (found %v), want %v", metric, got, ok, v)
 		}
@@ -342,11 +364,11 @@ func TestDroppedHelp(t *testing.T) {
 	}
 	defer p.Close()
 	fams := promFamilies(t, p)
-	if d := fams["sandstorm_stage_dropped_total"]; len(d.series) != 1 || !strings.Contains(d.help, "subset of the rejections") {
+	if d := fams["sandstorm_stage_lossy_refused_events_total"]; len(d.series) != 1 || !strings.Contains(d.help, "subset of sandstorm_stage_rejected_events_total") {
 		t.Fatalf("dropped: %+v", d)
 	}
-	if r := fams["sandstorm_stage_rejected_predicate_total"]; len(r.series) != 1 || !strings.Contains(r.help, "lossy drops included") {
-		t.Fatalf("rejected.predicate: %+v", r)
+	if r := fams["sandstorm_stage_rejected_events_total"]; len(r.series) != 3 || !strings.Contains(r.help, "by reason") {
+		t.Fatalf("rejected: %+v", r)
 	}
 }
 

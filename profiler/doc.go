@@ -2,6 +2,11 @@
 // profiler (thesis §5.3.5): it samples every stage of a stage.Manager at a
 // fixed interval and
 //
+// Start with New(manager, Config{HTTP: "127.0.0.1:9090"}, logger) and
+// Start: the dashboard is then at /debug/sandstorm/ and Prometheus metrics
+// at /metrics (docs/grafana-sandstorm.json is a Grafana dashboard for
+// them). In YAML this is `global.profiler`.
+//
 //   - appends one line per sample to a gnuplot-ready profile log (the Unix
 //     time, the Go runtime's memory and goroutines, then a name/value pair
 //     for every queue length, pool size, batching factor, counter, rate,
@@ -32,11 +37,22 @@
 // sample until Shutdown the profiler keeps a functional gauge
 // "<stage>.predicate.<name>" for every name the stage's current predicate
 // reports, so the registry, the profile log, metrics.json and /metrics
-// show the same values. StageSample documents the names. In the
-// Prometheus exposition a stage's value <name> is
-// sandstorm_stage_<name>{stage="..."} (counters with a _total suffix), and
-// a class segment of a predicate value becomes a label:
-// predicate.class0.p90 is sandstorm_stage_predicate_p90{stage="...",class="0"}.
+// show the same values. StageSample documents the names.
+//
+// The Prometheus exposition (/metrics) follows the Prometheus naming
+// conventions rather than the sample's names: snake_case under
+// sandstorm_, counters with a _total suffix and a unit
+// (sandstorm_stage_enqueued_events_total), seconds for durations,
+// histograms for the latency and batch-size distributions
+// (sandstorm_stage_service_seconds, sandstorm_stage_queue_wait_seconds,
+// sandstorm_stage_batch_size_events, from stage.Stage.Latency), and
+// labels for what varies: stage, class (predicate.class0.p90 is
+// sandstorm_stage_rt_p90_seconds{stage="...",class="0"}), reason
+// (sandstorm_stage_rejected_events_total{reason="queue_full|predicate|closed"}),
+// code (sandstorm_http_responses_total{code="2xx"}), socket and server
+// for the I/O layers. Derived rates and reservoir quantiles are left out:
+// use rate() and histogram_quantile(). docs/grafana-sandstorm.json is a
+// dashboard for them.
 //
 // Rejections and drops: enqueued counts the events a stage's queue
 // accepted; rejected.full, rejected.predicate and rejected.closed count

@@ -43,9 +43,9 @@ func TestPrometheusEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatalf("exposition does not parse: %v\n%s", err, body)
 	}
-	enq := families["sandstorm_stage_enqueued_total"]
+	enq := families["sandstorm_stage_enqueued_events_total"]
 	if enq == nil {
-		t.Fatalf("no sandstorm_stage_enqueued_total in\n%s", body)
+		t.Fatalf("no sandstorm_stage_enqueued_events_total in\n%s", body)
 	}
 	got := map[string]float64{}
 	for _, mt := range enq.GetMetric() {
@@ -56,7 +56,7 @@ func TestPrometheusEndpoint(t *testing.T) {
 			t.Errorf("stage %s enqueued = %v, want 40 (all: %v)", n, got[n], got)
 		}
 	}
-	if q := families["sandstorm_stage_queue_length"]; q == nil || len(q.GetMetric()) != len(names) {
+	if q := families["sandstorm_stage_queue_length_events"]; q == nil || len(q.GetMetric()) != len(names) {
 		t.Errorf("queue length gauge missing a stage: %v", q)
 	}
 	edges := families["sandstorm_edge_events_total"]

@@ -7,10 +7,22 @@ import (
 )
 
 // Linking the profiler in makes stage.ParseConfig (Load, Parse) check the
-// `global.profiler` block, so a mistake there fails the load.
+// `global.profiler` block, so a mistake there fails the load, and makes
+// managers built by stage.Load and stage.Parse run the profiler the block
+// switches on.
 func init() {
 	stage.RegisterSection("profiler", func(n *yaml.Node, _ string) error {
 		_, err := DecodeConfig(n, "")
 		return err
+	})
+	// A manager made by stage.Load or stage.Parse runs the profiler its
+	// file configures: the profile log, the graph and the dashboard, with
+	// the manager's logger.
+	stage.RegisterService("profiler", func(m *stage.Manager) (stage.Service, error) {
+		cfg, err := ConfigFrom(m)
+		if err != nil || !cfg.active() {
+			return nil, err
+		}
+		return New(m, cfg, m.Logger())
 	})
 }

@@ -3,6 +3,11 @@
 // errors, and Queue, the bounded multi-producer/multi-consumer queue that
 // backs every stage.
 //
+// Start with Sink.Enqueue and errors.Is(err, ErrRejected): a rejection is
+// the overload signal to act on (drop, degrade, answer 503, back off).
+// EnqueueWait waits instead, for producers that prefer back-pressure.
+// Queue is what the runtime builds for every stage; you rarely make one.
+//
 // Enqueue is synchronous: a queue accepts an event or rejects it at once with
 // an error wrapping ErrRejected (a full queue or a predicate said no) or
 // ErrClosed (the stage was destroyed). A rejection is the overload signal the
@@ -10,7 +15,11 @@
 // EnqueueWait.
 //
 // Handlers only ever see Sink; taking events off a queue (Queue.Dequeue) is
-// the runtime's job.
+// the runtime's job. The runtime's thread managers also park their
+// goroutines on a queue, wake them and redirect a queue's wake-ups through
+// an internal bridge (internal/sinkrt), out of reach of producers: an
+// Enqueue that finds the queue empty and a worker parked hands the event
+// to that worker directly, as a channel send to a waiting receiver does.
 //
 // A Queue is FIFO by default, on a lock-protected ring. A Scheduler changes
 // the order in which the runtime gets events (Whirlwind §III.E): NewLIFO

@@ -1,9 +1,12 @@
 package sink
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 )
 
 // epoch anchors Nanotime's monotonic readings.
@@ -59,7 +62,7 @@ const predicateHistory = 8
 // stampSample: without a Completer predicate, one event in this many is
 // stamped on entry (reading the clock costs ~30 ns), enough for the
 // sampled queueing-time metrics. Unstamped events carry stamp 0.
-const stampSample = 8
+const stampSample = 64
 
 // Queue is a bounded multi-producer/multi-consumer FIFO event queue with
 // admission control. The zero value is not usable: call NewQueue.
@@ -93,8 +96,12 @@ type Queue struct {
 	full   *RejectError
 	shut   *ClosedError
 
-	isClosed  atomic.Bool
-	ready     chan struct{} // token: events may be available
+	isClosed atomic.Bool
+	ready    chan struct{} // token: events may be available
+	// waiters are consumers parked in park, most recent last. An event
+	// enqueued while the queue is empty goes straight to one of them.
+	waiters   []*sinkrt.Waiter
+	nwaiters  atomic.Int32  // len(waiters), readable without the lock
 	space     chan struct{} // token: room may be available
 	spaceWait atomic.Int32
 	done      chan struct{} // closed by Close
@@ -112,6 +119,7 @@ type Queue struct {
 	// finished counts dequeued events whose handling is over (Finish):
 	// dequeued − finished are in service.
 	finished atomic.Uint64
+	age      ageLimit // max_time (age.go)
 }
 
 var _ Sink = (*Queue)(nil)
@@ -260,12 +268,49 @@ func (q *Queue) Enqueue(e Event) error {
 		q.rejectedPred.Add(1)
 		return b.err
 	}
-	q.push(e, q.stampLocked(b))
 	q.enqueued++
+	if n := len(q.waiters); n > 0 && q.count == 0 && !q.slow {
+		// Hand-off: the queue is empty and a consumer is parked; the
+		// event goes to it directly, as a channel send to a waiting
+		// receiver does, and never touches the ring.
+		w := q.waiters[n-1]
+		q.waiters[n-1] = nil
+		q.waiters = q.waiters[:n-1]
+		q.nwaiters.Store(int32(n - 1))
+		q.dequeued++
+		q.batches++
+		stamp := q.stampLocked(b)
+		q.mu.Unlock()
+		w.C <- sinkrt.Handoff{Ev: e, Stamp: stamp, OK: true}
+		return nil
+	}
+	q.push(e, q.stampLocked(b))
+	w := q.popWaiterLocked()
+	long := q.count > softBound && q.capacity <= 0
 	q.mu.Unlock()
-	q.signalReady()
+	q.wake(w)
+	if long {
+		runtime.Gosched()
+	}
 	return nil
 }
+
+// Backlogged reports whether the queue is unbounded and holds more than
+// a few thousand events: EnqueueWait then waits for room as on a full
+// bounded queue (see Backlogger), though Enqueue would accept.
+func (q *Queue) Backlogged() bool {
+	return q.capacity <= 0 && q.length.Load() > softBound
+}
+
+// softBound is the length past which an unbounded queue makes its
+// producers yield their processor after each enqueue. An unbounded queue
+// never refuses an event, but a producer that races ahead of the stages
+// downstream fills every queue of a pipeline with events that leave the
+// processor's caches before they are handled (a default-configured
+// 10-stage pipeline ran at 0.2–0.5× a channel pipeline, against 2–4×
+// with bounded queues). Yielding lets the consumers run, so the queues
+// stay short and warm; the producer is slowed, never refused or blocked.
+const softBound = 1024
 
 // EnqueueLossy adds e if the queue accepts it; a refused event is counted as
 // dropped.
@@ -292,8 +337,13 @@ func (q *Queue) EnqueueMany(es []Event) error {
 		q.push(e, now)
 	}
 	q.enqueued += uint64(len(es))
+	w := q.popWaiterLocked()
+	long := q.count > softBound && q.capacity <= 0
 	q.mu.Unlock()
-	q.signalReady()
+	q.wake(w)
+	if long {
+		runtime.Gosched()
+	}
 	return nil
 }
 
@@ -416,7 +466,7 @@ func (t *txn) Abort() {
 // stampSample; 0 otherwise.
 func (q *Queue) stampLocked(b *predicateBox) int64 {
 	q.pushes++
-	if (b != nil && (b.completer != nil || b.cancels)) || q.sched != nil || q.pushes%stampSample == 1 {
+	if (b != nil && (b.completer != nil || b.cancels)) || q.sched != nil || q.pushes%stampSample == 1 || q.age.on() {
 		return q.nowLocked()
 	}
 	return 0
@@ -491,12 +541,16 @@ func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
 		q.batches++
 	}
 	more := q.count > 0
+	var w *sinkrt.Waiter
+	if more {
+		w = q.popWaiterLocked() // pass the wake-up on to another consumer
+	}
 	q.mu.Unlock()
 	if n > 0 {
 		q.signalSpace()
 	}
 	if more {
-		q.signalReady() // pass the wake-up on to another consumer
+		q.wake(w)
 	}
 	return n
 }
@@ -518,25 +572,111 @@ func (q *Queue) InService() int {
 	return int(d - f)
 }
 
-// Ready returns a channel that receives a token when events may be waiting.
-// A consumer that finds the queue empty waits on it (and on Done) before
-// trying Dequeue again. A token may be spurious.
+// Ready returns a channel that receives a token when events may be waiting,
+// for a consumer outside the runtime's thread managers (whose workers park
+// on the queue and are woken first). A consumer that finds the queue empty
+// waits on it (and on Done) before trying Dequeue again. A token may be
+// spurious.
 func (q *Queue) Ready() <-chan struct{} { return q.ready }
 
-// SetReady makes the queue signal ch instead of its own channel, so that one
-// group of consumers can wait for several queues at once. Call it before the
-// queue is used.
-func (q *Queue) SetReady(ch chan struct{}) { q.ready = ch }
+// runtimeQueue is the runtime's view of a Queue (internal/sinkrt): the
+// operations thread managers need and producers must not have.
+type runtimeQueue struct{ q *Queue }
 
-// Signal puts a token on the Ready channel (if none is there), waking one
-// waiting consumer. The runtime uses it to pass a wake-up on.
-func (q *Queue) Signal() { q.signalReady() }
+func init() {
+	sinkrt.Of = func(q any) sinkrt.Queue { return runtimeQueue{q.(*Queue)} }
+}
 
+func (r runtimeQueue) Park(w *sinkrt.Waiter) (Event, int64, bool) { return r.q.park(w) }
+func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
+func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
+func (r runtimeQueue) Parked() int                                { return int(r.q.nwaiters.Load()) }
+
+// SetReady replaces the channel the queue signals; call it before use.
+func (r runtimeQueue) SetReady(ch chan struct{}) { r.q.ready = ch }
+
+// signalReady wakes one consumer: a parked one (Park), else whoever waits
+// on Ready. The caller must not hold q.mu.
 func (q *Queue) signalReady() {
+	var w *sinkrt.Waiter
+	if q.nwaiters.Load() > 0 {
+		// A consumer that parks after this look saw, under the lock,
+		// the change the caller made before calling signalReady.
+		q.mu.Lock()
+		w = q.popWaiterLocked()
+		q.mu.Unlock()
+	}
+	q.wake(w)
+}
+
+// wake sends w a wake-up token, or puts one on the Ready channel when w is
+// nil. A parked consumer takes that token before it parks again, so a
+// wake-up that finds nobody parked is not lost.
+func (q *Queue) wake(w *sinkrt.Waiter) {
+	if w != nil {
+		w.C <- sinkrt.Handoff{}
+		return
+	}
 	select {
 	case q.ready <- struct{}{}:
 	default:
 	}
+}
+
+// popWaiterLocked removes and returns the most recently parked consumer,
+// or nil. The caller holds q.mu.
+func (q *Queue) popWaiterLocked() *sinkrt.Waiter {
+	n := len(q.waiters)
+	if n == 0 {
+		return nil
+	}
+	w := q.waiters[n-1]
+	q.waiters[n-1] = nil
+	q.waiters = q.waiters[:n-1]
+	q.nwaiters.Store(int32(n - 1))
+	return w
+}
+
+// park waits until the queue may have work for the consumer w. It returns
+// at once when events are runnable, when the queue is closed and drained
+// (nothing queued, no prepared transaction left), or when a wake-up was signalled since the
+// consumer's last look (signalReady, wakeAll, Close, Resume...). Otherwise
+// it parks; an event enqueued on the empty queue while the consumer is
+// parked is handed to it directly, as the result (ok true): it has been
+// dequeued (counted in Stats.Dequeued) and must be finished like any
+// other. With ok false the consumer should look again with Dequeue.
+func (q *Queue) park(w *sinkrt.Waiter) (e Event, stamp int64, ok bool) {
+	q.mu.Lock()
+	if q.runnableLocked() > 0 || (q.closed && q.count == 0 && q.reserved == 0) {
+		q.mu.Unlock()
+		return nil, 0, false
+	}
+	select {
+	case <-q.ready:
+		q.mu.Unlock()
+		return nil, 0, false
+	default:
+	}
+	q.waiters = append(q.waiters, w)
+	q.nwaiters.Store(int32(len(q.waiters)))
+	q.mu.Unlock()
+	h := <-w.C
+	return h.Ev, h.Stamp, h.OK
+}
+
+// wakeAll wakes every parked consumer and leaves a wake-up token for one
+// that is about to park. The runtime uses it when consumers must look at
+// their pool's state again (resizing, cancellation).
+func (q *Queue) wakeAll() {
+	q.mu.Lock()
+	ws := q.waiters
+	q.waiters = nil
+	q.nwaiters.Store(0)
+	q.mu.Unlock()
+	for _, w := range ws {
+		w.C <- sinkrt.Handoff{}
+	}
+	q.wake(nil)
 }
 
 func (q *Queue) signalSpace() {
@@ -562,7 +702,7 @@ func (q *Queue) Close() {
 	q.isClosed.Store(true)
 	q.mu.Unlock()
 	close(q.done)
-	q.signalReady()
+	q.wakeAll()
 }
 
 // IsClosed reports whether Close has been called.

@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"fmt"
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -55,7 +56,7 @@ func TestKeyedStress(t *testing.T) {
 						n := q.Dequeue(buf, nil)
 						if n == 0 {
 							if q.IsClosed() && q.Drained() {
-								q.Signal()
+								sinkrt.Of(q).Signal()
 								return
 							}
 							<-q.Ready()

@@ -19,11 +19,21 @@ type SpaceNotifier interface {
 	SpaceSignal() (ch <-chan struct{}, release func())
 }
 
+// Backlogger is implemented by sinks that ask producers willing to wait to
+// hold back although they would accept: an unbounded Queue holding more
+// than a few thousand events (Queue.Backlogged).
+type Backlogger interface {
+	Backlogged() bool
+}
+
 // EnqueueWait enqueues e on s, waiting while s rejects it, until it is
 // accepted, s is closed, or ctx ends. It is the back-pressure counterpart of
-// Enqueue for producers that would rather wait than shed load. It does not
-// spin: on a SpaceNotifier it sleeps until an event leaves the queue or the back-off
-// elapses; on other sinks it backs off exponentially.
+// Enqueue for producers that would rather wait than shed load. On a
+// Backlogger it first waits while the sink is backlogged, so that a
+// producer feeding an unbounded queue is paced like one feeding a bounded
+// queue or a buffered channel. It does not spin: on a SpaceNotifier it
+// sleeps until an event leaves the queue or the back-off elapses; on other
+// sinks it backs off exponentially.
 //
 // It returns nil, an error wrapping ErrClosed, or ctx.Err() joined with the
 // last rejection.
@@ -33,18 +43,30 @@ func EnqueueWait(ctx context.Context, s Sink, e Event) error {
 
 // EnqueueWait is EnqueueWait with this policy.
 func (p WaitPolicy) EnqueueWait(ctx context.Context, s Sink, e Event) error {
-	if err := s.Enqueue(e); !retryable(err) { // the common case: no waiting
-		return err
+	if !backlogged(s) {
+		if err := s.Enqueue(e); !retryable(err) { // the common case: no waiting
+			return err
+		}
 	}
 	return p.wait(ctx, s, func() error { return s.Enqueue(e) })
 }
 
 // EnqueueManyWait is EnqueueWait for an all-or-nothing batch.
 func (p WaitPolicy) EnqueueManyWait(ctx context.Context, s Sink, es []Event) error {
-	if err := s.EnqueueMany(es); !retryable(err) {
-		return err
+	if !backlogged(s) {
+		if err := s.EnqueueMany(es); !retryable(err) {
+			return err
+		}
 	}
 	return p.wait(ctx, s, func() error { return s.EnqueueMany(es) })
+}
+
+// errBacklogged stands for the refusal of a backlogged sink in wait.
+var errBacklogged = &RejectError{Reason: "backlogged"}
+
+func backlogged(s Sink) bool {
+	b, ok := s.(Backlogger)
+	return ok && b.Backlogged()
 }
 
 // retryable reports whether err is a rejection worth waiting out (not
@@ -53,8 +75,8 @@ func retryable(err error) bool {
 	return err != nil && !errors.Is(err, ErrClosed) && errors.Is(err, ErrRejected)
 }
 
-// wait retries try, which has just been refused, until it succeeds, fails
-// for good or ctx ends. It registers for space before the next try, so a
+// wait retries try, which has just been refused (or not tried: s was
+// backlogged), until it succeeds, fails for good or ctx ends. It registers for space before the next try, so a
 // wake-up between the refusal and the sleep is not missed.
 func (p WaitPolicy) wait(ctx context.Context, s Sink, try func() error) error {
 	minB, maxB := p.MinBackoff, p.MaxBackoff
@@ -76,7 +98,10 @@ func (p WaitPolicy) wait(ctx context.Context, s Sink, try func() error) error {
 	backoff := minB
 	var timer *time.Timer
 	for {
-		err := try()
+		var err error = errBacklogged
+		if !backlogged(s) {
+			err = try()
+		}
 		if !retryable(err) {
 			return err
 		}

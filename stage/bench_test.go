@@ -105,6 +105,103 @@ func BenchmarkHop(b *testing.B) {
 	})
 }
 
+// relay forwards every event to the next stage of a line; the last one
+// signals done.
+type relay struct {
+	next string
+	out  sink.Sink
+	done chan struct{}
+}
+
+func (h *relay) Init(c *stage.Context) (err error) {
+	if h.next != "" {
+		h.out, err = c.Sink(h.next)
+	}
+	return err
+}
+
+func (h *relay) HandleEvents(batch []sink.Event) error {
+	for _, e := range batch {
+		if h.out == nil {
+			h.done <- struct{}{}
+			continue
+		}
+		if err := h.out.Enqueue(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BenchmarkHopOutside measures the other ring shape: a goroutine outside
+// the runtime enqueues one event into the first of 10 default-configured
+// stages, the last one signals a done channel, and the driver sends the
+// next: one event in flight. ns/op is one hop (the driver's enqueue and
+// the done signal count as hops, 11 a lap).
+func BenchmarkHopOutside(b *testing.B) {
+	const hops = ringSize + 1
+	var ev sink.Event = 1
+	b.Run("stages", func(b *testing.B) {
+		m := stage.NewManager(stage.Options{})
+		done := make(chan struct{})
+		for i := 0; i < ringSize; i++ {
+			next := ""
+			if i < ringSize-1 {
+				next = fmt.Sprintf("S%d", i+1)
+			}
+			if _, err := m.CreateStage(fmt.Sprintf("S%d", i), &relay{next: next, done: done}, stage.StageConfig{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := m.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		defer m.Shutdown(context.Background())
+		st, _ := m.Stage("S0")
+		first := st.Sink()
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i += hops {
+			if err := first.Enqueue(ev); err != nil {
+				b.Fatal(err)
+			}
+			<-done
+		}
+	})
+	b.Run("channels", func(b *testing.B) {
+		chans := make([]chan sink.Event, ringSize)
+		for i := range chans {
+			chans[i] = make(chan sink.Event, 1024)
+		}
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 0; i < ringSize; i++ {
+			wg.Add(1)
+			go func(in chan sink.Event, i int) {
+				defer wg.Done()
+				for e := range in {
+					if i == ringSize-1 {
+						done <- struct{}{}
+						continue
+					}
+					chans[i+1] <- e
+				}
+			}(chans[i], i)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i += hops {
+			chans[0] <- ev
+			<-done
+		}
+		b.StopTimer()
+		for _, c := range chans {
+			close(c)
+		}
+		wg.Wait()
+	})
+}
+
 // passer forwards whole batches to the next stage, waiting (back-pressure)
 // while it is full.
 type passer struct {
@@ -136,10 +233,17 @@ func BenchmarkPipeline(b *testing.B) {
 	var ev sink.Event = 1
 	// chunk: how the producer feeds the first stage: 256 events per
 	// EnqueueMany, or one Enqueue per event like the channel reference.
+	// The default configuration (StageConfig{}) is fed one Enqueue per
+	// event, like the channel reference.
+	batched := stage.StageConfig{
+		Queue:    stage.QueueConfig{Threshold: 8192},
+		Batching: stage.BatchingConfig{Max: 1024},
+	}
 	for _, in := range []struct {
 		name  string
 		chunk int
-	}{{"stages-batched", chunk}, {"stages-batched-single-input", 1}} {
+		cfg   stage.StageConfig
+	}{{"stages-batched", chunk, batched}, {"stages-batched-single-input", 1, batched}, {"stages-default", 1, stage.StageConfig{}}} {
 		b.Run(in.name, func(b *testing.B) {
 			m := stage.NewManager(stage.Options{})
 			last := make(chan int, 1024)
@@ -148,10 +252,7 @@ func BenchmarkPipeline(b *testing.B) {
 				if i < stages-1 {
 					next = fmt.Sprintf("P%d", i+1)
 				}
-				_, err := m.CreateStage(fmt.Sprintf("P%d", i), &passer{next: next, last: last}, stage.StageConfig{
-					Queue:    stage.QueueConfig{Threshold: 8192},
-					Batching: stage.BatchingConfig{Max: 1024},
-				})
+				_, err := m.CreateStage(fmt.Sprintf("P%d", i), &passer{next: next, last: last}, in.cfg)
 				if err != nil {
 					b.Fatal(err)
 				}

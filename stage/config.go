@@ -3,6 +3,8 @@ package stage
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -33,11 +35,21 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	if e.File == "" {
-		return "config: " + e.Err.Error()
+	prefix := "config: "
+	if e.File != "" {
+		prefix = e.File + ": "
 	}
-	return e.File + ": " + e.Err.Error()
+	errs := e.Errors()
+	lines := make([]string, len(errs))
+	for i, err := range errs {
+		lines[i] = prefix + err.Error()
+	}
+	return strings.Join(lines, "\n")
 }
+
+// Errors returns the located errors one by one, in file order: a file's
+// errors are reported all at once, one line each.
+func (e *ConfigError) Errors() []error { return yamlstrict.Split(e.Err) }
 
 // Unwrap returns ErrInvalidConfig and the located error.
 func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
@@ -46,6 +58,14 @@ func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err}
 type QueueConfig struct {
 	// Threshold is the queue's capacity; ≤ 0 (or absent) means unbounded.
 	Threshold int `yaml:"threshold"`
+	// MaxTime is the queue's age limit: events that waited longer are
+	// removed before handling, counted and logged (age.go); 0: none.
+	MaxTime time.Duration `yaml:"max_time"`
+	// Dispatch, if positive, is the rate (events/s) at which the runtime
+	// hands queued events to the handler, with bursts of up to Burst
+	// (default 1): JOBS's queueing regulator (age.go).
+	Dispatch float64 `yaml:"dispatch"`
+	Burst    int     `yaml:"burst"`
 }
 
 // ThreadPoolConfig sizes a stage's goroutines.
@@ -111,6 +131,10 @@ type StageConfig struct {
 	// Factory makes a fresh handler when a supervisor restarts the stage.
 	// Configuration files use the registry's factory.
 	Factory Factory `yaml:"-"`
+	// Nodes lists the cluster nodes hosting the stage (empty: every
+	// node); Remote says how the others reach it. See package remote.
+	Nodes  []string      `yaml:"nodes"`
+	Remote *RemoteConfig `yaml:"remote"`
 
 	path        string // key path in the configuration file, for errors
 	file        string
@@ -138,6 +162,8 @@ type GlobalConfig struct {
 	// register validators for them with RegisterSection.
 	Profiler yaml.Node `yaml:"profiler"`
 	AIO      yaml.Node `yaml:"aio"`
+	// Cluster is decoded by package remote (absent: no cluster, no NATS).
+	Cluster yaml.Node `yaml:"cluster"`
 	// Shutdown bounds a graceful shutdown by the command that runs the
 	// manager (0 → 10s).
 	Shutdown time.Duration `yaml:"shutdown"`
@@ -151,13 +177,15 @@ func (g *GlobalConfig) section(name string) *yaml.Node {
 		return &g.Profiler
 	case "aio":
 		return &g.AIO
+	case "cluster":
+		return &g.Cluster
 	}
 	return nil
 }
 
 // sectionNames lists the sections of GlobalConfig that RegisterSection
 // accepts.
-var sectionNames = []string{"aio", "profiler"}
+var sectionNames = []string{"aio", "cluster", "profiler"}
 
 // SectionValidator checks a `global:` section owned by another package. n is
 // the section's node and path its dotted key path ("global.aio"). Errors
@@ -187,8 +215,8 @@ var sections = struct {
 //		})
 //	}
 //
-// name is one of the raw sections of GlobalConfig: "aio" or "profiler". A
-// section nobody registered a validator for (its package is not linked in)
+// name is one of the raw sections of GlobalConfig: "aio", "cluster" or
+// "profiler". A section nobody registered a validator for (its package is not linked in)
 // is kept as is, unchecked, for its owner to decode later. RegisterSection
 // panics if name is not such a section, if validate is nil, or if name is
 // registered twice.
@@ -247,6 +275,10 @@ type Config struct {
 	Global      GlobalConfig
 	Stages      []NamedStageConfig      // in file order
 	Supervisors []NamedSupervisorConfig // in dependency order: children first
+	// Node is the cluster node this process runs as (package remote sets
+	// it): NewFromConfig creates only the stages hosted on it (see
+	// StageConfig.HostedOn). "" creates every stage.
+	Node string
 }
 
 // NamedSupervisorConfig is one entry of `supervisors:`, a supervisor group.
@@ -267,9 +299,13 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	fail := func(err error) (*Config, error) { return nil, &ConfigError{File: file, Err: err} }
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fail(errors.New(strings.TrimPrefix(err.Error(), "yaml: ")))
+		return fail(yamlstrict.SyntaxError(err))
 	}
 	cfg := &Config{File: file}
+	// Files get the defaults README lists: the thread-pool controller on,
+	// with thrashing detection; `enabled: false` turns it off.
+	cfg.Global.ThreadPool.Controller.Enabled = true
+	cfg.Global.ThreadPool.Controller.AutoMaxDetect = true
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return cfg, nil
 	}
@@ -277,38 +313,72 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	if root.Kind != yaml.MappingNode {
 		return fail(yamlstrict.Errorf(root, "", "want a mapping with global: and stages:"))
 	}
+	// Every error of the file is reported at once, in file order.
+	var errs []error
+	globalOK := true
 	var stagesNode, supNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		switch k.Value {
 		case "global":
 			if err := yamlstrict.Decode(v, "global", &cfg.Global); err != nil {
-				return fail(err)
+				errs, globalOK = append(errs, err), false
+				continue
 			}
 			if err := validateGlobal(&cfg.Global, v); err != nil {
-				return fail(err)
+				errs, globalOK = append(errs, err), false
+				continue
 			}
-			if err := validateSections(&cfg.Global); err != nil {
-				return fail(err)
-			}
+			errs = append(errs, validateSections(&cfg.Global))
 		case "stages":
 			stagesNode = v
 		case "supervisors":
 			supNode = v
 		default:
-			return fail(yamlstrict.Errorf(k, k.Value, "unknown key (known: global, stages, supervisors)"))
+			errs = append(errs, yamlstrict.UnknownKey(k, k.Value, []string{"global", "stages", "supervisors"}))
 		}
 	}
-	if err := parseStages(cfg, stagesNode, file); err != nil {
-		return fail(err)
-	}
-	if err := parseSupervisors(cfg, supNode); err != nil {
+	errs = append(errs, parseStages(cfg, stagesNode, file, globalOK))
+	errs = append(errs, parseSupervisors(cfg, supNode, stageNames(stagesNode)))
+	if err := inFileOrder(errs); err != nil {
 		return fail(err)
 	}
 	return cfg, nil
 }
 
-func parseStages(cfg *Config, stagesNode *yaml.Node, file string) error {
+// stageNames returns the names a `stages:` block defines.
+func stageNames(n *yaml.Node) []string {
+	var names []string
+	if n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			names = append(names, n.Content[i].Value)
+		}
+	}
+	return names
+}
+
+// inFileOrder joins errors (yamlstrict errors, possibly joined) sorted by
+// line; errors without a line keep their place at the end.
+func inFileOrder(errs []error) error {
+	joined := yamlstrict.Collect(errs...)
+	if joined == nil {
+		return nil
+	}
+	list := yamlstrict.Split(joined)
+	line := func(err error) int {
+		if ye, ok := errors.AsType[*yamlstrict.Error](err); ok && ye.Line > 0 {
+			return ye.Line
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(list, func(a, b error) int { return line(a) - line(b) })
+	return yamlstrict.Collect(list...)
+}
+
+// parseStages reads the stages: block. With a bad global block
+// (globalOK false) the stages' values are not validated: they inherit the
+// global defaults, and each would repeat the global block's error.
+func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool) error {
 	if stagesNode == nil {
 		return nil
 	}
@@ -319,25 +389,35 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string) error {
 		return yamlstrict.Errorf(stagesNode, "stages", "want a mapping of stage names to stage blocks")
 	}
 	seen := map[string]int{}
+	var errs []error
 	for i := 0; i+1 < len(stagesNode.Content); i += 2 {
 		k, v := stagesNode.Content[i], stagesNode.Content[i+1]
 		name, path := k.Value, yamlstrict.Join("stages", k.Value)
 		if name == "" {
-			return yamlstrict.Errorf(k, "stages", "empty stage name")
+			errs = append(errs, yamlstrict.Errorf(k, "stages", "empty stage name"))
+			continue
 		}
 		if line, dup := seen[name]; dup {
-			return yamlstrict.Errorf(k, path, "stage defined twice (first on line %d)", line)
+			errs = append(errs, yamlstrict.Errorf(k, path, "stage defined twice (first on line %d)", line))
+			continue
 		}
 		seen[name] = k.Line
 		sc := cfg.Global.stageDefaults()
 		if err := yamlstrict.Decode(v, path, &sc); err != nil {
-			return err
+			errs = append(errs, err)
+			continue
+		}
+		if !globalOK {
+			continue
 		}
 		if err := validateStage(&sc, v, path); err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
+		sc.ThreadPool.Controller.Disabled = !sc.ThreadPool.Controller.Enabled
 		if sc.Handler == "" {
-			return yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler")
+			errs = append(errs, yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler"))
+			continue
 		}
 		sc.path, sc.file = path, file
 		if hn := lookup(v, "handler"); hn != nil {
@@ -345,7 +425,7 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string) error {
 		}
 		cfg.Stages = append(cfg.Stages, NamedStageConfig{Name: name, Config: sc})
 	}
-	return nil
+	return yamlstrict.Collect(errs...)
 }
 
 // lookup finds the node at a key path below n (nil if absent).
@@ -411,7 +491,7 @@ func validatePool(tp ThreadPoolConfig, b BatchingConfig, block *yaml.Node, path 
 		check(b.Max >= 0, block, path, []string{"batching", "max"}, "negative batch size %d", b.Max),
 	}
 	if err := errors.Join(errs...); err != nil {
-		return firstError(errs)
+		return firstError(errs) // the others are often its consequences
 	}
 	if err := tp.Controller.Validate(); err != nil {
 		return check(false, block, path, []string{"threadpool", "controller"}, "%v", err)
@@ -450,6 +530,9 @@ func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
 	if err := validatePool(sc.ThreadPool, sc.Batching, n, path); err != nil {
 		return err
 	}
+	if err := validateCluster(sc, n, path); err != nil {
+		return err
+	}
 	spec := lookup(n, "scheduler")
 	sched, err := decodeScheduler(spec, yamlstrict.Join(path, "scheduler"))
 	if err != nil {
@@ -463,6 +546,9 @@ func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
 		return p.at(n, path)
 	}
 	if p := checkOrdering(sc); p != nil {
+		return p.at(n, path)
+	}
+	if p := checkMaxTime(sc.Queue); p != nil {
 		return p.at(n, path)
 	}
 	if sc.Supervisor != nil {
@@ -489,6 +575,9 @@ func (sc *StageConfig) validateGo() error {
 	if p := checkOrdering(sc); p != nil {
 		return p.inGo()
 	}
+	if p := checkMaxTime(sc.Queue); p != nil {
+		return p.inGo()
+	}
 	if sc.Supervisor != nil {
 		if p := checkSupervisor(*sc.Supervisor, false); p != nil {
 			p.keys = append([]string{"supervisor"}, p.keys...)
@@ -508,22 +597,28 @@ func LoadConfig(path string) (*Config, error) {
 }
 
 // Load reads a configuration file and builds a manager (not started) with
-// its stages, taking handlers from r (nil: DefaultRegistry).
-func Load(path string, r *Registry) (*Manager, error) {
+// its stages, taking handlers from r (nil: DefaultRegistry). opts, at most
+// one (the last wins), are NewManager's: logger, failure hook, clock,
+// metrics registry. What the file's global block configures happens
+// without further wiring: the services of linked-in packages (the
+// profiler, its log and dashboard: see RegisterService) start and stop
+// with the manager, and Shutdown is bounded by global.shutdown
+// (ShutdownBound; Run waits for a signal and shuts down within it).
+func Load(path string, r *Registry, opts ...Options) (*Manager, error) {
 	cfg, err := LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(cfg, r, Options{})
+	return newLoaded(cfg, r, opts)
 }
 
 // Parse is Load for a configuration held in memory.
-func Parse(data []byte, r *Registry) (*Manager, error) {
+func Parse(data []byte, r *Registry, opts ...Options) (*Manager, error) {
 	cfg, err := ParseConfig(data, "")
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(cfg, r, Options{})
+	return newLoaded(cfg, r, opts)
 }
 
 // NewFromConfig builds a manager (not started) from a parsed configuration.
@@ -541,7 +636,13 @@ func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
 	if err := declareGroups(m, cfg); err != nil {
 		return nil, err
 	}
+	if err := checkReferences(cfg, r); err != nil {
+		return nil, err
+	}
 	for _, ns := range cfg.Stages {
+		if !ns.Config.HostedOn(cfg.Node) {
+			continue
+		}
 		f, ok := r.Lookup(ns.Config.Handler)
 		if !ok {
 			return nil, &ConfigError{File: cfg.File, Err: fmt.Errorf("line %d: %s: %w %q (forgotten import?)",
@@ -582,16 +683,16 @@ func declareGroups(m *Manager, cfg *Config) error {
 // parseSupervisors reads the top-level `supervisors:` block: groups over
 // stages and other groups. Every name must resolve, every child has one
 // parent, and groups form a forest.
-func parseSupervisors(cfg *Config, n *yaml.Node) error {
+func parseSupervisors(cfg *Config, n *yaml.Node, stageNames []string) error {
 	if n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
 		return yamlstrict.Errorf(n, "supervisors", "want a mapping of supervisor names to {strategy, maxRestarts, period, children}")
 	}
-	stages := map[string]bool{}
-	for _, s := range cfg.Stages {
-		stages[s.Name] = true
+	stages := map[string]bool{} // every stage the file defines, valid or not
+	for _, s := range stageNames {
+		stages[s] = true
 	}
 	type group struct {
 		name string
@@ -633,6 +734,10 @@ func parseSupervisors(cfg *Config, n *yaml.Node) error {
 			}
 			p := fmt.Sprintf("%s[%d]", path, i)
 			if !stages[c] && lines[c] == 0 {
+				known := append(slices.Clone(stageNames), slices.Collect(maps.Keys(lines))...)
+				if s := yamlstrict.Suggest(c, known); s != "" {
+					return yamlstrict.Errorf(at, p, "no stage or supervisor %q (did you mean %q?)", c, s)
+				}
 				return yamlstrict.Errorf(at, p, "no stage or supervisor %q", c)
 			}
 			if c == g.name {

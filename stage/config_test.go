@@ -41,6 +41,7 @@ func testRegistry(out chan string) *stage.Registry {
 	r := stage.NewRegistry()
 	r.Register("test.Echo", func() stage.Handler { return &echoHandler{out: out} })
 	r.Register("test.Count", func() stage.Handler { return &lifecycle{} })
+	r.StageArgs("test.Echo", "next", "routes.*")
 	return r
 }
 

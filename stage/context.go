@@ -70,8 +70,15 @@ func (c *Context) DecodeArgs(v any) error {
 
 // Sink returns the sink of the named stage for this stage to enqueue on.
 // Enqueues through it are traced as edges of the stage graph.
+//
+// A name that is no stage is an error wrapping ErrNoStage; when the
+// stage's args hold the name, the error gives their file, line and key.
 func (c *Context) Sink(name string) (sink.Sink, error) {
-	return c.mgr.sinkFrom(c.stage.name, name)
+	s, err := c.mgr.sinkFrom(c.stage.name, name)
+	if err != nil {
+		return nil, c.sinkError(name, err)
+	}
+	return s, nil
 }
 
 // Traced returns s as a sink this stage enqueues on. A stage's sink handed

@@ -1,6 +1,14 @@
 // Package stage is the SEDA runtime: stages, the manager that owns the stage
 // graph, handler registries, YAML configuration, timers and signals.
 //
+// Start with a Handler (or TypedFunc, for a handler that wants []T
+// rather than []sink.Event), a Registry to name it in YAML, Load to build
+// the Manager from a file, Start, and Shutdown. From Go, NewManager and
+// CreateStage do the same without a file. Enqueue on a stage's Sink and
+// react to sink.ErrRejected; for request-reply use Call, which waits for a
+// handler's Request.Reply with the caller's context (package nethttp
+// serves it over net/http).
+//
 // A stage is a Handler, an admission-controlled queue (package sink) and the
 // goroutines that serve it (package threadpool). Handlers never dequeue: the
 // runtime hands them batches, measures them, feeds completions back to the
@@ -13,6 +21,12 @@
 // them are traced as edges of the stage graph (Manager.Edges). A sink that
 // arrives in an event (where to reply) is passed through Context.Traced, so
 // that the reply is traced from the stage that sends it.
+//
+// Load and Parse take NewManager's Options (logger, failure hook, clock);
+// a manager they make also runs what the file's global block configures:
+// the services of linked-in packages (the profiler and its dashboard, see
+// RegisterService), and a Shutdown bounded by global.shutdown (Run starts,
+// waits for its context and shuts down within that bound).
 //
 // Lifecycle: NewManager or Load, CreateStage, Start, then Shutdown, which
 // drains every queued event before it closes the queues, like

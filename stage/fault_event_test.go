@@ -1,11 +1,14 @@
 package stage_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -241,3 +244,74 @@ func TestLinkedFailureOnlyFailedPrincipal(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// loggedOrder is an event that chooses what the log shows of it.
+type loggedOrder struct {
+	id     int
+	secret string
+}
+
+func (o loggedOrder) LogValue() slog.Value { return slog.GroupValue(slog.Int("id", o.id)) }
+
+// TestFailureLogEvents: the failure log shows an event through its
+// LogValue if it has one, else only its type, never its payload.
+func TestFailureLogEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ev        sink.Event
+		want, not []string
+	}{
+		{"LogValuer", loggedOrder{id: 7, secret: "hunter2"}, []string{"event.id=7"}, []string{"hunter2", "event.type"}},
+		{"plain payload", []byte("password=hunter2"), []string{"event.type=[]uint8"}, []string{"hunter2", "password"}},
+		{"number", 12345, []string{"event.type=int"}, []string{"12345", "         "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return buf.Write(p)
+			}), nil))
+			failed := make(chan struct{}, 1)
+			m := stage.NewManager(stage.Options{Logger: log, OnFailure: func(stage.Failure) { failed <- struct{}{} }})
+			st, err := m.CreateStage("S", stage.HandlerFunc(func([]sink.Event) error { return errors.New("boom") }), stage.StageConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Sink().Enqueue(tc.ev); err != nil {
+				t.Fatal(err)
+			}
+			<-failed
+			if err := m.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			out := buf.String()
+			mu.Unlock()
+			var line string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "stage handler failed") {
+					line = l
+				}
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("failure log %q lacks %q", line, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(line, n) {
+					t.Errorf("failure log %q shows %q", line, n)
+				}
+			}
+		})
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -52,6 +52,7 @@ type Factory func() Handler
 type Registry struct {
 	mu        sync.RWMutex
 	factories map[string]Factory
+	stageArgs map[string][]string // handler name -> args key paths naming stages (references.go)
 }
 
 // NewRegistry returns an empty registry.

@@ -312,3 +312,41 @@ func TestDestroyStageBeforeStartReportsQueuedEvents(t *testing.T) {
 		t.Fatalf("DestroyStage of an empty stage = %v", err)
 	}
 }
+
+// TestRunShutsDownOnCancel: Run starts the manager, and when its context
+// ends shuts it down gracefully: the queued events are handled, not
+// abandoned as when Start's context ends.
+func TestRunShutsDownOnCancel(t *testing.T) {
+	reg := stage.NewRegistry()
+	var handled atomic.Int64
+	release := make(chan struct{})
+	reg.Register("t.Slow", func() stage.Handler {
+		return stage.HandlerFunc(func(b []sink.Event) error {
+			<-release
+			handled.Add(int64(len(b)))
+			return nil
+		})
+	})
+	m, err := stage.Parse([]byte("global: {shutdown: 30s}\nstages:\n  S: {handler: t.Slow, threadpool: {max: 1}}\n"), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := m.Stage("S")
+	for i := 0; i < 10; i++ {
+		if err := st.Sink().Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Run still starts, then shuts down at once, draining
+	go close(release)
+	if err := m.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := handled.Load(); got != 10 {
+		t.Fatalf("handled %d of 10 events", got)
+	}
+	if err := m.Shutdown(context.Background()); !errors.Is(err, stage.ErrManagerClosed) {
+		t.Fatalf("second Shutdown: %v, want ErrManagerClosed", err)
+	}
+}

@@ -70,6 +70,10 @@ type Manager struct {
 	metrics  metrics.Registry
 	config   *Config
 	shared   *threadpool.SharedPool
+	// services are those Load or Parse built (services.go); bounded: a
+	// manager made by them bounds Shutdown by the file's global.shutdown.
+	services []*namedService
+	bounded  bool
 
 	mu     sync.RWMutex
 	stages map[string]*Stage
@@ -101,6 +105,8 @@ type Manager struct {
 
 	predOnce   sync.Once
 	predShared *enqueuepred.Shared
+
+	remotes remoteSinks // stages hosted on other nodes (cluster.go)
 }
 
 // NewManager returns a manager with no stages, not started.
@@ -196,6 +202,8 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	s.cur.Store(&instance{h: h, n: 1})
 	_, s.single = h.(SingleThreaded)
 	s.queue = sink.NewNamedQueue(name, cfg.Queue.Threshold)
+	s.queue.SetMaxAge(cfg.Queue.MaxTime)
+	s.pacer = newPacer(cfg.Queue)
 	s.external = &stageSink{st: s, outside: true, edge: m.edgeCounter("", name)}
 	sched, err := buildScheduler(cfg.Scheduler, cfg.Ordering)
 	if err != nil {
@@ -389,7 +397,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	})
 	for i, s := range stages {
 		if err := m.initStage(s); err != nil {
-			m.log.Error("stage init failed", "stage", s.name, "err", err)
+			// Not logged here: Start returns the error, and its caller
+			// reports it (once).
 			for _, done := range stages[:i] {
 				if d, ok := done.Handler().(Destroyer); ok {
 					_ = d.Destroy()
@@ -417,6 +426,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.raiseLogged(SignalStagesInitialized, StagesInitialized{Stages: names})
 	m.log.Info("stages started", "count", len(stages))
+	m.startServices(m.runCtx)
 	return nil
 }
 
@@ -535,6 +545,11 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.state = stateStopping
 	m.mu.Unlock()
+	if m.bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.ShutdownBound())
+		defer cancel()
+	}
 
 	// Stages being created on the running manager finish their Init and
 	// start before the drain, so that they drain and stop like the others.
@@ -606,6 +621,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		if err := m.endStage(s, true); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := m.stopServices(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	m.mu.Lock()
 	m.state = stateStopped
@@ -696,14 +714,28 @@ func (m *Manager) idle() bool {
 	return true
 }
 
+// eventAttr describes a failed event for the log without writing its
+// payload there: an event that implements slog.LogValuer logs what its
+// LogValue chooses (resolved by the handler), any other event only its
+// type.
+func eventAttr(e sink.Event) slog.Attr {
+	if v, ok := e.(slog.LogValuer); ok {
+		return slog.Any("event", v)
+	}
+	return slog.String("event.type", fmt.Sprintf("%T", e))
+}
+
 func (m *Manager) reportFailure(f Failure) {
 	m.failures.Add(1)
 	var first sink.Event
 	if len(f.Events) > 0 {
 		first = f.Events[0]
 	}
-	m.log.Error("stage handler failed", "stage", f.Stage, "err", f.Err, "batch", len(f.Events),
-		"event", fmt.Sprintf("%.200v", first))
+	attrs := []any{"stage", f.Stage, "err", f.Err, "batch", len(f.Events)}
+	if len(f.Events) > 0 {
+		attrs = append(attrs, eventAttr(first))
+	}
+	m.log.Error("stage handler failed", attrs...)
 	if m.opts.OnFailure != nil {
 		m.opts.OnFailure(f)
 	}
@@ -717,6 +749,11 @@ func (m *Manager) sinkFrom(from, to string) (sink.Sink, error) {
 	m.mu.RUnlock()
 	if k != nil && k.st == s {
 		return k, nil // the common case, without the write lock
+	}
+	if s == nil {
+		if r := m.remoteFrom(from, to); r != nil {
+			return r, nil // hosted on another node (cluster.go)
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -18,11 +18,17 @@ type stageMetrics struct {
 	serviceTime metrics.Histogram // nanoseconds per batch
 	queueTime   metrics.Histogram // nanoseconds the oldest event of a batch waited
 	batchSize   metrics.Histogram
-	last        atomic.Int64 // sink.Nanotime of the last histogram update
+	// Prometheus-style histograms of every timed batch (histogram.go).
+	serviceHist, waitHist, batchHist *histogram
+	last                             atomic.Int64 // sink.Nanotime of the last histogram update
 }
 
 func newStageMetrics(reg metrics.Registry, s *Stage) *stageMetrics {
-	m := &stageMetrics{reg: reg, prefix: s.name + "."}
+	m := &stageMetrics{reg: reg, prefix: s.name + ".",
+		serviceHist: newHistogram(LatencyBuckets, 1e-9),
+		waitHist:    newHistogram(LatencyBuckets, 1e-9),
+		batchHist:   newHistogram(BatchBuckets, 1),
+	}
 	gauge := func(name string, f func() int64) {
 		m.register(name, metrics.NewFunctionalGauge(f))
 	}
@@ -32,9 +38,12 @@ func newStageMetrics(reg metrics.Registry, s *Stage) *stageMetrics {
 	gauge("rejected.predicate", func() int64 { return int64(s.queue.Stats().RejectedPredicate) })
 	gauge("rejected.closed", func() int64 { return int64(s.queue.Stats().RejectedClosed) })
 	gauge("dropped", func() int64 { return int64(s.queue.Stats().Dropped) })
+	gauge("expired", func() int64 { return int64(s.queue.Expired()) })
+	gauge("shed", func() int64 { return int64(s.queue.Shed()) })
 	gauge("handled", func() int64 { return int64(s.handled()) })
 	gauge("batches", func() int64 { return int64(s.queue.Stats().Batches) })
 	gauge("failures", func() int64 { return int64(s.failures.Load()) })
+	gauge("expired", func() int64 { return int64(s.expired.Load()) })
 	gauge("pool.size", func() int64 {
 		if s.runner == nil {
 			return 0
@@ -106,6 +115,11 @@ const histogramGap = time.Millisecond
 // representative. stamp is the first event's enqueue stamp (0: unstamped, no queueing
 // time recorded).
 func (m *stageMetrics) observe(now int64, n int, stamp int64, service time.Duration) {
+	m.serviceHist.observe(int64(service))
+	if stamp != 0 {
+		m.waitHist.observe(now - stamp)
+	}
+	m.batchHist.observe(int64(n))
 	last := m.last.Load()
 	if now-last < int64(histogramGap) || !m.last.CompareAndSwap(last, now) {
 		return

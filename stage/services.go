@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/sandstorm-go/sandstorm/batching"
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -229,4 +233,166 @@ func (b *batcher) run(ctx context.Context, closed <-chan struct{}) {
 			b.s.batchSize.Store(int32(b.ctrl.Observe(now, b.s.handled())))
 		}
 	}
+}
+
+// ---- services configured by the file ----
+
+// Service is a manager-wide service that another package builds from a
+// configuration's global section, such as the profiler and its dashboard.
+// A manager made by Load or Parse builds the services whose packages are
+// linked in: Start starts them after the stages (a service that fails to
+// start is logged, not fatal), Shutdown shuts them down after the stages
+// have drained, so their last look holds the final counts.
+type Service interface {
+	Start(ctx context.Context) error
+	Shutdown(ctx context.Context) error
+}
+
+// ServiceBuilder builds a service for a manager made from a configuration
+// (see Manager.Config). It returns a nil Service when the configuration
+// leaves the service off.
+type ServiceBuilder func(m *Manager) (Service, error)
+
+// serviceRegistry holds the builders registered from init functions, in
+// registration order.
+var serviceRegistry = struct {
+	sync.Mutex
+	names    []string
+	builders map[string]ServiceBuilder
+}{builders: map[string]ServiceBuilder{}}
+
+// RegisterService makes Load and Parse build a service named name (the
+// `global.<name>` section it reads) for every manager they make. Stage
+// cannot import the packages that own these services (they import stage):
+// they register from init, as database/sql drivers do, so an application
+// that links the package in (import _ ".../profiler") gets the service its
+// file configures without wiring it by hand. It panics on a nil builder or
+// a name registered twice.
+func RegisterService(name string, build ServiceBuilder) {
+	if build == nil {
+		panic("stage: RegisterService: nil builder for " + name)
+	}
+	serviceRegistry.Lock()
+	defer serviceRegistry.Unlock()
+	if _, dup := serviceRegistry.builders[name]; dup {
+		panic("stage: RegisterService called twice for " + name)
+	}
+	serviceRegistry.names = append(serviceRegistry.names, name)
+	serviceRegistry.builders[name] = build
+}
+
+// namedService is a service a manager built, by name.
+type namedService struct {
+	name    string
+	svc     Service
+	started bool
+}
+
+// Service returns the service named name that Load or Parse built for m
+// (for the profiler: a *profiler.Profiler), if the file switched it on.
+func (m *Manager) Service(name string) (Service, bool) {
+	for _, s := range m.services {
+		if s.name == name {
+			return s.svc, true
+		}
+	}
+	return nil, false
+}
+
+// DefaultShutdownBound bounds a shutdown when the configuration does not
+// (global.shutdown).
+const DefaultShutdownBound = 10 * time.Second
+
+// ShutdownBound is the configuration's bound on a graceful shutdown
+// (global.shutdown), DefaultShutdownBound when it gives none or m was not
+// made from a configuration.
+func (m *Manager) ShutdownBound() time.Duration {
+	if m.config != nil && m.config.Global.Shutdown > 0 {
+		return m.config.Global.Shutdown
+	}
+	return DefaultShutdownBound
+}
+
+// newLoaded builds the manager of Load and Parse: the stages, then the
+// services the file configures; its Shutdown is bounded by the file's
+// global.shutdown.
+func newLoaded(cfg *Config, r *Registry, opts []Options) (*Manager, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[len(opts)-1]
+	}
+	m, err := NewFromConfig(cfg, r, o)
+	if err != nil {
+		return nil, err
+	}
+	m.bounded = true
+	serviceRegistry.Lock()
+	names := slices.Clone(serviceRegistry.names)
+	builders := maps.Clone(serviceRegistry.builders)
+	serviceRegistry.Unlock()
+	for _, name := range names {
+		svc, err := builders[name](m)
+		if err != nil {
+			return nil, fmt.Errorf("stage: service %s: %w", name, err)
+		}
+		if svc != nil {
+			m.services = append(m.services, &namedService{name: name, svc: svc})
+		}
+	}
+	if _, linked := builders["profiler"]; !linked && profilerOn(&cfg.Global.Profiler) {
+		m.log.Warn(`global.profiler is set but package profiler is not linked in: import _ "github.com/sandstorm-go/sandstorm/profiler"`)
+	}
+	return m, nil
+}
+
+// profilerOn reports whether a profiler block switches the profiler on.
+func profilerOn(n *yaml.Node) bool {
+	if e := lookup(n, "enabled"); e != nil && e.Value == "true" {
+		return true
+	}
+	h := lookup(n, "http")
+	return h != nil && h.Value != ""
+}
+
+// startServices starts the services after the stages.
+func (m *Manager) startServices(ctx context.Context) {
+	for _, s := range m.services {
+		if err := s.svc.Start(ctx); err != nil {
+			m.log.Error("service not started", "service", s.name, "err", err)
+			continue
+		}
+		s.started = true
+	}
+}
+
+// stopServices shuts the started services down, last started first.
+func (m *Manager) stopServices(ctx context.Context) error {
+	var errs []error
+	for i := len(m.services) - 1; i >= 0; i-- {
+		if s := m.services[i]; s.started {
+			if err := s.svc.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("service %s: %w", s.name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts m, waits until ctx ends or m stops by itself (a root
+// supervisor gave up), then shuts it down within ShutdownBound, as the
+// bundled commands do. Cancelling ctx starts a graceful shutdown; it does
+// not abandon the stages as cancelling Start's context does. It returns
+// the start or shutdown error, or Err after a stop by itself.
+func (m *Manager) Run(ctx context.Context) error {
+	if err := m.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-m.Done():
+		return m.Err()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), m.ShutdownBound())
+	defer cancel()
+	return m.Shutdown(sctx)
 }

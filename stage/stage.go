@@ -81,6 +81,7 @@ type Stats struct {
 	Failures  uint64 // failures reported: events named by EventError, batches that failed whole, restarted handlers whose Init failed
 	Restarts  uint64 // handlers replaced by the stage's supervisor
 	Linked    uint64 // events cancelled because an event of their principal failed
+	Expired   uint64 // events dropped unhandled because their context had ended (ContextEvent)
 	PoolSize  int    // goroutines serving the stage
 	BatchSize int    // current batching factor
 	QueueLen  int
@@ -95,7 +96,9 @@ type Stage struct {
 	queue  *sink.Queue
 	cur    atomic.Pointer[instance] // the handler; swapped by restarts while no batch runs
 	single bool
-	keyed  bool // the queue's scheduler holds events back until Release
+	keyed  bool           // the queue's scheduler holds events back until Release
+	age    ageReport      // max_time expiries (age.go)
+	pacer  *dispatchPacer // queue.dispatch (age.go); nil: none
 	ctx    *Context
 
 	external *stageSink
@@ -108,6 +111,7 @@ type Stage struct {
 	failures atomic.Uint64
 	restarts atomic.Uint64
 	linked   atomic.Uint64
+	expired  atomic.Uint64 // events dropped because their context had ended (expire.go)
 	metrics  *stageMetrics
 
 	monitors  monitors
@@ -158,6 +162,7 @@ func (s *Stage) Stats() Stats {
 		Failures:  s.failures.Load(),
 		Restarts:  s.restarts.Load(),
 		Linked:    s.linked.Load(),
+		Expired:   s.expired.Load(),
 		BatchSize: int(s.batchSize.Load()),
 		QueueLen:  s.queue.Len(),
 	}
@@ -198,6 +203,14 @@ func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
 // work from a copy of the batch as it was handed out: the predicate must
 // get back exactly the events it admitted.
 func (s *Stage) runBatch(events, scratch []sink.Event, stamps []int64) {
+	if s.pacer != nil || s.queue.Sheds() { // max_time, shedding, dispatch rate (age.go)
+		if events, stamps = s.beforeBatch(events, stamps); len(events) == 0 {
+			return
+		}
+	}
+	if events, stamps = s.dropExpired(events, stamps); len(events) == 0 {
+		return
+	}
 	orig := scratch[:copy(scratch, events)]
 	s.handleBatch(events, orig, stamps)
 	if s.keyed {
@@ -247,7 +260,9 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 // EventErrors name, else one for the whole batch) are counted, logged,
 // reported to Options.OnFailure and to the stage's monitors, the queued
 // events linked to the failed ones are cancelled, and the stage's
-// supervisor (if any) is told once.
+// supervisor (if any) is told once. A supervised stage's queue is paused
+// before anyone hears of the failure, so that what a monitor enqueues in
+// response goes to the restarted handler.
 func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	now := time.Now()
 	var fs []Failure
@@ -264,14 +279,16 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 		fs = []Failure{{Stage: s.name, Err: err, Events: slices.Clone(events), Whole: true, Time: now, Instance: inst.n}}
 	}
 	s.failures.Add(uint64(len(fs)))
+	paused := s.mgr.sup.pause(s)
 	for _, f := range fs {
 		s.mgr.reportFailure(f)
 		s.mgr.notify(s, StageFailed{f}, false)
+		failCalls(f)
 	}
 	if s.cfg.Ordering.Linked {
 		s.failLinked(fs)
 	}
-	s.mgr.sup.report(s, inst.n, err)
+	s.mgr.sup.report(s, inst.n, err, paused)
 }
 
 // eventErrors returns the EventErrors that make up err (one, or several
@@ -358,6 +375,7 @@ type stageSink struct {
 var (
 	_ sink.Sink          = (*stageSink)(nil)
 	_ sink.SpaceNotifier = (*stageSink)(nil)
+	_ sink.Backlogger    = (*stageSink)(nil)
 )
 
 func (k *stageSink) refuse() error {
@@ -432,6 +450,7 @@ func (t *countedTxn) Abort() {
 }
 
 func (k *stageSink) Len() int                               { return k.st.queue.Len() }
+func (k *stageSink) Backlogged() bool                       { return k.st.queue.Backlogged() }
 func (k *stageSink) Predicate() sink.Predicate              { return k.st.queue.Predicate() }
 func (k *stageSink) SpaceSignal() (<-chan struct{}, func()) { return k.st.queue.SpaceSignal() }
 

@@ -344,16 +344,35 @@ func (sv *supervision) removeStage(s *Stage) {
 	}
 }
 
-// report hands a failure of s's handler number instance to supervision.
-// It pauses s's queue at once, so that the failed handler gets no new
-// batch; the queue resumes when the failure has been dealt with.
-func (sv *supervision) report(s *Stage, instance uint64, err error) {
+// pause pauses the queue of a supervised stage whose handler has just
+// failed, before anyone hears of the failure: an event enqueued by a
+// monitor (or anyone) once it knows goes to the restarted handler, not to
+// the failed one. It reports whether it paused; report then takes the
+// pause over.
+func (sv *supervision) pause(s *Stage) bool {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || s.parentSup == nil {
-		return
+		return false
 	}
 	s.queue.Pause()
+	return true
+}
+
+// report hands a failure of s's handler number instance to supervision,
+// with s's queue paused by pause (paused), so that the failed handler
+// gets no new batch; the queue resumes when the failure has been dealt
+// with.
+func (sv *supervision) report(s *Stage, instance uint64, err error, paused bool) {
+	if !paused {
+		return
+	}
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || s.parentSup == nil {
+		s.queue.Resume() // supervision ended meanwhile
+		return
+	}
 	sv.wg.Add(1)
 	go sv.handle(sv.ctx, supNote{st: s, instance: instance, err: err})
 }

@@ -148,3 +148,43 @@ func TestSharedPoolWeights(t *testing.T) {
 		t.Fatalf("%d batches in all, want 800", len(order))
 	}
 }
+
+// TestPoolGrowsByDefault: a pool configured with nothing but a max above
+// its min runs its controller (no Enabled key needed) and grows while the
+// queue stays backlogged; Disabled keeps it at its initial size.
+func TestPoolGrowsByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		disabled bool
+		want     int
+	}{{"default", false, 3}, {"disabled", true, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			st := newTestStage(func([]sink.Event) { <-release })
+			st.batch = 1
+			clock := newFakeClock()
+			p := NewPool(st, Config{Max: 3, Clock: clock, Controller: ControllerConfig{Disabled: tc.disabled}})
+			if got := p.Config().Controller.Enabled; got == tc.disabled {
+				t.Fatalf("Controller.Enabled = %v with Disabled %v", got, tc.disabled)
+			}
+			p.Start(context.Background())
+			for i := 0; i < 1000; i++ {
+				if err := st.q.Enqueue(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !tc.disabled {
+				for range 3 {
+					clock.tick(time.Second)
+				}
+				clock.tick(0) // returns once the previous tick was applied
+			}
+			waitSize(t, p, tc.want)
+			close(release)
+			st.q.Close()
+			if err := p.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -30,7 +30,13 @@ const (
 type ControllerConfig struct {
 	// Enabled turns the controller on. A disabled controller still measures
 	// throughput but always answers the current size (clamped to [min,max]).
+	// A Pool whose Max exceeds its Min turns it on by itself, with
+	// AutoMaxDetect, unless Disabled is set (see Config).
 	Enabled bool `yaml:"enabled"`
+	// Disabled keeps a Pool's controller off even though its Max exceeds
+	// its Min: the pool then stays at its initial size. Configuration
+	// files say `enabled: false`.
+	Disabled bool `yaml:"-"`
 	// Interval is the sampling period the driver ticks at (0 → 1s). The
 	// controller itself reads time only from Sample.Now; Interval scales the
 	// smoothing of irregularly spaced samples.
@@ -130,6 +136,19 @@ type Sample struct {
 //  2. Queue and idleness. If QueueLen ≥ QueueThreshold the target is
 //     Size+1 ("backlogged" tick); otherwise, if IdleWorkers > 0, the target
 //     is Size−IdleWorkers; otherwise Size.
+//     3a. Growth check (AutoMaxDetect). When a backlogged tick grows the
+//     pool from n workers, the next tick (if the pool did grow to the
+//     target) compares its rate (the interval ran wholly at the new size)
+//     with the rate at n: if it is not above rate·(1 + ¼·added/n), a
+//     quarter of what a perfectly parallel stage would gain, and the
+//     stage is still backlogged, the workers added are not
+//     working (a CPU-bound stage past the number of cores, a lock): the
+//     target and the limit go back to n (recorded as the best size if
+//     there is no record yet).
+//     So a CPU-bound stage stops one interval after it passes its best
+//     size, and AutoMaxDetect's periodic checks (rule 3) raise the limit
+//     again to re-probe. A zero rate at n (a blocked stage) decides
+//     nothing.
 //  3. Thrashing detection (AutoMaxDetect). On every ResetEvery-th measured
 //     tick, if every measured tick since the previous check was backlogged
 //     (otherwise throughput measures demand, not capacity, and nothing is
@@ -168,6 +187,12 @@ type Controller struct {
 
 	measured  uint64 // measured ticks
 	saturated bool   // every measured tick since the last check was backlogged
+
+	// Growth check (rule 3a): the size a growth started from (0: no
+	// growth being judged) and the rate measured at that size.
+	stepFrom, stepTo int
+	stepRate         float64
+	lastRate         float64 // the latest tick's raw rate, events/s
 
 	hasBest  bool
 	bestSize int
@@ -214,9 +239,37 @@ func (c *Controller) Tick(s Sample) (target int) {
 		target = s.Size - s.IdleWorkers
 	}
 	if c.cfg.AutoMaxDetect && measured {
+		target = c.judgeGrowth(s.Size, target, backlogged)
 		target = c.detect(s.Size, target, backlogged)
 	}
 	return clamp(target, c.min, c.limitLocked())
+}
+
+// judgeGrowth applies rule 3a of the Controller documentation: a worker
+// added while the stage was backlogged is kept only if the next interval's
+// rate shows it working.
+func (c *Controller) judgeGrowth(size, target int, backlogged bool) int {
+	if !backlogged {
+		c.stepFrom = 0 // the rate measures demand, not capacity
+		return target
+	}
+	if from := c.stepFrom; from > 0 {
+		c.stepFrom = 0
+		old, now := c.stepRate, c.lastRate
+		// A quarter of the gain a perfectly parallel stage would show.
+		if size == c.stepTo && old > 0 && now < old*(1+0.25*float64(size-from)/float64(from)) {
+			c.limit = max(c.min, from, 1)
+			if !c.hasBest {
+				c.record(from, old)
+			}
+			c.resets++
+			return c.limit
+		}
+	}
+	if target > size {
+		c.stepFrom, c.stepTo, c.stepRate = size, target, c.lastRate
+	}
+	return target
 }
 
 // measure updates the throughput estimate and reports whether s yielded a
@@ -236,6 +289,7 @@ func (c *Controller) measure(s Sample) bool {
 	}
 	rate := float64(s.Processed-c.prevProcessed) / dt.Seconds()
 	c.prevNow, c.prevProcessed = s.Now, s.Processed
+	c.lastRate = rate
 	if !c.haveRate {
 		c.throughput, c.haveRate = rate, true
 	} else {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -217,7 +218,7 @@ func TestControllerDetectDecision(t *testing.T) {
 		{"limit caps growth after a reset",
 			detectCfg, []phase{{8, full, 1000}, {16, full, 500}, {8, full, 1000}}, 9, 8, 1000, 9},
 		{"limit probes one more worker per good check",
-			detectCfg, []phase{{8, full, 1000}, {16, full, 500}, {8, full, 950}, {9, full, 950}}, 10, 8, 1000, 10},
+			detectCfg, []phase{{8, full, 1000}, {16, full, 500}, {8, full, 950}, {9, full, 1000}}, 10, 8, 1000, 10},
 		{"thrash again at the probed size",
 			detectCfg, []phase{{8, full, 1000}, {16, full, 500}, {8, full, 950}, {9, full, 700}}, 8, 8, 1000, 8},
 		{"stale best is replaced at the best size",
@@ -544,6 +545,51 @@ func TestFig31ThrashingDetection(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestControllerRefusesToGrowCPUBoundStage: a backlogged CPU-bound stage
+// on two cores (two workers do twice one's work, more add nothing) grows
+// 1, 2, 3, is taken back to 2 one interval later, and from then on only
+// probes a third worker now and then, taken back the next interval: the
+// controller never keeps a goroutine that adds no throughput. All on
+// samples with fake times.
+func TestControllerRefusesToGrowCPUBoundStage(t *testing.T) {
+	for _, cfg := range []ControllerConfig{
+		{Enabled: true, AutoMaxDetect: true},
+		{Enabled: true, AutoMaxDetect: true, Interval: 100 * time.Millisecond, ResetEvery: 3},
+	} {
+		c := NewController(cfg, 1, 20, seeded(9))
+		f := newFakeStage(c)
+		size := f.step(0, 0, Sample{QueueLen: 1 << 20, Size: 1})
+		var sizes []int
+		for range 200 {
+			rate := 1000 * float64(min(size, 2))
+			size = f.step(c.Config().Interval, rate, Sample{QueueLen: 1 << 20, Size: size})
+			sizes = append(sizes, size)
+		}
+		if want := []int{3, 2}; !slices.Equal(sizes[:2], want) {
+			t.Errorf("%+v: first sizes %v, want %v (grow to 3, taken back the next interval)", cfg, sizes[:2], want)
+		}
+		above := 0
+		for i, n := range sizes {
+			if n > 3 {
+				t.Fatalf("%+v: size %d at tick %d; sizes %v", cfg, n, i+1, sizes)
+			}
+			if n == 3 {
+				above++
+				if i+1 < len(sizes) && sizes[i+1] != 2 {
+					t.Fatalf("%+v: a third worker kept past one interval at tick %d: %v", cfg, i+1, sizes)
+				}
+			}
+		}
+		// One probe per thrashing check (every ResetEvery ticks).
+		if every := c.Config().ResetEvery; above > len(sizes)/every+1 {
+			t.Errorf("%+v: %d of %d ticks at 3 workers, want one probe per %d ticks", cfg, above, len(sizes), every)
+		}
+		if best, _ := c.Best(); best != 2 {
+			t.Errorf("%+v: best size %d, want 2", cfg, best)
+		}
+	}
 }
 
 // TestThrashingDetectionLetsScalableStagesGrow: when more threads always

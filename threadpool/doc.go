@@ -1,6 +1,10 @@
 // Package threadpool holds the thread managers that run stages' handlers on
 // goroutines, and the thread-pool controller that sizes them.
 //
+// You rarely use this package directly: a stage's `threadpool:` block
+// (stage.ThreadPoolConfig) sizes its pool and tunes the controller, and
+// `global.threadManager` picks the shared pool.
+//
 // Pool is the default manager: a pool of goroutines per stage. Each worker
 // loops: take a batch (at most the stage's batching factor) off the stage's
 // queue, hand it to the stage, repeat; it waits on the queue's Ready channel

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -37,7 +38,10 @@ type Runner interface {
 	Wait(ctx context.Context) error
 }
 
-// Config configures a per-stage Pool. Zero values are defaults.
+// Config configures a per-stage Pool. Zero values are defaults: 1 to 20
+// workers, sized by the Controller with thrashing detection. A pool whose
+// Max exceeds its Min runs its controller unless Controller.Disabled is
+// set; Max == Min pins the size.
 type Config struct {
 	Min     int // fewest workers (0 → 1)
 	Max     int // most workers (0 → 20)
@@ -46,7 +50,7 @@ type Config struct {
 	SingleThreaded bool
 	Controller     ControllerConfig
 	Logger         *slog.Logger
-	// Clock drives the controller's ticks and the workers' idle times
+	// Clock drives the controller's ticks (and so the idle times)
 	// (nil: the real clock). Tests pass a fake one.
 	Clock Clock
 }
@@ -88,6 +92,14 @@ func (c Config) withDefaults() Config {
 		c.Min, c.Max, c.Initial = 1, 1, 1
 		c.Controller.Enabled = false
 	}
+	if c.Max > c.Min && !c.Controller.Enabled && !c.Controller.Disabled {
+		// A pool allowed to grow grows under load, and gives back the
+		// goroutines that add no throughput.
+		c.Controller.Enabled, c.Controller.AutoMaxDetect = true, true
+	}
+	if c.Controller.Disabled {
+		c.Controller.Enabled = false
+	}
 	if c.Initial <= 0 {
 		c.Initial = c.Min
 	}
@@ -110,6 +122,12 @@ type Pool struct {
 
 	size   atomic.Int32 // live workers
 	target atomic.Int32 // desired workers
+	// lastTick is the UnixNano of the controller's latest tick, once
+	// applied.
+	lastTick atomic.Int64
+	// parked holds the parked-worker counts of the ticks within the idle
+	// time (and the one before): owned by the control goroutine.
+	parked []idleSample
 
 	mu        sync.Mutex
 	gen       atomic.Uint64 // bumped to make every idle worker look again
@@ -126,7 +144,13 @@ type Pool struct {
 }
 
 type worker struct {
-	idleSince atomic.Int64 // UnixNano when it went idle; 0 while busy
+	wait *sinkrt.Waiter
+}
+
+// idleSample is the number of parked workers at a controller tick.
+type idleSample struct {
+	at     int64 // UnixNano
+	parked int
 }
 
 var _ Runner = (*Pool)(nil)
@@ -225,7 +249,7 @@ func (p *Pool) stopControl() {
 
 func (p *Pool) grow(n int) {
 	for i := 0; i < n; i++ {
-		w := &worker{}
+		w := &worker{wait: sinkrt.NewWaiter()}
 		p.mu.Lock()
 		select {
 		case <-p.done:
@@ -259,15 +283,14 @@ func (p *Pool) retire(w *worker) bool {
 }
 
 // wakeAll makes every idle worker look at the pool's state again
-// (retirement, cancellation, drain). Workers wait on the queue's Ready
-// channel alone (one channel is cheaper to wait on than a select); the
-// wake-up is one token that each woken worker passes on when it sees a new
-// generation. Go wakes channel receivers in arrival order, so the token
-// reaches every worker that was waiting when wakeAll ran; a worker that was
-// busy sees the generation before it waits.
+// (retirement, cancellation, drain). Workers park on the queue alone
+// (sinkrt.Queue.Park: one channel is cheaper to wait on than a select);
+// wakeAll wakes every parked worker and leaves a token for one about to
+// park, which passes it on when it sees a new generation; a worker that
+// was busy sees the generation before it parks.
 func (p *Pool) wakeAll() {
 	p.gen.Add(1)
-	p.st.Queue().Signal()
+	sinkrt.Of(p.st.Queue()).WakeAll()
 }
 
 // exit removes w; the last worker out closes done and unhooks the pool
@@ -292,13 +315,13 @@ func (p *Pool) exit(w *worker) {
 func (p *Pool) run(w *worker) {
 	defer p.wg.Done()
 	q := p.st.Queue()
-	trackIdle := p.cfg.Controller.Enabled
+	rt := sinkrt.Of(q)
 	var events, scratch []sink.Event
 	var stamps []int64
 	for {
 		gen := p.gen.Load()
 		if p.retire(w) {
-			p.st.Queue().Signal() // pass the wake-up on
+			rt.Signal() // pass the wake-up on
 			return
 		}
 		bs := max(p.st.BatchSize(), 1)
@@ -306,44 +329,64 @@ func (p *Pool) run(w *worker) {
 			events, scratch, stamps = make([]sink.Event, bs), make([]sink.Event, bs), make([]int64, bs)
 		}
 		if n := q.Dequeue(events[:bs], stamps[:bs]); n > 0 {
-			if trackIdle {
-				w.idleSince.Store(0)
-			}
-			p.st.RunBatch(events[:n], scratch[:n], stamps[:n])
-			clear(events[:n])
-			q.Finish(n)
+			p.runBatch(q, events[:n], scratch[:n], stamps[:n])
 			continue
 		}
 		if q.IsClosed() && q.Drained() {
 			p.exit(w)
-			q.Signal()
+			rt.Signal()
 			return
 		}
 		if p.cancelled.Load() {
 			p.exit(w)
-			q.Signal()
+			rt.Signal()
 			return
 		}
-		if trackIdle && w.idleSince.Load() == 0 {
-			w.idleSince.Store(p.cfg.Clock.Now().UnixNano())
+		// Close, cancellation and resizing wake parked workers too.
+		if e, stamp, ok := rt.Park(w.wait); ok {
+			// Handed over directly by an enqueue on the empty queue.
+			// Events enqueued since join it: the batch is bound when
+			// the worker runs, not when it was woken.
+			events[0], stamps[0] = e, stamp
+			n := 1 + q.Dequeue(events[1:bs], stamps[1:bs])
+			p.runBatch(q, events[:n], scratch[:n], stamps[:n])
+			continue
 		}
-		<-q.Ready() // Close, cancellation and resizing signal it too
 		if p.gen.Load() != gen {
-			q.Signal()
+			rt.Signal()
 		}
 	}
 }
 
-// idleWorkers counts workers idle for at least d at now.
+// runBatch runs one dequeued batch and reports it finished.
+func (p *Pool) runBatch(q *sink.Queue, events, scratch []sink.Event, stamps []int64) {
+	p.st.RunBatch(events, scratch, stamps)
+	clear(events)
+	q.Finish(len(events))
+}
+
+// idleWorkers estimates how many workers have been idle for at least d at
+// now: the fewest parked at any tick within d (given a tick at least d
+// old). Workers keep no idle clock of their own: parking costs them
+// nothing more. A worker that woke briefly between two ticks counts as
+// idle: the pool had that many workers to spare all along. Called by the
+// control goroutine only.
 func (p *Pool) idleWorkers(now time.Time, d time.Duration) int {
-	cut := now.Add(-d).UnixNano()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for w := range p.workers {
-		if s := w.idleSince.Load(); s != 0 && s <= cut {
-			n++
-		}
+	t := now.UnixNano()
+	p.parked = append(p.parked, idleSample{at: t, parked: sinkrt.Of(p.st.Queue()).Parked()})
+	cut := t - int64(d)
+	// Keep the latest sample at or before the cut and those after it.
+	i := 0
+	for i+1 < len(p.parked) && p.parked[i+1].at <= cut {
+		i++
+	}
+	p.parked = append(p.parked[:0], p.parked[i:]...)
+	if p.parked[0].at > cut {
+		return 0 // not watched for d yet
+	}
+	n := p.parked[0].parked
+	for _, s := range p.parked[1:] {
+		n = min(n, s.parked)
 	}
 	return n
 }
@@ -370,14 +413,17 @@ func (p *Pool) control() {
 // tick samples the stage, asks the controller and resizes the pool.
 func (p *Pool) tick(now time.Time, idle time.Duration) {
 	s := Sample{
-		Now:         now,
-		QueueLen:    p.st.Queue().Len(),
-		Processed:   p.Processed(),
-		Size:        p.Size(),
+		Now:       now,
+		QueueLen:  p.st.Queue().Len(),
+		Processed: p.Processed(),
+		// Workers above the target are on their way out (woken, not
+		// parked): the pool's size is the target.
+		Size:        min(p.Size(), int(p.target.Load())),
 		IdleWorkers: p.idleWorkers(now, idle),
 	}
 	target := p.ctrl.Tick(s)
 	p.resize(target)
+	p.lastTick.Store(now.UnixNano()) // last: tests wait for it to see the tick applied
 }
 
 func (p *Pool) resize(target int) {

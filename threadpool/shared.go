@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -67,7 +68,7 @@ func (sp *SharedPool) Add(st Stage, weight int, singleThreaded bool) Runner {
 		weight = 1
 	}
 	e := &sharedEntry{pool: sp, st: st, weight: weight, singleThreaded: singleThreaded, done: make(chan struct{})}
-	st.Queue().SetReady(sp.ready)
+	sinkrt.Of(st.Queue()).SetReady(sp.ready)
 	sp.mu.Lock()
 	sp.entries = append(sp.entries, e)
 	sp.mu.Unlock()

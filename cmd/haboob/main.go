@@ -3,6 +3,7 @@
 // default, embedded in the binary).
 //
 //	haboob [-config FILE] [-root DIR] [-addr HOST:PORT] [-profiler HOST:PORT]
+//	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT]
 //
 // With no flags it serves a small bundled site on 127.0.0.1:8080, so that
 // `go run ./cmd/haboob` just works; the bundled files are extracted to a
@@ -18,6 +19,15 @@
 // others once their responses are sent (connections still stuck behind a
 // client that does not read are closed near the end of the bound, and
 // logged); then the stages drain and the profiler stops.
+//
+// Across processes (configs/haboob-cluster.yaml, package remote): -node
+// names the node this process runs as, and it hosts only the stages whose
+// `nodes:` list names it; -nats joins the NATS server at URL instead of
+// embedding one, and -nats-listen is where the embedded server takes
+// other processes' connections. The flags override global.cluster's
+// node, nats and listen; a configuration without a cluster block starts
+// no NATS. Cluster flags without -config select the embedded
+// configs/haboob-cluster.yaml.
 package main
 
 import (
@@ -34,6 +44,7 @@ import (
 	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/haboob"
 	"github.com/sandstorm-go/sandstorm/profiler"
+	"github.com/sandstorm-go/sandstorm/remote"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -62,6 +73,10 @@ func run(args []string) int {
 	var prof optionalString
 	fs.Var(&prof, "profiler", `profiler dashboard address, overriding global.profiler.http ("" turns it off)`)
 	debug := fs.Bool("debug", false, "log at debug level")
+	var cf clusterFlags
+	fs.Var(&cf.node, "node", "cluster node name, overriding global.cluster.node")
+	fs.Var(&cf.nats, "nats", `NATS server URL to join, overriding global.cluster.nats ("": embed one)`)
+	fs.Var(&cf.listen, "nats-listen", "client address of the embedded NATS server, overriding global.cluster.listen")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,15 +89,19 @@ func run(args []string) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := serve(log, *configPath, *root, *addr, prof); err != nil {
+	if err := serve(log, *configPath, *root, *addr, prof, &cf); err != nil {
 		log.Error("haboob", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(log *slog.Logger, configPath, root, addr string, prof optionalString) (err error) {
+func serve(log *slog.Logger, configPath, root, addr string, prof optionalString, cf *clusterFlags) (err error) {
 	data, name := configs.Haboob, configs.HaboobFile
+	if cf != nil && cf.given() {
+		// Cluster flags without -config: the bundled cluster graph.
+		data, name = configs.HaboobCluster, configs.HaboobClusterFile
+	}
 	if configPath != "" {
 		if data, err = os.ReadFile(configPath); err != nil {
 			return err
@@ -91,6 +110,9 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 	}
 	cfg, err := stage.ParseConfig(data, name)
 	if err != nil {
+		return err
+	}
+	if err := needHttpRecv(cfg); err != nil {
 		return err
 	}
 	croot, err := configRoot(cfg)
@@ -115,11 +137,11 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 		log.Info("haboob: serving the bundled site", "root", dir)
 	}
 
-	in, err := build(log, cfg, root, addr, func(pcfg *profiler.Config) {
+	in, err := buildNode(log, cfg, root, addr, func(pcfg *profiler.Config) {
 		if prof.set {
 			pcfg.HTTP = prof.value
 		}
-	})
+	}, cf)
 	if err != nil {
 		return err
 	}
@@ -129,7 +151,11 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString)
 		return err
 	}
 	m := in.m
-	log.Info("haboob: ready", "addr", in.hb.Addr().String())
+	if a := in.hb.Addr(); a != nil {
+		log.Info("haboob: ready", "addr", a.String())
+	} else { // a cluster node hosting no HTTP stage
+		log.Info("haboob: ready", "node", in.node.Name(), "nats", in.node.URL())
+	}
 
 	select {
 	case <-sigs.Done():
@@ -163,6 +189,8 @@ type instance struct {
 	hb  *haboob.Server
 	m   *stage.Manager
 	p   *profiler.Profiler
+	// node is this process's cluster membership (nil without a cluster).
+	node *remote.Node
 }
 
 // build wires Haboob from cfg: root and addr override the configuration
@@ -170,10 +198,20 @@ type instance struct {
 // force), and tune adjusts the profiler's configuration (nil: as
 // configured).
 func build(log *slog.Logger, cfg *stage.Config, root, addr string, tune func(*profiler.Config)) (*instance, error) {
+	return buildNode(log, cfg, root, addr, tune, nil)
+}
+
+// buildNode is build for one node of a cluster (cf: the command's
+// cluster flags, nil for none); see cluster.go.
+func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func(*profiler.Config), cf *clusterFlags) (*instance, error) {
 	hb := haboob.New(haboob.Options{Root: root, Addr: addr, Logger: log})
 	reg := stage.NewRegistry()
 	hb.Register(reg)
-	m, err := stage.NewFromConfig(cfg, reg, stage.Options{Logger: log})
+	var override func(*remote.ClusterConfig)
+	if cf != nil {
+		override = cf.override
+	}
+	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log}, remote.Options{Codecs: haboobCodecs()}, override)
 	if err != nil {
 		return nil, err
 	}
@@ -186,32 +224,54 @@ func build(log *slog.Logger, cfg *stage.Config, root, addr string, tune func(*pr
 	}
 	p, err := profiler.New(m, pcfg, log)
 	if err != nil {
+		_ = node.Close()
 		return nil, err
 	}
-	return &instance{log: log, hb: hb, m: m, p: p}, nil
+	return &instance{log: log, hb: hb, m: m, p: p, node: node}, nil
 }
 
-// start starts the stages, then the profiler. The dashboard is optional:
-// a profiler that cannot start (a busy port) is logged, not fatal.
+// start starts the stages, then the profiler. A profiler that cannot start
+// (its dashboard port in use, its log file not writable) is a start-up
+// error: the server is stopped again, so that an operator who asked for the
+// dashboard does not get a server without it (-profiler "" turns it off).
 func (in *instance) start() error {
 	if err := in.m.Start(context.Background()); err != nil {
 		_ = in.hb.Close()
+		_ = in.node.Close()
 		return err
 	}
 	if err := in.p.Start(context.Background()); err != nil {
-		in.log.Error("haboob: profiler not started", "err", err)
-	} else if a := in.p.Addr(); a != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = in.hb.Close()
+		_ = in.m.Shutdown(ctx)
+		return fmt.Errorf("profiler not started (-profiler \"\" runs without it): %w", err)
+	}
+	if a := in.p.Addr(); a != nil {
 		in.log.Info("haboob: profiler dashboard", "url", "http://"+a.String()+profiler.DashboardPath)
 	}
 	return nil
 }
 
+// needHttpRecv checks that the configuration has a stage that serves HTTP
+// (handler haboob.HttpRecv): without one Haboob would run with no socket.
+func needHttpRecv(cfg *stage.Config) error {
+	for _, st := range cfg.Stages {
+		if st.Config.Handler == haboob.HandlerHttpRecv {
+			return nil
+		}
+	}
+	return &stage.ConfigError{File: cfg.File, Err: fmt.Errorf("no stage has handler %s: Haboob needs one to accept connections (see configs/haboob.yaml)", haboob.HandlerHttpRecv)}
+}
+
 // shutdown stops the HTTP server first: it reads no more requests and
 // finishes the responses it owes while the stages still run (a large file
 // is still being streamed through asyncFile); then the stages have nothing
-// left to drain, and the profiler stops last.
+// left to drain, and the profiler stops last. A cluster node stops taking
+// events from other nodes once its own HTTP responses are out, and leaves
+// NATS after its stages have drained.
 func (in *instance) shutdown(ctx context.Context) error {
-	return errors.Join(in.hb.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx))
+	return errors.Join(in.hb.Shutdown(ctx), in.node.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx), in.node.Close())
 }
 
 // configRoot returns the document root the configuration sets: the `root`

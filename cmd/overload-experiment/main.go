@@ -13,9 +13,17 @@
 // calls), on a fixed pool of goroutines, so its capacity is workers/service.
 // A rejected client waits -backoff before trying again (Arashi: 5 s).
 //
+//   - matrix: the stage shapes of issue 16 (1 to 16 workers, 1 to 100 ms,
+//     constant and heavy-tailed service, mild and heavy overload, load
+//     steps, below capacity) under open-loop Poisson load, for the rt
+//     controller and the adaptive concurrency limits; one table row per
+//     run: admitted p90 / target, goodput / capacity, refusals below
+//     capacity, and how far rt's p90 estimate is from the real one.
+//
 // Usage:
 //
-//	overload-experiment [-experiment spike|multiclass|all] [-modes none,thesis,fast] ...
+//	overload-experiment [-experiment spike|multiclass|all|matrix] [-modes none,thesis,fast] ...
+//	overload-experiment -experiment matrix [-controls rt,vegas,gradient] [-matrix-dur 12s] [-scenario issue]
 package main
 
 import (
@@ -52,12 +60,19 @@ type options struct {
 	classSize  int
 	classPhase time.Duration // multiclass: low class alone, then both for twice as long, then low alone
 	series     bool
+	controls   []string      // matrix: controllers
+	matrixDur  time.Duration // matrix: per run
+	scenario   string        // matrix: only scenarios whose name contains this
 }
 
 func main() {
 	var o options
 	var modes string
-	flag.StringVar(&o.experiment, "experiment", "all", "spike, multiclass or all")
+	var controls string
+	flag.StringVar(&o.experiment, "experiment", "all", "spike, multiclass, all (both) or matrix")
+	flag.StringVar(&controls, "controls", "rt,vegas,gradient", "matrix: comma-separated controllers (rt, vegas, gradient, none)")
+	flag.DurationVar(&o.matrixDur, "matrix-dur", 12*time.Second, "matrix: duration of each run")
+	flag.StringVar(&o.scenario, "scenario", "", "matrix: run only the scenarios whose name contains this")
 	flag.StringVar(&modes, "modes", "", "comma-separated runs (spike: none,thesis,fast; multiclass: single,thesis,fast); empty: all")
 	flag.DurationVar(&o.service, "service", 10*time.Millisecond, "bottleneck service time per request")
 	flag.IntVar(&o.workers, "workers", 4, "bottleneck goroutines (capacity = workers/service)")
@@ -76,7 +91,12 @@ func main() {
 	if modes != "" {
 		o.modes = strings.Split(modes, ",")
 	}
+	o.controls = strings.Split(controls, ",")
 	fmt.Printf("# overload-experiment %s\n\n", strings.Join(os.Args[1:], " "))
+	if o.experiment == "matrix" {
+		runMatrix(os.Stdout, o.controls, o.matrixDur, o.scenario, o.series)
+		return
+	}
 	fmt.Printf("bottleneck: %d workers x %v service = capacity %.0f req/s; think %v, backoff %v, target %v\n\n",
 		o.workers, o.service, o.capacity(), o.think, o.backoff, o.target)
 	switch o.experiment {

@@ -36,3 +36,19 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixSmoke runs one matrix scenario briefly under each controller
+// and checks the rows are written; no timing figure is asserted.
+func TestMatrixSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the stage runtime for several seconds")
+	}
+	var b strings.Builder
+	runMatrix(&b, []string{"rt", "vegas", "gradient"}, 2*time.Second, "below capacity", true)
+	out := b.String()
+	for _, want := range []string{"| 4w × 10ms, 0.7× (below capacity) | 100ms | rt |", "| vegas |", "| gradient |", "done/refused/p90/estimate"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("matrix output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -63,6 +63,148 @@ var (
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 )
 
+// UnknownKey is the error for key k, not one of known: it suggests the
+// closest known key when one is close enough to be a typo.
+func UnknownKey(k *yaml.Node, path string, known []string) error {
+	if s := Suggest(k.Value, known); s != "" {
+		return Errorf(k, path, "unknown key (did you mean %q? known: %s)", s, strings.Join(known, ", "))
+	}
+	return Errorf(k, path, "unknown key (known: %s)", strings.Join(known, ", "))
+}
+
+// Collect joins the non-nil errors, flattening joined ones, in the order
+// given (callers give them in file order); nil if there are none. A single
+// error comes back as it is.
+func Collect(errs ...error) error {
+	var out []error
+	for _, err := range errs {
+		if err != nil {
+			out = append(out, Split(err)...)
+		}
+	}
+	switch len(out) {
+	case 0:
+		return nil
+	case 1:
+		return out[0]
+	}
+	return errors.Join(out...)
+}
+
+// joinType is the type of errors.Join's errors.
+var joinType = reflect.TypeOf(errors.Join(errors.New("a"), errors.New("b")))
+
+// Split returns the errors errors.Join joined into err (flattened), or
+// err alone. Other errors wrapping several are not split.
+func Split(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if reflect.TypeOf(err) != joinType {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		out = append(out, Split(e)...)
+	}
+	return out
+}
+
+// Suggest returns the candidate closest to word if it is close enough to
+// be a typo of it (a different case, or, for words of two letters or
+// more, an edit distance of at most a third of its length, at least 1 and
+// at most 3), else "".
+func Suggest(word string, candidates []string) string {
+	best, bestD := "", 0
+	limit := min(max(len(word)/3, 1), 3)
+	for _, c := range candidates {
+		if c == word {
+			continue
+		}
+		d := distance(strings.ToLower(word), strings.ToLower(c))
+		if d == 0 {
+			return c
+		}
+		if len(word) >= 2 && d <= limit && (best == "" || d < bestD) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance (insertions, deletions,
+// substitutions and transpositions of neighbours count 1) between a and b.
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
+}
+
+// SyntaxError turns an error of yaml.Unmarshal into an *Error with the
+// right line: yaml.v3 reports its parser's errors (an unclosed '{' or
+// '[', a missing key ...) on a 0-based line, one line early, and only its
+// scanner's errors on the 1-based line. For an unclosed bracket the line
+// is the bracket's (unless it is on the document's first line: yaml.v3
+// then gives where the parser gave up).
+func SyntaxError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, after, ok := strings.Cut(rest, ": "); ok {
+			if _, scanErr := fmt.Sscanf(n, "%d", &line); scanErr == nil {
+				msg = after
+			} else {
+				line = 0
+			}
+		}
+	}
+	if parserProblems[msg] {
+		line++ // 0-based (line 0 is not printed by yaml.v3 at all)
+		switch msg {
+		case "did not find expected ',' or '}'":
+			msg = "'{' not closed (did not find expected ',' or '}')"
+		case "did not find expected ',' or ']'":
+			msg = "'[' not closed (did not find expected ',' or ']')"
+		}
+	}
+	return &Error{Line: line, Msg: msg}
+}
+
+// parserProblems are the messages of yaml.v3's parser (parserc.go), whose
+// lines are 0-based; its scanner's messages are not here.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or '}'":       true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"found undefined tag handle":             true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
+
 // Decode checks n against v's type (v must be a non-nil pointer) and then
 // decodes it. Fields already set in *v keep their value when n does not
 // mention them, so a struct pre-filled with defaults is overridden key by key.
@@ -150,6 +292,7 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 			return Errorf(n, path, "want a mapping, got %s", kindName(n))
 		}
 		fields := fieldsOf(t)
+		var errs []error
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
 			if contains(skip, k.Value) {
@@ -157,38 +300,36 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 			}
 			ft, ok := fields[k.Value]
 			if !ok {
-				return Errorf(k, Join(path, k.Value), "unknown key (known: %s)", strings.Join(sortedKeys(fields), ", "))
+				errs = append(errs, UnknownKey(k, Join(path, k.Value), sortedKeys(fields)))
+				continue
 			}
-			if err := check(val, Join(path, k.Value), ft, nil); err != nil {
-				return err
-			}
+			errs = append(errs, check(val, Join(path, k.Value), ft, nil))
 		}
-		return nil
+		return Collect(errs...)
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			return Errorf(n, path, "want a mapping, got %s", kindName(n))
 		}
+		var errs []error
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
 			p := Join(path, k.Value)
 			if err := check(k, p, t.Key(), nil); err != nil {
-				return err
+				errs = append(errs, err)
+				continue
 			}
-			if err := check(val, p, t.Elem(), nil); err != nil {
-				return err
-			}
+			errs = append(errs, check(val, p, t.Elem(), nil))
 		}
-		return nil
+		return Collect(errs...)
 	case reflect.Slice, reflect.Array:
 		if n.Kind != yaml.SequenceNode {
 			return Errorf(n, path, "want a list, got %s", kindName(n))
 		}
+		var errs []error
 		for i, c := range n.Content {
-			if err := check(c, fmt.Sprintf("%s[%d]", path, i), t.Elem(), nil); err != nil {
-				return err
-			}
+			errs = append(errs, check(c, fmt.Sprintf("%s[%d]", path, i), t.Elem(), nil))
 		}
-		return nil
+		return Collect(errs...)
 	default:
 		if n.Kind != yaml.ScalarNode {
 			return Errorf(n, path, "want a %s value, got %s", t.Kind(), kindName(n))

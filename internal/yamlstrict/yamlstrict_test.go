@@ -187,3 +187,93 @@ func FuzzDecode(f *testing.F) {
 		_ = Decode(&doc, "", &v)
 	})
 }
+
+func TestSuggest(t *testing.T) {
+	known := []string{"threshold", "max", "min", "controller", "PageCache", "Checksum"}
+	for word, want := range map[string]string{
+		"treshold":   "threshold",
+		"maxx":       "max",
+		"mx":         "max",
+		"pagecache":  "PageCache",
+		"Checksun":   "Checksum",
+		"contrloler": "controller",
+		"zzz":        "",
+		"weight":     "",
+	} {
+		if got := Suggest(word, known); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", word, got, want)
+		}
+	}
+}
+
+func TestSyntaxErrorLines(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		line int
+		msg  string
+	}{
+		{"a:\n  b: {c: 1\n  d: 2\n", 2, "'{' not closed"},
+		{"a: [1, 2\n", 2, "'[' not closed"}, // on line 1 yaml.v3 gives where it gave up
+		{"a:\n  b:\n    c: [x\n    d: 1\n", 3, "'[' not closed"},
+		{"a: \"open\n", 2, "found unexpected end of stream"}, // a scanner error: yaml.v3's line is kept
+	} {
+		var n yaml.Node
+		err := yaml.Unmarshal([]byte(tc.doc), &n)
+		if err == nil {
+			t.Fatalf("%q parsed", tc.doc)
+		}
+		var ye *Error
+		if !errors.As(SyntaxError(err), &ye) || ye.Line != tc.line || !strings.Contains(ye.Msg, tc.msg) {
+			t.Errorf("%q: %v (yaml.v3: %v), want line %d %q", tc.doc, SyntaxError(err), err, tc.line, tc.msg)
+		}
+	}
+}
+
+func TestDecodeReportsEveryError(t *testing.T) {
+	var n yaml.Node
+	doc := "min: x\nmaxx: 2\nlist: [1, y, 3]\nsub: {a: 1, b: 2}\n"
+	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Min  int   `yaml:"min"`
+		Max  int   `yaml:"max"`
+		List []int `yaml:"list"`
+		Sub  struct {
+			A int `yaml:"a"`
+		} `yaml:"sub"`
+	}
+	err := Decode(&n, "cfg", &v)
+	var lines []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		lines = append(lines, e.Error())
+	}
+	want := []string{
+		`line 1: cfg.min: want a whole number, got "x"`,
+		`line 2: cfg.maxx: unknown key (did you mean "max"? known: list, max, min, sub)`,
+		`line 3: cfg.list[1]: want a whole number, got "y"`,
+		`line 4: cfg.sub.b: unknown key (known: a)`,
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// FuzzDistance: the edit distance is symmetric, zero only for equal words
+// and bounded by the longer word,
+// and Suggest only suggests what it was given.
+func FuzzDistance(f *testing.F) {
+	f.Add("treshold", "threshold")
+	f.Add("", "max")
+	f.Add("ab", "ba")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		d := distance(a, b)
+		same := string([]rune(a)) == string([]rune(b)) // invalid UTF-8 reads as U+FFFD
+		if d != distance(b, a) || d < 0 || d > max(len([]rune(a)), len([]rune(b))) || same != (d == 0) {
+			t.Fatalf("distance(%q, %q) = %d", a, b, d)
+		}
+		if s := Suggest(a, []string{b}); s != "" && s != b {
+			t.Fatalf("Suggest(%q, [%q]) = %q", a, b, s)
+		}
+	})
+}

@@ -1,0 +1,105 @@
+package aio
+
+import (
+	"bytes"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// Write queues beyond the window by reference and the bytes still arrive
+// whole and in order, with every done called once, in order, with nil;
+// the pending output never passes the window.
+func TestWriteBeyondWindowInOrder(t *testing.T) {
+	checkLeaks(t)
+	const window = 8 << 10
+	srv, _, c, client := serverConn(t, SocketConfig{WriteWindow: window, OutputBudget: 16 << 10})
+	var (
+		mu    sync.Mutex
+		order []int
+		want  bytes.Buffer
+	)
+	const writes = 12
+	for i := range writes {
+		p := pattern(i, 100<<10+i)
+		want.Write(p)
+		done := func(err error) {
+			if err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+		}
+		var err error
+		if i%2 == 0 {
+			err = c.Write(p[:10], [][]byte{p[10:5000], p[5000:]}, done)
+		} else {
+			err = c.Write(p, nil, done)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := srv.Stats().OutputPending; p > window+writes {
+			t.Fatalf("OutputPending %d over the window %d", p, window)
+		}
+	}
+	got := make([]byte, want.Len())
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatal("bytes out of order or corrupted")
+	}
+	waitCond(t, "every done", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == writes })
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("done order %v", order)
+		}
+	}
+	if p := srv.Stats().OutputPending; p != 0 {
+		t.Fatalf("OutputPending %d after everything was read", p)
+	}
+}
+
+// Linger sends the response and a FIN although the peer's input was never
+// read: the peer reads the response and end of file, not a reset.
+func TestLingerDeliversResponseDespiteUnreadInput(t *testing.T) {
+	checkLeaks(t)
+	srv, _, c, client := serverConn(t, SocketConfig{LingerTimeout: 5 * time.Second})
+	if err := c.StartReader(Func(func(sink.Event) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	junk := make([]byte, 256<<10)
+	go func() { _, _ = client.Write(junk) }() // the server never looks at it
+	if err := c.Write([]byte("HTTP/1.1 431 Too Large\r\n\r\n"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Linger(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(client)
+	if err != nil || string(got) != "HTTP/1.1 431 Too Large\r\n\r\n" {
+		t.Fatalf("read %q, %v; want the response and end of file", got, err)
+	}
+	_ = client.CloseWrite()
+	waitCond(t, "the close", func() bool { return srv.Stats().Closed == 1 })
+	if n := srv.Stats().Lingered; n != 1 {
+		t.Fatalf("Lingered = %d, want 1", n)
+	}
+}
+
+// SetTimer delivers TimerExpired to the reader.
+func TestSetTimer(t *testing.T) {
+	checkLeaks(t)
+	_, _, c, _ := serverConn(t, SocketConfig{})
+	reader := newRecorder("reader")
+	if err := c.StartReader(reader); err != nil {
+		t.Fatal(err)
+	}
+	c.SetTimer(time.Millisecond)
+	reader.wait(t, "TimerExpired", func(evs []sink.Event) bool { return count[TimerExpired](evs) == 1 })
+}

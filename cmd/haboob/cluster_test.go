@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	nethttp "net/http"
+	"os/exec"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	joinedRE      = regexp.MustCompile(`msg="remote: joined the cluster" node=\S+ nats=(\S+)`)
+	nodeReadyRE   = regexp.MustCompile(`msg="haboob: ready"`)
+	clusterConfig = "../../configs/haboob-cluster.yaml"
+)
+
+// node is one process of a cluster.
+type node struct {
+	cmd  *exec.Cmd
+	addr string // HTTP address, if it serves HTTP
+	nats string // NATS URL it joined or embeds
+	done chan struct{}
+}
+
+// startNode runs the binary and waits until it reports ready.
+func startNode(t *testing.T, bin string, args ...string) *node {
+	t.Helper()
+	n := &node{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	stderr, err := n.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = n.cmd.Process.Kill()
+		<-n.done
+		_ = n.cmd.Wait()
+	})
+	ready := make(chan struct{})
+	go func() {
+		defer close(n.done)
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			if m := joinedRE.FindStringSubmatch(line); m != nil {
+				n.nats = m[1]
+			}
+			if m := readyRE.FindStringSubmatch(line); m != nil {
+				n.addr = m[1]
+			}
+			if nodeReadyRE.MatchString(line) {
+				once.Do(func() { close(ready) })
+			}
+			if testing.Verbose() {
+				t.Log(line)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%v did not report ready", args)
+	}
+	return n
+}
+
+// TestClusterFrontAndTwoWorkers runs Haboob as three processes on
+// loopback (a front node and two workers hosting Checksum), loads
+// /checksum/ and SIGKILLs a worker in the middle: every request gets 200
+// or 503, none hangs, and the counts add up.
+func TestClusterFrontAndTwoWorkers(t *testing.T) {
+	bin := buildHaboob(t)
+	front := startNode(t, bin, "-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "")
+	if front.addr == "" || front.nats == "" {
+		t.Fatalf("front: addr %q nats %q", front.addr, front.nats)
+	}
+	w1 := startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats)
+	w2 := startNode(t, bin, "-node", "worker", "-nats", front.nats) // the embedded cluster graph
+	if w1.addr != "" || w2.addr != "" {
+		t.Fatalf("a worker serves HTTP on %q %q", w1.addr, w2.addr)
+	}
+	url := "http://" + front.addr + "/checksum/x"
+	client := &nethttp.Client{Timeout: 30 * time.Second} // far beyond the 5s response timeout: a hang fails
+	defer client.CloseIdleConnections()
+	do := func() (int, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// Both workers joined before ready; a first request proves the path.
+	if code, err := do(); err != nil || code != 200 {
+		t.Fatalf("first /checksum/: %d %v", code, err)
+	}
+
+	const clients, total = 8, 600
+	var sent, ok, unavailable, afterKillOK atomic.Int64
+	var killed atomic.Bool
+	errs := make(chan error, clients)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sent.Add(1) <= total {
+				code, err := do()
+				switch {
+				case err != nil:
+					errs <- err
+					return
+				case code == 200:
+					ok.Add(1)
+					if killed.Load() {
+						afterKillOK.Add(1)
+					}
+				case code == 503:
+					unavailable.Add(1)
+				default:
+					errs <- fmt.Errorf("status %d", code)
+					return
+				}
+			}
+		}()
+	}
+	for ok.Load()+unavailable.Load() < total/3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := w1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("request failed: %v", err)
+	}
+	t.Logf("%d requests: %d × 200, %d × 503; %d × 200 after the kill", total, ok.Load(), unavailable.Load(), afterKillOK.Load())
+	if got := ok.Load() + unavailable.Load(); got != total {
+		t.Fatalf("%d answers for %d requests", got, total)
+	}
+	if afterKillOK.Load() == 0 {
+		t.Fatal("no request succeeded on the surviving worker")
+	}
+}

@@ -1,0 +1,189 @@
+package enqueuepred
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// AccountingConfig configures an Accounting predicate.
+type AccountingConfig struct {
+	// Max is how many principals are accounted for separately (default
+	// 100); events of further principals are accounted under "other".
+	Max int
+}
+
+// Accounting is Whirlwind's resource accounting per principal (§III.C):
+// it wraps a predicate (nil: admit everything) and counts, for each
+// principal (PrincipalOf(e).ID; "anonymous" for events without one), the
+// events admitted, refused and handled and the handler time and queueing
+// time they took (from sink.Done; for a batch, the batch's handler time).
+// Inspect reports them as principal.<id>.<value>, which the profiler
+// publishes as metrics <stage>.predicate.principal.<id>.<value>.
+type Accounting struct {
+	inner sink.Predicate
+	max   int
+
+	mu   sync.RWMutex
+	byID map[string]*principalAccount
+}
+
+type principalAccount struct {
+	admitted, rejected, done atomic.Uint64
+	service, queued          atomic.Int64 // ns
+}
+
+// PrincipalUsage is one principal's account.
+type PrincipalUsage struct {
+	Admitted, Rejected, Done uint64
+	Service, Queued          time.Duration
+}
+
+var (
+	_ sink.Completer = (*Accounting)(nil)
+	_ sink.Canceler  = (*Accounting)(nil)
+	_ sink.Binder    = (*Accounting)(nil)
+	_ Charger        = (*Accounting)(nil)
+	_ Composite      = (*Accounting)(nil)
+	_ Inspector      = (*Accounting)(nil)
+)
+
+// NewAccounting returns an accounting wrapper around inner.
+func NewAccounting(inner sink.Predicate, cfg AccountingConfig) *Accounting {
+	if cfg.Max <= 0 {
+		cfg.Max = 100
+	}
+	return &Accounting{inner: inner, max: cfg.Max, byID: map[string]*principalAccount{}}
+}
+
+// Name implements sink.Namer.
+func (a *Accounting) Name() string { return "account" }
+
+// Children implements Composite.
+func (a *Accounting) Children() []sink.Predicate {
+	if a.inner == nil {
+		return nil
+	}
+	return []sink.Predicate{a.inner}
+}
+
+func (a *Accounting) account(e sink.Event) *principalAccount {
+	id := "anonymous"
+	if p, ok := PrincipalOf(e); ok && p.ID != "" {
+		id = p.ID
+	}
+	a.mu.RLock()
+	acc := a.byID[id]
+	a.mu.RUnlock()
+	if acc != nil {
+		return acc
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if acc = a.byID[id]; acc != nil {
+		return acc
+	}
+	if len(a.byID) >= a.max {
+		id = "other"
+		if acc = a.byID[id]; acc != nil {
+			return acc
+		}
+	}
+	acc = &principalAccount{}
+	a.byID[id] = acc
+	return acc
+}
+
+// Accept implements sink.Predicate.
+func (a *Accounting) Accept(e sink.Event) bool {
+	acc := a.account(e)
+	if a.inner == nil || a.inner.Accept(e) {
+		acc.admitted.Add(1)
+		return true
+	}
+	acc.rejected.Add(1)
+	return false
+}
+
+// Charge implements Charger.
+func (a *Accounting) Charge(e sink.Event) {
+	Charge(a.inner, e)
+	a.account(e).admitted.Add(1)
+}
+
+// Done implements sink.Completer.
+func (a *Accounting) Done(e sink.Event, queued, service time.Duration) {
+	acc := a.account(e)
+	acc.done.Add(1)
+	acc.service.Add(int64(service))
+	acc.queued.Add(int64(queued))
+	if a.inner != nil {
+		sink.Done(a.inner, e, queued, service)
+	}
+}
+
+// Cancel implements sink.Canceler.
+func (a *Accounting) Cancel(e sink.Event) {
+	if a.inner != nil {
+		sink.Cancel(a.inner, e)
+	}
+}
+
+// Bind implements sink.Binder.
+func (a *Accounting) Bind(q sink.Sink) {
+	if b, ok := a.inner.(sink.Binder); ok {
+		b.Bind(q)
+	}
+}
+
+// Usage returns every principal's account.
+func (a *Accounting) Usage() map[string]PrincipalUsage {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make(map[string]PrincipalUsage, len(a.byID))
+	for id, acc := range a.byID {
+		out[id] = PrincipalUsage{
+			Admitted: acc.admitted.Load(), Rejected: acc.rejected.Load(), Done: acc.done.Load(),
+			Service: time.Duration(acc.service.Load()), Queued: time.Duration(acc.queued.Load()),
+		}
+	}
+	return out
+}
+
+// metricName keeps a principal ID usable inside a metric name.
+func metricName(id string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, id)
+}
+
+// Inspect implements Inspector: principal.<id>.{admitted, rejected, done,
+// service_s, queued_s}, then the wrapped predicate's values.
+func (a *Accounting) Inspect(report func(string, float64)) {
+	u := a.Usage()
+	ids := make([]string, 0, len(u))
+	for id := range u {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		v := u[id]
+		p := "principal." + metricName(id) + "."
+		report(p+"admitted", float64(v.Admitted))
+		report(p+"rejected", float64(v.Rejected))
+		report(p+"done", float64(v.Done))
+		report(p+"service_s", v.Service.Seconds())
+		report(p+"queued_s", v.Queued.Seconds())
+	}
+	if a.inner != nil {
+		Inspect(a.inner, prefixed("0."+sink.PredicateName(a.inner)+".", report))
+	}
+}

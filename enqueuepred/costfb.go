@@ -1,0 +1,98 @@
+package enqueuepred
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// CostFeedback makes a Cost predicate's limit adaptive (Whirlwind §III.D:
+// the cost budget follows what the stage can actually serve): every
+// Interval with enough completions, the p90 of the completions' response
+// times (queued + service) is compared with Target; above it the limit is
+// cut by a fifth, below half of it while requests were refused the limit
+// grows by a tenth; always within [Min, Max].
+type CostFeedback struct {
+	Target   time.Duration // required
+	Interval time.Duration // default: Target, at least 100ms
+	Min, Max float64       // default: limit/100 and limit*100
+	Now      func() time.Time
+}
+
+type costFeedback struct {
+	cfg   CostFeedback
+	clock monoClock
+
+	mu      sync.Mutex
+	rts     []float64
+	start   int64
+	rejAt   uint64
+	lastP90 float64
+}
+
+// NewAdaptiveCost returns a Cost predicate starting at limit whose limit is
+// then adjusted by fb.
+func NewAdaptiveCost(limit float64, fb CostFeedback) (*Cost, error) {
+	if !(limit > 0) {
+		return nil, fmt.Errorf("%w: cost limit must be positive, got %v", ErrBadConfig, limit)
+	}
+	if fb.Target <= 0 {
+		return nil, fmt.Errorf("%w: cost feedback needs a positive target, got %v", ErrBadConfig, fb.Target)
+	}
+	if fb.Interval <= 0 {
+		fb.Interval = max(fb.Target, 100*time.Millisecond)
+	}
+	if fb.Min <= 0 {
+		fb.Min = limit / 100
+	}
+	if fb.Max <= 0 {
+		fb.Max = limit * 100
+	}
+	if fb.Min > fb.Max || limit < fb.Min || limit > fb.Max {
+		return nil, fmt.Errorf("%w: cost limit %v outside [min %v, max %v]", ErrBadConfig, limit, fb.Min, fb.Max)
+	}
+	c := NewCost(limit)
+	f := &costFeedback{cfg: fb, clock: newMonoClock(fb.Now)}
+	f.start = f.clock.ns()
+	c.fb = f
+	return c, nil
+}
+
+// observe records one completion and adjusts c's limit when due.
+func (f *costFeedback) observe(c *Cost, rt time.Duration) {
+	now := f.clock.ns()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.rts) < 4096 {
+		f.rts = append(f.rts, rt.Seconds())
+	}
+	if now-f.start < int64(f.cfg.Interval) || len(f.rts) < 10 {
+		return
+	}
+	slices.Sort(f.rts)
+	p90 := f.rts[int(0.9*float64(len(f.rts)))]
+	f.lastP90 = p90
+	target := f.cfg.Target.Seconds()
+	rej := c.Rejected()
+	limit := c.Limit()
+	switch {
+	case p90 > target:
+		limit *= 0.8
+	case p90 < target/2 && rej != f.rejAt:
+		limit *= 1.1
+	}
+	c.SetLimit(min(max(limit, f.cfg.Min), f.cfg.Max))
+	f.rts, f.start, f.rejAt = f.rts[:0], now, rej
+}
+
+func (f *costFeedback) inspect(report func(string, float64)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	report("p90", f.lastP90)
+	report("target", f.cfg.Target.Seconds())
+}
+
+var _ sink.Completer = (*Cost)(nil)

@@ -1,0 +1,56 @@
+package enqueuepred
+
+import (
+	"testing"
+	"time"
+)
+
+func TestAdaptiveCost(t *testing.T) {
+	clk := newClock()
+	c, err := NewAdaptiveCost(10, CostFeedback{Target: 100 * time.Millisecond, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := func(n int, rt time.Duration) {
+		for range n {
+			if !c.Accept(ev{}) {
+				t.Fatal("refused under the limit")
+			}
+			clk.Advance(10 * time.Millisecond)
+			c.Done(ev{}, rt/2, rt/2)
+		}
+	}
+	done(10, 300*time.Millisecond) // an interval (100 ms), p90 over target: cut
+	if c.Limit() != 8 {
+		t.Fatalf("limit %v, want 8", c.Limit())
+	}
+	done(10, 10*time.Millisecond) // far under target but nothing refused: hold
+	if c.Limit() != 8 {
+		t.Fatalf("limit %v, want 8 (no refusals)", c.Limit())
+	}
+	for range 9 {
+		c.Accept(ev{}) // 8 admitted, 1 refused
+	}
+	if c.Rejected() != 1 {
+		t.Fatalf("rejected %d", c.Rejected())
+	}
+	for range 8 {
+		clk.Advance(10 * time.Millisecond)
+		c.Done(ev{}, 0, 10*time.Millisecond)
+	}
+	done(2, 10*time.Millisecond)
+	if got := c.Limit(); got < 8.79 || got > 8.81 {
+		t.Fatalf("limit %v, want 8.8", got)
+	}
+	if m := inspectMap(c); m["target"] != 0.1 || m["p90"] != 0.01 {
+		t.Fatalf("inspect %v", m)
+	}
+	for _, bad := range []struct {
+		limit float64
+		fb    CostFeedback
+	}{{0, CostFeedback{Target: time.Second}}, {10, CostFeedback{}}, {10, CostFeedback{Target: time.Second, Min: 20}}} {
+		if _, err := NewAdaptiveCost(bad.limit, bad.fb); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}

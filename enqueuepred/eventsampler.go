@@ -1,0 +1,114 @@
+package enqueuepred
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// EventFed is implemented by samplers fed by the guarded stage's own
+// events (JOBS: samplers triggered by events), not only polled: a Modified
+// regulator passes them every arrival it decides on (Arrived, admitted or
+// not) and every completion (Completed, from sink.Done); Sample then
+// reports what the events since the previous sample showed.
+type EventFed interface {
+	Sampler
+	Arrived(e sink.Event)
+	Completed(e sink.Event, queued, service time.Duration)
+}
+
+// EventKind selects what an EventSampler measures.
+type EventKind int
+
+const (
+	// Arrivals: events offered per second (admitted or not).
+	Arrivals EventKind = iota
+	// ServiceTime: mean handler time of the completions, in milliseconds.
+	ServiceTime
+	// QueueWait: mean time the completed events waited in the queue, in
+	// milliseconds.
+	QueueWait
+)
+
+// EventSampler is an EventFed sampler of the guarded stage's arrivals,
+// service times or queue waits. With no completion since the previous
+// sample, ServiceTime and QueueWait return an error wrapping ErrNoSample
+// (the modifier keeps its degree).
+type EventSampler struct {
+	Kind EventKind
+
+	mu       sync.Mutex
+	arrivals uint64
+	n        uint64
+	sum      time.Duration
+	last     time.Time
+}
+
+var _ EventFed = (*EventSampler)(nil)
+
+// NewEventSampler returns an event-fed sampler.
+func NewEventSampler(k EventKind) *EventSampler { return &EventSampler{Kind: k} }
+
+// Name implements Sampler.
+func (s *EventSampler) Name() string {
+	switch s.Kind {
+	case Arrivals:
+		return "arrivals"
+	case ServiceTime:
+		return "service"
+	case QueueWait:
+		return "wait"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(s.Kind))
+}
+
+// Arrived implements EventFed.
+func (s *EventSampler) Arrived(sink.Event) {
+	if s.Kind != Arrivals {
+		return
+	}
+	s.mu.Lock()
+	s.arrivals++
+	s.mu.Unlock()
+}
+
+// Completed implements EventFed.
+func (s *EventSampler) Completed(_ sink.Event, queued, service time.Duration) {
+	if s.Kind == Arrivals {
+		return
+	}
+	s.mu.Lock()
+	s.n++
+	if s.Kind == ServiceTime {
+		s.sum += service
+	} else {
+		s.sum += queued
+	}
+	s.mu.Unlock()
+}
+
+// Sample implements Sampler.
+func (s *EventSampler) Sample(now time.Time) (float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.last
+	s.last = now
+	switch s.Kind {
+	case Arrivals:
+		n := s.arrivals
+		s.arrivals = 0
+		if last.IsZero() || !now.After(last) {
+			return 0, fmt.Errorf("%w: arrivals need two samples", ErrNoSample)
+		}
+		return float64(n) / now.Sub(last).Seconds(), nil
+	default:
+		n, sum := s.n, s.sum
+		s.n, s.sum = 0, 0
+		if n == 0 {
+			return 0, fmt.Errorf("%w: no completion since the last sample", ErrNoSample)
+		}
+		return float64(sum) / float64(n) / 1e6, nil
+	}
+}

@@ -1,0 +1,48 @@
+// Package sinkrt is the bridge through which the runtime's thread managers
+// (package threadpool) reach the parts of a sink.Queue that producers and
+// handlers must not touch: parking a worker on the queue, waking workers,
+// and redirecting the queue's wake-ups to a shared pool. Being internal,
+// it keeps those operations out of sink's public API.
+//
+// Package sink installs Of from its init function; every program that has
+// a *sink.Queue has package sink linked in.
+package sinkrt
+
+// Queue is the runtime's view of a *sink.Queue.
+type Queue interface {
+	// Park waits until the queue may have work for the consumer w. An
+	// event enqueued on the empty queue while w is parked is handed to it
+	// directly: the result, with ok true, already dequeued. With ok false
+	// the consumer looks again with Dequeue.
+	Park(w *Waiter) (e any, stamp int64, ok bool)
+	// WakeAll wakes every parked consumer and leaves a token for one about
+	// to park.
+	WakeAll()
+	// Signal wakes one consumer (a parked one, else a waiter on Ready).
+	Signal()
+	// SetReady makes the queue signal ch instead of its own Ready channel,
+	// so that one group of consumers can wait for several queues. Call it
+	// before the queue is used.
+	SetReady(ch chan struct{})
+	// Parked is the number of consumers parked now.
+	Parked() int
+}
+
+// Waiter is one consumer goroutine's handle for Park.
+type Waiter struct {
+	C chan Handoff // holds at most one hand-off
+}
+
+// Handoff is what a parked consumer is woken with: an event (OK) or a bare
+// wake-up.
+type Handoff struct {
+	Ev    any
+	Stamp int64
+	OK    bool
+}
+
+// NewWaiter returns a Waiter for one consumer goroutine.
+func NewWaiter() *Waiter { return &Waiter{C: make(chan Handoff, 1)} }
+
+// Of returns the runtime view of q, a *sink.Queue. Set by package sink.
+var Of func(q any) Queue

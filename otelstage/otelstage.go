@@ -1,0 +1,114 @@
+// Package otelstage traces stage visits with OpenTelemetry.
+//
+// Start with Handler: it wraps a stage's handler so that every event that
+// carries a context (stage.ContextEvent: a stage.Request, for one) gets a
+// span for its visit of the stage, a child of the span in that context.
+// The context rides in the event from stage to stage, so a request's
+// visits of every stage it passes through are spans of the caller's trace
+// (with nethttp behind otelhttp, of the HTTP server span):
+//
+//	tp := sdktrace.NewTracerProvider(...)
+//	reg.Register("orders.Price", func() stage.Handler {
+//		return otelstage.Handler(tp, stage.Typed[*Call](&price{}))
+//	})
+//
+// Without a TracerProvider (nil) Handler returns the handler as it is.
+// Events without a context are not traced. A span covers the batch the
+// event was handled in (the runtime hands handlers batches), and is
+// marked as an error when the handler failed the event (stage.EventError)
+// or the batch.
+package otelstage
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// ScopeName is the instrumentation scope of the spans.
+const ScopeName = "github.com/sandstorm-go/sandstorm/otelstage"
+
+// Handler returns h with a span per visit of an event that carries a
+// context; see the package documentation. The spans are named after the
+// stage and have the attributes sandstorm.stage and sandstorm.batch_size.
+func Handler(tp trace.TracerProvider, h stage.Handler) stage.Handler {
+	if tp == nil {
+		return h
+	}
+	tracer := tp.Tracer(ScopeName)
+	name := "stage"
+	init := func(c *stage.Context) error {
+		name = c.Stage().Name()
+		return nil
+	}
+	return stage.Wrap(h, init, func(batch []sink.Event) error {
+		var spans []trace.Span
+		var idx []int // batch index of each span's event
+		for i, e := range batch {
+			ce, ok := e.(stage.ContextEvent)
+			if !ok {
+				continue
+			}
+			ctx := ce.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			_, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal),
+				trace.WithAttributes(attribute.String("sandstorm.stage", name), attribute.Int("sandstorm.batch_size", len(batch))))
+			spans, idx = append(spans, span), append(idx, i)
+		}
+		err := h.HandleEvents(batch)
+		if err != nil && len(spans) > 0 {
+			failed := failedEvents(err, len(batch))
+			for k, span := range spans {
+				if failed == nil || failed[idx[k]] != nil {
+					cause := err
+					if failed != nil {
+						cause = failed[idx[k]]
+					}
+					span.RecordError(cause)
+					span.SetStatus(codes.Error, cause.Error())
+				}
+			}
+		}
+		for _, span := range spans {
+			span.End()
+		}
+		return err
+	})
+}
+
+// failedEvents maps the batch indices an error names (stage.EventError,
+// alone or joined) to their errors; nil when it names none (the whole
+// batch failed).
+func failedEvents(err error, n int) map[int]error {
+	out := map[int]error{}
+	var walk func(error) bool
+	walk = func(err error) bool {
+		switch e := err.(type) {
+		case *stage.EventError:
+			if e.Index < 0 || e.Index >= n {
+				return false
+			}
+			out[e.Index] = e
+			return true
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				if !walk(x) {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	}
+	if !walk(err) || len(out) == 0 {
+		return nil
+	}
+	return out
+}

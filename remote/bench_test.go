@@ -1,0 +1,336 @@
+package remote_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sandstorm-go/sandstorm/remote"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// counter is a handler that counts events.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) HandleEvents(batch []sink.Event) error {
+	c.n.Add(int64(len(batch)))
+	return nil
+}
+
+const benchGraph = `
+global:
+  cluster: {node: a}
+  batching: {max: 1000}
+stages:
+  Work:
+    handler: t.Work
+    nodes: [b]
+    remote: {mode: %s, timeout: 10s}
+`
+
+type small struct {
+	ID   int    `json:"id"`
+	Kind string `json:"k"`
+}
+
+// tiny is small with a binary encoding of its own (encoding.BinaryMarshaler).
+type tiny struct {
+	ID   uint32
+	Kind byte
+}
+
+func (t tiny) MarshalBinary() ([]byte, error) {
+	return []byte{byte(t.ID >> 24), byte(t.ID >> 16), byte(t.ID >> 8), byte(t.ID), t.Kind}, nil
+}
+
+func (t *tiny) UnmarshalBinary(b []byte) error {
+	if len(b) != 5 {
+		return fmt.Errorf("tiny: %d bytes", len(b))
+	}
+	t.ID, t.Kind = uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3]), b[4]
+	return nil
+}
+
+func init() {
+	remote.Register[small](testCodecs, "bench.small")
+	remote.Register[tiny](testCodecs, "bench.tiny")
+}
+
+// benchNodes starts node a (embedding the server, in-process) and node b
+// (over loopback TCP) hosting Work.
+func benchNodes(b *testing.B, mode string) (sink.Sink, *counter, *remote.Node) {
+	c := &cluster{t: &testing.T{}}
+	_ = c
+	work := &counter{}
+	graph := fmt.Sprintf(benchGraph, mode)
+	start := func(name, url string, h stage.Handler) (*stage.Manager, *remote.Node) {
+		cfg, err := stage.ParseConfig([]byte(graph), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		reg := stage.NewRegistry()
+		reg.Register("t.Work", func() stage.Handler { return h })
+		m, n, err := remote.NewManager(cfg, reg, stage.Options{}, remote.Options{Codecs: testCodecs}, func(cc *remote.ClusterConfig) {
+			cc.Node = name
+			if url == "" {
+				cc.Listen = "127.0.0.1:0"
+			} else {
+				cc.NATS = url
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = n.Shutdown(ctx)
+			_ = m.Shutdown(ctx)
+			_ = n.Close()
+		})
+		return m, n
+	}
+	ma, na := start("a", "", &counter{})
+	start("b", na.URL(), work)
+	s, _ := ma.RemoteSink("Work")
+	// wait for the replica's heartbeat
+	for s.Len() == 0 && s.Enqueue(small{}) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	for work.n.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	work.n.Store(0)
+	return s, work, na
+}
+
+func waitCount(c *counter, n int64) {
+	for c.n.Load() < n {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// BenchmarkPlainNATS is the reference: a nats.go publisher (the embedding
+// node's in-process connection) to a queue subscriber (over loopback TCP)
+// moving the same JSON-encoded events.
+func BenchmarkPlainNATS(b *testing.B) {
+	_, _, na := benchNodes(b, "request")
+	nc, err := nats.Connect(na.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	var got counter
+	sub, err := nc.QueueSubscribe("plain", "q", func(m *nats.Msg) {
+		var e small
+		_ = json.Unmarshal(m.Data, &e)
+		got.n.Add(1)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	_ = nc.Flush()
+	pub := na.Conn()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		data, _ := json.Marshal(small{ID: i, Kind: "x"})
+		if err := pub.Publish("plain", data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitCount(&got, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkRemoteEnqueue: Enqueue of one small event at a time, each
+// waiting for its verdict, from 64 concurrent senders.
+func BenchmarkRemoteEnqueue(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	var id atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.Enqueue(small{ID: int(id.Add(1)), Kind: "x"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	waitCount(work, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	p50, p99, _ := remote.RoundTrip(s)
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+}
+
+// BenchmarkRemoteEnqueueSerial: one sender, one verdict at a time: the
+// verdict latency.
+func BenchmarkRemoteEnqueueSerial(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.Enqueue(small{ID: i, Kind: "x"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitCount(work, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	p50, p99, _ := remote.RoundTrip(s)
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+}
+
+// BenchmarkRemoteEnqueueMany: batches of 100 small events, one message
+// and one verdict per batch, from 8 concurrent senders.
+func BenchmarkRemoteEnqueueMany(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	const batch = 100
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	var sent atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		es := make([]sink.Event, 0, batch)
+		flush := func() {
+			if len(es) == 0 {
+				return
+			}
+			if err := s.EnqueueMany(es); err != nil {
+				b.Error(err)
+			}
+			sent.Add(int64(len(es)))
+			es = es[:0]
+		}
+		i := 0
+		for pb.Next() {
+			i++
+			es = append(es, small{ID: i, Kind: "x"})
+			if len(es) == batch {
+				flush()
+			}
+		}
+		flush()
+	})
+	waitCount(work, sent.Load())
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkDurableEnqueue: durable-mode Enqueue (a JetStream publish
+// acknowledged by the stream) from 32 concurrent senders, until handled.
+func BenchmarkDurableEnqueue(b *testing.B) {
+	s, work, _ := benchNodes(b, "durable")
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.Enqueue(small{ID: 1, Kind: "x"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	waitCount(work, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkPlainNATSBinary is BenchmarkPlainNATS with tiny's binary
+// encoding: the reference for the *Binary benchmarks.
+func BenchmarkPlainNATSBinary(b *testing.B) {
+	_, _, na := benchNodes(b, "request")
+	nc, err := nats.Connect(na.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	var got counter
+	sub, err := nc.QueueSubscribe("plain", "q", func(m *nats.Msg) {
+		var e tiny
+		_ = e.UnmarshalBinary(m.Data)
+		got.n.Add(1)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	_ = nc.Flush()
+	pub := na.Conn()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		data, _ := tiny{ID: uint32(i), Kind: 'x'}.MarshalBinary()
+		if err := pub.Publish("plain", data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitCount(&got, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkRemoteEnqueueBinary is BenchmarkRemoteEnqueue with tiny events.
+func BenchmarkRemoteEnqueueBinary(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	var id atomic.Uint32
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.Enqueue(tiny{ID: id.Add(1), Kind: 'x'}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	waitCount(work, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkRemoteEnqueueManyBinary is BenchmarkRemoteEnqueueMany with
+// tiny events.
+func BenchmarkRemoteEnqueueManyBinary(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	const batch = 100
+	b.ReportAllocs()
+	b.SetParallelism(4)
+	b.ResetTimer()
+	var sent atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		es := make([]sink.Event, 0, batch)
+		flush := func() {
+			if len(es) == 0 {
+				return
+			}
+			if err := s.EnqueueMany(es); err != nil {
+				b.Error(err)
+			}
+			sent.Add(int64(len(es)))
+			es = es[:0]
+		}
+		i := uint32(0)
+		for pb.Next() {
+			i++
+			es = append(es, tiny{ID: i, Kind: 'x'})
+			if len(es) == batch {
+				flush()
+			}
+		}
+		flush()
+	})
+	waitCount(work, sent.Load())
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

@@ -1,0 +1,311 @@
+package remote
+
+import (
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// ErrNoCodec is wrapped by the error an Enqueue on a remote sink returns
+// for an event whose type has no registered codec.
+var ErrNoCodec = errors.New("remote: no codec for event type")
+
+// Codec turns one Go type into bytes and back. Encode and Decode get the
+// Wire of the node doing it, so that sinks inside events can travel as
+// references (Wire.ExportSink, Wire.ImportSink).
+type Codec struct {
+	Name   string // the type's name on the wire, the same on every node
+	Type   reflect.Type
+	Encode func(w *Wire, v any) ([]byte, error)
+	Decode func(w *Wire, data []byte) (any, error)
+}
+
+// Codecs is a registry of event codecs keyed by Go type (to encode) and by
+// wire name (to decode). Every node of a cluster must register the same
+// names for the types it exchanges. It is safe for concurrent use.
+type Codecs struct {
+	mu     sync.RWMutex
+	byType map[reflect.Type]*Codec
+	byName map[string]*Codec
+}
+
+// NewCodecs returns a registry holding the codecs of the basic types:
+// string, []byte, bool, int, int64, uint64, float64, and sink.Sink's
+// references (SinkRef).
+func NewCodecs() *Codecs {
+	c := &Codecs{byType: map[reflect.Type]*Codec{}, byName: map[string]*Codec{}}
+	Register[string](c, "string")
+	Register[[]byte](c, "bytes")
+	Register[bool](c, "bool")
+	Register[int](c, "int")
+	Register[int64](c, "int64")
+	Register[uint64](c, "uint64")
+	Register[float64](c, "float64")
+	Register[SinkRef](c, "remote.SinkRef")
+	return c
+}
+
+// DefaultCodecs is where packages register codecs from init functions. A
+// Node uses it when Options.Codecs is nil.
+var DefaultCodecs = NewCodecs()
+
+// Add registers a codec. It panics on an empty name, a nil type or
+// function, or a type or name registered twice: these are programming
+// errors, found at start.
+func (c *Codecs) Add(cd Codec) {
+	if cd.Name == "" || cd.Type == nil || cd.Encode == nil || cd.Decode == nil {
+		panic(fmt.Sprintf("remote: incomplete codec %q for %v", cd.Name, cd.Type))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.byType[cd.Type]; dup {
+		panic(fmt.Sprintf("remote: codec for type %v registered twice", cd.Type))
+	}
+	if _, dup := c.byName[cd.Name]; dup {
+		panic(fmt.Sprintf("remote: codec name %q registered twice", cd.Name))
+	}
+	c.byType[cd.Type] = &cd
+	c.byName[cd.Name] = &cd
+}
+
+func (c *Codecs) forType(t reflect.Type) *Codec {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.byType[t]
+}
+
+func (c *Codecs) forName(name string) *Codec {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.byName[name]
+}
+
+// RegisterFunc registers a codec for T made of two functions.
+func RegisterFunc[T any](c *Codecs, name string, enc func(w *Wire, v T) ([]byte, error), dec func(w *Wire, data []byte) (T, error)) {
+	c.Add(Codec{
+		Name: name,
+		Type: reflect.TypeFor[T](),
+		Encode: func(w *Wire, v any) ([]byte, error) {
+			return enc(w, v.(T))
+		},
+		Decode: func(w *Wire, data []byte) (any, error) {
+			return dec(w, data)
+		},
+	})
+}
+
+var sinkType = reflect.TypeFor[sink.Sink]()
+
+// Register registers the default codec for T under name:
+//
+//   - if T implements encoding.BinaryMarshaler and *T (or T, for pointer
+//     types the pointed-to value) encoding.BinaryUnmarshaler, those;
+//   - otherwise JSON, with one addition: a top-level field of type
+//     sink.Sink in a struct T (or *struct) travels as a reference to the
+//     sender's sink (SinkRef), so a handler on another node can reply to
+//     it. A sink.Sink any deeper, or in a type JSON cannot encode, is a
+//     panic here, at registration, not a silent loss later.
+func Register[T any](c *Codecs, name string) {
+	t := reflect.TypeFor[T]()
+	if enc, dec, ok := binaryCodec(t); ok {
+		c.Add(Codec{Name: name, Type: t, Encode: enc, Decode: dec})
+		return
+	}
+	fields, err := sinkFields(t)
+	if err != nil {
+		panic(fmt.Sprintf("remote: Register(%q): %v", name, err))
+	}
+	c.Add(jsonCodec(name, t, fields))
+}
+
+// binaryCodec returns the encoding.Binary(Un)Marshaler codec of t, if t
+// has one.
+func binaryCodec(t reflect.Type) (enc func(*Wire, any) ([]byte, error), dec func(*Wire, []byte) (any, error), ok bool) {
+	bm := reflect.TypeFor[encoding.BinaryMarshaler]()
+	bu := reflect.TypeFor[encoding.BinaryUnmarshaler]()
+	if !t.Implements(bm) {
+		return nil, nil, false
+	}
+	ptr := t.Kind() == reflect.Pointer
+	switch {
+	case ptr && t.Implements(bu):
+	case !ptr && reflect.PointerTo(t).Implements(bu):
+	default:
+		return nil, nil, false
+	}
+	enc = func(_ *Wire, v any) ([]byte, error) { return v.(encoding.BinaryMarshaler).MarshalBinary() }
+	dec = func(_ *Wire, data []byte) (any, error) {
+		var p reflect.Value
+		if ptr {
+			p = reflect.New(t.Elem())
+		} else {
+			p = reflect.New(t)
+		}
+		if err := p.Interface().(encoding.BinaryUnmarshaler).UnmarshalBinary(data); err != nil {
+			return nil, err
+		}
+		if ptr {
+			return p.Interface(), nil
+		}
+		return p.Elem().Interface(), nil
+	}
+	return enc, dec, true
+}
+
+// sinkFields returns the indexes of t's top-level sink.Sink fields, and
+// an error if a sink.Sink hides deeper.
+func sinkFields(t reflect.Type) ([]int, error) {
+	st := t
+	if st.Kind() == reflect.Pointer {
+		st = st.Elem()
+	}
+	var top []int
+	if st.Kind() == reflect.Struct {
+		for i := range st.NumField() {
+			f := st.Field(i)
+			if f.Type == sinkType {
+				if !f.IsExported() {
+					return nil, fmt.Errorf("unexported sink.Sink field %s.%s", st, f.Name)
+				}
+				top = append(top, i)
+				continue
+			}
+			if f.IsExported() && hidesSink(f.Type, map[reflect.Type]bool{}) {
+				return nil, fmt.Errorf("field %s.%s holds a sink.Sink below the top level; give it a codec of its own (RegisterFunc with Wire.ExportSink)", st, f.Name)
+			}
+		}
+		return top, nil
+	}
+	if hidesSink(t, map[reflect.Type]bool{}) {
+		return nil, fmt.Errorf("type %v holds a sink.Sink; give it a codec of its own (RegisterFunc with Wire.ExportSink)", t)
+	}
+	return nil, nil
+}
+
+func hidesSink(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Interface:
+		return t == sinkType || t.Implements(sinkType)
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return hidesSink(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && hidesSink(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// jsonEnvelope carries a struct whose sink.Sink fields travel apart.
+type jsonEnvelope struct {
+	V     json.RawMessage `json:"v"`
+	Sinks map[int]SinkRef `json:"s,omitempty"`
+}
+
+func jsonCodec(name string, t reflect.Type, fields []int) Codec {
+	ptr := t.Kind() == reflect.Pointer
+	if len(fields) == 0 {
+		return Codec{Name: name, Type: t,
+			Encode: func(_ *Wire, v any) ([]byte, error) { return json.Marshal(v) },
+			Decode: func(_ *Wire, data []byte) (any, error) {
+				p := reflect.New(t)
+				if err := json.Unmarshal(data, p.Interface()); err != nil {
+					return nil, err
+				}
+				return p.Elem().Interface(), nil
+			}}
+	}
+	return Codec{Name: name, Type: t,
+		Encode: func(w *Wire, v any) ([]byte, error) {
+			rv := reflect.ValueOf(v)
+			if ptr {
+				if rv.IsNil() {
+					return json.Marshal(jsonEnvelope{V: json.RawMessage("null")})
+				}
+				rv = rv.Elem()
+			}
+			cp := reflect.New(rv.Type()).Elem()
+			cp.Set(rv)
+			env := jsonEnvelope{Sinks: map[int]SinkRef{}}
+			for _, i := range fields {
+				f := cp.Field(i)
+				if f.IsNil() {
+					continue
+				}
+				ref, err := w.ExportSink(f.Interface().(sink.Sink))
+				if err != nil {
+					return nil, err
+				}
+				env.Sinks[i] = ref
+				f.SetZero()
+			}
+			b, err := json.Marshal(cp.Interface())
+			if err != nil {
+				return nil, err
+			}
+			env.V = b
+			return json.Marshal(env)
+		},
+		Decode: func(w *Wire, data []byte) (any, error) {
+			var env jsonEnvelope
+			if err := json.Unmarshal(data, &env); err != nil {
+				return nil, err
+			}
+			st := t
+			if ptr {
+				st = t.Elem()
+				if string(env.V) == "null" {
+					return reflect.Zero(t).Interface(), nil
+				}
+			}
+			p := reflect.New(st)
+			if err := json.Unmarshal(env.V, p.Interface()); err != nil {
+				return nil, err
+			}
+			for i, ref := range env.Sinks {
+				if !slices.Contains(fields, i) {
+					return nil, fmt.Errorf("remote: %s: field %d is not a sink", name, i)
+				}
+				p.Elem().Field(i).Set(reflect.ValueOf(w.ImportSink(ref)))
+			}
+			if ptr {
+				return p.Interface(), nil
+			}
+			return p.Elem().Interface(), nil
+		}}
+}
+
+// codecError is the error of an event nobody registered a codec for. It
+// is a rejection (the event does not leave this node) that also wraps
+// ErrNoCodec.
+type codecError struct {
+	stage string
+	typ   reflect.Type
+	err   error // an encoder's own failure, or nil
+}
+
+func (e *codecError) Error() string {
+	if e.err != nil {
+		return fmt.Sprintf("remote: stage %q: encoding %v: %v", e.stage, e.typ, e.err)
+	}
+	return fmt.Sprintf("remote: stage %q: %v: %v (register one with remote.Register)", e.stage, ErrNoCodec, e.typ)
+}
+
+func (e *codecError) Unwrap() []error {
+	if e.err != nil {
+		return []error{sink.ErrRejected, e.err}
+	}
+	return []error{sink.ErrRejected, ErrNoCodec}
+}

@@ -1,0 +1,134 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// point has a binary encoding of its own, which Register must prefer.
+type point struct{ X, Y int32 }
+
+func (p point) MarshalBinary() ([]byte, error) {
+	b := binary.BigEndian.AppendUint32(nil, uint32(p.X))
+	return binary.BigEndian.AppendUint32(b, uint32(p.Y)), nil
+}
+
+func (p *point) UnmarshalBinary(b []byte) error {
+	if len(b) != 8 {
+		return errors.New("point: want 8 bytes")
+	}
+	p.X, p.Y = int32(binary.BigEndian.Uint32(b)), int32(binary.BigEndian.Uint32(b[4:]))
+	return nil
+}
+
+type withSink struct {
+	N     int
+	Reply sink.Sink
+}
+
+func testWire() *Wire {
+	c := NewCodecs()
+	Register[point](c, "point")
+	Register[*withSink](c, "withSink")
+	return newWire(&Node{node: "n", inst: "i1"}, c, 0)
+}
+
+func TestCodecs(t *testing.T) {
+	w := testWire()
+	q := sink.NewQueue(1)
+	for _, tc := range []struct {
+		name string
+		in   sink.Event
+		raw  string // the codec's bytes, if they matter
+	}{
+		{"string", "hello", `"hello"`},
+		{"int", 42, "42"},
+		{"bytes", []byte{1, 2}, ""},
+		{"binary", point{1, 2}, "\x00\x00\x00\x01\x00\x00\x00\x02"},
+		{"sink field", &withSink{N: 3, Reply: q}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := w.encodeEvents(nil, "S", []sink.Event{tc.in})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.raw != "" && !strings.Contains(string(b), tc.raw) {
+				t.Errorf("encoded %q, want it to hold %q", b, tc.raw)
+			}
+			out, err := w.decodeEvents(&reader{b: b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(out[0], tc.in) {
+				t.Fatalf("round trip: %#v, want %#v", out[0], tc.in)
+			}
+		})
+	}
+	// The sink came back as itself on its own node.
+	b, _ := w.encodeEvents(nil, "S", []sink.Event{&withSink{Reply: q}})
+	out, _ := w.decodeEvents(&reader{b: b})
+	if out[0].(*withSink).Reply != q {
+		t.Fatal("a sink exported and imported on its node is not the original")
+	}
+}
+
+func TestCodecErrors(t *testing.T) {
+	w := testWire()
+	_, err := w.encodeEvents(nil, "S", []sink.Event{struct{ A int }{1}})
+	if !errors.Is(err, ErrNoCodec) || !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), `stage "S"`) {
+		t.Fatalf("unregistered type: %v", err)
+	}
+	_, err = w.encodeEvents(nil, "S", []sink.Event{nil})
+	if !errors.Is(err, ErrNoCodec) {
+		t.Fatalf("nil event: %v", err)
+	}
+	b := appendString(binary.AppendUvarint(nil, 1), "nobody")
+	b = appendBytes(b, nil)
+	if _, err := w.decodeEvents(&reader{b: b}); !errors.Is(err, ErrNoCodec) {
+		t.Fatalf("unknown codec name: %v", err)
+	}
+	type nested struct{ Inner struct{ S sink.Sink } }
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "below the top level") {
+				t.Fatalf("a nested sink registered: %v", r)
+			}
+		}()
+		Register[nested](NewCodecs(), "nested")
+	}()
+}
+
+func TestVerdictRoundTrip(t *testing.T) {
+	for _, v := range []*verdict{
+		{status: statusOK, len: 3, inst: "x"},
+		{status: statusRejected, inst: "x", detail: verdictDetail{Node: "b", Stage: "W", Predicate: "rate", Reason: "no tokens"}},
+		{status: statusEach, inst: "x", each: []byte{statusOK, statusRejected}, why: []verdictDetail{{Reason: "full"}}},
+	} {
+		got, err := decodeVerdict(encodeVerdict(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, v) {
+			t.Fatalf("got %+v, want %+v", got, v)
+		}
+	}
+}
+
+// FuzzDecode: no bytes from the network make the decoders panic.
+func FuzzDecode(f *testing.F) {
+	w := testWire()
+	q, _ := w.encodeRequest(&request{op: opEach, id: "a.1", events: []sink.Event{"x", point{1, 2}, 7}}, "S")
+	f.Add(q)
+	f.Add(encodeVerdict(&verdict{status: statusEach, each: []byte{0, 1}, why: []verdictDetail{{Reason: "r"}}}))
+	f.Add([]byte{opEnqueue, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = w.decodeRequest(b)
+		_, _ = decodeVerdict(b)
+	})
+}

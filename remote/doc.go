@@ -1,0 +1,67 @@
+// Package remote runs one stage graph across processes and machines, on
+// NATS: the Replicate pattern of the SEDA thesis (ch. 3; ch. 8, "event
+// queues as network connections").
+//
+// Start with NewManager: given the whole graph's configuration with a
+// `global.cluster:` block, it joins the cluster as this process's node and
+// builds the node's stage.Manager:
+//
+//	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log}, remote.Options{}, nil)
+//	...
+//	m.Start(ctx)
+//	...
+//	node.Shutdown(ctx) // stop taking events from other nodes
+//	m.Shutdown(ctx)
+//	node.Close()       // the NATS connection and the embedded server
+//
+// Without a cluster block NewManager is stage.NewFromConfig, returns a nil
+// *Node (whose methods do nothing) and starts no NATS at all.
+//
+// Each process loads the same file with its own node name and creates the
+// stages whose `nodes:` list names it (no list: every node). Every other
+// stage's sink is a remote sink that honours the sink.Sink contract:
+//
+//   - mode request (default): an enqueue is a core NATS request to the
+//     least loaded replica (each replica publishes its queue length every
+//     heartbeat; the sender adds its own requests in flight), whose own
+//     admission control decides; the verdict comes back at once: nil, or
+//     a *RejectError (wrapping sink.ErrRejected) naming node, stage and
+//     predicate, or a *ClosedError (sink.ErrClosed). No replica up is a
+//     rejection at once (NATS "no responders"), not a timeout. A request
+//     that gets no answer is sent again to the same replica with the same
+//     idempotency key, which it decides once; after remote.timeout the
+//     enqueue is rejected. EnqueueMany is one message, admitted all or
+//     nothing by one replica. Prepare holds room on one replica until the
+//     Txn's Commit or Abort (or, if neither comes, the duplicates window).
+//   - mode durable: an enqueue is a JetStream publish to the stage's
+//     work-queue stream, whose size limit is the stage's queue threshold
+//     (a full stream rejects the enqueue). Replicas pull what their queue
+//     has room for, acknowledge an event once its handler succeeded, nak
+//     it with a delay when their predicate refuses it or the handler
+//     fails, and a replica that dies leaves its unacknowledged events to
+//     be redelivered to another after remote.timeout.
+//
+// Events cross nodes through Codecs keyed by Go type (Register: JSON, or
+// encoding.BinaryMarshaler when the type has it; RegisterFunc for your
+// own). An event of an unregistered type is refused at Enqueue with an
+// error wrapping ErrNoCodec and sink.ErrRejected, never a panic. A
+// sink.Sink in a top-level field of a struct event travels as a SinkRef:
+// the handler on the other node enqueues on it and the events come back
+// to the original sink (the request-reply path); Wire.Keep and Wire.Take
+// do the same for other objects with an identity.
+//
+// Group rates (`{type: group}` predicates) are cluster-wide: the rate
+// configured is the cluster's total, split evenly among the live nodes
+// using the group (see GroupShare for the accuracy bound). Every remote
+// sink publishes remote.<stage>.{sent,events,rejected,retransmits,dropped,
+// rtt.p50.us,rtt.p99.us} in the manager's metrics registry (durable
+// replicas: redelivered, naks, acks), and enqueues on remote stages are
+// edges of the node's stage graph (Manager.Edges), so the profiler shows
+// them.
+//
+// What it does not do: it does not order events across replicas, it does
+// not make request mode survive a replica's death (events that replica had
+// admitted are lost with it; durable mode is for that), and a durable
+// event whose value is not comparable (a struct holding a slice) is
+// acknowledged when its replica admits it, not when it was handled.
+package remote

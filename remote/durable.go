@@ -1,0 +1,546 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// ---- the stream ----
+
+// ensureStream creates (or updates) the work-queue stream of a durable
+// stage: its size limit is the stage's queue threshold (in messages; an
+// EnqueueMany is one message), a full stream refuses new messages, and
+// publishes with one id inside the duplicates window are stored once.
+func (n *Node) ensureStream(name string, sc *stage.StageConfig, rc stage.RemoteConfig) error {
+	limit := int64(sc.Queue.Threshold)
+	if limit <= 0 {
+		limit = -1
+	}
+	cfg := &nats.StreamConfig{
+		Name:       n.streamName(name),
+		Subjects:   []string{n.durableSubject(name)},
+		Retention:  nats.WorkQueuePolicy,
+		MaxMsgs:    limit,
+		Discard:    nats.DiscardNew,
+		Duplicates: rc.Duplicates,
+		Storage:    nats.FileStorage,
+	}
+	_, err := n.js.AddStream(cfg)
+	if errors.Is(err, nats.ErrStreamNameAlreadyInUse) {
+		_, err = n.js.UpdateStream(cfg)
+	}
+	if err != nil {
+		return fmt.Errorf("remote: durable stage %q: stream %s: %w", name, cfg.Name, err)
+	}
+	return nil
+}
+
+// ---- sender ----
+
+// durableSender is the sink of a durable stage hosted elsewhere: an
+// enqueue is a JetStream publish whose acknowledgement is the verdict.
+type durableSender struct {
+	n       *Node
+	stage   string
+	subject string
+	limit   int
+	cfg     stage.RemoteConfig
+	pred    atomic.Pointer[predBox]
+	seq     atomic.Uint64
+	latency *latencies
+
+	sent, events, rejected, dropped atomic.Uint64
+
+	lenMu   sync.Mutex
+	lenAt   time.Time
+	lastLen int
+}
+
+var _ sink.Sink = (*durableSender)(nil)
+
+func (n *Node) durableSink(name string, sc *stage.StageConfig, rc stage.RemoteConfig) (sink.Sink, error) {
+	if err := n.ensureStream(name, sc, rc); err != nil {
+		return nil, err
+	}
+	return &durableSender{n: n, stage: name, subject: n.durableSubject(name), limit: sc.Queue.Threshold, cfg: rc, latency: newLatencies()}, nil
+}
+
+func (s *durableSender) String() string { return "remote durable stage " + s.stage }
+
+func (s *durableSender) reject(reason string) error {
+	s.rejected.Add(1)
+	return &RejectError{Stage: s.stage, Reason: reason}
+}
+
+func (s *durableSender) publish(es []sink.Event) error {
+	if b := s.pred.Load(); b != nil && b.p != nil {
+		for _, e := range es {
+			if !sink.IsNonRejectable(e) && !b.p.Accept(e) {
+				s.rejected.Add(1)
+				return &RejectError{Stage: s.stage, Predicate: sink.PredicateName(b.p), Reason: "refused by the sender's own predicate"}
+			}
+		}
+	}
+	data, err := s.n.wire.encodeEvents(nil, s.stage, es)
+	if err != nil {
+		s.rejected.Add(1)
+		return err
+	}
+	id := s.n.inst + "." + strconv.FormatUint(s.seq.Add(1), 36)
+	s.sent.Add(1)
+	start := time.Now()
+	// The client retries a publish that got no acknowledgement with the
+	// same id: the stream stores it once.
+	// remote.timeout is the consumers' acknowledgement wait; a publish
+	// waits for the stream at least two seconds per attempt.
+	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), 2*time.Second)
+	_, err = s.n.js.PublishMsg(&nats.Msg{Subject: s.subject, Data: data}, nats.MsgId(id),
+		nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
+	switch {
+	case err == nil:
+		s.latency.add(time.Since(start))
+		s.events.Add(uint64(len(es)))
+		return nil
+	case strings.Contains(err.Error(), "maximum messages exceeded"):
+		return s.reject(fmt.Sprintf("stream full (queue threshold %d)", s.limit))
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrNoStreamResponse):
+		return s.reject("the stream is not available (JetStream down?)")
+	}
+	return s.reject(err.Error())
+}
+
+// Enqueue stores e in the stage's stream: nil once the stream has it, a
+// rejection wrapping sink.ErrRejected when the stream is full or down.
+func (s *durableSender) Enqueue(e sink.Event) error { return s.publish([]sink.Event{e}) }
+
+// EnqueueMany stores es as one message: all or none.
+func (s *durableSender) EnqueueMany(es []sink.Event) error {
+	if len(es) == 0 {
+		return nil
+	}
+	return s.publish(es)
+}
+
+// EnqueueLossy is Enqueue reporting only whether e was stored.
+func (s *durableSender) EnqueueLossy(e sink.Event) bool {
+	if s.Enqueue(e) != nil {
+		s.dropped.Add(1)
+		return false
+	}
+	return true
+}
+
+// Prepare checks that es can be encoded and the stream has room; Commit
+// publishes them (a stream cannot hold room for later), so a Commit can
+// still meet a full stream: that is logged and counted as a rejection.
+func (s *durableSender) Prepare(es []sink.Event) (sink.Txn, error) {
+	if _, err := s.n.wire.encodeEvents(nil, s.stage, es); err != nil {
+		s.rejected.Add(1)
+		return nil, err
+	}
+	if s.limit > 0 && s.Len()+1 > s.limit {
+		return nil, s.reject(fmt.Sprintf("stream full (queue threshold %d)", s.limit))
+	}
+	return &durableTxn{s: s, es: es}, nil
+}
+
+type durableTxn struct {
+	s    *durableSender
+	es   []sink.Event
+	once sync.Once
+}
+
+func (t *durableTxn) Commit() {
+	t.once.Do(func() {
+		if err := t.s.publish(t.es); err != nil {
+			t.s.n.log.Error("remote: durable commit refused", "stage", t.s.stage, "events", len(t.es), "err", err)
+		}
+	})
+}
+
+func (t *durableTxn) Abort() { t.once.Do(func() {}) }
+
+// Len returns the number of messages in the stream (queued or in
+// service), refreshed at most once per heartbeat.
+func (s *durableSender) Len() int {
+	s.lenMu.Lock()
+	defer s.lenMu.Unlock()
+	if time.Since(s.lenAt) < s.n.cfg.Heartbeat {
+		return s.lastLen
+	}
+	if si, err := s.n.js.StreamInfo(s.n.streamName(s.stage)); err == nil {
+		s.lastLen = int(si.State.Msgs)
+	}
+	s.lenAt = time.Now()
+	return s.lastLen
+}
+
+// SetPredicate sets a predicate run before publishing (nil: none).
+func (s *durableSender) SetPredicate(p sink.Predicate) {
+	if b, ok := p.(sink.Binder); ok {
+		b.Bind(s)
+	}
+	s.pred.Store(&predBox{p: p})
+}
+
+// Predicate returns the sender-side predicate, or nil.
+func (s *durableSender) Predicate() sink.Predicate {
+	if b := s.pred.Load(); b != nil {
+		return b.p
+	}
+	return nil
+}
+
+// Stats returns the sink's counters.
+func (s *durableSender) Stats() SinkStats {
+	return SinkStats{Sent: s.sent.Load(), Events: s.events.Load(), Rejected: s.rejected.Load(), Dropped: s.dropped.Load()}
+}
+
+// RoundTrip returns the publish acknowledgement's p50 and p99.
+func (s *durableSender) RoundTrip() (p50, p99 time.Duration) { return s.latency.percentiles() }
+
+// ---- replica ----
+
+// durableReplica feeds a hosted durable stage from its stream through a
+// pull consumer shared by every replica (each pulls only what its queue
+// has room for: the load decides who gets what), acknowledges an event
+// once its handler succeeded, and naks with a delay what the stage's
+// predicate refuses.
+type durableReplica struct {
+	n     *Node
+	name  string
+	st    *stage.Stage
+	rc    stage.RemoteConfig
+	sub   *nats.Subscription
+	stopC chan struct{}
+	once  sync.Once
+
+	mu      sync.Mutex
+	pending map[any][]*delivery // admitted events waiting for their handler
+
+	redelivered, naked, acked atomic.Uint64
+}
+
+// delivery is one stream message in service: acked when all its events
+// were handled, nak'd if one failed.
+type delivery struct {
+	msg    *nats.Msg
+	left   int
+	failed bool
+}
+
+// wrapDurable rewrites the handler names of the durable stages hosted
+// here so that their handlers acknowledge what they handled; it returns
+// the registry holding the wrapped factories.
+func (n *Node) wrapDurable(cfg *stage.Config, r *stage.Registry) (*stage.Registry, error) {
+	var wrapped *stage.Registry
+	for i := range cfg.Stages {
+		ns := &cfg.Stages[i]
+		sc := &ns.Config
+		if !sc.HostedOn(n.node) || len(sc.Nodes) == 0 || remoteConfig(sc).Mode != stage.RemoteDurable {
+			continue
+		}
+		f, ok := r.Lookup(sc.Handler)
+		if !ok {
+			continue // NewFromConfig reports it
+		}
+		if wrapped == nil {
+			wrapped = stage.NewRegistry()
+			for _, name := range r.Names() {
+				g, _ := r.Lookup(name)
+				wrapped.Register(name, g)
+			}
+		}
+		d := &durableReplica{n: n, name: ns.Name, rc: remoteConfig(sc), pending: map[any][]*delivery{}, stopC: make(chan struct{})}
+		name := "remote.durable/" + ns.Name
+		wrapped.Register(name, func() stage.Handler { return wrapAcking(f(), d) })
+		sc.Handler = name
+		n.mu.Lock()
+		n.durables = append(n.durables, d)
+		n.mu.Unlock()
+	}
+	if wrapped == nil {
+		return r, nil
+	}
+	return wrapped, nil
+}
+
+func (n *Node) durableFor(name string) *durableReplica {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, d := range n.durables {
+		if d.name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// serveDurable starts pulling a hosted durable stage's stream.
+func (n *Node) serveDurable(st *stage.Stage, rc stage.RemoteConfig) error {
+	d := n.durableFor(st.Name())
+	if d == nil {
+		return fmt.Errorf("remote: durable stage %q was not built by Node.NewManager", st.Name())
+	}
+	sc := st.Config()
+	if err := n.ensureStream(st.Name(), &sc, rc); err != nil {
+		return err
+	}
+	d.st = st
+	registerDurableMetrics(st.Manager(), d)
+	sub, err := n.js.PullSubscribe(n.durableSubject(st.Name()), st.Name(), nats.BindStream(n.streamName(st.Name())),
+		nats.AckExplicit(), nats.AckWait(rc.Timeout), nats.MaxDeliver(-1))
+	if err != nil {
+		return fmt.Errorf("remote: durable stage %q: consumer: %w", st.Name(), err)
+	}
+	d.sub = sub
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		d.pull(sc.Queue.Threshold)
+	}()
+	n.log.Info("remote: serving durable stage", "stage", st.Name())
+	return nil
+}
+
+func (d *durableReplica) stop() {
+	d.once.Do(func() { close(d.stopC) })
+}
+
+// pull fetches what the queue has room for until stopped.
+func (d *durableReplica) pull(threshold int) {
+	for {
+		select {
+		case <-d.stopC:
+			return
+		case <-d.n.ctx.Done():
+			return
+		default:
+		}
+		room := 64
+		if threshold > 0 {
+			room = min(room, threshold-d.st.Sink().Len())
+		}
+		if room <= 0 {
+			select { // full: the handlers will make room
+			case <-time.After(5 * time.Millisecond):
+			case <-d.stopC:
+				return
+			}
+			continue
+		}
+		msgs, err := d.sub.Fetch(room, nats.MaxWait(250*time.Millisecond))
+		if err != nil && !errors.Is(err, nats.ErrTimeout) {
+			if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrBadSubscription) {
+				return
+			}
+			d.n.log.Debug("remote: durable fetch", "stage", d.name, "err", err)
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-d.stopC:
+				return
+			}
+			continue
+		}
+		for _, m := range msgs {
+			d.deliver(m)
+		}
+	}
+}
+
+// deliver hands one stream message to the stage.
+func (d *durableReplica) deliver(m *nats.Msg) {
+	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+		d.redelivered.Add(1)
+	}
+	es, err := d.n.wire.decodeEvents(&reader{b: m.Data})
+	if err != nil {
+		d.n.log.Error("remote: durable event cannot be decoded: dropped from the stream", "stage", d.name, "err", err)
+		_ = m.Term()
+		return
+	}
+	dl := &delivery{msg: m, left: len(es)}
+	var tracked []any
+	d.mu.Lock()
+	for _, e := range es {
+		if k, ok := key(e); ok {
+			d.pending[k] = append(d.pending[k], dl)
+			tracked = append(tracked, k)
+		} else {
+			dl.left-- // not trackable: acknowledged once admitted
+		}
+	}
+	d.mu.Unlock()
+	if len(es) == 1 {
+		err = d.st.Sink().Enqueue(es[0])
+	} else {
+		err = d.st.Sink().EnqueueMany(es)
+	}
+	if err != nil {
+		d.mu.Lock()
+		for _, k := range tracked {
+			d.dropLocked(k, dl)
+		}
+		d.mu.Unlock()
+		d.naked.Add(1)
+		_ = m.NakWithDelay(d.rc.NakDelay)
+		return
+	}
+	if len(tracked) == 0 {
+		d.ack(dl)
+	}
+}
+
+func (d *durableReplica) dropLocked(k any, dl *delivery) {
+	list := d.pending[k]
+	for i, x := range list {
+		if x == dl {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(d.pending, k)
+	} else {
+		d.pending[k] = list
+	}
+}
+
+// key returns the identity an event is tracked by: a pointer's address,
+// a comparable value itself.
+func key(e any) (any, bool) {
+	if e == nil {
+		return nil, false
+	}
+	// Value.Comparable also looks inside interfaces: a value holding a
+	// slice in an interface field would panic as a map key.
+	if !reflect.ValueOf(e).Comparable() {
+		return nil, false
+	}
+	return e, true
+}
+
+// complete records that the handler finished event e, well or not.
+func (d *durableReplica) complete(e any, ok bool) {
+	k, trackable := key(e)
+	if !trackable {
+		return
+	}
+	d.mu.Lock()
+	list := d.pending[k]
+	if len(list) == 0 {
+		d.mu.Unlock()
+		return
+	}
+	dl := list[0]
+	d.dropLocked(k, dl)
+	dl.left--
+	if !ok {
+		dl.failed = true
+	}
+	done := dl.left <= 0
+	d.mu.Unlock()
+	if done {
+		d.ack(dl)
+	}
+}
+
+func (d *durableReplica) ack(dl *delivery) {
+	if dl.failed {
+		d.naked.Add(1)
+		_ = dl.msg.NakWithDelay(d.rc.NakDelay)
+		return
+	}
+	d.acked.Add(1)
+	_ = dl.msg.Ack()
+}
+
+// ---- the acknowledging handler ----
+
+// acking wraps a durable stage's handler: after each batch it reports
+// which events succeeded. The optional interfaces of the handler are
+// forwarded here, in one place.
+type acking struct {
+	h stage.Handler
+	d *durableReplica
+}
+
+type ackingSingle struct{ *acking }
+
+func (ackingSingle) SingleThreaded() {}
+
+func wrapAcking(h stage.Handler, d *durableReplica) stage.Handler {
+	a := &acking{h: h, d: d}
+	if _, ok := h.(stage.SingleThreaded); ok {
+		return ackingSingle{a}
+	}
+	return a
+}
+
+func (a *acking) Init(c *stage.Context) error {
+	if in, ok := a.h.(stage.Initializer); ok {
+		return in.Init(c)
+	}
+	return nil
+}
+
+func (a *acking) Destroy() error {
+	if d, ok := a.h.(stage.Destroyer); ok {
+		return d.Destroy()
+	}
+	return nil
+}
+
+// Unwrap returns the wrapped handler.
+func (a *acking) Unwrap() stage.Handler { return a.h }
+
+func (a *acking) HandleEvents(batch []sink.Event) (err error) {
+	orig := append([]sink.Event(nil), batch...)
+	defer func() {
+		if r := recover(); r != nil {
+			a.report(orig, nil, false)
+			panic(r) // the runtime contains it
+		}
+		a.report(orig, err, true)
+	}()
+	return a.h.HandleEvents(batch)
+}
+
+// report acks or naks the batch's events after the handler returned err.
+func (a *acking) report(orig []sink.Event, err error, returned bool) {
+	failed := map[int]bool{}
+	whole := !returned
+	if err != nil && returned {
+		var walk func(error) bool
+		walk = func(err error) bool {
+			if ee, ok := err.(*stage.EventError); ok && ee.Index >= 0 && ee.Index < len(orig) {
+				failed[ee.Index] = true
+				return true
+			}
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				for _, x := range j.Unwrap() {
+					if !walk(x) {
+						return false
+					}
+				}
+				return true
+			}
+			return false
+		}
+		whole = !walk(err)
+	}
+	for i, e := range orig {
+		a.d.complete(e, !whole && !failed[i])
+	}
+}

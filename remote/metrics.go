@@ -1,0 +1,39 @@
+package remote
+
+import (
+	metrics "github.com/rcrowley/go-metrics"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// registerSinkMetrics publishes a remote sink's counters in the manager's
+// metrics registry (and so in the profiler's log, dashboard JSON and
+// Prometheus export) as "remote.<stage>.<name>".
+func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
+	reg := m.Metrics()
+	prefix := "remote." + name + "."
+	gauge := func(n string, f func() int64) {
+		_ = reg.Register(prefix+n, metrics.NewFunctionalGauge(f))
+	}
+	stat := func(f func(SinkStats) uint64) func() int64 {
+		return func() int64 { st, _ := Stats(s); return int64(f(st)) }
+	}
+	gauge("sent", stat(func(st SinkStats) uint64 { return st.Sent }))
+	gauge("events", stat(func(st SinkStats) uint64 { return st.Events }))
+	gauge("rejected", stat(func(st SinkStats) uint64 { return st.Rejected }))
+	gauge("retransmits", stat(func(st SinkStats) uint64 { return st.Retransmits }))
+	gauge("dropped", stat(func(st SinkStats) uint64 { return st.Dropped }))
+	gauge("rtt.p50.us", func() int64 { p50, _, _ := RoundTrip(s); return p50.Microseconds() })
+	gauge("rtt.p99.us", func() int64 { _, p99, _ := RoundTrip(s); return p99.Microseconds() })
+}
+
+// registerDurableMetrics publishes a durable replica's counters as
+// "remote.<stage>.{redelivered,naks,acks}".
+func registerDurableMetrics(m *stage.Manager, d *durableReplica) {
+	reg := m.Metrics()
+	prefix := "remote." + d.name + "."
+	_ = reg.Register(prefix+"redelivered", metrics.NewFunctionalGauge(func() int64 { return int64(d.redelivered.Load()) }))
+	_ = reg.Register(prefix+"naks", metrics.NewFunctionalGauge(func() int64 { return int64(d.naked.Load()) }))
+	_ = reg.Register(prefix+"acks", metrics.NewFunctionalGauge(func() int64 { return int64(d.acked.Load()) }))
+}

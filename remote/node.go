@@ -1,0 +1,370 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// Options configure a Node. The zero value is usable.
+type Options struct {
+	// Logger receives the node's logs (nil: discard).
+	Logger *slog.Logger
+	// Codecs encode the events crossing nodes (nil: DefaultCodecs).
+	Codecs *Codecs
+}
+
+// Node is this process's membership of a cluster: its NATS connection
+// (and embedded server, if it runs one), the remote sinks of the stages
+// other nodes host, and the replicas of the stages it hosts.
+type Node struct {
+	cfg  ClusterConfig
+	log  *slog.Logger
+	node string // node name
+	inst string // this process, unique
+	srv  *server.Server
+	dir  string // temporary JetStream directory to remove
+	nc   *nats.Conn
+	js   nats.JetStreamContext
+	wire *Wire
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // heartbeats, durable pullers
+
+	mu       sync.Mutex
+	m        *stage.Manager
+	replicas []*replica
+	durables []*durableReplica
+	senders  map[string]*stageSender
+	refSub   *nats.Subscription
+	closed   bool
+}
+
+// Join starts this process's node: it embeds a NATS server when cfg.NATS
+// is empty (listening on cfg.Listen for other processes, if set) or
+// connects to cfg.NATS, waiting for it to come up. Close undoes it.
+func Join(cfg ClusterConfig, o Options) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Node == "" {
+		return nil, fmt.Errorf("%w: cluster node name missing (global.cluster.node or -node)", stage.ErrInvalidConfig)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Codecs == nil {
+		o.Codecs = DefaultCodecs
+	}
+	n := &Node{cfg: cfg, log: o.Logger.With("node", cfg.Node), node: cfg.Node, inst: nuid.Next(), senders: map[string]*stageSender{}}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.wire = newWire(n, o.Codecs, cfg.KeepTTL)
+	opts := []nats.Option{nats.Name("sandstorm " + cfg.Node), nats.MaxReconnects(-1),
+		nats.ReconnectWait(100 * time.Millisecond), nats.RetryOnFailedConnect(true),
+		// No buffering while disconnected: a request sent then would
+		// reach a replica after its sender was told "rejected".
+		nats.ReconnectBufSize(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				n.log.Warn("remote: disconnected from NATS", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("remote: reconnected to NATS", "url", c.ConnectedUrl()) }),
+	}
+	url := cfg.NATS
+	if url == "" {
+		if err := n.embed(); err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.InProcessServer(n.srv))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		n.stopServer()
+		return nil, fmt.Errorf("remote: connect to NATS %q: %w", url, err)
+	}
+	n.nc = nc
+	// A server not up yet (a worker started before the front) is waited
+	// for; the client reconnects on its own.
+	for wait := 0; !nc.IsConnected() && wait < 300; wait++ {
+		if wait == 0 {
+			n.log.Info("remote: waiting for the NATS server", "url", url)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !nc.IsConnected() {
+		nc.Close()
+		n.stopServer()
+		return nil, fmt.Errorf("remote: NATS server %q not reachable within 30s", url)
+	}
+	if n.js, err = nc.JetStream(); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("remote: JetStream: %w", err)
+	}
+	n.refSub, err = nc.Subscribe(n.refSubject(n.inst), n.serveRef)
+	if err == nil {
+		err = nc.Flush()
+	}
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("remote: subscribe: %w", err)
+	}
+	n.log.Info("remote: joined the cluster", "nats", n.URL(), "instance", n.inst)
+	return n, nil
+}
+
+// embed starts the embedded NATS server.
+func (n *Node) embed() error {
+	opts := &server.Options{ServerName: "sandstorm-" + n.node, JetStream: true, StoreDir: n.cfg.StoreDir, NoSigs: true, NoLog: true}
+	if n.cfg.StoreDir == "" {
+		dir, err := os.MkdirTemp("", "sandstorm-nats-")
+		if err != nil {
+			return err
+		}
+		n.dir, opts.StoreDir = dir, dir
+	}
+	if n.cfg.Listen == "" {
+		opts.DontListen = true
+	} else {
+		host, port, err := net.SplitHostPort(n.cfg.Listen)
+		if err != nil {
+			n.stopServer()
+			return fmt.Errorf("remote: listen address %q: %w", n.cfg.Listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			n.stopServer()
+			return fmt.Errorf("remote: listen port %q: %w", port, err)
+		}
+		if p == 0 {
+			p = -1 // nats-server: -1 is a random port
+		}
+		opts.Host, opts.Port = host, p
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		n.stopServer()
+		return fmt.Errorf("remote: embedded NATS server: %w", err)
+	}
+	n.srv = srv
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		n.stopServer()
+		return errors.New("remote: embedded NATS server did not start")
+	}
+	return nil
+}
+
+func (n *Node) stopServer() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+		n.srv.WaitForShutdown()
+	}
+	if n.dir != "" {
+		_ = os.RemoveAll(n.dir)
+	}
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.node }
+
+// Instance returns this process's unique identity in the cluster.
+func (n *Node) Instance() string { return n.inst }
+
+// Wire returns the node's codec context.
+func (n *Node) Wire() *Wire { return n.wire }
+
+// Conn returns the node's NATS connection.
+func (n *Node) Conn() *nats.Conn { return n.nc }
+
+// URL returns the client URL of the embedded server other processes join
+// (its real port when Listen asked for port 0), or the URL this node is
+// connected to.
+func (n *Node) URL() string {
+	if n.srv != nil {
+		if n.cfg.Listen == "" {
+			return "(in-process)"
+		}
+		return n.srv.ClientURL()
+	}
+	return n.nc.ConnectedUrl()
+}
+
+func (n *Node) stageSubject(stage string) string { return n.cfg.Prefix + ".s." + stage }
+func (n *Node) directSubject(stage, inst string) string {
+	return n.cfg.Prefix + ".s." + stage + "." + inst
+}
+func (n *Node) loadSubject(stage string) string    { return n.cfg.Prefix + ".load." + stage }
+func (n *Node) refSubject(inst string) string      { return n.cfg.Prefix + ".ref." + inst }
+func (n *Node) durableSubject(stage string) string { return n.cfg.Prefix + ".d." + stage }
+func (n *Node) streamName(stage string) string {
+	return strings.ToUpper(n.cfg.Prefix) + "_" + stage
+}
+
+// NewManager builds this node's manager from the whole graph's
+// configuration, as stage.NewFromConfig does for one process: it creates
+// the stages hosted on this node, gives every other stage a remote sink
+// (Manager.SetRemoteSink), and serves the hosted stages other nodes do
+// not host. Call it once, before the manager's Start.
+func (n *Node) NewManager(cfg *stage.Config, r *stage.Registry, o stage.Options) (*stage.Manager, error) {
+	if r == nil {
+		r = stage.DefaultRegistry
+	}
+	local := *cfg
+	local.Node = n.node
+	local.Stages = append([]stage.NamedStageConfig(nil), cfg.Stages...)
+	for _, ns := range local.Stages {
+		if strings.ContainsAny(ns.Name, " .*>\t") {
+			return nil, &stage.ConfigError{File: cfg.File, Err: fmt.Errorf("stages.%s: a stage in a cluster needs a name that is a NATS subject token", ns.Name)}
+		}
+	}
+	r, err := n.wrapDurable(&local, r)
+	if err != nil {
+		return nil, err
+	}
+	m, err := stage.NewFromConfig(&local, r, o)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.m = m
+	n.mu.Unlock()
+	if err := n.shareGroups(m); err != nil {
+		return nil, err
+	}
+	for _, ns := range local.Stages {
+		sc := ns.Config
+		if sc.HostedOn(n.node) {
+			if len(sc.Nodes) == 0 {
+				continue // on every node: nobody sends to it from afar
+			}
+			if err := n.serve(m, ns.Name, &sc); err != nil {
+				n.Shutdown(context.Background())
+				return nil, err
+			}
+			continue
+		}
+		s, err := n.sinkFor(ns.Name, &sc)
+		if err != nil {
+			n.Shutdown(context.Background())
+			return nil, err
+		}
+		if err := m.SetRemoteSink(ns.Name, s); err != nil {
+			n.Shutdown(context.Background())
+			return nil, err
+		}
+		registerSinkMetrics(m, ns.Name, s)
+	}
+	return m, nil
+}
+
+// sinkFor returns the remote sink of a stage hosted elsewhere.
+func (n *Node) sinkFor(name string, sc *stage.StageConfig) (sink.Sink, error) {
+	rc := remoteConfig(sc)
+	if rc.Mode == stage.RemoteDurable {
+		return n.durableSink(name, sc, rc)
+	}
+	return n.StageSink(name, rc)
+}
+
+// Shutdown stops taking events from other nodes (the replicas'
+// subscriptions drain) so that the manager's own Shutdown can drain its
+// queues; the connection stays open for the replies still to send. Call
+// Close after the manager has stopped.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	reps, durs := n.replicas, n.durables
+	n.replicas, n.durables = nil, nil
+	n.mu.Unlock()
+	var errs []error
+	for _, r := range reps {
+		errs = append(errs, r.stop())
+	}
+	for _, d := range durs {
+		d.stop()
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops the node: replicas, heartbeats and pullers, the NATS
+// connection (flushed) and the embedded server.
+func (n *Node) Close() error {
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	err := n.Shutdown(context.Background())
+	n.cancel()
+	n.wg.Wait()
+	if n.nc != nil {
+		_ = n.nc.FlushTimeout(time.Second)
+		n.nc.Close()
+	}
+	n.stopServer()
+	return err
+}
+
+// NewManager is the one call a command needs: with no `global.cluster`
+// block it is stage.NewFromConfig and returns a nil Node (no NATS at
+// all); with one, it joins the cluster (override, if set, adjusts the
+// block first, e.g. from flags) and builds this node's manager. Call
+// Node.Shutdown before the manager's and Node.Close after it (both are
+// safe on a nil Node).
+func NewManager(cfg *stage.Config, r *stage.Registry, so stage.Options, o Options, override func(*ClusterConfig)) (*stage.Manager, *Node, error) {
+	cc, ok, err := ClusterFrom(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok && override != nil {
+		var probe ClusterConfig
+		override(&probe)
+		if probe != (ClusterConfig{}) {
+			return nil, nil, fmt.Errorf("%w: cluster flags given but the configuration has no global.cluster block", stage.ErrInvalidConfig)
+		}
+	}
+	if !ok {
+		m, err := stage.NewFromConfig(cfg, r, so)
+		return m, nil, err
+	}
+	if override != nil {
+		override(&cc)
+	}
+	if o.Logger == nil {
+		o.Logger = so.Logger
+	}
+	n, err := Join(cc, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := n.NewManager(cfg, r, so)
+	if err != nil {
+		n.Close()
+		return nil, nil, err
+	}
+	return m, n, nil
+}

@@ -1,0 +1,447 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metrics "github.com/rcrowley/go-metrics"
+
+	"github.com/sandstorm-go/sandstorm/remote"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// recorder is a handler that records what it got and can be held.
+type recorder struct {
+	mu     sync.Mutex
+	got    []sink.Event
+	gate   chan struct{} // nil: never blocks
+	failed atomic.Int64  // events still to fail, once each
+	onEv   func(e sink.Event)
+	// entered, if set, gets a signal when a batch arrives
+	entered chan struct{}
+}
+
+func (r *recorder) HandleEvents(batch []sink.Event) error {
+	if r.entered != nil {
+		select {
+		case r.entered <- struct{}{}:
+		default:
+		}
+	}
+	if r.gate != nil {
+		<-r.gate
+	}
+	var errs []error
+	for i, e := range batch {
+		if r.failed.Add(-1) >= 0 {
+			errs = append(errs, stage.FailEvent(i, errors.New("failing on purpose")))
+			continue
+		}
+		r.mu.Lock()
+		r.got = append(r.got, e)
+		r.mu.Unlock()
+		if r.onEv != nil {
+			r.onEv(e)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *recorder) events() []sink.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]sink.Event(nil), r.got...)
+}
+
+func (r *recorder) count() int { return len(r.events()) }
+
+// waitFor polls cond until it holds or the test's patience ends.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type ping struct {
+	N     int       `json:"n"`
+	Reply sink.Sink `json:"-"`
+}
+
+var testCodecs = func() *remote.Codecs {
+	c := remote.NewCodecs()
+	remote.Register[ping](c, "test.ping")
+	remote.Register[*ping](c, "test.*ping")
+	return c
+}()
+
+type cluster struct {
+	t   *testing.T
+	url string
+}
+
+// node starts one process's node of the graph in yaml, as name, with h as
+// the handler of every stage it hosts ("t.<Stage>" handlers).
+func (c *cluster) node(yaml, name string, hs map[string]stage.Handler) (*stage.Manager, *remote.Node) {
+	t := c.t
+	t.Helper()
+	cfg, err := stage.ParseConfig([]byte(yaml), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := stage.NewRegistry()
+	for stName, h := range hs {
+		reg.Register("t."+stName, func() stage.Handler { return h })
+	}
+	for _, ns := range cfg.Stages {
+		if _, ok := reg.Lookup(ns.Config.Handler); !ok {
+			reg.Register(ns.Config.Handler, func() stage.Handler { return &recorder{} })
+		}
+	}
+	m, n, err := remote.NewManager(cfg, reg, stage.Options{}, remote.Options{Codecs: testCodecs}, func(cc *remote.ClusterConfig) {
+		cc.Node = name
+		cc.Heartbeat = 20 * time.Millisecond
+		if c.url == "" {
+			cc.Listen = "127.0.0.1:0"
+		} else {
+			cc.NATS = c.url
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.url == "" {
+		c.url = n.URL()
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = n.Shutdown(ctx)
+		_ = m.Shutdown(ctx)
+		_ = n.Close()
+	})
+	return m, n
+}
+
+const requestGraph = `
+global:
+  cluster: {node: a}
+stages:
+  Src:  {handler: t.Src, nodes: [a]}
+  Work:
+    handler: t.Work
+    nodes: [b]
+    queue: {threshold: 4}
+    remote: {mode: request, timeout: 2s}
+  Picky:
+    handler: t.Picky
+    nodes: [b]
+    predicate: {type: threshold, limit: 1}
+`
+
+func remoteSink(t *testing.T, m *stage.Manager, name string) sink.Sink {
+	t.Helper()
+	s, ok := m.RemoteSink(name)
+	if !ok {
+		t.Fatalf("no remote sink for %s", name)
+	}
+	return s
+}
+
+func TestRequestVerdicts(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	gate := make(chan struct{})
+	work := &recorder{gate: gate}
+	picky := &recorder{gate: gate}
+	_, _ = c.node(requestGraph, "b", map[string]stage.Handler{"Work": work, "Picky": picky})
+	defer close(gate)
+
+	if _, ok := ma.Stage("Work"); ok {
+		t.Fatal("node a hosts Work")
+	}
+	s := remoteSink(t, ma, "Work")
+	// The handler is held: one batch in service, then the queue fills.
+	accepted := 0
+	var rejected error
+	for i := range 20 {
+		if err := s.Enqueue("e" + fmt.Sprint(i)); err != nil {
+			rejected = err
+			break
+		}
+		accepted++
+	}
+	if rejected == nil {
+		t.Fatal("a full remote queue accepted everything")
+	}
+	var re *remote.RejectError
+	if !errors.Is(rejected, sink.ErrRejected) || !errors.As(rejected, &re) || re.Node != "b" || re.Stage != "Work" {
+		t.Fatalf("rejection %v does not name node b and stage Work", rejected)
+	}
+	if accepted < 4 {
+		t.Fatalf("accepted %d, want at least the queue threshold 4", accepted)
+	}
+
+	p := remoteSink(t, ma, "Picky")
+	var perr error
+	for range 5 {
+		if perr = p.Enqueue("x"); perr != nil {
+			break
+		}
+	}
+	if !errors.As(perr, &re) || re.Predicate == "" || !strings.Contains(perr.Error(), "predicate") {
+		t.Fatalf("predicate rejection %v does not name its predicate", perr)
+	}
+}
+
+func TestNoReplicaIsRejectedAtOnce(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	err := remoteSink(t, ma, "Work").Enqueue("x")
+	if !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "no replica") {
+		t.Fatalf("got %v, want a rejection for want of a replica", err)
+	}
+	st, _ := remote.Stats(remoteSink(t, ma, "Work"))
+	if st.Retransmits != 0 {
+		t.Fatalf("no replica took %d retransmissions; want none", st.Retransmits)
+	}
+}
+
+func TestEnqueueManyIsOneMessage(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	work := &recorder{}
+	_, _ = c.node(strings.Replace(requestGraph, "threshold: 4", "threshold: 1000", 1), "b", map[string]stage.Handler{"Work": work})
+	s := remoteSink(t, ma, "Work")
+	es := make([]sink.Event, 100)
+	for i := range es {
+		es[i] = i
+	}
+	if err := s.EnqueueMany(es); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := remote.Stats(s)
+	if st.Sent != 1 || st.Events != 100 {
+		t.Fatalf("stats %+v: want one request carrying 100 events", st)
+	}
+	g, ok := ma.Metrics().Get("remote.Work.events").(metrics.Gauge)
+	if !ok || g.Value() != 100 {
+		t.Fatalf("metric remote.Work.events = %v", g)
+	}
+	waitFor(t, "100 events handled", func() bool { return work.count() == 100 })
+	got := work.events()
+	for i, e := range got {
+		if e != i {
+			t.Fatalf("event %d is %v (%T)", i, e, e)
+		}
+	}
+}
+
+func TestUnregisteredTypeIsAClearError(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	type secret struct{ X int }
+	err := remoteSink(t, ma, "Work").Enqueue(secret{1})
+	if !errors.Is(err, remote.ErrNoCodec) || !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), "secret") {
+		t.Fatalf("got %v, want ErrNoCodec naming the type", err)
+	}
+}
+
+func TestSinkInEventIsAReplyAddress(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	work := &recorder{}
+	work.onEv = func(e sink.Event) {
+		p := e.(*ping)
+		if err := p.Reply.Enqueue(ping{N: p.N * 2}); err != nil {
+			t.Errorf("reply: %v", err)
+		}
+	}
+	_, _ = c.node(requestGraph, "b", map[string]stage.Handler{"Work": work})
+	replies := sink.NewQueue(10)
+	if err := remoteSink(t, ma, "Work").Enqueue(&ping{N: 21, Reply: replies}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reply", func() bool { return replies.Len() == 1 })
+	got := replies.Discard()
+	if len(got) != 1 || got[0].(ping).N != 42 {
+		t.Fatalf("reply %v", got)
+	}
+}
+
+func TestPrepareCommitAbort(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	work := &recorder{}
+	_, _ = c.node(requestGraph, "b", map[string]stage.Handler{"Work": work})
+	s := remoteSink(t, ma, "Work")
+	tx, err := s.Prepare([]sink.Event{"aborted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Abort()
+	tx, err = s.Prepare([]sink.Event{"committed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	waitFor(t, "the committed event", func() bool { return work.count() == 1 })
+	if err := s.Enqueue("after"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the next event", func() bool { return work.count() == 2 })
+	if got := work.events(); got[0] != "committed" || got[1] != "after" {
+		t.Fatalf("handled %v", got)
+	}
+}
+
+// slowCodec holds the replica's decoding of the first request until the
+// sender has retransmitted it.
+type slow struct{ N int }
+
+func TestRetransmissionIsHandledOnce(t *testing.T) {
+	release := make(chan struct{})
+	var first atomic.Bool
+	codecs := remote.NewCodecs()
+	remote.RegisterFunc(codecs, "test.slow",
+		func(_ *remote.Wire, v slow) ([]byte, error) { return []byte{byte(v.N)}, nil },
+		func(_ *remote.Wire, b []byte) (slow, error) {
+			if first.CompareAndSwap(false, true) {
+				<-release
+			}
+			return slow{N: int(b[0])}, nil
+		})
+	graph := strings.Replace(requestGraph, "remote: {mode: request, timeout: 2s}", "remote: {mode: request, timeout: 20s, retries: 9}", 1)
+	cfg, _ := stage.ParseConfig([]byte(graph), "")
+	regA, regB := stage.NewRegistry(), stage.NewRegistry()
+	work := &recorder{}
+	for _, r := range []*stage.Registry{regA, regB} {
+		r.Register("t.Src", func() stage.Handler { return &recorder{} })
+		r.Register("t.Picky", func() stage.Handler { return &recorder{} })
+	}
+	regA.Register("t.Work", func() stage.Handler { return &recorder{} })
+	regB.Register("t.Work", func() stage.Handler { return work })
+	ma, na, err := remote.NewManager(cfg, regA, stage.Options{}, remote.Options{Codecs: codecs}, func(cc *remote.ClusterConfig) {
+		cc.Listen = "127.0.0.1:0"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer na.Close()
+	mb, nb, err := remote.NewManager(cfg, regB, stage.Options{}, remote.Options{Codecs: codecs}, func(cc *remote.ClusterConfig) {
+		cc.Node, cc.NATS = "b", na.URL()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Close()
+	for _, m := range []*stage.Manager{ma, mb} {
+		if err := m.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		defer m.Shutdown(context.Background())
+	}
+	s := remoteSink(t, ma, "Work")
+	done := make(chan error, 1)
+	go func() { done <- s.Enqueue(slow{7}) }()
+	waitFor(t, "a retransmission", func() bool { st, _ := remote.Stats(s); return st.Retransmits >= 1 })
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Enqueue(slow{8}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second event", func() bool { return work.count() >= 2 })
+	_ = mb.Shutdown(context.Background()) // drains: nothing more can come
+	if got := work.events(); len(got) != 2 || got[0] != (slow{7}) || got[1] != (slow{8}) {
+		t.Fatalf("handled %v, want [{7} {8}]: the retransmitted event once", got)
+	}
+}
+
+func TestReplicaChosenByLoad(t *testing.T) {
+	c := &cluster{t: t}
+	graph := strings.Replace(requestGraph, "threshold: 4", "threshold: 1000", 1)
+	ma, _ := c.node(graph, "a", nil)
+	gate := make(chan struct{})
+	busy := &recorder{gate: gate}
+	idle := &recorder{}
+	_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": busy})
+	_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": idle})
+	defer close(gate)
+	s := remoteSink(t, ma, "Work")
+	// Until the sender knows the replicas, requests go to the queue group:
+	// go on until the busy one holds a queue.
+	for i := 0; s.Len() < 5; i++ {
+		if i > 100000 {
+			t.Fatal("the busy replica never reported a queue")
+		}
+		_ = s.Enqueue(i)
+	}
+	before := idle.count()
+	for i := range 100 {
+		if err := s.Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Most go to the idle replica (all of them, unless a heartbeat was
+	// late on a busy machine).
+	waitFor(t, "the idle replica's events", func() bool {
+		return idle.count() >= before+60
+	})
+}
+
+func TestNoClusterBlockStartsNoNATS(t *testing.T) {
+	cfg, err := stage.ParseConfig([]byte("stages:\n  Work: {handler: t.Work, nodes: [b]}\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := stage.NewRegistry()
+	reg.Register("t.Work", func() stage.Handler { return &recorder{} })
+	m, n, err := remote.NewManager(cfg, reg, stage.Options{}, remote.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != nil {
+		t.Fatal("a graph without a cluster block joined a cluster")
+	}
+	if _, ok := m.Stage("Work"); !ok {
+		t.Fatal("without a cluster every stage is local")
+	}
+	if err := n.Shutdown(context.Background()); err != nil || n.Close() != nil {
+		t.Fatal("nil Node methods fail")
+	}
+	_, _, err = remote.NewManager(cfg, reg, stage.Options{}, remote.Options{}, func(cc *remote.ClusterConfig) { cc.Node = "x" })
+	if err == nil {
+		t.Fatal("cluster flags without a cluster block were ignored")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"stages:\n  W: {handler: h, remote: {mode: carrier-pigeon}}\n", "line 2: stages.W.remote.mode: unknown remote mode"},
+		{"stages:\n  W: {handler: h, remote: {timeout: -1s}}\n", "stages.W.remote.timeout: negative duration"},
+		{"stages:\n  W: {handler: h, nodes: [\"\"]}\n", "stages.W.nodes: empty node name"},
+		{"global:\n  cluster: {nats: x, bogus: 1}\n", "line 2: global.cluster.bogus"},
+		{"global:\n  cluster: {node: a.b}\n", "not a NATS subject token"},
+	} {
+		_, err := stage.ParseConfig([]byte(tc.yaml), "c.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}

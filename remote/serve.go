@@ -1,0 +1,310 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// replica serves one hosted stage to other nodes in request mode: it
+// subscribes to the stage's queue group (senders that know no replica
+// yet) and to its own direct subject (senders that chose it by load),
+// and publishes its queue length every heartbeat.
+type replica struct {
+	n     *Node
+	name  string
+	st    *stage.Stage
+	subs  []*nats.Subscription
+	seen  *dedup
+	txMu  sync.Mutex
+	txns  map[string]*heldTxn
+	stopC chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+type heldTxn struct {
+	t     sink.Txn
+	timer *time.Timer
+}
+
+// serve starts the replica of a hosted stage (request mode; a durable
+// stage is also fed from its stream).
+func (n *Node) serve(m *stage.Manager, name string, sc *stage.StageConfig) error {
+	st, ok := m.Stage(name)
+	if !ok {
+		return fmt.Errorf("remote: hosted stage %q not in the manager", name)
+	}
+	rc := remoteConfig(sc)
+	if rc.Mode == stage.RemoteDurable {
+		return n.serveDurable(st, rc)
+	}
+	r := &replica{n: n, name: name, st: st, seen: newDedup(rc.Duplicates), txns: map[string]*heldTxn{},
+		stopC: make(chan struct{}), done: make(chan struct{})}
+	// Several subscriptions per subject, in queue groups: requests are
+	// decoded and decided on as many goroutines as there are CPUs.
+	subjects := []struct{ subj, queue string }{
+		{n.stageSubject(name), name},
+		{n.directSubject(name, n.inst), "direct"},
+	}
+	for range max(2, runtime.GOMAXPROCS(0)) {
+		for _, sub := range subjects {
+			s, err := n.nc.QueueSubscribe(sub.subj, sub.queue, r.handle)
+			if err != nil {
+				r.stop()
+				return fmt.Errorf("remote: serve %q: %w", name, err)
+			}
+			_ = s.SetPendingLimits(-1, -1) // admission is the stage's business, not the client's buffer
+			r.subs = append(r.subs, s)
+		}
+	}
+	// The server has our interest before anyone is told we are here.
+	if err := n.nc.Flush(); err != nil {
+		r.stop()
+		return fmt.Errorf("remote: serve %q: %w", name, err)
+	}
+	n.mu.Lock()
+	n.replicas = append(n.replicas, r)
+	n.mu.Unlock()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		r.beat()
+	}()
+	n.log.Info("remote: serving stage", "stage", name)
+	return nil
+}
+
+// beat publishes the replica's queue length every heartbeat until stopped.
+func (r *replica) beat() {
+	defer close(r.done)
+	t := time.NewTicker(r.n.cfg.Heartbeat)
+	defer t.Stop()
+	subj := r.n.loadSubject(r.name)
+	for {
+		b := appendString(nil, r.n.inst)
+		b = appendString(b, r.n.node)
+		b = binary.AppendUvarint(b, uint64(r.st.Sink().Len()))
+		_ = r.n.nc.Publish(subj, b)
+		select {
+		case <-t.C:
+		case <-r.stopC:
+			return
+		case <-r.n.ctx.Done():
+			return
+		}
+	}
+}
+
+// stop unsubscribes (draining what arrived) and ends the heartbeat.
+func (r *replica) stop() error {
+	var errs []error
+	r.once.Do(func() {
+		for _, s := range r.subs {
+			if err := s.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				errs = append(errs, err)
+			}
+		}
+		close(r.stopC)
+		r.txMu.Lock()
+		for id, h := range r.txns {
+			h.timer.Stop()
+			h.t.Abort()
+			delete(r.txns, id)
+		}
+		r.txMu.Unlock()
+	})
+	return errors.Join(errs...)
+}
+
+func (r *replica) handle(m *nats.Msg) {
+	v := r.decide(m.Data)
+	v.inst = r.n.inst
+	v.len = r.st.Sink().Len()
+	if v.status != statusOK {
+		v.detail.Node = r.n.node
+		if v.detail.Stage == "" {
+			v.detail.Stage = r.name
+		}
+	}
+	_ = m.Respond(encodeVerdict(v))
+}
+
+func (r *replica) decide(data []byte) *verdict {
+	q, err := r.n.wire.decodeRequest(data)
+	if err != nil {
+		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
+	}
+	switch q.op {
+	case opEnqueue, opPrepare:
+		return r.seen.once(q.id, func() *verdict { return r.admit(q) })
+	case opEach:
+		return r.seen.once(q.id, func() *verdict { return admitEach(r.st.Sink(), r.n.node, r.name, q.events) })
+	case opCommit, opAbort:
+		r.txMu.Lock()
+		h := r.txns[q.id]
+		delete(r.txns, q.id)
+		r.txMu.Unlock()
+		if h != nil {
+			h.timer.Stop()
+			if q.op == opCommit {
+				h.t.Commit()
+			} else {
+				h.t.Abort()
+			}
+		}
+		return &verdict{status: statusOK} // a retransmitted outcome finds nothing: fine
+	}
+	return &verdict{status: statusError, detail: verdictDetail{Reason: fmt.Sprintf("unknown operation %d", q.op)}}
+}
+
+func (r *replica) admit(q *request) *verdict {
+	s := r.st.Sink()
+	var err error
+	switch {
+	case q.op == opPrepare:
+		var t sink.Txn
+		if t, err = s.Prepare(q.events); err == nil {
+			h := &heldTxn{t: t}
+			h.timer = time.AfterFunc(r.seen.window, func() {
+				r.txMu.Lock()
+				_, mine := r.txns[q.id]
+				delete(r.txns, q.id)
+				r.txMu.Unlock()
+				if mine {
+					t.Abort()
+					r.n.log.Warn("remote: prepared events never committed: aborted", "stage", r.name, "id", q.id)
+				}
+			})
+			r.txMu.Lock()
+			r.txns[q.id] = h
+			r.txMu.Unlock()
+		}
+	case len(q.events) == 1:
+		err = s.Enqueue(q.events[0])
+	default:
+		err = s.EnqueueMany(q.events)
+	}
+	return verdictOf(err)
+}
+
+// admitEach enqueues every event on its own and reports each outcome.
+func admitEach(s sink.Sink, node, name string, es []sink.Event) *verdict {
+	v := &verdict{status: statusEach, each: make([]byte, len(es))}
+	for i, e := range es {
+		ev := verdictOf(s.Enqueue(e))
+		v.each[i] = ev.status
+		if ev.status != statusOK {
+			ev.detail.Node, ev.detail.Stage = node, name
+			v.why = append(v.why, ev.detail)
+		}
+	}
+	return v
+}
+
+// verdictOf turns a local enqueue's error into a verdict.
+func verdictOf(err error) *verdict {
+	if err == nil {
+		return &verdict{status: statusOK}
+	}
+	v := &verdict{status: statusRejected, detail: verdictDetail{Reason: err.Error()}}
+	if errors.Is(err, sink.ErrClosed) {
+		v.status = statusClosed
+	}
+	if re, ok := errors.AsType[*sink.RejectError](err); ok {
+		v.detail.Predicate, v.detail.Reason = re.Predicate, re.Reason
+		if v.detail.Predicate == "" && v.detail.Reason == "" {
+			v.detail.Reason = "queue full"
+		}
+	}
+	return v
+}
+
+// serveRef answers requests aimed at the sinks this node exported.
+func (n *Node) serveRef(m *nats.Msg) {
+	v := n.decideRef(m.Data)
+	v.inst = n.inst
+	if v.status != statusOK {
+		v.detail.Node = n.node
+	}
+	_ = m.Respond(encodeVerdict(v))
+}
+
+func (n *Node) decideRef(data []byte) *verdict {
+	q, err := n.wire.decodeRequest(data)
+	if err != nil {
+		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
+	}
+	s := n.wire.exported(q.ref)
+	if s == nil {
+		return &verdict{status: statusClosed, detail: verdictDetail{Stage: fmt.Sprintf("ref #%d", q.ref), Reason: "no such exported sink"}}
+	}
+	if q.op == opEach {
+		return admitEach(s, n.node, sinkName(s), q.events)
+	}
+	if q.op != opEnqueue {
+		return &verdict{status: statusError, detail: verdictDetail{Reason: "references take enqueues only"}}
+	}
+	var v *verdict
+	if len(q.events) == 1 {
+		v = verdictOf(s.Enqueue(q.events[0]))
+	} else {
+		v = verdictOf(s.EnqueueMany(q.events))
+	}
+	v.detail.Stage = sinkName(s)
+	return v
+}
+
+// dedup remembers the verdicts of recent requests by idempotency key, in
+// two generations: a key is remembered between one and two windows.
+type dedup struct {
+	mu        sync.Mutex
+	window    time.Duration
+	cur, prev map[string]*decided
+	rotated   time.Time
+}
+
+// decided is a request's verdict, ready once done is closed.
+type decided struct {
+	v    *verdict
+	done chan struct{}
+}
+
+func newDedup(window time.Duration) *dedup {
+	return &dedup{window: window, cur: map[string]*decided{}, prev: map[string]*decided{}, rotated: time.Now()}
+}
+
+// once returns the verdict of request id: decided by decide the first
+// time, remembered afterwards. A copy of the request arriving while the
+// first is being decided (on another subscription) waits for its verdict.
+func (d *dedup) once(id string, decide func() *verdict) *verdict {
+	d.mu.Lock()
+	if now := time.Now(); now.Sub(d.rotated) > d.window {
+		d.prev, d.cur, d.rotated = d.cur, map[string]*decided{}, now
+	}
+	x, ok := d.cur[id]
+	if !ok {
+		x, ok = d.prev[id]
+	}
+	if !ok {
+		x = &decided{done: make(chan struct{})}
+		d.cur[id] = x
+	}
+	d.mu.Unlock()
+	if !ok {
+		x.v = decide()
+		close(x.done)
+	} else {
+		<-x.done
+	}
+	c := *x.v
+	return &c
+}

@@ -1,0 +1,454 @@
+package remote
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// SinkRef is a sink.Sink on the wire: the replica instance that holds it
+// and its number there. Wire.ImportSink turns it back into a sink: the
+// original on its own node, a remote sink anywhere else.
+type SinkRef struct {
+	Inst string `json:"i"` // the exporting process (Node.Instance)
+	Node string `json:"n"` // its node name, for errors
+	ID   uint64 `json:"id"`
+	Name string `json:"name,omitempty"` // fmt.Sprint of the sink, for errors
+}
+
+// Wire is what codecs get from the node encoding or decoding: the way to
+// send sinks and other objects with an identity by reference.
+type Wire struct {
+	n      *Node
+	codecs *Codecs
+
+	mu    sync.Mutex
+	next  uint64
+	sinks map[uint64]sink.Sink
+	ids   map[sink.Sink]uint64 // comparable sinks, exported once
+
+	kept keptObjects
+}
+
+func newWire(n *Node, c *Codecs, ttl time.Duration) *Wire {
+	w := &Wire{n: n, codecs: c, sinks: map[uint64]sink.Sink{}, ids: map[sink.Sink]uint64{}}
+	w.kept.init(ttl)
+	return w
+}
+
+// ExportSink returns the reference of s, which other nodes can send
+// events to (its replies). A sink that is itself a reference to another
+// node's sink is passed on as that reference. Exported sinks are kept for
+// the node's life: export long-lived sinks (stages, connections' reply
+// sinks are better sent as Keep'd objects).
+func (w *Wire) ExportSink(s sink.Sink) (SinkRef, error) {
+	if r, ok := s.(*refSink); ok {
+		return r.ref, nil
+	}
+	comparable := reflect.TypeOf(s).Comparable()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if comparable {
+		if id, ok := w.ids[s]; ok {
+			return w.refLocked(id, s), nil
+		}
+	}
+	w.next++
+	id := w.next
+	w.sinks[id] = s
+	if comparable {
+		w.ids[s] = id
+	}
+	return w.refLocked(id, s), nil
+}
+
+func (w *Wire) refLocked(id uint64, s sink.Sink) SinkRef {
+	return SinkRef{Inst: w.n.inst, Node: w.n.node, ID: id, Name: sinkName(s)}
+}
+
+// sinkName names a sink for errors without reading its fields.
+func sinkName(s sink.Sink) string {
+	switch v := s.(type) {
+	case fmt.Stringer:
+		return v.String()
+	case interface{ Name() string }:
+		return v.Name()
+	}
+	return fmt.Sprintf("%T", s)
+}
+
+// ImportSink returns the sink a reference stands for: the exported sink
+// itself on the node that exported it, elsewhere a remote sink whose
+// enqueues travel to it in request mode.
+func (w *Wire) ImportSink(r SinkRef) sink.Sink {
+	if r.Inst == w.n.inst {
+		if s := w.exported(r.ID); s != nil {
+			return s
+		}
+	}
+	return w.n.refSink(r)
+}
+
+func (w *Wire) exported(id uint64) sink.Sink {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sinks[id]
+}
+
+// Keep stores v (a per-request object with an identity, such as an HTTP
+// request waiting for its response) under a number another node can send
+// back; Take returns it once. Objects nobody took are forgotten after the
+// node's KeepTTL.
+func (w *Wire) Keep(v any) uint64 { return w.kept.put(v) }
+
+// Take returns and forgets the object Keep stored under id.
+func (w *Wire) Take(id uint64) (any, bool) { return w.kept.take(id) }
+
+// Instance returns the identity of this process on the wire (SinkRef.Inst).
+func (w *Wire) Instance() string { return w.n.inst }
+
+// keptObjects holds objects for a while in two generations: an object
+// lives between one and two TTLs unless it is taken.
+type keptObjects struct {
+	mu        sync.Mutex
+	ttl       time.Duration
+	next      uint64
+	cur, prev map[uint64]any
+	rotated   time.Time
+}
+
+func (k *keptObjects) init(ttl time.Duration) {
+	k.ttl, k.cur, k.prev, k.rotated = ttl, map[uint64]any{}, map[uint64]any{}, time.Now()
+}
+
+func (k *keptObjects) put(v any) uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if now := time.Now(); now.Sub(k.rotated) > k.ttl {
+		k.prev, k.cur, k.rotated = k.cur, map[uint64]any{}, now
+	}
+	k.next++
+	k.cur[k.next] = v
+	return k.next
+}
+
+func (k *keptObjects) take(id uint64) (any, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if v, ok := k.cur[id]; ok {
+		delete(k.cur, id)
+		return v, true
+	}
+	if v, ok := k.prev[id]; ok {
+		delete(k.prev, id)
+		return v, true
+	}
+	return nil, false
+}
+
+// ---- messages ----
+
+// Operations of a request.
+const (
+	opEnqueue byte = iota + 1 // all or nothing (Enqueue, EnqueueMany)
+	opPrepare
+	opCommit
+	opAbort
+	opEach // every event decided on its own (concurrent Enqueues combined)
+)
+
+// request is the body of a message to a replica.
+type request struct {
+	op     byte
+	id     string // idempotency key
+	from   string // sending stage ("" outside stages)
+	ref    uint64 // 0: the stage; else an exported sink
+	events []sink.Event
+}
+
+var errShort = errors.New("remote: truncated message")
+
+func carriesEvents(op byte) bool { return op == opEnqueue || op == opPrepare || op == opEach }
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b []byte, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errShort
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if uint64(len(r.b)) < n {
+		r.err = errShort
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.err = errShort
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+// encodeEvents appends the events to b, each as its codec's name and bytes.
+func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, error) {
+	b = binary.AppendUvarint(b, uint64(len(es)))
+	var err error
+	var last *Codec // a batch is usually of one type: look it up once
+	for _, e := range es {
+		if b, last, err = w.appendEvent(b, stage, e, last); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// encodeEvent appends one event: its codec's name and bytes.
+func (w *Wire) encodeEvent(b []byte, stage string, e sink.Event) ([]byte, error) {
+	b, _, err := w.appendEvent(b, stage, e, nil)
+	return b, err
+}
+
+// appendEvent is encodeEvent reusing last if e is of its type; it
+// returns the codec it used.
+func (w *Wire) appendEvent(b []byte, stage string, e sink.Event, last *Codec) ([]byte, *Codec, error) {
+	t := reflect.TypeOf(e)
+	if t == nil {
+		return nil, nil, &codecError{stage: stage, typ: t}
+	}
+	cd := last
+	if cd == nil || cd.Type != t {
+		if cd = w.codecs.forType(t); cd == nil {
+			return nil, nil, &codecError{stage: stage, typ: t}
+		}
+	}
+	data, err := cd.Encode(w, e)
+	if err != nil {
+		return nil, nil, &codecError{stage: stage, typ: t, err: err}
+	}
+	b = appendString(b, cd.Name)
+	return appendBytes(b, data), cd, nil
+}
+
+// requestHeader starts a request's bytes.
+func requestHeader(b []byte, op byte, id, from string, ref uint64) []byte {
+	b = append(b, op)
+	b = appendString(b, id)
+	b = appendString(b, from)
+	return binary.AppendUvarint(b, ref)
+}
+
+func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if n > uint64(len(r.b)) {
+		return nil, errShort
+	}
+	es := make([]sink.Event, 0, n)
+	var last *Codec
+	for range n {
+		name := r.bytes()
+		data := r.bytes()
+		if r.err != nil {
+			return nil, r.err
+		}
+		cd := last
+		if cd == nil || cd.Name != string(name) {
+			if cd = w.codecs.forName(string(name)); cd == nil {
+				return nil, fmt.Errorf("%w: no codec named %q on this node", ErrNoCodec, name)
+			}
+			last = cd
+		}
+		e, err := cd.Decode(w, data)
+		if err != nil {
+			return nil, fmt.Errorf("remote: decoding %s: %w", cd.Name, err)
+		}
+		es = append(es, e)
+	}
+	return es, nil
+}
+
+func (w *Wire) encodeRequest(q *request, stage string) ([]byte, error) {
+	b := requestHeader(make([]byte, 0, 64), q.op, q.id, q.from, q.ref)
+	if !carriesEvents(q.op) {
+		return b, nil
+	}
+	return w.encodeEvents(b, stage, q.events)
+}
+
+func (w *Wire) decodeRequest(data []byte) (*request, error) {
+	r := &reader{b: data}
+	q := &request{op: r.byte(), id: string(r.bytes()), from: string(r.bytes()), ref: r.uvarint()}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if !carriesEvents(q.op) {
+		return q, nil
+	}
+	es, err := w.decodeEvents(r)
+	q.events = es
+	return q, err
+}
+
+// Verdict statuses.
+const (
+	statusOK byte = iota
+	statusRejected
+	statusClosed
+	statusError // the replica could not decode or find the target
+	statusEach  // one verdict per event follows
+)
+
+// verdict is a replica's answer.
+type verdict struct {
+	status byte
+	len    int    // the replica's queue length after the decision
+	inst   string // the replica instance
+	detail verdictDetail
+	each   []byte          // statusEach: every event's status
+	why    []verdictDetail // statusEach: the details of the events not admitted, in order
+}
+
+type verdictDetail struct {
+	Node      string `json:"node,omitempty"`
+	Stage     string `json:"stage,omitempty"`
+	Predicate string `json:"pred,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+func encodeVerdict(v *verdict) []byte {
+	b := make([]byte, 0, 32)
+	b = append(b, v.status)
+	b = binary.AppendUvarint(b, uint64(max(v.len, 0)))
+	b = appendString(b, v.inst)
+	switch v.status {
+	case statusOK:
+	case statusEach:
+		b = appendBytes(b, v.each)
+		if len(v.why) > 0 {
+			d, _ := json.Marshal(v.why)
+			b = append(b, d...)
+		}
+	default:
+		d, _ := json.Marshal(v.detail)
+		b = append(b, d...)
+	}
+	return b
+}
+
+func decodeVerdict(data []byte) (*verdict, error) {
+	r := &reader{b: data}
+	v := &verdict{status: r.byte(), len: int(r.uvarint()), inst: string(r.bytes())}
+	if r.err != nil {
+		return nil, r.err
+	}
+	switch v.status {
+	case statusOK:
+	case statusEach:
+		v.each = r.bytes()
+		if r.err != nil {
+			return nil, r.err
+		}
+		if len(r.b) > 0 {
+			if err := json.Unmarshal(r.b, &v.why); err != nil {
+				return nil, fmt.Errorf("remote: bad verdict: %w", err)
+			}
+		}
+	default:
+		if err := json.Unmarshal(r.b, &v.detail); err != nil {
+			return nil, fmt.Errorf("remote: bad verdict: %w", err)
+		}
+	}
+	return v, nil
+}
+
+// err turns a verdict into the error Enqueue returns.
+func (v *verdict) err() error {
+	switch v.status {
+	case statusOK:
+		return nil
+	case statusClosed:
+		return &ClosedError{Node: v.detail.Node, Stage: v.detail.Stage}
+	default:
+		return &RejectError{Node: v.detail.Node, Stage: v.detail.Stage, Predicate: v.detail.Predicate, Reason: v.detail.Reason}
+	}
+}
+
+// RejectError is a remote rejection: which node's replica of which stage
+// refused, by which predicate ("" for a full queue or a transport
+// failure) and why. It wraps sink.ErrRejected.
+type RejectError struct {
+	Node, Stage, Predicate, Reason string
+}
+
+func (e *RejectError) Error() string {
+	s := fmt.Sprintf("remote: stage %q", e.Stage)
+	if e.Node != "" {
+		s += fmt.Sprintf(" on node %q", e.Node)
+	}
+	s += ": enqueue rejected"
+	if e.Predicate != "" {
+		s += " by predicate " + e.Predicate
+	}
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+// Unwrap returns sink.ErrRejected.
+func (e *RejectError) Unwrap() error { return sink.ErrRejected }
+
+// ClosedError is a remote stage that is shut down or destroyed. It wraps
+// sink.ErrClosed.
+type ClosedError struct{ Node, Stage string }
+
+func (e *ClosedError) Error() string {
+	return fmt.Sprintf("remote: stage %q on node %q: closed", e.Stage, e.Node)
+}
+
+// Unwrap returns sink.ErrClosed.
+func (e *ClosedError) Unwrap() error { return sink.ErrClosed }

@@ -1,0 +1,54 @@
+package stage
+
+import (
+	"context"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// ContextEvent is an event that carries the context of the work it belongs
+// to (Request is one). The runtime drops such an event unhandled when its
+// context has ended before its stage takes it up: the caller has given up
+// (timed out, disconnected), so the work would be wasted. Each drop is
+// counted (Stats.Expired) and logged at debug level; a Request dropped this
+// way is answered with an error wrapping ErrCallAbandoned. Once a handler
+// has the event, ending the context is the handler's business.
+type ContextEvent interface {
+	Context() context.Context
+}
+
+// dropExpired removes from a batch, in place and keeping the order, the
+// events whose context has ended, with their stamps, and returns the
+// shortened batch. Each dropped event is counted, answered if it is a
+// Request, completed on the predicate that admitted it (it held a credit)
+// and released from its key on a keyed stage. It is the worker loop's one
+// hook for expiry: Stage.runBatch calls it before handling a batch.
+func (s *Stage) dropExpired(events []sink.Event, stamps []int64) ([]sink.Event, []int64) {
+	n := 0
+	for i, e := range events {
+		ce, ok := e.(ContextEvent)
+		if !ok || ce.Context() == nil || ce.Context().Err() == nil {
+			events[n], stamps[n] = e, stamps[i]
+			n++
+			continue
+		}
+		s.expired.Add(1)
+		s.mgr.log.Debug("stage dropped an event whose context had ended", "stage", s.name, "err", ce.Context().Err())
+		if c, ok := e.(call); ok {
+			c.expire(s.name)
+		}
+		if c := s.queue.CompleterAt(stamps[i]); c != nil {
+			var queued time.Duration
+			if stamps[i] != 0 {
+				queued = time.Duration(sink.Nanotime() - stamps[i])
+			}
+			c.Done(e, queued, 0)
+		}
+		if s.keyed {
+			s.queue.Release([]sink.Event{e})
+		}
+	}
+	clear(events[n:])
+	return events[:n], stamps[:n]
+}
