@@ -103,7 +103,7 @@ func ExampleLoad() {
 	echo, _ := m.Stage("Echo")
 	fmt.Println(echo.Name(), "loaded and stopped")
 	// Output:
-	// app.yaml: line 4: stages.Echo.queue.treshold: unknown key (did you mean "threshold"? known: threshold)
+	// app.yaml: line 4: stages.Echo.queue.treshold: unknown key (did you mean "threshold"? known: burst, dispatch, max_time, threshold)
 	// Echo loaded and stopped
 }
 
