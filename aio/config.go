@@ -241,6 +241,12 @@ type SocketConfig struct {
 	// write completions and graceful closes (0 → 1ms).
 	PollInterval time.Duration `yaml:"pollInterval"`
 
+	// TLS, when set, makes a server socket speak TLS (crypto/tls): the
+	// handshake runs on the manager's handshake stage (so Manager is
+	// required), records are decrypted as packets arrive and writes are
+	// encrypted. See TLSConfig.
+	TLS *TLSConfig `yaml:"tls"`
+
 	// Name names the socket in metrics and logs (default: derived from the
 	// address).
 	Name string `yaml:"-"`

@@ -107,6 +107,9 @@ type Connection struct {
 	reader atomic.Pointer[sinkRef]
 	pred   atomic.Pointer[predRef]
 	box    outbox
+	// tls is the connection's TLS session (nil without TLS); set before
+	// the connection is announced, never changed.
+	tls *tlsSession
 	// writtenCB is c.written as a value, made once (not per write).
 	writtenCB gnet.AsyncCallback
 
@@ -451,6 +454,7 @@ func (c *Connection) Write(data []byte, bufs [][]byte, done func(error)) error {
 // closed. Closing at once with unread input would make the kernel send a
 // reset, which destroys the responses the peer has not read yet.
 func (c *Connection) Linger() error {
+	c.sendCloseNotify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != stateOpen {
@@ -488,6 +492,7 @@ func (c *Connection) SetTimer(d time.Duration) {
 // connection is aborted. Close is idempotent; on a connection lingering
 // after Linger it ends the lingering at once (a server shutting down).
 func (c *Connection) Close() error {
+	c.sendCloseNotify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == stateLingering {
@@ -680,6 +685,16 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 			c.reportClog(ev)
 			return err
 		}
+	}
+	if c.tls != nil && c.tls.ok.Load() {
+		// Encrypted under the lock so that records reach the socket in
+		// the order crypto/tls numbered them.
+		var err error
+		if ops, err = c.encryptLocked(ops); err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		total, _ = sizeOf(ops)
 	}
 	start := c.queued
 	hasDone := false
@@ -1066,6 +1081,12 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 		_, _ = gc.Discard(gc.InboundBuffered())
 		return gnet.None
 	}
+	if c.tls != nil && !c.tls.ok.Load() {
+		if !c.handshakeInput(gc) {
+			return gnet.Close
+		}
+		return gnet.None
+	}
 	avail := gc.InboundBuffered()
 	if avail > c.seen {
 		c.activity.Store(sink.Nanotime())
@@ -1152,6 +1173,9 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 		c.paused.Store(false)
 	}
 	var now time.Time
+	if c.tls != nil && c.tls.tr.Buffered() > 0 && !c.tlsDeliver(r, nil) {
+		return c.overflow(gc)
+	}
 	for avail > 0 {
 		n := min(avail, int(c.cfg.ReadBuffer))
 		if c.gov != nil {
@@ -1176,6 +1200,13 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 			break
 		}
 		avail -= m
+		if c.tls != nil {
+			c.countIn(m)
+			if !c.tlsDeliver(r, data[:m]) {
+				break
+			}
+			continue
+		}
 		c.seq++
 		c.countIn(m)
 		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: data[:m]}}) {
@@ -1221,6 +1252,9 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 		c.eng.stats.outPending.Add(old - fl)
 	}
 	c.mu.Unlock()
+	if c.tls != nil {
+		c.tls.tr.FeedEOF() // a handshake waiting for the peer ends now
+	}
 	// Bytes received and not yet taken by a reader are delivered, not lost.
 	var tail []Packet
 	var tailBytes int64
@@ -1233,6 +1267,9 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 		c.seq++
 		tail = append(tail, Packet{Conn: c, Seq: c.seq, Data: data[:m]})
 		tailBytes += int64(m)
+	}
+	if c.tls != nil {
+		tail, tailBytes = c.decryptTail(tail)
 	}
 
 	c.mu.Lock()
@@ -1506,4 +1543,26 @@ func (d *deque[T]) popBack() T {
 		d.buf, d.head = d.buf[:0], 0
 	}
 	return v
+}
+
+// tlsDeliver decrypts ciphertext (nil: what is buffered) and delivers the
+// plaintext as packets (event loop). It reports false when delivery must
+// pause (the reader refused a packet, or the record layer failed).
+func (c *Connection) tlsDeliver(r *sinkRef, ciphertext []byte) bool {
+	ok := true
+	err := c.decrypt(ciphertext, func(p []byte) {
+		c.seq++
+		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: p}}) {
+			ok = false // the packet waits in the outbox, and so do the ones after it
+		}
+	})
+	if err != nil {
+		c.tlsReadFailed(err)
+		return false
+	}
+	if !ok {
+		c.paused.Store(true)
+		c.armRetry()
+	}
+	return ok
 }

@@ -33,6 +33,7 @@ type engine struct {
 	name   string
 	log    *slog.Logger
 	server *Server // nil for a client
+	tls    *tlsServer // nil without TLS
 	gov    *Governor
 	stats  counters
 
@@ -147,6 +148,17 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	e.stats.accepted.Add(1)
+	if e.tls != nil {
+		// The application sees the connection once its handshake is done.
+		if !c.startTLS(e.tls, func() { e.announce(c) }) {
+			e.stats.rejectedAccepts.Add(1)
+			c.mu.Lock()
+			c.reason = ClosedLocal
+			c.mu.Unlock()
+			return nil, gnet.Close
+		}
+		return nil, gnet.None
+	}
 	if err := s.box().sendNow(delivery{to: s.sink, ev: c}); err != nil {
 		// Admission control at accept: the application's stage refused the
 		// connection, so it is closed at once and nobody ever sees it.
@@ -161,6 +173,25 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c.announced = true
 	c.mu.Unlock()
 	return nil, gnet.None
+}
+
+// announce hands a TLS connection whose handshake succeeded to the
+// server's sink (the handshake stage's goroutine).
+func (e *engine) announce(c *Connection) {
+	c.mu.Lock()
+	if c.state != stateOpen {
+		c.mu.Unlock()
+		return
+	}
+	c.announced = true
+	c.mu.Unlock()
+	if err := e.server.box().sendNow(delivery{to: e.server.sink, ev: c}); err != nil {
+		e.stats.rejectedAccepts.Add(1)
+		e.log.Debug("aio: connection refused by sink", "err", err)
+		c.closeWith(ClosedLocal, nil)
+		return
+	}
+	_ = c.gc.Wake(nil) // records that arrived with the handshake's end
 }
 
 func (e *engine) OnTraffic(gc gnet.Conn) gnet.Action {

@@ -83,6 +83,14 @@ func Listen(cfg SocketConfig, s Receiver) (*Server, error) {
 	srv := &Server{sink: s, lns: lns, addr: lns[0].Addr(), quit: make(chan struct{})}
 	e := newEngine(cfg, name)
 	e.server = srv
+	if cfg.TLS != nil {
+		if e.tls, err = newTLSServer(cfg); err != nil {
+			for _, ln := range lns {
+				_ = ln.Close()
+			}
+			return fail(err)
+		}
+	}
 	srv.eng = e
 	cli, err := gnet.NewClient(e, e.gnetOptions()...)
 	if err == nil {

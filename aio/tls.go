@@ -210,16 +210,52 @@ type tlsSession struct {
 	inMu sync.Mutex
 	buf  []byte // decryption buffer, owned under inMu
 	ok   atomic.Bool
+	raw  func([]byte) error // the handshake's output, straight to the socket
+
+	// Once established, records are collected here and the connection
+	// takes them, in order, onto its output (encryptLocked).
+	pendMu  sync.Mutex
+	pending [][]byte
+	pendN   int
 }
 
 func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw func([]byte) error) *tlsSession {
-	s := &tlsSession{tr: newTLSTransport(local, remote, raw)}
+	s := &tlsSession{raw: raw}
+	s.tr = newTLSTransport(local, remote, s.output)
 	if server {
 		s.conn = tls.Server(s.tr, cfg)
 	} else {
 		s.conn = tls.Client(s.tr, cfg)
 	}
 	return s
+}
+
+// output receives crypto/tls's records: straight to the socket during the
+// handshake, collected afterwards.
+func (s *tlsSession) output(b []byte) error {
+	if !s.ok.Load() {
+		return s.raw(b)
+	}
+	s.pendMu.Lock()
+	s.pending = append(s.pending, b)
+	s.pendN += len(b)
+	s.pendMu.Unlock()
+	return nil
+}
+
+// takePending returns the collected records and their size.
+func (s *tlsSession) takePending() ([][]byte, int) {
+	s.pendMu.Lock()
+	defer s.pendMu.Unlock()
+	p, n := s.pending, s.pendN
+	s.pending, s.pendN = nil, 0
+	return p, n
+}
+
+func (s *tlsSession) hasPending() bool {
+	s.pendMu.Lock()
+	defer s.pendMu.Unlock()
+	return s.pendN > 0
 }
 
 // handshake runs the handshake (it blocks on the peer) within timeout and

@@ -42,6 +42,8 @@ type recvArgs struct {
 	// Static and Send name the page cache and the sending stages.
 	Static string `yaml:"static"`
 	Send   string `yaml:"send"`
+	// TLS opens an HTTPS listener beside the HTTP one.
+	TLS tlsArgs `yaml:"tls"`
 }
 
 type route struct {
@@ -121,7 +123,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	if sock.MaxConnections == 0 && a.MaxConnections > 0 {
 		sock.MaxConnections = overLimitRoom(a.MaxConnections)
 	}
-	hs, err := http.Listen(http.ServerConfig{
+	hcfg := http.ServerConfig{
 		Socket:          sock,
 		Name:            a.Socket,
 		ServerHeader:    ServerHeader,
@@ -135,7 +137,8 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		SkipBody:        h.skipBody,
 		Manager:         h.m,
 		Logger:          h.log,
-	}, c.Stage().Sink())
+	}
+	hs, err := http.Listen(hcfg, c.Stage().Sink())
 	if err != nil {
 		return err
 	}
@@ -144,7 +147,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		return err
 	}
 	h.log.Info("haboob: listening", "addr", hs.Addr().String())
-	return nil
+	return h.listenTLS(c, hcfg)
 }
 
 func (h *httpRecv) HandleEvents(batch []sink.Event) error {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -45,6 +46,10 @@ type Options struct {
 	Root string
 	// Addr is the listen address; it overrides HttpRecv's socket address.
 	Addr string
+	// TLSAddr, TLSCert and TLSKey override HttpRecv's `tls:` args: an
+	// HTTPS listener beside the HTTP one (no certificate: a self-signed
+	// one for localhost).
+	TLSAddr, TLSCert, TLSKey string
 	// Logger receives Haboob's logs (nil: the manager's).
 	Logger *slog.Logger
 }
@@ -61,6 +66,8 @@ type Server struct {
 
 	mu        sync.Mutex
 	http      *http.Server
+	https     *http.Server   // nil without HTTPS
+	certs     *aio.CertStore // HTTPS certificates (Reload on SIGHUP)
 	cache     *PageCache
 	site      *Site
 	checksums []*checksum
@@ -116,6 +123,11 @@ func (s *Server) Cache() *PageCache {
 // still in progress are cut short. It is a no-op if the server never
 // started.
 func (s *Server) Shutdown(ctx context.Context) error {
+	if h, err := s.HTTPS(); err == nil {
+		if err := h.Shutdown(ctx); err != nil {
+			return err
+		}
+	}
 	h, err := s.HTTP()
 	if err != nil {
 		return nil
@@ -125,6 +137,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close closes the HTTP server and its connections now.
 func (s *Server) Close() error {
+	if h, err := s.HTTPS(); err == nil {
+		_ = h.Close()
+	}
 	h, err := s.HTTP()
 	if err != nil {
 		return nil

@@ -14,7 +14,11 @@ import (
 // overrides its key of global.cluster.
 type clusterFlags struct {
 	node, nats, listen optionalString
+	tls                tlsFlags // the HTTPS flags travel along to buildNode
 }
+
+// tlsFlags are -tls-addr, -tls-cert and -tls-key.
+type tlsFlags struct{ addr, cert, key string }
 
 // given reports whether any cluster flag was given.
 func (f *clusterFlags) given() bool { return f.node.set || f.nats.set || f.listen.set }

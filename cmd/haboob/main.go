@@ -77,6 +77,10 @@ func run(args []string) int {
 	fs.Var(&cf.node, "node", "cluster node name, overriding global.cluster.node")
 	fs.Var(&cf.nats, "nats", `NATS server URL to join, overriding global.cluster.nats ("": embed one)`)
 	fs.Var(&cf.listen, "nats-listen", "client address of the embedded NATS server, overriding global.cluster.listen")
+	var tf tlsFlags
+	fs.StringVar(&tf.addr, "tls-addr", "", "HTTPS listen address beside -addr, overriding HttpRecv's tls.addr (no certificate: a self-signed one for localhost, for trying HTTPS out)")
+	fs.StringVar(&tf.cert, "tls-cert", "", "HTTPS certificate chain (PEM), overriding HttpRecv's tls.cert")
+	fs.StringVar(&tf.key, "tls-key", "", "HTTPS private key (PEM), overriding HttpRecv's tls.key")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -89,6 +93,7 @@ func run(args []string) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cf.tls = tf
 	if err := serve(log, *configPath, *root, *addr, prof, &cf); err != nil {
 		log.Error("haboob", "err", err)
 		return 1
@@ -151,8 +156,30 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 		return err
 	}
 	m := in.m
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	hupDone := make(chan struct{})
+	defer func() { signal.Stop(hup); close(hupDone) }()
+	go func() { // SIGHUP: reload the HTTPS certificates, keeping connections
+		for {
+			select {
+			case <-hupDone:
+				return
+			case <-hup:
+			}
+			if err := in.hb.ReloadCertificates(); err != nil {
+				log.Error("haboob: certificates not reloaded (the old ones stay in use)", "err", err)
+			} else {
+				log.Info("haboob: certificates reloaded")
+			}
+		}
+	}()
 	if a := in.hb.Addr(); a != nil {
-		log.Info("haboob: ready", "addr", a.String())
+		if ta := in.hb.TLSAddr(); ta != nil {
+			log.Info("haboob: ready", "addr", a.String(), "https", ta.String())
+		} else {
+			log.Info("haboob: ready", "addr", a.String())
+		}
 	} else { // a cluster node hosting no HTTP stage
 		log.Info("haboob: ready", "node", in.node.Name(), "nats", in.node.URL())
 	}
@@ -204,7 +231,11 @@ func build(log *slog.Logger, cfg *stage.Config, root, addr string, tune func(*pr
 // buildNode is build for one node of a cluster (cf: the command's
 // cluster flags, nil for none); see cluster.go.
 func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func(*profiler.Config), cf *clusterFlags) (*instance, error) {
-	hb := haboob.New(haboob.Options{Root: root, Addr: addr, Logger: log})
+	opts := haboob.Options{Root: root, Addr: addr, Logger: log}
+	if cf != nil {
+		opts.TLSAddr, opts.TLSCert, opts.TLSKey = cf.tls.addr, cf.tls.cert, cf.tls.key
+	}
+	hb := haboob.New(opts)
 	reg := stage.NewRegistry()
 	hb.Register(reg)
 	var override func(*remote.ClusterConfig)

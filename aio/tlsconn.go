@@ -1,0 +1,180 @@
+package aio
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// This file wires a tlsSession into a Connection (thesis ch. 5 §7): the
+// handshake runs on the handshake stage before the application sees the
+// connection; afterwards packets are decrypted inline as they arrive and
+// every write is encrypted on the connection's normal output path, so the
+// one owner of the output (the Connection) still holds the write window,
+// completions and close policy.
+
+// maxHandshakeInput bounds the ciphertext buffered for a handshake in
+// progress: a peer that sends more before finishing it is closed.
+const maxHandshakeInput = 256 << 10
+
+// tlsServer is a server socket's TLS side.
+type tlsServer struct {
+	cfg   *tls.Config
+	store *CertStore
+	hs    *Handshakes
+}
+
+func newTLSServer(cfg SocketConfig) (*tlsServer, error) {
+	if cfg.Manager == nil {
+		return nil, fmt.Errorf("%w: a TLS socket needs a Manager (its handshake stage)", ErrInvalidConfig)
+	}
+	tc, store, err := cfg.TLS.serverConfig()
+	if err != nil {
+		return nil, err
+	}
+	hs, err := TLSHandshakes(cfg.Manager, *cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return &tlsServer{cfg: tc, store: store, hs: hs}, nil
+}
+
+// startTLS begins the server handshake of a new connection (event loop,
+// from OnOpen): the connection reaches the application only once the
+// handshake succeeded. It reports false if the handshake stage refused the
+// connection, which must then be closed.
+func (c *Connection) startTLS(ts *tlsServer, announce func()) bool {
+	c.tls = newTLSSession(true, ts.cfg, c.local, c.remote, c.writeHandshake)
+	err := ts.hs.submit(c.tls, func(_ context.Context, err error) {
+		if err != nil {
+			c.eng.log.Debug("aio: TLS handshake failed", "conn", c.String(), "err", err)
+			c.closeWith(ClosedError, err)
+			return
+		}
+		announce()
+	})
+	if err != nil {
+		c.eng.log.Debug("aio: TLS handshake refused", "conn", c.String(), "err", err)
+		return false
+	}
+	return true
+}
+
+// writeHandshake sends the handshake's own records (the handshake
+// goroutine; nothing else writes before the session is established).
+func (c *Connection) writeHandshake(b []byte) error {
+	op := [1]writeOp{{data: b, n: len(b)}}
+	return c.submit(op[:], false, 0, 0, false)
+}
+
+// handshakeInput moves every buffered byte to the handshake (event loop).
+func (c *Connection) handshakeInput(gc interface {
+	InboundBuffered() int
+	Read([]byte) (int, error)
+}) bool {
+	for n := gc.InboundBuffered(); n > 0; n = gc.InboundBuffered() {
+		data := make([]byte, n)
+		m, _ := gc.Read(data)
+		if m <= 0 {
+			break
+		}
+		c.countIn(m)
+		c.tls.tr.Feed(data[:m])
+	}
+	return c.tls.tr.Buffered() <= maxHandshakeInput
+}
+
+// decrypt feeds ciphertext to the session and hands each plaintext piece
+// to deliver as its own copy. io.EOF means the peer sent close_notify.
+func (c *Connection) decrypt(ciphertext []byte, deliver func([]byte)) error {
+	own := func(p []byte) { deliver(append([]byte(nil), p...)) }
+	var err error
+	if len(ciphertext) > 0 {
+		err = c.tls.feed(ciphertext, own)
+	} else {
+		err = c.tls.drain(own)
+	}
+	if c.tls.hasPending() { // an alert or a key update answer
+		_ = c.submit(nil, false, 0, 0, false)
+	}
+	return err
+}
+
+// tlsReadFailed closes a connection whose record layer failed.
+func (c *Connection) tlsReadFailed(err error) {
+	if errors.Is(err, io.EOF) {
+		c.closeWith(ClosedPeer, nil) // close_notify: a clean end
+		return
+	}
+	c.closeWith(ClosedError, fmt.Errorf("aio: TLS: %w", err))
+}
+
+// encryptLocked turns ops' plaintext into records, in order, after any
+// records the read side produced (alerts), keeping each op's completion.
+func (c *Connection) encryptLocked(ops []writeOp) ([]writeOp, error) {
+	s := c.tls
+	out := make([]writeOp, 0, len(ops)+1)
+	if p, n := s.takePending(); n > 0 {
+		out = append(out, writeOp{bufs: p, n: n})
+	}
+	for _, op := range ops {
+		if op.n > 0 {
+			plain := op.data
+			if len(op.bufs) > 0 { // one Write: header and body share records
+				plain = make([]byte, 0, op.n)
+				plain = append(plain, op.data...)
+				for _, b := range op.bufs {
+					plain = append(plain, b...)
+				}
+			}
+			if err := s.write(plain); err != nil {
+				return nil, fmt.Errorf("aio: TLS: %w", err)
+			}
+			op.data = nil
+			op.bufs, op.n = s.takePending()
+		}
+		out = append(out, op)
+	}
+	return out, nil
+}
+
+// sendCloseNotify queues the close_notify alert before a graceful close.
+func (c *Connection) sendCloseNotify() {
+	if c.tls == nil || !c.tls.ok.Load() {
+		return
+	}
+	if c.tls.closeNotify() == nil {
+		_ = c.submit(nil, false, 0, 0, false)
+	}
+}
+
+// TLSState returns the negotiated TLS parameters, and false for a
+// connection without TLS or whose handshake has not completed.
+func (c *Connection) TLSState() (tls.ConnectionState, bool) {
+	if c.tls == nil || !c.tls.ok.Load() {
+		return tls.ConnectionState{}, false
+	}
+	return c.tls.state(), true
+}
+
+// decryptTail turns the ciphertext left at close into plaintext packets
+// (records cut short by the close are dropped: they cannot be read).
+func (c *Connection) decryptTail(raw []Packet) ([]Packet, int64) {
+	if !c.tls.ok.Load() {
+		return nil, 0
+	}
+	var tail []Packet
+	var n int64
+	seq := c.seq - uint64(len(raw))
+	for _, p := range raw {
+		_ = c.tls.feed(p.Data, func(pt []byte) {
+			seq++
+			tail = append(tail, Packet{Conn: c, Seq: seq, Data: append([]byte(nil), pt...)})
+			n += int64(len(pt))
+		})
+	}
+	c.seq = seq
+	return tail, n
+}
