@@ -32,7 +32,7 @@ type engine struct {
 	cfg    SocketConfig // defaults applied
 	name   string
 	log    *slog.Logger
-	server *Server // nil for a client
+	server *Server    // nil for a client
 	tls    *tlsServer // nil without TLS
 	gov    *Governor
 	stats  counters
