@@ -1173,7 +1173,7 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 		c.paused.Store(false)
 	}
 	var now time.Time
-	if c.tls != nil && c.tls.tr.Buffered() > 0 && !c.tlsDeliver(r, nil) {
+	if c.tls != nil && (c.tls.fresh.Swap(false) || c.tls.tr.Buffered() > 0) && !c.tlsDeliver(r, nil) {
 		return c.overflow(gc)
 	}
 	for avail > 0 {

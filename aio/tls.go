@@ -210,7 +210,11 @@ type tlsSession struct {
 	inMu sync.Mutex
 	buf  []byte // decryption buffer, owned under inMu
 	ok   atomic.Bool
-	raw  func([]byte) error // the handshake's output, straight to the socket
+	// fresh is set when the handshake ends: crypto/tls may hold records
+	// that arrived with the handshake's last flight in its own buffer, so
+	// the first read decrypts even if the transport is empty.
+	fresh atomic.Bool
+	raw   func([]byte) error // the handshake's output, straight to the socket
 
 	// Once established, records are collected here and the connection
 	// takes them, in order, onto its output (encryptLocked).
@@ -266,6 +270,7 @@ func (s *tlsSession) handshake(ctx context.Context, timeout time.Duration) (cont
 	err := s.conn.HandshakeContext(hctx)
 	if err == nil {
 		s.tr.SetBlocking(false)
+		s.fresh.Store(true)
 		s.ok.Store(true)
 	}
 	return hctx, err
