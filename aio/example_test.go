@@ -221,5 +221,5 @@ sockets:
 	fmt.Println(err)
 	// Output:
 	// 127.0.0.1:8080 16KiB 1m0s close
-	// line 2: global.aio.sockets.http.adress: unknown key (known: addr, clogPolicy, closeTimeout, connectTimeout, eventLoops, idleTimeout, inboundPolicy, keepAlive, lingerTimeout, maxConnections, maxInbound, outputBudget, pollInterval, readBuffer, readRate, recvBuffer, reusePort, sendBuffer, writeThreshold, writeTimeout, writeWindow)
+	// line 2: global.aio.sockets.http.adress: unknown key (known: addr, clogPolicy, closeTimeout, connectTimeout, eventLoops, idleTimeout, inboundPolicy, keepAlive, lingerTimeout, maxConnections, maxInbound, outputBudget, pollInterval, readBuffer, readRate, recvBuffer, reusePort, sendBuffer, tls, writeThreshold, writeTimeout, writeWindow)
 }
