@@ -39,6 +39,12 @@ func NewClient(cfg SocketConfig) (*Client, error) {
 		name = "client"
 	}
 	e := newEngine(cfg, name)
+	if cfg.TLS != nil {
+		var err error
+		if e.tls, err = newTLSClient(cfg); err != nil {
+			return nil, err
+		}
+	}
 	cli, err := gnet.NewClient(e, e.gnetOptions()...)
 	if err == nil {
 		err = cli.Start()
@@ -74,6 +80,10 @@ func (cl *Client) Connect(addr string, s Receiver, value any) error {
 	cl.pending.Add(1)
 	cl.mu.Unlock()
 	c := newConnection(cl.eng, s, value)
+	c.dialHost = address
+	if h, _, err := net.SplitHostPort(address); err == nil {
+		c.dialHost = h
+	}
 	go cl.dial(c, addr, network, address)
 	return nil
 }

@@ -241,10 +241,11 @@ type SocketConfig struct {
 	// write completions and graceful closes (0 → 1ms).
 	PollInterval time.Duration `yaml:"pollInterval"`
 
-	// TLS, when set, makes a server socket speak TLS (crypto/tls): the
-	// handshake runs on the manager's handshake stage (so Manager is
-	// required), records are decrypted as packets arrive and writes are
-	// encrypted. See TLSConfig.
+	// TLS, when set, makes the socket speak TLS (crypto/tls), as a server
+	// or a client: the handshake runs on the manager's handshake stage (so
+	// Manager is required) and the application gets the connection once it
+	// succeeded (a client: ConnectFailed otherwise); records are decrypted
+	// as packets arrive and writes are encrypted. See TLSConfig.
 	TLS *TLSConfig `yaml:"tls"`
 
 	// Name names the socket in metrics and logs (default: derived from the

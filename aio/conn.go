@@ -110,6 +110,9 @@ type Connection struct {
 	// tls is the connection's TLS session (nil without TLS); set before
 	// the connection is announced, never changed.
 	tls *tlsSession
+	// dialHost is the host a client connection dialed (its TLS server
+	// name unless the configuration names one).
+	dialHost string
 	// writtenCB is c.written as a value, made once (not per write).
 	writtenCB gnet.AsyncCallback
 

@@ -129,6 +129,19 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 			return nil, gnet.Close
 		}
 		e.stats.connected.Add(1)
+		if e.tls != nil {
+			// The owner gets the connection once its handshake is done, or
+			// ConnectFailed.
+			fail := func(err error) {
+				e.stats.connectFailed.Add(1)
+				e.box.send(delivery{to: c.owner, ev: ConnectFailed{Addr: c.dialHost, Value: c.Value(), Err: fmt.Errorf("aio: TLS: %w", err)}})
+			}
+			if !c.startTLS(e.tls, func() { e.announceClient(c) }, fail) {
+				fail(ErrHandshakeRefused)
+				return nil, gnet.Close
+			}
+			return nil, gnet.None
+		}
 		c.mu.Lock()
 		c.announced = true
 		c.mu.Unlock()
@@ -150,7 +163,7 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	e.stats.accepted.Add(1)
 	if e.tls != nil {
 		// The application sees the connection once its handshake is done.
-		if !c.startTLS(e.tls, func() { e.announce(c) }) {
+		if !c.startTLS(e.tls, func() { e.announce(c) }, nil) {
 			e.stats.rejectedAccepts.Add(1)
 			c.mu.Lock()
 			c.reason = ClosedLocal
@@ -192,6 +205,19 @@ func (e *engine) announce(c *Connection) {
 		return
 	}
 	_ = c.gc.Wake(nil) // records that arrived with the handshake's end
+}
+
+// announceClient hands a client's TLS connection to its owner.
+func (e *engine) announceClient(c *Connection) {
+	c.mu.Lock()
+	if c.state != stateOpen {
+		c.mu.Unlock()
+		return
+	}
+	c.announced = true
+	c.mu.Unlock()
+	c.box.send(delivery{to: c.owner, ev: c})
+	_ = c.gc.Wake(nil)
 }
 
 func (e *engine) OnTraffic(gc gnet.Conn) gnet.Action {

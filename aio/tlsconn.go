@@ -19,11 +19,12 @@ import (
 // progress: a peer that sends more before finishing it is closed.
 const maxHandshakeInput = 256 << 10
 
-// tlsServer is a server socket's TLS side.
+// tlsServer is a socket's TLS side (server or client).
 type tlsServer struct {
-	cfg   *tls.Config
-	store *CertStore
-	hs    *Handshakes
+	client bool
+	cfg    *tls.Config
+	store  *CertStore
+	hs     *Handshakes
 }
 
 func newTLSServer(cfg SocketConfig) (*tlsServer, error) {
@@ -41,16 +42,35 @@ func newTLSServer(cfg SocketConfig) (*tlsServer, error) {
 	return &tlsServer{cfg: tc, store: store, hs: hs}, nil
 }
 
+func newTLSClient(cfg SocketConfig) (*tlsServer, error) {
+	if cfg.Manager == nil {
+		return nil, fmt.Errorf("%w: a TLS socket needs a Manager (its handshake stage)", ErrInvalidConfig)
+	}
+	hs, err := TLSHandshakes(cfg.Manager, *cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return &tlsServer{client: true, cfg: cfg.TLS.clientConfig(), hs: hs}, nil
+}
+
 // startTLS begins the server handshake of a new connection (event loop,
 // from OnOpen): the connection reaches the application only once the
 // handshake succeeded. It reports false if the handshake stage refused the
 // connection, which must then be closed.
-func (c *Connection) startTLS(ts *tlsServer, announce func()) bool {
-	c.tls = newTLSSession(true, ts.cfg, c.local, c.remote, c.writeHandshake)
+func (c *Connection) startTLS(ts *tlsServer, announce func(), failed func(error)) bool {
+	cfg := ts.cfg
+	if ts.client && cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		cfg = cfg.Clone()
+		cfg.ServerName = c.dialHost
+	}
+	c.tls = newTLSSession(!ts.client, cfg, c.local, c.remote, c.writeHandshake)
 	err := ts.hs.submit(c.tls, func(_ context.Context, err error) {
 		if err != nil {
 			c.eng.log.Debug("aio: TLS handshake failed", "conn", c.String(), "err", err)
 			c.closeWith(ClosedError, err)
+			if failed != nil {
+				failed(err)
+			}
 			return
 		}
 		announce()

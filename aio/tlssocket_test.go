@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -149,4 +150,89 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestTLSClientSocket(t *testing.T) {
+	addr, roots, _, _ := tlsEcho(t, aio.TLSConfig{})
+	m := stage.NewManager(stage.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		_ = m.Shutdown(sctx)
+	}()
+	cl, err := aio.NewClient(aio.SocketConfig{Manager: m, TLS: &aio.TLSConfig{Config: &tls.Config{RootCAs: roots}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	events := make(chan sink.Event, 64)
+	recv := aio.Func(func(e sink.Event) error { events <- e; return nil })
+	_, port, _ := net.SplitHostPort(addr)
+	if err := cl.Connect("localhost:"+port, recv, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	var conn *aio.Connection
+	select {
+	case e := <-events:
+		c, ok := e.(*aio.Connection)
+		if !ok {
+			t.Fatalf("got %#v, want the connection", e)
+		}
+		conn = c
+	case <-time.After(30 * time.Second):
+		t.Fatal("no connection")
+	}
+	if st, ok := conn.TLSState(); !ok || st.ServerName != "localhost" || st.NegotiatedProtocol != "http/1.1" {
+		t.Fatalf("TLS state %+v, %v", st, ok)
+	}
+	if err := conn.StartReader(recv); err != nil {
+		t.Fatal(err)
+	}
+	msg := bytes.Repeat([]byte("ping "), 5000)
+	if err := conn.Write(msg, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for len(got) < len(msg) {
+		select {
+		case e := <-events:
+			if p, ok := e.(aio.Packet); ok {
+				got = append(got, p.Data...)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("echo: got %d of %d bytes", len(got), len(msg))
+		}
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatal("echo differs")
+	}
+
+	// A server whose certificate the client does not trust: ConnectFailed.
+	cl2, err := aio.NewClient(aio.SocketConfig{Manager: m, TLS: &aio.TLSConfig{}, Name: "untrusting"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	if err := cl2.Connect("localhost:"+port, recv, "untrusted"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case e := <-events:
+			if f, ok := e.(aio.ConnectFailed); ok {
+				var uerr x509.UnknownAuthorityError
+				if !errors.As(f.Err, &uerr) {
+					t.Fatalf("ConnectFailed: %v; want an unknown-authority error", f.Err)
+				}
+				return
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no ConnectFailed for an untrusted certificate")
+		}
+	}
 }

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Haboob's HTTPS beside nginx's (Debian nginx-light, ssl) on the same
+# ECDSA P-256 certificate and SPECweb99-like file set, driven by wrk:
+#   1. full handshakes/s: every request on a new connection (Connection:
+#      close; wrk does not resume sessions), one small file;
+#   2. keep-alive HTTPS requests/s with the SPECweb99-like mix
+#      (bench/specweb.lua),
+# each with server CPU µs and context switches per request from /proc.
+#
+#   bench/tls.sh                       # 64 connections, 10 s per row
+#   CLIENTS="64 256" DURATION=20s bench/tls.sh
+#
+# Load generator and servers share the machine: compare within one run.
+set -euo pipefail
+CLIENTS=${CLIENTS:-64}
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+DIRS=${DIRS:-20}
+HABOOB_PORT=${HABOOB_PORT:-18090}
+HABOOB_TLS_PORT=${HABOOB_TLS_PORT:-18453}
+NGINX_TLS_PORT=${NGINX_TLS_PORT:-18454}
+
+cd "$(dirname "$0")/.."
+ulimit -n 65536 2>/dev/null || true
+for p in nginx:nginx-light wrk:wrk openssl:openssl; do
+	command -v "${p%%:*}" >/dev/null 2>&1 && continue
+	[ "$(id -u)" = 0 ] || { echo "need ${p#*:}" >&2; exit 1; }
+	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${p#*:}" >&2
+done
+
+WORK=$(mktemp -d /tmp/haboob-tls.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+go build -o "$WORK/haboob" ./cmd/haboob
+go build -o "$WORK/loadgen" ./cmd/loadgen
+"$WORK/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
+echo "<h1>small</h1>" >"$WORK/files/small.html"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+	-keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+
+wait_port() { for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; exit 1; }
+
+"$WORK/haboob" -root "$WORK/files" -addr 127.0.0.1:$HABOOB_PORT -tls-addr 127.0.0.1:$HABOOB_TLS_PORT \
+	-tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" -profiler "" 2>"$WORK/haboob.log" &
+HABOOB_PID=$!
+PIDS+=($HABOOB_PID)
+mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
+cat >"$WORK/nginx.conf" <<EOF
+worker_processes 2;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    open_file_cache max=10000 inactive=60s;
+    client_body_temp_path $WORK/nginx/tmp;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m;
+    server {
+        listen 127.0.0.1:$NGINX_TLS_PORT ssl backlog=4096;
+        ssl_certificate $WORK/cert.pem;
+        ssl_certificate_key $WORK/key.pem;
+        root $WORK/files;
+    }
+}
+EOF
+nginx -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx.err" &
+NGINX_PID=$!
+PIDS+=($NGINX_PID)
+wait_port $HABOOB_TLS_PORT
+wait_port $NGINX_TLS_PORT
+
+declare -A URL=([haboob]="https://127.0.0.1:$HABOOB_TLS_PORT" [nginx]="https://127.0.0.1:$NGINX_TLS_PORT")
+declare -A PID=([haboob]=$HABOOB_PID [nginx]=$NGINX_PID)
+proc_sample() {
+	local ticks=0 cs=0 pid t
+	for pid in "$@"; do
+		[ -r "/proc/$pid/stat" ] || continue
+		t=$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat")
+		ticks=$((ticks + t))
+		t=$(cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s += $2} END {print s + 0}')
+		cs=$((cs + t))
+	done
+	echo "$ticks $cs"
+}
+HZ=$(getconf CLK_TCK)
+row() { # name server connections wrk-args...
+	local name=$1 s=$2 c=$3
+	shift 3
+	wrk -t2 -c"$c" -d"$WARMUP" "$@" >/dev/null 2>&1 || true
+	local pids="${PID[$s]} $(pgrep -P "${PID[$s]}" 2>/dev/null | tr '\n' ' ')"
+	read -r t0 cs0 < <(proc_sample $pids)
+	out=$(wrk -t2 -c"$c" -d"$DURATION" --latency "$@" 2>&1)
+	read -r t1 cs1 < <(proc_sample $pids)
+	echo "$out" | awk -v name="$name" -v s="$s" -v c="$c" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$HZ" '
+		function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+		/^ +50%/ { p50 = ms($2) }
+		/^ +99%/ { p99 = ms($2) }
+		/requests in/ { n = $1 }
+		/Requests\/sec/ { rps = $2 }
+		/Non-2xx|Socket errors/ { err = err $0 " " }
+		END {
+			if (n == 0) { printf "| %s | %s | %s | failed | | | | | |\n", name, s, c; exit }
+			printf "| %s | %s | %d | %.0f | %.2f | %.2f | %.1f | %.3f | %s |\n", name, s, c, rps, p50, p99, dt / hz * 1e6 / n, dcs / n, (err == "" ? "0" : err)
+		}'
+}
+echo "HTTPS, ECDSA P-256, $(date -u +%F), $(nproc) CPUs; wrk -t2, $DURATION per row after $WARMUP; server CPU and context switches from /proc (all threads, nginx workers included)"
+echo
+echo "| test | server | connections | requests/s | p50 ms | p99 ms | CPU µs/request | context switches/request | errors |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for c in $CLIENTS; do
+	for s in haboob nginx; do
+		row "full handshake per request" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
+	done
+	for s in haboob nginx; do
+		row "keep-alive, SPECweb99-like mix" "$s" "$c" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS"
+	done
+done
