@@ -91,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = classes(o, log, stdout)
 	case "spike":
 		err = spike(o, log, stdout)
+	case "types":
+		err = types(o)
 	default:
 		err = fmt.Errorf("unknown experiment %q (sweep, classes, spike)", o.experiment)
 	}
@@ -275,6 +277,9 @@ func sweep(o options, log *slog.Logger, stdout io.Writer) error {
 		lines: []series{{name: "rejected", x: rx, y: ry}}}).write(filepath.Join(o.out, "arashi-fig53-rejected.svg")); err != nil {
 		return err
 	}
+	if err := typeCharts(pts, o.out); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout, "| users | no control: req/s (not logins) | p90 ms | rt control: admitted req/s (not logins) | p90 ms | rejected |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|")
 	for i, n := range users {
@@ -296,6 +301,52 @@ func sweep(o options, log *slog.Logger, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "| %d | %v | %s |\n", p.Users, p.Control, strings.Join(cells, " | "))
 	}
 	return nil
+}
+
+// typeCharts draws Figs. 48 and 54 from a sweep's points: the admitted
+// p90 of every request type against users, without and with control.
+func typeCharts(pts []point, out string) error {
+	for _, fig := range []struct {
+		name, title string
+		control     bool
+	}{
+		{"arashi-fig48-p90.svg", "Arashi p90 per request type, no control (thesis Fig. 48)", false},
+		{"arashi-fig54-p90.svg", "Arashi p90 per request type, rt per type (thesis Fig. 54)", true},
+	} {
+		var lines []series
+		for i, k := range kindNames() {
+			s := series{name: k, dashed: i%2 == 1}
+			for _, p := range pts {
+				if p.Control == fig.control && p.TypeReqs[k] > 0 {
+					s.x, s.y = append(s.x, float64(p.Users)), append(s.y, p.Types[k])
+				}
+			}
+			if len(s.x) > 0 {
+				lines = append(lines, s)
+			}
+		}
+		c := chart{title: fig.title, xlabel: "users", ylabel: "p90 ms (admitted)", logx: true, lines: lines}
+		if fig.control {
+			c.ref, c.refLabel = ms(target), "target 250 ms"
+		}
+		if err := c.write(filepath.Join(out, fig.name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// types redraws Figs. 48 and 54 from the sweep's JSON file in -o.
+func types(o options) error {
+	data, err := os.ReadFile(filepath.Join(o.out, "arashi-sweep.json"))
+	if err != nil {
+		return err
+	}
+	var pts []point
+	if err := json.Unmarshal(data, &pts); err != nil {
+		return fmt.Errorf("arashi-sweep.json: %w", err)
+	}
+	return typeCharts(pts, o.out)
 }
 
 func kindNames() []string {
