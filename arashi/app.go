@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/haboob"
@@ -104,6 +105,8 @@ type App struct {
 	sessions  map[uint64]session
 	order     []uint64 // session keys, oldest first
 	degraders [numKinds]*haboob.Degrader
+	timing    atomic.Bool
+	timings   [numKinds][]Timing
 }
 
 type session struct {
@@ -234,7 +237,11 @@ func (p *page) HandleEvents(batch []sink.Event) error {
 			p.log.Warn("arashi: unexpected event", "type", fmt.Sprintf("%T", e))
 			continue
 		}
+		began := time.Now()
 		resp := p.serve(req)
+		if p.app.timing.Load() && !req.Received.IsZero() {
+			p.app.record(p.kind, Timing{Before: began.Sub(req.Received), Service: time.Since(began)})
+		}
 		if p.dg.deg != nil {
 			resp.Header.Add("X-Quality", strconv.FormatFloat(p.dg.deg.Quality(), 'f', 3, 64))
 		}

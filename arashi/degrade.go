@@ -156,3 +156,32 @@ func (a *App) Quality(k Kind) float64 {
 	}
 	return d.Quality()
 }
+
+// Timing is where one request's time went on the server, as its request
+// type's stage saw it.
+type Timing struct {
+	// Before is from the request's last byte parsed (http.Request.Received)
+	// to its stage's handler taking it: HttpRecv's dispatch and the wait in
+	// the stage's queue.
+	Before time.Duration
+	// Service is the handler's work: session, database, page.
+	Service time.Duration
+}
+
+// RecordTimings makes the App keep a Timing of every request (off by
+// default; for experiments: the memory grows with the requests). Timings
+// returns them.
+func (a *App) RecordTimings(on bool) { a.timing.Store(on) }
+
+// Timings returns the recorded timings of request type k.
+func (a *App) Timings(k Kind) []Timing {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]Timing(nil), a.timings[k]...)
+}
+
+func (a *App) record(k Kind, t Timing) {
+	a.mu.Lock()
+	a.timings[k] = append(a.timings[k], t)
+	a.mu.Unlock()
+}

@@ -142,9 +142,17 @@ func TestDegradationAlone(t *testing.T) {
 	overload(svc.App.DegraderOf(arashi.ListMessages), time.Hour, 30, time.Second)
 	c := newClient(t, base)
 	key := c.login("user2", "pass2")
+	if n := len(svc.App.Timings(arashi.Login)); n != 0 {
+		t.Errorf("%d timings recorded while off", n)
+	}
+	svc.App.RecordTimings(true)
 	inbox := c.folders(key)[arashi.InboxFolder]
 	if status, _, _ := c.do("GET", "/list?s="+key+"&f="+inbox[0], nil); status != 200 || stageRT(t, svc, "ListMessages").Enabled() {
 		t.Errorf("alone at the lowest quality: status %d, admission must stay off", status)
+	}
+	ts := svc.App.Timings(arashi.ListMessages)
+	if len(ts) != 1 || ts[0].Before < 0 || ts[0].Service <= 0 || len(svc.App.Timings(arashi.ListFolders)) != 1 {
+		t.Errorf("timings: list %+v, folders %d", ts, len(svc.App.Timings(arashi.ListFolders)))
 	}
 }
 

@@ -56,6 +56,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 type options struct {
 	addr, experiment, out, points, db string
 	users, high, low, accounts, pool  int
+	split                             bool
 	duration, warmup                  time.Duration
 	seed                              uint64
 }
@@ -65,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.addr, "addr", "", "the Arashi service (default: one started in this process)")
-	fs.StringVar(&o.experiment, "experiment", "", "sweep (Figs. 47, 53) or classes (Figs. 58, 59)")
+	fs.StringVar(&o.experiment, "experiment", "", "sweep (Figs. 47, 48, 53, 54), classes (Figs. 58, 59), spike (Figs. 52, 55), degrade (Figs. 56, 57), types (redraw Figs. 48, 54)")
 	fs.StringVar(&o.out, "o", "docs/figures", "directory for the experiments' SVG and JSON files")
 	fs.StringVar(&o.points, "points", "1,2,4,8,16,32,64,128,256,512,1024", "user counts of the sweep")
 	fs.StringVar(&o.db, "db", "", "database of the in-process service (default: a fresh one, generated once)")
@@ -77,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per run (per point of a sweep)")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "time before measuring")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generator and of the users")
+	fs.BoolVar(&o.split, "split", false, "also split each type's time on the server (in-process service only)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -93,8 +95,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = spike(o, log, stdout)
 	case "types":
 		err = types(o)
+	case "degrade":
+		err = degrade(o, log, stdout)
 	default:
-		err = fmt.Errorf("unknown experiment %q (sweep, classes, spike)", o.experiment)
+		err = fmt.Errorf("unknown experiment %q (sweep, classes, spike, degrade, types)", o.experiment)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "arashi-load:", err)
@@ -105,6 +109,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // server starts Arashi in this process on o.db (generated on first use).
 func server(o *options, log *slog.Logger, predicate string) (*arashi.Service, error) {
+	return serverDegrading(o, log, predicate, arashi.DegradeOff)
+}
+
+func serverDegrading(o *options, log *slog.Logger, predicate string, degrade arashi.Degrade) (*arashi.Service, error) {
 	if o.db == "" {
 		dir, err := os.MkdirTemp("", "arashi-load-")
 		if err != nil {
@@ -113,7 +121,7 @@ func server(o *options, log *slog.Logger, predicate string) (*arashi.Service, er
 		o.db = filepath.Join(dir, "arashi.db")
 	}
 	return arashi.Start(context.Background(), arashi.Config{
-		Addr: "127.0.0.1:0", DB: o.db, Users: o.accounts, Seed: o.seed, Pool: o.pool, Predicate: predicate, Logger: log,
+		Addr: "127.0.0.1:0", DB: o.db, Users: o.accounts, Seed: o.seed, Pool: o.pool, Predicate: predicate, Degrade: degrade, Logger: log,
 	})
 }
 
@@ -132,13 +140,20 @@ func drive(cfg load.Config, warmup, duration time.Duration) ([]load.Sample, erro
 
 func plain(o options, log *slog.Logger, stdout io.Writer) error {
 	addr := o.addr
+	var svc *arashi.Service
 	if addr == "" {
-		svc, err := server(&o, log, "")
-		if err != nil {
+		var err error
+		if svc, err = server(&o, log, ""); err != nil {
 			return err
 		}
 		defer stop(svc)
 		addr = svc.App.Addr().String()
+		if o.split {
+			t := time.AfterFunc(o.warmup, func() { svc.App.RecordTimings(true) })
+			defer t.Stop()
+		}
+	} else if o.split {
+		return fmt.Errorf("-split needs the in-process service (no -addr)")
 	}
 	cfg := load.Config{Addr: addr, Users: o.users, Accounts: o.accounts, Seed: o.seed}
 	if o.high > 0 {
@@ -170,7 +185,40 @@ func plain(o options, log *slog.Logger, stdout io.Writer) error {
 		s := load.Summarize(samples, load.OfClass(c, from, to))
 		fmt.Fprintf(stdout, "class %d: %d requests, %.1f %% rejected, p90 %.1f ms\n", c, s.Requests, 100*s.RejectRate(), ms(s.P90))
 	}
+	if svc != nil && o.split {
+		split(svc, samples, from, to, stdout)
+	}
 	return nil
+}
+
+// split prints, per request type, the admitted p90 the clients measured
+// beside the p90 of the parts of the server time the type's stage sees:
+// before its handler (HttpRecv's dispatch and the stage's queue), the
+// handler's work, and both; the rest is the request's way in (the aio
+// loop reading and parsing), HttpSend and the clients' own scheduling.
+func split(svc *arashi.Service, samples []load.Sample, from, to time.Duration, stdout io.Writer) {
+	fmt.Fprintln(stdout, "\n| type | client p90 ms | server: before the handler p90 | handler p90 | before + handler p90 | rest (client − server p90) | stage rt controller p90 (smoothed) |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+	for _, k := range arashi.Kinds() {
+		c := load.Summarize(samples, load.OfKind(k, from, to))
+		ts := svc.App.Timings(k)
+		if c.Admitted == 0 || len(ts) == 0 {
+			continue
+		}
+		var before, service, both []time.Duration
+		for _, t := range ts {
+			before, service, both = append(before, t.Before), append(service, t.Service), append(both, t.Before+t.Service)
+		}
+		srv := load.Percentile(both, 0.9)
+		rt := "–"
+		if st, ok := svc.Manager.Stage(k.Handler()[len("arashi."):]); ok {
+			if r, ok := st.Sink().Predicate().(*enqueuepred.ResponseTime); ok {
+				rt = fmt.Sprintf("%.0f", ms(r.P90()))
+			}
+		}
+		fmt.Fprintf(stdout, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n", k, ms(c.P90), ms(load.Percentile(before, 0.9)),
+			ms(load.Percentile(service, 0.9)), ms(srv), ms(c.P90-srv), rt)
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
