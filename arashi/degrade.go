@@ -185,3 +185,17 @@ func (a *App) record(k Kind, t Timing) {
 	a.timings[k] = append(a.timings[k], t)
 	a.mu.Unlock()
 }
+
+// ParseDegrade parses a mode's name ("off", "alone", "admission"; "" is
+// "off").
+func ParseDegrade(s string) (Degrade, error) {
+	for _, d := range []Degrade{DegradeOff, DegradeAlone, DegradeAdmission} {
+		if s == d.String() {
+			return d, nil
+		}
+	}
+	if s == "" {
+		return DegradeOff, nil
+	}
+	return DegradeOff, fmt.Errorf("arashi: unknown degradation mode %q (off, alone, admission)", s)
+}

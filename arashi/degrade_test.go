@@ -165,3 +165,26 @@ func TestDegradeNeedsRT(t *testing.T) {
 		t.Fatalf("degradation without rt: %v", err)
 	}
 }
+
+func TestParseDegrade(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want arashi.Degrade
+		ok   bool
+	}{
+		{"", arashi.DegradeOff, true},
+		{"off", arashi.DegradeOff, true},
+		{"alone", arashi.DegradeAlone, true},
+		{"admission", arashi.DegradeAdmission, true},
+		{"Alone", arashi.DegradeOff, false},
+		{"on", arashi.DegradeOff, false},
+	} {
+		got, err := arashi.ParseDegrade(tc.in)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("ParseDegrade(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+	if s := arashi.Degrade(9).String(); s != "Degrade(9)" {
+		t.Errorf("String of an unknown mode: %q", s)
+	}
+}

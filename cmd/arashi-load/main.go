@@ -1,8 +1,8 @@
 // Command arashi-load is the Arashi client load generator of the SEDA
 // thesis (§6.3.4, package arashi/load) and the driver of its experiments.
 //
-//	arashi-load [-addr HOST:PORT] [-users N] [-high N] [-duration D] [-warmup D]
-//	arashi-load -experiment sweep|classes [-o DIR] [-points 1,4,16,...] [-duration D]
+//	arashi-load [-addr HOST:PORT] [-users N] [-high N] [-duration D] [-warmup D] [-degrade MODE] [-split]
+//	arashi-load -experiment sweep|classes|spike|degrade|types [-o DIR] [-points 1,4,16,...] [-duration D]
 //
 // Without -experiment it drives the service at -addr (default: an Arashi
 // started in this process on a fresh database) with -users emulated users
@@ -23,7 +23,17 @@
 // spike of Figs. 52 and 55: 3 users, then 1000 more in the middle third,
 // with and without control, and writes the ListFolders controller's trace
 // (arashi-fig52-*.svg) and the clients' p90 and rejections over time
-// (arashi-fig55-*.svg).
+// (arashi-fig55-*.svg). -experiment degrade runs the same spike without
+// control, with service degradation alone and with degradation plus
+// admission control (Figs. 56–57: arashi-fig56-*.svg, arashi-fig57-*.svg).
+// A sweep also draws each request type's p90 (arashi-fig48-p90.svg,
+// arashi-fig54-p90.svg); -experiment types redraws them from
+// arashi-sweep.json.
+//
+// -split (without -experiment and -addr) adds, per request type, where the
+// server's time went: before the type's handler (HttpRecv's dispatch and
+// the stage's queue) and in it, beside the clients' p90. -degrade
+// off|alone|admission sets the in-process service's degradation.
 package main
 
 import (
@@ -55,6 +65,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 type options struct {
 	addr, experiment, out, points, db string
+	degrade                           arashi.Degrade
 	users, high, low, accounts, pool  int
 	split                             bool
 	duration, warmup                  time.Duration
@@ -78,12 +89,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per run (per point of a sweep)")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "time before measuring")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generator and of the users")
+	degradeMode := fs.String("degrade", "off", "service degradation of the in-process service without -experiment: off, alone, admission")
 	fs.BoolVar(&o.split, "split", false, "also split each type's time on the server (in-process service only)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var err error
+	if o.degrade, err = arashi.ParseDegrade(*degradeMode); err != nil {
+		fmt.Fprintln(stderr, "arashi-load:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch o.experiment {
 	case "":
 		err = plain(o, log, stdout)
@@ -143,7 +159,7 @@ func plain(o options, log *slog.Logger, stdout io.Writer) error {
 	var svc *arashi.Service
 	if addr == "" {
 		var err error
-		if svc, err = server(&o, log, ""); err != nil {
+		if svc, err = serverDegrading(&o, log, "", o.degrade); err != nil {
 			return err
 		}
 		defer stop(svc)

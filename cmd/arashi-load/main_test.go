@@ -68,3 +68,10 @@ func TestSplitNeedsInProcessService(t *testing.T) {
 		t.Errorf("-split with -addr: %d %q", got, errs.String())
 	}
 }
+
+func TestBadDegrade(t *testing.T) {
+	var out, errs bytes.Buffer
+	if got := run([]string{"-degrade", "half"}, &out, &errs); got != 2 || !strings.Contains(errs.String(), "degradation mode") {
+		t.Errorf("-degrade half: %d %q", got, errs.String())
+	}
+}
