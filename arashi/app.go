@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/haboob"
@@ -85,6 +86,8 @@ type Options struct {
 	MaxSessions int
 	// Timeout bounds one request's database work (default 30s).
 	Timeout time.Duration
+	// Degrade selects service degradation (default DegradeOff).
+	Degrade Degrade
 }
 
 // App is one Arashi instance: Haboob's stages (HttpRecv's URL dispatch,
@@ -98,9 +101,12 @@ type App struct {
 	hb   *haboob.Server
 	root string // the extracted static site
 
-	mu       sync.Mutex
-	sessions map[uint64]session
-	order    []uint64 // session keys, oldest first
+	mu        sync.Mutex
+	sessions  map[uint64]session
+	order     []uint64 // session keys, oldest first
+	degraders [numKinds]*haboob.Degrader
+	timing    atomic.Bool
+	timings   [numKinds][]Timing
 }
 
 type session struct {
@@ -208,6 +214,7 @@ type page struct {
 	args pageArgs
 	send sink.Sink
 	log  *slog.Logger
+	dg   degrader
 }
 
 func (p *page) Init(c *stage.Context) error {
@@ -220,7 +227,7 @@ func (p *page) Init(c *stage.Context) error {
 		return fmt.Errorf("arashi: %s send stage: %w", p.kind.Handler(), err)
 	}
 	p.log = p.app.opts.Logger.With("stage", c.Stage().Name())
-	return nil
+	return p.initDegrade(c)
 }
 
 func (p *page) HandleEvents(batch []sink.Event) error {
@@ -230,7 +237,14 @@ func (p *page) HandleEvents(batch []sink.Event) error {
 			p.log.Warn("arashi: unexpected event", "type", fmt.Sprintf("%T", e))
 			continue
 		}
+		began := time.Now()
 		resp := p.serve(req)
+		if p.app.timing.Load() && !req.Received.IsZero() {
+			p.app.record(p.kind, Timing{Before: began.Sub(req.Received), Service: time.Since(began)})
+		}
+		if p.dg.deg != nil {
+			resp.Header.Add("X-Quality", strconv.FormatFloat(p.dg.deg.Quality(), 'f', 3, 64))
+		}
 		if resp.Header.Get("Cache-Control") == "" {
 			resp.Header.Add("Cache-Control", "no-store")
 		}
@@ -256,6 +270,9 @@ type view struct {
 	Prev, Next  bool
 	PrevPage    int
 	NextPage    int
+	// Degraded: the page was made at a quality below 1; NoCounts: the
+	// folders page leaves the message counts out.
+	Degraded, NoCounts bool
 }
 
 func (p *page) serve(req *http.Request) *http.Response {
@@ -277,9 +294,18 @@ func (p *page) serve(req *http.Request) *http.Response {
 		return p.render(http.StatusForbidden, "error", view{Title: "Session expired", Text: "Please log in again."})
 	}
 	v := view{User: s.name, Key: form.Get("s")}
+	q := p.quality()
+	v.Degraded = q < 1
 	switch p.kind {
 	case ListFolders:
-		fs, err := db.Folders(ctx, s.user)
+		var fs []Folder
+		var err error
+		if withCounts(q) {
+			fs, err = db.Folders(ctx, s.user)
+		} else {
+			fs, err = db.FolderNames(ctx, s.user)
+			v.NoCounts = true
+		}
 		if err != nil {
 			return p.fail(err, "", "")
 		}
@@ -297,12 +323,13 @@ func (p *page) serve(req *http.Request) *http.Response {
 		if order != BySender && order != BySubject {
 			order = ByDate
 		}
-		ms, err := db.Messages(ctx, s.user, fid, order, pg*PageSize, PageSize)
+		n := pageSize(q)
+		ms, err := db.Messages(ctx, s.user, fid, order, pg*n, n)
 		if err != nil {
 			return p.fail(err, "", "")
 		}
 		v.Title, v.Folder, v.Messages, v.Sort = f.Name, f, ms, string(order)
-		v.First, v.Last = pg*PageSize+1, pg*PageSize+len(ms)
+		v.First, v.Last = pg*n+1, pg*n+len(ms)
 		v.Prev, v.PrevPage = pg > 0, pg-1
 		v.Next, v.NextPage = v.Last < f.Count, pg+1
 		return p.render(http.StatusOK, "list", v)
@@ -337,12 +364,12 @@ func (p *page) serve(req *http.Request) *http.Response {
 		// Back to the page the user came from (thesis Fig. 46).
 		return redirect(fmt.Sprintf("/list?s=%s&f=%d", v.Key, from))
 	case Search:
-		q := form.Get("q")
-		ms, err := db.Search(ctx, s.user, q, PageSize)
+		query := form.Get("q")
+		ms, err := db.Search(ctx, s.user, query, pageSize(q))
 		if err != nil {
 			return p.fail(err, "", "")
 		}
-		v.Title, v.Query, v.Messages = "Search", q, ms
+		v.Title, v.Query, v.Messages = "Search", query, ms
 		return p.render(http.StatusOK, "search", v)
 	case Compose:
 		if req.Path != "/send" {

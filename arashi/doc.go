@@ -34,6 +34,13 @@
 // distribution (median 50) clamped to 1..12,794 messages (user1 has the largest),
 // texts from a Zipf-distributed vocabulary.
 //
+// Config.Degrade switches on service degradation (thesis §7.2.2, Figs.
+// 56–57; see Degrade): ListFolders leaves the message counts out,
+// ListMessages and Search list fewer messages, while their rt controller's
+// 90th-percentile response time is over target; DegradeAdmission also
+// turns admission control back on at the lowest quality. Pages say so and
+// carry an X-Quality header.
+//
 // Package arashi/load is the thesis's client: emulated users following
 // the Markov model of Fig. 46 with 20 ms think time.
 //

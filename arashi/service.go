@@ -36,6 +36,9 @@ type Config struct {
 	// MaxFolder is the largest generated Inbox (default MaxFolder).
 	MaxFolder int
 	Pool      int // database connections (default 4)
+	// Degrade selects service degradation (thesis Figs. 56–57); it needs
+	// the rt predicates (DefaultPredicate).
+	Degrade Degrade
 	// Addr overrides the listen address (127.0.0.1:8081; port 0: any).
 	Addr   string
 	Logger *slog.Logger
@@ -97,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (svc *Service, err error) {
 		}
 		data = strings.ReplaceAll(data, "predicate: "+DefaultPredicate, "predicate: "+cfg.Predicate)
 	}
-	if s.App, err = New(Options{DB: s.DB, Addr: cfg.Addr, Logger: cfg.Logger}); err != nil {
+	if s.App, err = New(Options{DB: s.DB, Addr: cfg.Addr, Logger: cfg.Logger, Degrade: cfg.Degrade}); err != nil {
 		return nil, err
 	}
 	reg := stage.NewRegistry()

@@ -1,8 +1,8 @@
 // Command arashi-load is the Arashi client load generator of the SEDA
 // thesis (§6.3.4, package arashi/load) and the driver of its experiments.
 //
-//	arashi-load [-addr HOST:PORT] [-users N] [-high N] [-duration D] [-warmup D]
-//	arashi-load -experiment sweep|classes [-o DIR] [-points 1,4,16,...] [-duration D]
+//	arashi-load [-addr HOST:PORT] [-users N] [-high N] [-duration D] [-warmup D] [-degrade MODE] [-split]
+//	arashi-load -experiment sweep|classes|spike|degrade|types [-o DIR] [-points 1,4,16,...] [-duration D]
 //
 // Without -experiment it drives the service at -addr (default: an Arashi
 // started in this process on a fresh database) with -users emulated users
@@ -23,7 +23,17 @@
 // spike of Figs. 52 and 55: 3 users, then 1000 more in the middle third,
 // with and without control, and writes the ListFolders controller's trace
 // (arashi-fig52-*.svg) and the clients' p90 and rejections over time
-// (arashi-fig55-*.svg).
+// (arashi-fig55-*.svg). -experiment degrade runs the same spike without
+// control, with service degradation alone and with degradation plus
+// admission control (Figs. 56–57: arashi-fig56-*.svg, arashi-fig57-*.svg).
+// A sweep also draws each request type's p90 (arashi-fig48-p90.svg,
+// arashi-fig54-p90.svg); -experiment types redraws them from
+// arashi-sweep.json.
+//
+// -split (without -experiment and -addr) adds, per request type, where the
+// server's time went: before the type's handler (HttpRecv's dispatch and
+// the stage's queue) and in it, beside the clients' p90. -degrade
+// off|alone|admission sets the in-process service's degradation.
 package main
 
 import (
@@ -55,7 +65,9 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 type options struct {
 	addr, experiment, out, points, db string
+	degrade                           arashi.Degrade
 	users, high, low, accounts, pool  int
+	split                             bool
 	duration, warmup                  time.Duration
 	seed                              uint64
 }
@@ -65,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.addr, "addr", "", "the Arashi service (default: one started in this process)")
-	fs.StringVar(&o.experiment, "experiment", "", "sweep (Figs. 47, 53) or classes (Figs. 58, 59)")
+	fs.StringVar(&o.experiment, "experiment", "", "sweep (Figs. 47, 48, 53, 54), classes (Figs. 58, 59), spike (Figs. 52, 55), degrade (Figs. 56, 57), types (redraw Figs. 48, 54)")
 	fs.StringVar(&o.out, "o", "docs/figures", "directory for the experiments' SVG and JSON files")
 	fs.StringVar(&o.points, "points", "1,2,4,8,16,32,64,128,256,512,1024", "user counts of the sweep")
 	fs.StringVar(&o.db, "db", "", "database of the in-process service (default: a fresh one, generated once)")
@@ -77,11 +89,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "measured time per run (per point of a sweep)")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "time before measuring")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generator and of the users")
+	degradeMode := fs.String("degrade", "off", "service degradation of the in-process service without -experiment: off, alone, admission")
+	fs.BoolVar(&o.split, "split", false, "also split each type's time on the server (in-process service only)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var err error
+	if o.degrade, err = arashi.ParseDegrade(*degradeMode); err != nil {
+		fmt.Fprintln(stderr, "arashi-load:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch o.experiment {
 	case "":
 		err = plain(o, log, stdout)
@@ -91,8 +109,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = classes(o, log, stdout)
 	case "spike":
 		err = spike(o, log, stdout)
+	case "types":
+		err = types(o)
+	case "degrade":
+		err = degrade(o, log, stdout)
 	default:
-		err = fmt.Errorf("unknown experiment %q (sweep, classes, spike)", o.experiment)
+		err = fmt.Errorf("unknown experiment %q (sweep, classes, spike, degrade, types)", o.experiment)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "arashi-load:", err)
@@ -103,6 +125,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // server starts Arashi in this process on o.db (generated on first use).
 func server(o *options, log *slog.Logger, predicate string) (*arashi.Service, error) {
+	return serverDegrading(o, log, predicate, arashi.DegradeOff)
+}
+
+func serverDegrading(o *options, log *slog.Logger, predicate string, degrade arashi.Degrade) (*arashi.Service, error) {
 	if o.db == "" {
 		dir, err := os.MkdirTemp("", "arashi-load-")
 		if err != nil {
@@ -111,7 +137,7 @@ func server(o *options, log *slog.Logger, predicate string) (*arashi.Service, er
 		o.db = filepath.Join(dir, "arashi.db")
 	}
 	return arashi.Start(context.Background(), arashi.Config{
-		Addr: "127.0.0.1:0", DB: o.db, Users: o.accounts, Seed: o.seed, Pool: o.pool, Predicate: predicate, Logger: log,
+		Addr: "127.0.0.1:0", DB: o.db, Users: o.accounts, Seed: o.seed, Pool: o.pool, Predicate: predicate, Degrade: degrade, Logger: log,
 	})
 }
 
@@ -130,13 +156,20 @@ func drive(cfg load.Config, warmup, duration time.Duration) ([]load.Sample, erro
 
 func plain(o options, log *slog.Logger, stdout io.Writer) error {
 	addr := o.addr
+	var svc *arashi.Service
 	if addr == "" {
-		svc, err := server(&o, log, "")
-		if err != nil {
+		var err error
+		if svc, err = serverDegrading(&o, log, "", o.degrade); err != nil {
 			return err
 		}
 		defer stop(svc)
 		addr = svc.App.Addr().String()
+		if o.split {
+			t := time.AfterFunc(o.warmup, func() { svc.App.RecordTimings(true) })
+			defer t.Stop()
+		}
+	} else if o.split {
+		return fmt.Errorf("-split needs the in-process service (no -addr)")
 	}
 	cfg := load.Config{Addr: addr, Users: o.users, Accounts: o.accounts, Seed: o.seed}
 	if o.high > 0 {
@@ -168,7 +201,40 @@ func plain(o options, log *slog.Logger, stdout io.Writer) error {
 		s := load.Summarize(samples, load.OfClass(c, from, to))
 		fmt.Fprintf(stdout, "class %d: %d requests, %.1f %% rejected, p90 %.1f ms\n", c, s.Requests, 100*s.RejectRate(), ms(s.P90))
 	}
+	if svc != nil && o.split {
+		split(svc, samples, from, to, stdout)
+	}
 	return nil
+}
+
+// split prints, per request type, the admitted p90 the clients measured
+// beside the p90 of the parts of the server time the type's stage sees:
+// before its handler (HttpRecv's dispatch and the stage's queue), the
+// handler's work, and both; the rest is the request's way in (the aio
+// loop reading and parsing), HttpSend and the clients' own scheduling.
+func split(svc *arashi.Service, samples []load.Sample, from, to time.Duration, stdout io.Writer) {
+	fmt.Fprintln(stdout, "\n| type | client p90 ms | server: before the handler p90 | handler p90 | before + handler p90 | rest (client − server p90) | stage rt controller p90 (smoothed) |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+	for _, k := range arashi.Kinds() {
+		c := load.Summarize(samples, load.OfKind(k, from, to))
+		ts := svc.App.Timings(k)
+		if c.Admitted == 0 || len(ts) == 0 {
+			continue
+		}
+		var before, service, both []time.Duration
+		for _, t := range ts {
+			before, service, both = append(before, t.Before), append(service, t.Service), append(both, t.Before+t.Service)
+		}
+		srv := load.Percentile(both, 0.9)
+		rt := "–"
+		if st, ok := svc.Manager.Stage(k.Handler()[len("arashi."):]); ok {
+			if r, ok := st.Sink().Predicate().(*enqueuepred.ResponseTime); ok {
+				rt = fmt.Sprintf("%.0f", ms(r.P90()))
+			}
+		}
+		fmt.Fprintf(stdout, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n", k, ms(c.P90), ms(load.Percentile(before, 0.9)),
+			ms(load.Percentile(service, 0.9)), ms(srv), ms(c.P90-srv), rt)
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -275,6 +341,9 @@ func sweep(o options, log *slog.Logger, stdout io.Writer) error {
 		lines: []series{{name: "rejected", x: rx, y: ry}}}).write(filepath.Join(o.out, "arashi-fig53-rejected.svg")); err != nil {
 		return err
 	}
+	if err := typeCharts(pts, o.out); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout, "| users | no control: req/s (not logins) | p90 ms | rt control: admitted req/s (not logins) | p90 ms | rejected |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|")
 	for i, n := range users {
@@ -296,6 +365,52 @@ func sweep(o options, log *slog.Logger, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "| %d | %v | %s |\n", p.Users, p.Control, strings.Join(cells, " | "))
 	}
 	return nil
+}
+
+// typeCharts draws Figs. 48 and 54 from a sweep's points: the admitted
+// p90 of every request type against users, without and with control.
+func typeCharts(pts []point, out string) error {
+	for _, fig := range []struct {
+		name, title string
+		control     bool
+	}{
+		{"arashi-fig48-p90.svg", "Arashi p90 per request type, no control (thesis Fig. 48)", false},
+		{"arashi-fig54-p90.svg", "Arashi p90 per request type, rt per type (thesis Fig. 54)", true},
+	} {
+		var lines []series
+		for i, k := range kindNames() {
+			s := series{name: k, dashed: i%2 == 1}
+			for _, p := range pts {
+				if p.Control == fig.control && p.TypeReqs[k] > 0 {
+					s.x, s.y = append(s.x, float64(p.Users)), append(s.y, p.Types[k])
+				}
+			}
+			if len(s.x) > 0 {
+				lines = append(lines, s)
+			}
+		}
+		c := chart{title: fig.title, xlabel: "users", ylabel: "p90 ms (admitted)", logx: true, lines: lines}
+		if fig.control {
+			c.ref, c.refLabel = ms(target), "target 250 ms"
+		}
+		if err := c.write(filepath.Join(out, fig.name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// types redraws Figs. 48 and 54 from the sweep's JSON file in -o.
+func types(o options) error {
+	data, err := os.ReadFile(filepath.Join(o.out, "arashi-sweep.json"))
+	if err != nil {
+		return err
+	}
+	var pts []point
+	if err := json.Unmarshal(data, &pts); err != nil {
+		return fmt.Errorf("arashi-sweep.json: %w", err)
+	}
+	return typeCharts(pts, o.out)
 }
 
 func kindNames() []string {

@@ -34,3 +34,44 @@ func TestChart(t *testing.T) {
 		t.Errorf("chart:\n%s", s)
 	}
 }
+
+func TestTypeCharts(t *testing.T) {
+	dir := t.TempDir()
+	var out, errs bytes.Buffer
+	if got := run([]string{"-experiment", "types", "-o", dir}, &out, &errs); got != 1 {
+		t.Errorf("types without arashi-sweep.json: %d", got)
+	}
+	json := `[{"users":16,"control":false,"type_p90_ms":{"login":10,"list":20},"type_requests":{"login":5,"list":7}},
+{"users":1024,"control":false,"type_p90_ms":{"login":30,"list":40},"type_requests":{"login":5,"list":7}},
+{"users":16,"control":true,"type_p90_ms":{"login":10},"type_requests":{"login":5}},
+{"users":1024,"control":true,"type_p90_ms":{"login":300},"type_requests":{"login":5}}]`
+	if err := os.WriteFile(filepath.Join(dir, "arashi-sweep.json"), []byte(json), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run([]string{"-experiment", "types", "-o", dir}, &out, &errs); got != 0 {
+		t.Fatalf("types: %d %s", got, errs.String())
+	}
+	for file, lines := range map[string]int{"arashi-fig48-p90.svg": 2, "arashi-fig54-p90.svg": 1} {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(data), "<polyline"); n != lines {
+			t.Errorf("%s: %d lines, want %d", file, n, lines)
+		}
+	}
+}
+
+func TestSplitNeedsInProcessService(t *testing.T) {
+	var out, errs bytes.Buffer
+	if got := run([]string{"-split", "-addr", "127.0.0.1:1"}, &out, &errs); got != 1 || !strings.Contains(errs.String(), "-split") {
+		t.Errorf("-split with -addr: %d %q", got, errs.String())
+	}
+}
+
+func TestBadDegrade(t *testing.T) {
+	var out, errs bytes.Buffer
+	if got := run([]string{"-degrade", "half"}, &out, &errs); got != 2 || !strings.Contains(errs.String(), "degradation mode") {
+		t.Errorf("-degrade half: %d %q", got, errs.String())
+	}
+}

@@ -2,13 +2,14 @@
 // (chapter 6 §3), on the Haboob stage graph of configs/arashi.yaml (embedded)
 // with a SQLite mail store.
 //
-//	arashi [-addr HOST:PORT] [-db FILE] [-users N] [-seed N] [-pool N] [-config FILE] [-predicate BLOCK]
+//	arashi [-addr HOST:PORT] [-db FILE] [-users N] [-seed N] [-pool N] [-config FILE] [-predicate BLOCK] [-degrade MODE]
 //
 // With no flags it generates a fresh mail store of 64 users in a temporary
 // directory (a few seconds; removed at exit) and serves it on
 // http://127.0.0.1:8081: log in as user2 / pass2 (user1 has the largest
 // folder, 12,794 messages). -db keeps the store in FILE (generated only if
-// it has no users). SIGINT or SIGTERM shuts it down cleanly.
+// it has no users). -degrade alone|admission switches on service
+// degradation (arashi.Degrade). SIGINT or SIGTERM shuts it down cleanly.
 package main
 
 import (
@@ -35,7 +36,13 @@ func run(args []string) int {
 	pool := fs.Int("pool", 4, "database connections")
 	config := fs.String("config", "", "stage configuration (default: the embedded configs/arashi.yaml)")
 	pred := fs.String("predicate", "", `admission block for every request type, e.g. "{type: threshold, limit: 1000000}" (default: the configuration's)`)
+	degrade := fs.String("degrade", "off", "service degradation: off, alone (no admission control) or admission (back on at the lowest quality)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	mode, err := arashi.ParseDegrade(*degrade)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -43,7 +50,7 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg := arashi.Config{File: *config, DB: *db, Users: *users, Seed: *seed, Pool: *pool, Addr: *addr, Predicate: *pred, Logger: log}
+	cfg := arashi.Config{File: *config, DB: *db, Users: *users, Seed: *seed, Pool: *pool, Addr: *addr, Predicate: *pred, Degrade: mode, Logger: log}
 	if *config != "" {
 		data, err := os.ReadFile(*config)
 		if err != nil {

@@ -12,6 +12,7 @@ func TestBadArguments(t *testing.T) {
 	}{
 		{[]string{"-nosuchflag"}, 2},
 		{[]string{"extra"}, 2},
+		{[]string{"-degrade", "sometimes"}, 2},
 		{[]string{"-config", filepath.Join(t.TempDir(), "missing.yaml")}, 1},
 		{[]string{"-users", "-1", "-addr", "127.0.0.1:0"}, 1},
 	}

@@ -1,0 +1,201 @@
+package arashi
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// Degrade selects service degradation (thesis §7.2.2, §7.3.4, Figs.
+// 56–57): the stages with something to leave out lower a quality factor
+// while their 90th-percentile response time exceeds the target of their
+// rt predicate, and raise it slowly while it is below (haboob.Degrader).
+// At quality q
+//   - ListFolders (/folders) counts the messages of each folder only while
+//     q ≥ 0.5; below, it lists the folders without counts, the costly part;
+//   - ListMessages (/list) lists max(5, q·PageSize) messages a page;
+//   - Search (/search) returns at most max(5, q·PageSize) messages.
+//
+// The other request types have nothing to leave out.
+type Degrade int
+
+// The degradation modes.
+const (
+	// DegradeOff: full quality always; the rt predicates admit as
+	// configured.
+	DegradeOff Degrade = iota
+	// DegradeAlone: degradation and no admission control: every stage's rt
+	// controller only measures (Fig. 56).
+	DegradeAlone
+	// DegradeAdmission: degradation, and a degrading stage switches its rt
+	// admission control on when its lowest quality is still over target
+	// (off again below half the target, Fig. 57). The stages with nothing
+	// to degrade keep their admission control: rejection is their lowest
+	// quality.
+	DegradeAdmission
+)
+
+// String is the mode's name: "off", "alone", "admission".
+func (d Degrade) String() string {
+	switch d {
+	case DegradeOff:
+		return "off"
+	case DegradeAlone:
+		return "alone"
+	case DegradeAdmission:
+		return "admission"
+	}
+	return "Degrade(" + strconv.Itoa(int(d)) + ")"
+}
+
+// degradable reports whether a request type has a quality knob.
+func (k Kind) degradable() bool { return k == ListFolders || k == ListMessages || k == Search }
+
+// MinPage is the fewest messages a degraded page lists.
+const MinPage = 5
+
+// pageSize is how many messages a list or search page holds at quality q.
+func pageSize(q float64) int {
+	return min(PageSize, max(MinPage, int(math.Round(q*PageSize))))
+}
+
+// withCounts reports whether the folders page counts messages at quality q.
+func withCounts(q float64) bool { return q >= 0.5 }
+
+// degrader is a stage's degradation state.
+type degrader struct {
+	mode Degrade
+	rt   *enqueuepred.ResponseTime
+	deg  *haboob.Degrader // nil: the stage does not degrade
+	now  func() time.Time
+}
+
+// findRT returns the first response-time controller in a predicate tree.
+func findRT(p sink.Predicate) *enqueuepred.ResponseTime {
+	if rt, ok := p.(*enqueuepred.ResponseTime); ok {
+		return rt
+	}
+	if parent, ok := p.(interface{ Children() []sink.Predicate }); ok {
+		for _, c := range parent.Children() {
+			if rt := findRT(c); rt != nil {
+				return rt
+			}
+		}
+	}
+	return nil
+}
+
+// initDegrade sets the stage's degradation up for the App's mode.
+func (p *page) initDegrade(c *stage.Context) error {
+	p.dg = degrader{mode: p.app.opts.Degrade, now: time.Now}
+	if p.dg.mode == DegradeOff {
+		return nil
+	}
+	if p.dg.mode != DegradeAlone && p.dg.mode != DegradeAdmission {
+		return fmt.Errorf("arashi: unknown degradation mode %v", p.dg.mode)
+	}
+	p.dg.rt = findRT(c.Stage().Sink().Predicate())
+	if p.dg.rt == nil {
+		return fmt.Errorf("arashi: %s: degradation needs an rt predicate on the stage, e.g. %s", p.kind.Handler(), DefaultPredicate)
+	}
+	if p.dg.mode == DegradeAlone {
+		p.dg.rt.Disable()
+	}
+	if !p.kind.degradable() {
+		return nil
+	}
+	var err error
+	if p.dg.deg, err = haboob.NewDegrader(haboob.DegraderConfig{Admission: p.dg.mode == DegradeAdmission}); err != nil {
+		return err
+	}
+	p.dg.rt.Disable() // degrade first; admission control comes back at the lowest quality
+	c.Profile("quality", p.dg.deg.Quality)
+	p.app.setDegrader(p.kind, p.dg.deg)
+	return nil
+}
+
+// quality runs the stage's degrader (if any) and applies its admission
+// wish; it returns the quality to serve at.
+func (p *page) quality() float64 {
+	if p.dg.deg == nil {
+		return 1
+	}
+	q, admit := p.dg.deg.Update(p.dg.now(), p.dg.rt.P90(), p.dg.rt.Target())
+	if p.dg.mode == DegradeAdmission && admit != p.dg.rt.Enabled() {
+		if admit {
+			p.dg.rt.Enable()
+			p.log.Info("arashi: lowest quality still too slow: admission control on", "p90", p.dg.rt.P90())
+		} else {
+			p.dg.rt.Disable()
+			p.log.Info("arashi: response time recovered: admission control off", "p90", p.dg.rt.P90())
+		}
+	}
+	return q
+}
+
+func (a *App) setDegrader(k Kind, d *haboob.Degrader) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.degraders[k] = d
+}
+
+// Quality returns the current quality factor of a request type's stage: 1
+// when it does not degrade (or has not started).
+func (a *App) Quality(k Kind) float64 {
+	a.mu.Lock()
+	d := a.degraders[k]
+	a.mu.Unlock()
+	if d == nil {
+		return 1
+	}
+	return d.Quality()
+}
+
+// Timing is where one request's time went on the server, as its request
+// type's stage saw it.
+type Timing struct {
+	// Before is from the request's last byte parsed (http.Request.Received)
+	// to its stage's handler taking it: HttpRecv's dispatch and the wait in
+	// the stage's queue.
+	Before time.Duration
+	// Service is the handler's work: session, database, page.
+	Service time.Duration
+}
+
+// RecordTimings makes the App keep a Timing of every request (off by
+// default; for experiments: the memory grows with the requests). Timings
+// returns them.
+func (a *App) RecordTimings(on bool) { a.timing.Store(on) }
+
+// Timings returns the recorded timings of request type k.
+func (a *App) Timings(k Kind) []Timing {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]Timing(nil), a.timings[k]...)
+}
+
+func (a *App) record(k Kind, t Timing) {
+	a.mu.Lock()
+	a.timings[k] = append(a.timings[k], t)
+	a.mu.Unlock()
+}
+
+// ParseDegrade parses a mode's name ("off", "alone", "admission"; "" is
+// "off").
+func ParseDegrade(s string) (Degrade, error) {
+	for _, d := range []Degrade{DegradeOff, DegradeAlone, DegradeAdmission} {
+		if s == d.String() {
+			return d, nil
+		}
+	}
+	if s == "" {
+		return DegradeOff, nil
+	}
+	return DegradeOff, fmt.Errorf("arashi: unknown degradation mode %q (off, alone, admission)", s)
+}
