@@ -13,7 +13,10 @@
 # WRK=1 (also install wrk and print, per server, a wrk run of the same URL
 # mix (bench/specweb.lua): requests/s, p50/p99, and the server's CPU time
 # and context switches per request read from /proc), LOADGEN=0 (skip the
-# cmd/loadgen table), WRK_THREADS (default 2).
+# cmd/loadgen table), WRK_THREADS (default 2), JSON (append every loadgen
+# run to this file, one JSON line each, with the response-time distribution:
+# input of cmd/sandstorm-plot -bench), HABOOB_STATS (append Haboob's /stats
+# page, cache hits and misses and per-stage events, after each of its rows).
 # It installs Debian's nginx-light (and wrk) if missing, raises the file
 # descriptor limit, builds the binaries, runs everything on 127.0.0.1 and
 # prints one Markdown table. Load generator and servers share the machine:
@@ -137,7 +140,10 @@ echo "|---|---|---|---|---|---|---|---|---|---|"
 for c in $CLIENTS; do
 	for s in $SERVERS; do
 		"$WORK/bin/loadgen" run -url "${URL[$s]}" -dirs "$DIRS" -clients "$c" -duration "$DURATION" \
-			-warmup "$WARMUP" -per-conn "$PER_CONN" -think "$THINK" -name "$s" -row
+			-warmup "$WARMUP" -per-conn "$PER_CONN" -think "$THINK" -name "$s" -row ${JSON:+-json "$JSON"}
+		if [ "$s" = haboob ] && [ -n "${HABOOB_STATS:-}" ]; then
+			{ echo "# after $c clients"; curl -s "${URL[haboob]}/stats"; } >>"$HABOOB_STATS"
+		fi
 	done
 done
 fi

@@ -4,7 +4,7 @@
 //
 //	loadgen gen -dir DIR [-dirs 20]
 //	loadgen run -url http://127.0.0.1:8080 [-dirs 20] [-clients 64] [-duration 20s] [-warmup 3s]
-//	            [-think 0] [-per-conn 0] [-timeout 30s] [-name server] [-row]
+//	            [-think 0] [-per-conn 0] [-timeout 30s] [-name server] [-row] [-json FILE]
 //
 // gen writes the file set: DIRS directories, each holding 36 files in four
 // size classes (SPECweb99): class 0 from 102 to 921 bytes, class 1 from 1 to
@@ -21,16 +21,21 @@
 // it measures for the duration and prints requests/s, MB/s (response bodies),
 // latency percentiles, errors and Jain's fairness index over the requests
 // each client completed, (Σx)²/(N·Σx²). -row prints one Markdown table row
-// instead.
+// instead. -json also appends the run to FILE as one JSON object per line
+// (type Result: the figures above, the mean, and the response-time
+// distribution as quantiles), which cmd/sandstorm-plot -bench turns into
+// the thesis's Figs. 37, 38 and 40.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -190,6 +195,7 @@ func run(args []string) error {
 	fs.IntVar(&cfg.perConn, "per-conn", 0, "requests per connection before reconnecting (0: keep the connection)")
 	name := fs.String("name", "", "server name for the report")
 	row := fs.Bool("row", false, "print one Markdown table row")
+	jsonFile := fs.String("json", "", "append the result to this file as one JSON line")
 	_ = fs.Parse(args)
 	u, err := url.Parse(*rawURL)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
@@ -225,6 +231,11 @@ func run(args []string) error {
 	stop.Store(true)
 	wg.Wait()
 	r := summarize(stats, cfg.duration)
+	if *jsonFile != "" {
+		if err := appendJSON(*jsonFile, newResult(*name, &cfg, r)); err != nil {
+			return err
+		}
+	}
 	if *row {
 		fmt.Printf("| %s | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %.1f | %d | %.4f |\n",
 			*name, cfg.clients, r.rps, r.mbps, r.p50, r.p90, r.p99, r.max, r.errors, r.fairness)
@@ -232,7 +243,7 @@ func run(args []string) error {
 	}
 	fmt.Printf("server %s, %d clients, %v (after %v warm-up), %d dirs\n", *name, cfg.clients, cfg.duration, cfg.warmup, cfg.dirs)
 	fmt.Printf("requests %d (%.0f/s), %.1f MB/s, connects %d\n", r.requests, r.rps, r.mbps, r.connects)
-	fmt.Printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.1f\n", r.p50, r.p90, r.p99, r.max)
+	fmt.Printf("latency ms: mean %.2f  p50 %.2f  p90 %.2f  p99 %.2f  max %.1f\n", r.mean, r.p50, r.p90, r.p99, r.max)
 	fmt.Printf("errors %d (non-200 %d), Jain fairness %.4f\n", r.errors, r.non200, r.fairness)
 	return nil
 }
@@ -240,8 +251,70 @@ func run(args []string) error {
 type report struct {
 	requests, errors, non200, connects int
 	rps, mbps                          float64
-	p50, p90, p99, max                 float64 // milliseconds
+	mean, p50, p90, p99, max           float64 // milliseconds
 	fairness                           float64
+	cdf                                [][2]float64
+}
+
+// cdfQuantiles are the fractions at which the response-time distribution
+// is sampled: every percent, then the tail in finer steps.
+var cdfQuantiles = func() []float64 {
+	var q []float64
+	for i := range 100 {
+		q = append(q, float64(i)/100)
+	}
+	return append(q, 0.995, 0.999, 0.9995, 0.9999, 1)
+}()
+
+// Result is one run as -json writes it: a line of the output file.
+type Result struct {
+	Server    string  `json:"server"`
+	Clients   int     `json:"clients"`
+	Dirs      int     `json:"dirs"`
+	DurationS float64 `json:"durationS"`
+	ThinkMS   float64 `json:"thinkMs"`
+	PerConn   int     `json:"perConn"`
+	Requests  int     `json:"requests"`
+	Errors    int     `json:"errors"`
+	Connects  int     `json:"connects"`
+	RPS       float64 `json:"rps"`
+	MBps      float64 `json:"mbps"`
+	MeanMS    float64 `json:"meanMs"`
+	P50MS     float64 `json:"p50Ms"`
+	P90MS     float64 `json:"p90Ms"`
+	P99MS     float64 `json:"p99Ms"`
+	MaxMS     float64 `json:"maxMs"`
+	Fairness  float64 `json:"fairness"`
+	// CDF is the response-time distribution: [milliseconds, fraction of
+	// requests answered within it] at the fractions of cdfQuantiles.
+	CDF [][2]float64 `json:"cdf"`
+}
+
+func newResult(name string, cfg *config, r report) Result {
+	return Result{
+		Server: name, Clients: cfg.clients, Dirs: cfg.dirs, DurationS: cfg.duration.Seconds(),
+		ThinkMS: float64(cfg.think) / float64(time.Millisecond), PerConn: cfg.perConn,
+		Requests: r.requests, Errors: r.errors, Connects: r.connects, RPS: r.rps, MBps: r.mbps,
+		MeanMS: r.mean, P50MS: r.p50, P90MS: r.p90, P99MS: r.p99, MaxMS: r.max, Fairness: r.fairness,
+		CDF: r.cdf,
+	}
+}
+
+// appendJSON appends res to the file as one line.
+func appendJSON(path string, res Result) error {
+	line, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func summarize(stats []clientStats, d time.Duration) report {
@@ -275,6 +348,17 @@ func summarize(stats []clientStats, d time.Duration) report {
 	r.p50, r.p90, r.p99 = pct(0.5), pct(0.9), pct(0.99)
 	if len(all) > 0 {
 		r.max = float64(all[len(all)-1]) / 1000
+		var total float64
+		for _, l := range all {
+			total += float64(l)
+		}
+		r.mean = total / float64(len(all)) / 1000
+		// The smallest latency within which fraction q was answered: the
+		// ceil(q·n)-th, and the fastest for q = 0.
+		for _, q := range cdfQuantiles {
+			i := max(int(math.Ceil(q*float64(len(all))))-1, 0)
+			r.cdf = append(r.cdf, [2]float64{float64(all[i]) / 1000, q})
+		}
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -161,6 +162,68 @@ func readAll(r *os.File) (string, error) {
 		b.Write(buf[:n])
 		if err != nil {
 			return b.String(), nil
+		}
+	}
+}
+
+func TestSummarizeMeanAndCDF(t *testing.T) {
+	stats := []clientStats{
+		{requests: 2, latencies: []int64{1000, 3000}},
+		{requests: 2, latencies: []int64{2000, 10000}},
+	}
+	r := summarize(stats, time.Second)
+	if r.mean != 4 || r.max != 10 {
+		t.Fatalf("mean %v max %v, want 4 and 10 ms", r.mean, r.max)
+	}
+	if len(r.cdf) != len(cdfQuantiles) {
+		t.Fatalf("%d CDF points, want %d", len(r.cdf), len(cdfQuantiles))
+	}
+	want := map[float64]float64{0: 1, 0.25: 1, 0.26: 2, 0.5: 2, 0.75: 3, 0.99: 10, 1: 10}
+	for _, p := range r.cdf {
+		if w, ok := want[p[1]]; ok && p[0] != w {
+			t.Errorf("quantile %v = %v ms, want %v", p[1], p[0], w)
+		}
+	}
+	for i := 1; i < len(r.cdf); i++ {
+		if r.cdf[i][0] < r.cdf[i-1][0] || r.cdf[i][1] <= r.cdf[i-1][1] {
+			t.Fatalf("CDF not monotone at %d: %v", i, r.cdf)
+		}
+	}
+	if empty := summarize(make([]clientStats, 3), time.Second); empty.cdf != nil || empty.mean != 0 {
+		t.Fatalf("no requests: %+v", empty)
+	}
+}
+
+func TestRunWritesJSON(t *testing.T) {
+	dir := t.TempDir()
+	if err := gen([]string{"-dir", dir, "-dirs", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "runs.jsonl")
+	for _, clients := range []string{"1", "3"} {
+		captureStdout(t, func() error {
+			return run([]string{"-url", srv.URL, "-dirs", "1", "-clients", clients, "-duration", "200ms",
+				"-warmup", "20ms", "-think", "1ms", "-per-conn", "5", "-name", "fs", "-row", "-json", out})
+		})
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want one per run:\n%s", len(lines), data)
+	}
+	for i, l := range lines {
+		var res Result
+		if err := json.Unmarshal([]byte(l), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Server != "fs" || res.Clients != []int{1, 3}[i] || res.PerConn != 5 || res.ThinkMS != 1 ||
+			res.Requests == 0 || res.Errors != 0 || len(res.CDF) != len(cdfQuantiles) || res.MeanMS <= 0 {
+			t.Fatalf("line %d: %+v", i, res)
 		}
 	}
 }

@@ -19,6 +19,7 @@ type series struct {
 	Color string
 	Right bool // plotted against the right-hand axis
 	Step  bool // drawn as steps: a level that holds until the next sample
+	Marks bool // a dot on every point (a sweep's few measured points)
 	// Segments are runs of points joined by a line; a gap in the data
 	// (the stage was absent, the log restarted) starts a new segment.
 	Segments [][]point
@@ -34,6 +35,11 @@ type chart struct {
 	Y2Label       string // right axis; "" for none
 	Width, Height int
 	Series        []series
+	// LogX draws the x axis in log scale (x must be positive; other
+	// points are left out), with ticks at XTicks or else at the powers of
+	// ten in the data's range.
+	LogX   bool
+	XTicks []float64
 }
 
 // axis is a linear scale with round ticks.
@@ -137,6 +143,12 @@ func (c *chart) write(w io.Writer) error {
 		ymin, ymax = 0, 1
 	}
 	xa := niceAxis(x0, x1, 8)
+	xticks := xa.ticks()
+	xlabel := label
+	if c.LogX {
+		xa, xticks = c.logAxis()
+		xlabel = logLabel
+	}
 	ya := niceAxis(ymin, ymax, 5)
 	var ya2 axis
 	if c.Y2Label != "" {
@@ -147,6 +159,9 @@ func (c *chart) write(w io.Writer) error {
 		ya2 = niceAxis(lo, hi, 5)
 	}
 	sx := func(x float64) float64 { return left + (x-xa.Min)/(xa.Max-xa.Min)*plotW }
+	if c.LogX {
+		sx = func(x float64) float64 { return left + (math.Log10(x)-xa.Min)/(xa.Max-xa.Min)*plotW }
+	}
 	sy := func(a axis, y float64) float64 { return top + plotH - (y-a.Min)/(a.Max-a.Min)*plotH }
 
 	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" viewBox="0 0 %g %g" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", W, H, W, H)
@@ -158,10 +173,10 @@ func (c *chart) write(w io.Writer) error {
 		fmt.Fprintf(bw, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#e6e8ec"/>`+"\n", left, left+plotW, y, y)
 		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" text-anchor="end" fill="#555">%s</text>`+"\n", left-6, y+4, esc(label(v)))
 	}
-	for _, v := range xa.ticks() {
+	for _, v := range xticks {
 		x := sx(v)
 		fmt.Fprintf(bw, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#999"/>`+"\n", x, x, top+plotH, top+plotH+4)
-		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">%s</text>`+"\n", x, top+plotH+17, esc(label(v)))
+		fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#555">%s</text>`+"\n", x, top+plotH+17, esc(xlabel(v)))
 	}
 	fmt.Fprintf(bw, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#999"/>`+"\n", left, top, plotW, plotH)
 	fmt.Fprintf(bw, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", left+plotW/2, top+plotH+36, esc(c.XLabel))
@@ -179,6 +194,9 @@ func (c *chart) write(w io.Writer) error {
 			a = ya2
 		}
 		for _, seg := range s.Segments {
+			if c.LogX {
+				seg = positiveX(seg)
+			}
 			var pts strings.Builder
 			for i, p := range seg {
 				if s.Step && i > 0 {
@@ -192,6 +210,11 @@ func (c *chart) write(w io.Writer) error {
 			}
 			fmt.Fprintf(bw, `<polyline data-series="%s" fill="none" stroke="%s" stroke-width="1.5"%s points="%s"/>`+"\n",
 				esc(s.Name), s.Color, dash, strings.TrimSpace(pts.String()))
+			if s.Marks {
+				for _, p := range seg {
+					fmt.Fprintf(bw, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", sx(p.X), sy(a, p.Y), s.Color)
+				}
+			}
 		}
 	}
 	// legend
@@ -203,6 +226,65 @@ func (c *chart) write(w io.Writer) error {
 	}
 	bw.WriteString("</svg>\n")
 	return bw.Flush()
+}
+
+// positiveX returns the points of seg with x > 0 (those a log axis can
+// show).
+func positiveX(seg []point) []point {
+	out := seg[:0:0]
+	for _, p := range seg {
+		if p.X > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// logAxis returns the x axis of a log-scale chart, in log10 units, and its
+// ticks (in data units): c.XTicks, or the powers of ten covering the data.
+func (c *chart) logAxis() (axis, []float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range c.Series {
+		for _, seg := range s.Segments {
+			for _, p := range seg {
+				if p.X > 0 {
+					lo, hi = math.Min(lo, p.X), math.Max(hi, p.X)
+				}
+			}
+		}
+	}
+	for _, t := range c.XTicks {
+		if t > 0 {
+			lo, hi = math.Min(lo, t), math.Max(hi, t)
+		}
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 1, 10
+	}
+	a := axis{Min: math.Floor(math.Log10(lo) + 1e-9), Max: math.Ceil(math.Log10(hi) - 1e-9)}
+	if len(c.XTicks) > 0 { // the data's range, and a margin for the end points' marks
+		a.Min, a.Max = math.Log10(lo), math.Log10(hi)
+		pad := 0.04 * (a.Max - a.Min)
+		a.Min, a.Max = a.Min-pad, a.Max+pad
+	}
+	if a.Max <= a.Min {
+		a.Max = a.Min + 1
+	}
+	ticks := c.XTicks
+	if len(ticks) == 0 {
+		for e := a.Min; e <= a.Max+1e-9; e++ {
+			ticks = append(ticks, math.Pow(10, e))
+		}
+	}
+	return a, ticks
+}
+
+// logLabel formats a tick of a log axis: 0.01, 0.1, 1, 10, 1k, 10k.
+func logLabel(v float64) string {
+	if v < 1 {
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+	return label(v)
 }
 
 func esc(s string) string {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,8 +52,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	perStage := fs.Bool("per-stage", true, "also write one chart per stage: queue length and threads (Fig. 30)")
 	width := fs.Int("width", 900, "chart width in pixels")
 	height := fs.Int("height", 360, "chart height in pixels")
+	bench := fs.Bool("bench", false, "the file is a cmd/loadgen -json sweep: plot throughput, fairness and response times against clients")
+	prefix := fs.String("prefix", "bench-", "with -bench: file name prefix of the charts")
+	cdfFlag := fs.String("cdf", "", "with -bench: comma-separated client counts to chart the response-time distribution of")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sandstorm-plot [flags] profile.log\n\nWrites SVG charts of a Sandstorm profile log.\n\n")
+		fmt.Fprintf(stderr, "usage: sandstorm-plot [flags] profile.log\n       sandstorm-plot -bench [-cdf 64,1024] [flags] loadgen.jsonl\n\nWrites SVG charts of a Sandstorm profile log or of a cmd/loadgen sweep.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,10 +73,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sandstorm-plot: -width must be ≥ 200 and -height ≥ 150")
 		return 2
 	}
-	files, err := plot(fs.Arg(0), options{
+	o := options{
 		dir: *out, stages: splitList(*stagesFlag), metrics: splitList(*metricsFlag),
 		perStage: *perStage, width: *width, height: *height,
-	})
+	}
+	var files []string
+	var err error
+	if *bench {
+		var cdf []int
+		for _, f := range splitList(*cdfFlag) {
+			n, perr := strconv.Atoi(f)
+			if perr != nil || n <= 0 {
+				fmt.Fprintf(stderr, "sandstorm-plot: -cdf: bad client count %q\n", f)
+				return 2
+			}
+			cdf = append(cdf, n)
+		}
+		files, err = plotBench(fs.Arg(0), o, *prefix, cdf)
+	} else {
+		files, err = plot(fs.Arg(0), o)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "sandstorm-plot:", err)
 		return 1

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+)
+
+// benchRun is the part of a cmd/loadgen -json line that the charts use.
+type benchRun struct {
+	Server   string       `json:"server"`
+	Clients  int          `json:"clients"`
+	MBps     float64      `json:"mbps"`
+	RPS      float64      `json:"rps"`
+	Fairness float64      `json:"fairness"`
+	CDF      [][2]float64 `json:"cdf"`
+}
+
+// readBench reads a cmd/loadgen -json file. When a server and client
+// count appear more than once (a second round appended to the file), the
+// last run counts.
+func readBench(path string) ([]benchRun, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var runs []benchRun
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var r benchRun
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if r.Server == "" || r.Clients <= 0 {
+			return nil, fmt.Errorf("%s:%d: a run needs a server name and a positive client count", path, n)
+		}
+		if i := slices.IndexFunc(runs, func(o benchRun) bool { return o.Server == r.Server && o.Clients == r.Clients }); i >= 0 {
+			runs[i] = r
+		} else {
+			runs = append(runs, r)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("%s: no runs", path)
+	}
+	return runs, nil
+}
+
+// plotBench writes the charts of a load sweep (the thesis's Figs. 37, 38
+// and 40): throughput and Jain fairness against the number of clients, a
+// line per server, and for each client count in cdfClients the
+// cumulative response-time distribution, log-scale time axis.
+func plotBench(path string, o options, prefix string, cdfClients []int) ([]string, error) {
+	runs, err := readBench(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return nil, err
+	}
+	var servers []string
+	var clients []float64
+	for _, r := range runs {
+		if !slices.Contains(servers, r.Server) {
+			servers = append(servers, r.Server)
+		}
+		if !slices.Contains(clients, float64(r.Clients)) {
+			clients = append(clients, float64(r.Clients))
+		}
+	}
+	slices.Sort(clients)
+	color := func(i int) string { return palette[i%len(palette)] }
+
+	// perServer returns a series per server of y(run) against clients.
+	perServer := func(y func(benchRun) float64) []series {
+		var out []series
+		for i, s := range servers {
+			var pts []point
+			for _, r := range runs {
+				if r.Server == s {
+					pts = append(pts, point{X: float64(r.Clients), Y: y(r)})
+				}
+			}
+			slices.SortFunc(pts, func(a, b point) int { return cmp.Compare(a.X, b.X) })
+			out = append(out, series{Name: s, Color: color(i), Marks: true, Segments: [][]point{pts}})
+		}
+		return out
+	}
+	var written []string
+	write := func(name string, c *chart) error {
+		p := filepath.Join(o.dir, prefix+name+".svg")
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		if err := c.write(f); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		written = append(written, p)
+		return nil
+	}
+	const xl = "clients (log scale)"
+	charts := []struct {
+		name string
+		c    *chart
+	}{
+		{"throughput", &chart{Title: "Throughput", XLabel: xl, YLabel: "Mbit/s (response bodies)",
+			Series: perServer(func(r benchRun) float64 { return r.MBps * 8 })}},
+		{"requests", &chart{Title: "Requests per second", XLabel: xl, YLabel: "requests/s",
+			Series: perServer(func(r benchRun) float64 { return r.RPS })}},
+		{"fairness", &chart{Title: "Jain fairness index over the clients' completed requests", XLabel: xl, YLabel: "fairness",
+			Series: perServer(func(r benchRun) float64 { return r.Fairness })}},
+	}
+	for _, ch := range charts {
+		ch.c.Width, ch.c.Height, ch.c.LogX, ch.c.XTicks = o.width, o.height, true, clients
+		if err := write(ch.name, ch.c); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range cdfClients {
+		c := &chart{Title: fmt.Sprintf("Response time distribution, %d clients", n),
+			XLabel: "response time (ms, log scale)", YLabel: "fraction of requests",
+			Width: o.width, Height: o.height, LogX: true}
+		for i, s := range servers {
+			j := slices.IndexFunc(runs, func(r benchRun) bool { return r.Server == s && r.Clients == n })
+			if j < 0 {
+				continue
+			}
+			var pts []point
+			for _, p := range runs[j].CDF {
+				if !math.IsNaN(p[0]) && !math.IsNaN(p[1]) {
+					pts = append(pts, point{X: p[0], Y: p[1]})
+				}
+			}
+			c.Series = append(c.Series, series{Name: s, Color: color(i), Segments: [][]point{pts}})
+		}
+		if len(c.Series) == 0 {
+			return nil, fmt.Errorf("%s: no run with %d clients", path, n)
+		}
+		if err := write("rt-cdf-"+strconv.Itoa(n), c); err != nil {
+			return nil, err
+		}
+	}
+	return written, nil
+}
