@@ -40,6 +40,9 @@ type engine struct {
 	mu      sync.Mutex
 	conns   map[*Connection]struct{}
 	held    map[*Connection]struct{} // closed, bytes kept for StartReader
+	// enrolling counts accepted connections handed to an event loop whose
+	// OnOpen has not run yet (see reserve).
+	enrolling int
 	closing bool
 
 	wmu   sync.Mutex
@@ -150,13 +153,16 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	}
 	s := e.server
 	if s == nil || s.suspended.Load() {
+		if s != nil {
+			e.unreserve()
+		}
 		e.stats.rejectedAccepts.Add(1)
 		return nil, gnet.Close
 	}
 	c := newConnection(e, s.sink, nil)
 	c.attach(gc)
 	gc.SetContext(c)
-	if !e.add(c) {
+	if !e.addEnrolled(c) {
 		e.stats.rejectedAccepts.Add(1)
 		return nil, gnet.Close
 	}
@@ -277,6 +283,41 @@ func (e *engine) snapshot() []*Connection {
 		out = append(out, c)
 	}
 	return out
+}
+
+// reserve counts a connection being handed to an event loop (a server's
+// enroll) against max (0: no limit): it reports false, reserving nothing,
+// if the open connections and those already on their way reach max.
+func (e *engine) reserve(max int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if max > 0 && len(e.conns)+e.enrolling >= max {
+		return false
+	}
+	e.enrolling++
+	return true
+}
+
+// unreserve ends a reservation whose connection never reached OnOpen's
+// table (the enroll failed, or OnOpen refused it).
+func (e *engine) unreserve() {
+	e.mu.Lock()
+	e.enrolling--
+	e.mu.Unlock()
+}
+
+// addEnrolled is add for a connection that reserve counted: the
+// reservation becomes the connection, in one step, so that the limit
+// never sees it twice or not at all.
+func (e *engine) addEnrolled(c *Connection) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.enrolling--
+	if e.closing {
+		return false
+	}
+	e.conns[c] = struct{}{}
+	return true
 }
 
 func (e *engine) open() int {
