@@ -37,13 +37,13 @@ type engine struct {
 	gov    *Governor
 	stats  counters
 
-	mu      sync.Mutex
-	conns   map[*Connection]struct{}
-	held    map[*Connection]struct{} // closed, bytes kept for StartReader
+	mu    sync.Mutex
+	conns map[*Connection]struct{}
+	held  map[*Connection]struct{} // closed, bytes kept for StartReader
 	// enrolling counts accepted connections handed to an event loop whose
 	// OnOpen has not run yet (see reserve).
 	enrolling int
-	closing bool
+	closing   bool
 
 	wmu   sync.Mutex
 	watch map[*Connection]int64 // when each watched connection is due (sink.Nanotime)
