@@ -206,14 +206,10 @@ type supNode struct {
 	children []supChild
 	history  []time.Time // restarts within the period
 	failed   bool        // a root that gave up and failed its stages
-	// busy is held (a value in it) while a failure in the tree of which
-	// this node is the root is being dealt with: failures of one tree are
-	// handled one at a time, those of different trees independently.
-	busy chan struct{}
 }
 
 func newSupNode(name string, cfg SupervisorConfig) *supNode {
-	return &supNode{name: name, cfg: cfg.withDefaults(), busy: make(chan struct{}, 1)}
+	return &supNode{name: name, cfg: cfg.withDefaults()}
 }
 
 // root returns the root of n's tree.
@@ -275,14 +271,16 @@ type supNote struct {
 	err      error
 }
 
-// supervision is the manager's supervisor tree. Each failure is dealt with
-// on a goroutine of its own, which the manager waits for when it stops.
-// Failures within one supervision tree (a root supervisor and everything
-// under it) are dealt with one at a time, as one supervisor process would
-// in Erlang/OTP, because a strategy or an escalation may restart any stage
-// of the tree and counts restarts for the whole of it. Different trees
-// never wait for each other: a restart that waits for a hung batch holds
-// up its own tree only. A failing batch never waits for supervision.
+// supervision is the manager's supervisor tree. Each supervision tree (a
+// root supervisor and everything under it) gets a supervisor goroutine at
+// its first failure (treeLoop), which deals with the tree's failures one
+// at a time, as one supervisor process would in Erlang/OTP or suture,
+// because a strategy or an escalation may restart any stage of the tree
+// and counts restarts for the whole of it. Different trees never wait for
+// each other: a restart that waits for a hung batch holds up its own tree
+// only. A failing batch never waits for supervision: it queues a message.
+// The manager waits for the goroutines when it stops. The tree's shape
+// (set up before Start, apart from stages' own supervisors) is under mu.
 type supervision struct {
 	m     *Manager
 	mu    sync.Mutex
@@ -290,14 +288,17 @@ type supervision struct {
 	ended bool          // shutting down or gave up: no more restarts
 	quit  chan struct{} // closed when ended is set
 
+	loops map[*supNode]*treeLoop // the supervisor goroutines, by root, made at a tree's first failure
+
 	ctx    context.Context // nil before start
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the goroutines dealing with failures
+	wg     sync.WaitGroup // the supervisor goroutines
 }
 
 func (sv *supervision) init(m *Manager) {
 	sv.m = m
 	sv.nodes = map[string]*supNode{}
+	sv.loops = map[*supNode]*treeLoop{}
 	sv.quit = make(chan struct{})
 }
 
@@ -427,6 +428,11 @@ func (sv *supervision) removeStage(s *Stage) {
 	p.children = slices.DeleteFunc(p.children, func(c supChild) bool { return c.st == s })
 	if p.own == s {
 		delete(sv.nodes, p.name)
+		if l := sv.loops[p]; l != nil { // a root leaves: its goroutine ends
+			delete(sv.loops, p)
+			l.gone = true
+			l.signal()
+		}
 		if gp := p.parent; gp != nil {
 			gp.children = slices.DeleteFunc(gp.children, func(c supChild) bool { return c.node == p })
 		}
@@ -469,8 +475,16 @@ func (sv *supervision) report(s *Stage, instance uint64, err error, paused bool)
 		s.queue.Resume() // supervision ended meanwhile
 		return
 	}
-	sv.wg.Add(1)
-	go sv.handle(sv.ctx, supNote{st: s, instance: instance, err: err})
+	root := s.parentSup.root()
+	l := sv.loops[root]
+	if l == nil {
+		l = &treeLoop{wake: make(chan struct{}, 1)}
+		sv.loops[root] = l
+		sv.wg.Add(1)
+		go sv.run(sv.ctx, root, l)
+	}
+	l.notes = append(l.notes, supNote{st: s, instance: instance, err: err})
+	l.signal()
 }
 
 // start enables supervision until stop or the end of ctx.
@@ -499,50 +513,76 @@ func (sv *supervision) stop() {
 	sv.wg.Wait()
 }
 
-// lockTree waits until no other failure of s's supervision tree is being
-// dealt with and returns the tree's root, whose busy the caller then holds.
-// It returns nil if s left supervision or supervision ended meanwhile.
-func (sv *supervision) lockTree(ctx context.Context, s *Stage) *supNode {
+// treeLoop is the supervisor goroutine of one supervision tree (a root
+// and everything under it), as in suture: failures of the tree's stages
+// come to it as messages, in order, and it deals with them one at a time,
+// so a strategy or an escalation that restarts any stage of the tree and
+// counts restarts for the whole of it never races another. A restart that
+// waits for a hung batch holds up its own tree only.
+type treeLoop struct {
+	notes []supNote     // failures to deal with, in order; guarded by sv.mu
+	gone  bool          // the root left the tree: end once notes are done; guarded by sv.mu
+	wake  chan struct{} // capacity 1: notes or gone changed
+}
+
+func (l *treeLoop) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is root's supervisor goroutine: it deals with the tree's failures
+// until supervision ends (then the stages of the failures still queued
+// resume with the handlers they have) or the root leaves.
+func (sv *supervision) run(ctx context.Context, root *supNode, l *treeLoop) {
+	defer sv.wg.Done()
 	for {
 		sv.mu.Lock()
-		if sv.ended || s.parentSup == nil {
+		if sv.ended || ctx.Err() != nil {
+			rest := l.notes
+			l.notes = nil
 			sv.mu.Unlock()
-			return nil
+			for _, n := range rest {
+				n.st.queue.Resume()
+			}
+			return
 		}
-		root := s.parentSup.root()
+		if len(l.notes) == 0 {
+			gone := l.gone
+			sv.mu.Unlock()
+			if gone {
+				return
+			}
+			select {
+			case <-l.wake:
+			case <-ctx.Done():
+			case <-sv.quit:
+			}
+			continue
+		}
+		n := l.notes[0]
+		l.notes = l.notes[1:]
 		sv.mu.Unlock()
-		select {
-		case root.busy <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		case <-sv.quit:
-			return nil
-		}
-		sv.mu.Lock()
-		same := s.parentSup != nil && s.parentSup.root() == root
-		sv.mu.Unlock()
-		if same {
-			return root
-		}
-		<-root.busy // s moved to another tree meanwhile
+		sv.handle(ctx, n)
 	}
 }
 
 // handle applies the supervisors' strategies to one failure: restart,
 // or give up and escalate, up to the root.
 func (sv *supervision) handle(ctx context.Context, n supNote) {
-	defer sv.wg.Done()
 	paused := []*Stage{n.st} // the pause report took
 	defer func() {
 		for _, s := range paused {
 			s.queue.Resume()
 		}
 	}()
-	root := sv.lockTree(ctx, n.st)
-	if root == nil {
+	sv.mu.Lock()
+	left := sv.ended || n.st.parentSup == nil
+	sv.mu.Unlock()
+	if left {
 		return
 	}
-	defer func() { <-root.busy }()
 	if n.instance != n.st.instanceNumber() {
 		return // the handler that failed was already replaced
 	}
