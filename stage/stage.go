@@ -114,8 +114,7 @@ type Stage struct {
 	expired  atomic.Uint64 // events dropped because their context had ended (expire.go)
 	metrics  *stageMetrics
 
-	monitors  monitors
-	parentSup *supNode // guarded by Manager.sup.mu
+	monitors monitors
 
 	predMu     sync.Mutex
 	predCancel context.CancelFunc

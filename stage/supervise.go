@@ -288,7 +288,8 @@ type supervision struct {
 	ended bool          // shutting down or gave up: no more restarts
 	quit  chan struct{} // closed when ended is set
 
-	loops map[*supNode]*treeLoop // the supervisor goroutines, by root, made at a tree's first failure
+	parentOf map[*Stage]*supNode    // each supervised stage's supervisor
+	loops    map[*supNode]*treeLoop // the supervisor goroutines, by root, made at a tree's first failure
 
 	ctx    context.Context // nil before start
 	cancel context.CancelFunc
@@ -299,6 +300,7 @@ func (sv *supervision) init(m *Manager) {
 	sv.m = m
 	sv.nodes = map[string]*supNode{}
 	sv.loops = map[*supNode]*treeLoop{}
+	sv.parentOf = map[*Stage]*supNode{}
 	sv.quit = make(chan struct{})
 }
 
@@ -328,7 +330,7 @@ func (sv *supervision) addOwn(s *Stage, cfg SupervisorConfig) error {
 	n := newSupNode(s.name, cfg)
 	n.own, n.children = s, []supChild{{st: s}}
 	sv.nodes[s.name] = n
-	s.parentSup = n
+	sv.parentOf[s] = n
 	return nil
 }
 
@@ -372,10 +374,10 @@ func (m *Manager) Supervise(name string, cfg SupervisorConfig) error {
 		var c supChild
 		if st, ok := m.Stage(cn); ok {
 			switch {
-			case st.parentSup != nil && st.parentSup.own == st:
-				c.node = st.parentSup
-			case st.parentSup != nil:
-				return fmt.Errorf("%w: supervisor %q: stage %q is already supervised by %q", ErrSupervisor, name, cn, st.parentSup.name)
+			case sv.parentOf[st] != nil && sv.parentOf[st].own == st:
+				c.node = sv.parentOf[st]
+			case sv.parentOf[st] != nil:
+				return fmt.Errorf("%w: supervisor %q: stage %q is already supervised by %q", ErrSupervisor, name, cn, sv.parentOf[st].name)
 			case st.cfg.Factory == nil:
 				return fmt.Errorf("%w: supervisor %q: stage %q: %w", ErrSupervisor, name, cn, errNoFactory)
 			default:
@@ -393,7 +395,7 @@ func (m *Manager) Supervise(name string, cfg SupervisorConfig) error {
 	}
 	for _, c := range node.children {
 		if c.st != nil {
-			c.st.parentSup = node
+			sv.parentOf[c.st] = node
 		} else {
 			c.node.parent = node
 		}
@@ -420,8 +422,8 @@ func (m *Manager) CreateSupervised(name string, f Factory, cfg StageConfig) (*St
 func (sv *supervision) removeStage(s *Stage) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	p := s.parentSup
-	s.parentSup = nil
+	p := sv.parentOf[s]
+	delete(sv.parentOf, s)
 	if p == nil {
 		return
 	}
@@ -448,13 +450,13 @@ func (sv *supervision) removeStage(s *Stage) {
 func (sv *supervision) pause(s *Stage, err error) bool {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || s.parentSup == nil {
+	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || sv.parentOf[s] == nil {
 		return false
 	}
-	if !errors.Is(err, ErrHandlerPanic) && s.parentSup.cfg.RestartOn != RestartOnError {
+	if !errors.Is(err, ErrHandlerPanic) && sv.parentOf[s].cfg.RestartOn != RestartOnError {
 		return false // not a crash: contained like any failure
 	}
-	if s.parentSup.root().failed {
+	if sv.parentOf[s].root().failed {
 		return false
 	}
 	s.queue.Pause()
@@ -471,11 +473,11 @@ func (sv *supervision) report(s *Stage, instance uint64, err error, paused bool)
 	}
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || s.parentSup == nil {
+	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || sv.parentOf[s] == nil {
 		s.queue.Resume() // supervision ended meanwhile
 		return
 	}
-	root := s.parentSup.root()
+	root := sv.parentOf[s].root()
 	l := sv.loops[root]
 	if l == nil {
 		l = &treeLoop{wake: make(chan struct{}, 1)}
@@ -578,7 +580,7 @@ func (sv *supervision) handle(ctx context.Context, n supNote) {
 		}
 	}()
 	sv.mu.Lock()
-	left := sv.ended || n.st.parentSup == nil
+	left := sv.ended || sv.parentOf[n.st] == nil
 	sv.mu.Unlock()
 	if left {
 		return
@@ -587,7 +589,7 @@ func (sv *supervision) handle(ctx context.Context, n supNote) {
 		return // the handler that failed was already replaced
 	}
 	sv.mu.Lock()
-	node, child, cause := n.st.parentSup, supChild{st: n.st}, n.err
+	node, child, cause := sv.parentOf[n.st], supChild{st: n.st}, n.err
 	for node != nil && !sv.ended {
 		if !sv.allow(node) {
 			sv.m.log.Error("supervisor gave up", "supervisor", node.name, "restarts", node.cfg.MaxRestarts,
