@@ -580,7 +580,8 @@ func (sv *supervision) handle(ctx context.Context, n supNote) {
 		}
 	}()
 	sv.mu.Lock()
-	left := sv.ended || sv.parentOf[n.st] == nil
+	p := sv.parentOf[n.st]
+	left := sv.ended || p == nil || p.root().failed // ended, or its tree failed for good
 	sv.mu.Unlock()
 	if left {
 		return
