@@ -31,7 +31,8 @@
 // Lifecycle: NewManager or Load, CreateStage, Start, then Shutdown, which
 // drains every queued event before it closes the queues, like
 // http.Server.Shutdown. Done and Err tell a command when the manager has
-// stopped, whether by Shutdown or because supervision gave up. If the
+// stopped, whether by Shutdown or because a root supervisor with
+// `onGiveUp: stop` gave up. If the
 // context given to Start ends instead, every queue closes at once and the
 // events it held are discarded, counted (Stats.Removed) and logged.
 // DestroyStage and DestroyStageContext (a bounded wait) remove one stage at
@@ -58,13 +59,17 @@
 //     gets them past a full queue and a load-shedding predicate.
 //   - Supervision: a stage's `supervisor:` block (StageConfig.Supervisor,
 //     CreateSupervised) or a group in the top-level `supervisors:` block
-//     (Manager.Supervise) restarts failed handlers from their factories
-//     with the one-for-one, one-for-all or rest-for-one strategy. A failed
-//     stage is paused until its supervisor acts, so the failed handler gets
-//     no new batch, and its queue is kept for the fresh handler. Beyond
-//     the restart intensity (MaxRestarts in Period) a supervisor gives up
-//     and its parent restarts the whole subtree; a root that gives up
-//     stops the manager cleanly (Done, Err wrapping ErrGaveUp).
+//     (Manager.Supervise) restarts crashed handlers from their factories
+//     with the one-for-one, one-for-all or rest-for-one strategy. Only a
+//     panic is a crash unless `restartOn: error`: returned errors and
+//     FailEvent are failures of their events. A crashed stage is paused
+//     until its supervisor acts, so the failed handler gets no new batch,
+//     and its queue is kept for the fresh handler; restarts back off
+//     (`backoff`, `maxBackoff`). Beyond the restart intensity (MaxRestarts
+//     in Period) a supervisor gives up and its parent restarts the whole
+//     subtree; a root that gives up fails its own stages (their queues
+//     close: enqueues get sink.ErrClosed), or with `onGiveUp: stop` stops
+//     the manager cleanly (Done, Err wrapping ErrGaveUp).
 //   - Sequential processes: OrderingConfig (`ordering: {key: event |
 //     principal}` or `keyed: true`) handles the events of one key one at a
 //     time in FIFO order while different keys run in parallel; with

@@ -47,7 +47,7 @@ func TestMonitorEventsPassAdmission(t *testing.T) {
 	}
 	fragile, err := m.CreateSupervised("Fragile", func() stage.Handler {
 		return stage.HandlerFunc(func([]sink.Event) error { return errBad })
-	}, stage.StageConfig{})
+	}, stage.StageConfig{Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,7 @@ func TestHungRestartDoesNotBlockOtherTrees(t *testing.T) {
 			cfg := stage.StageConfig{
 				Batching:   stage.BatchingConfig{Max: 1},
 				ThreadPool: stage.ThreadPoolConfig{Min: 2, Max: 2},
+				Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError},
 			}
 			s1, err := m.CreateSupervised("S1", f1, cfg)
 			if err != nil {

@@ -105,7 +105,7 @@ func TestDestroyStageDuringRestart(t *testing.T) {
 				case <-time.After(200 * time.Millisecond): // detection window only
 				}
 			}
-			st, err := m.CreateSupervised("S", l.factory(), stage.StageConfig{})
+			st, err := m.CreateSupervised("S", l.factory(), stage.StageConfig{Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError}})
 			if err != nil {
 				t.Fatal(err)
 			}

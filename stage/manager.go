@@ -50,6 +50,10 @@ type Options struct {
 	// Now is the supervisors' clock for restart intensity windows (nil:
 	// time.Now).
 	Now func() time.Time
+	// After is the supervisors' timer for restart backoff: a channel
+	// that delivers once d has passed (nil: a time.Timer). Tests pass a
+	// fake one beside Now.
+	After func(d time.Duration) <-chan time.Time
 }
 
 type managerState int32

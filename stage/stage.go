@@ -114,8 +114,7 @@ type Stage struct {
 	expired  atomic.Uint64 // events dropped because their context had ended (expire.go)
 	metrics  *stageMetrics
 
-	monitors  monitors
-	parentSup *supNode // guarded by Manager.sup.mu
+	monitors monitors
 
 	predMu     sync.Mutex
 	predCancel context.CancelFunc
@@ -279,7 +278,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 		fs = []Failure{{Stage: s.name, Err: err, Events: slices.Clone(events), Whole: true, Time: now, Instance: inst.n}}
 	}
 	s.failures.Add(uint64(len(fs)))
-	paused := s.mgr.sup.pause(s)
+	paused := s.mgr.sup.pause(s, err)
 	for _, f := range fs {
 		s.mgr.reportFailure(f)
 		s.mgr.notify(s, StageFailed{f}, false)

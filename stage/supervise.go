@@ -30,10 +30,49 @@ const (
 
 var strategies = []string{string(OneForOne), string(OneForAll), string(RestForOne)}
 
+// RestartOn is which failures of a handler its supervisor treats as
+// crashes and restarts it for.
+type RestartOn string
+
+// What a supervisor restarts for.
+const (
+	// RestartOnPanic (default) restarts a handler that panicked (or whose
+	// Init failed on a restart). Errors it returns, FailEvent among
+	// them, are failures of their events only: counted, logged and
+	// reported to monitors, as in an unsupervised stage. A service that
+	// fails requests for its upstream's errors keeps running.
+	RestartOnPanic RestartOn = "panic"
+	// RestartOnError restarts for returned errors as well as panics: for
+	// handlers whose error means their state is broken.
+	RestartOnError RestartOn = "error"
+)
+
+var restartOns = []string{string(RestartOnPanic), string(RestartOnError)}
+
+// GiveUp is what a root supervisor does when it gives up.
+type GiveUp string
+
+// What a root supervisor does when it gives up.
+const (
+	// GiveUpFail (default) fails the root's stages and only them: their
+	// queues close and their queued events are discarded (counted as
+	// Removed, logged), so that enqueues fail with sink.ErrClosed (an
+	// HTTP edge answers 503); their monitors get StageTerminated with
+	// ReasonGaveUp. The manager and its other stages go on.
+	GiveUpFail GiveUp = "fail"
+	// GiveUpStop shuts the whole manager down: Manager.Done is closed and
+	// Manager.Err wraps ErrGaveUp.
+	GiveUpStop GiveUp = "stop"
+)
+
+var giveUps = []string{string(GiveUpFail), string(GiveUpStop)}
+
 // Supervision defaults.
 const (
 	DefaultMaxRestarts = 3
 	DefaultPeriod      = 5 * time.Second
+	DefaultBackoff     = 10 * time.Millisecond
+	DefaultMaxBackoff  = time.Second
 )
 
 // SupervisorConfig configures a supervisor: a stage's own (the stage's
@@ -47,9 +86,16 @@ const (
 // MaxRestarts restarts happen within Period, the supervisor gives up and
 // its parent treats that as a failure of the supervisor as a whole
 // (restarting every stage under it, per the parent's strategy). A
-// supervisor without a parent is a root: when it gives up, the manager
-// shuts down cleanly and Manager.Done is closed, with Manager.Err wrapping
-// ErrGaveUp.
+// supervisor without a parent is a root: when it gives up, it fails its
+// stages (OnGiveUp fail, the default: see GiveUpFail) or shuts the manager
+// down (OnGiveUp stop: Manager.Done is closed, Manager.Err wraps
+// ErrGaveUp).
+//
+// Only panics are crashes by default (RestartOn panic); returned errors and
+// FailEvent restart the handler only with RestartOn error. Restarts back
+// off: the n-th restart by a supervisor within its Period waits
+// Backoff·2^(n-1), at most MaxBackoff, on Options.After's clock; its
+// stages' queues keep their events meanwhile.
 //
 // A restart first waits for the batches of the stages it restarts that are
 // still running. Failures within one supervision tree (a root and
@@ -62,6 +108,19 @@ type SupervisorConfig struct {
 	MaxRestarts int `yaml:"maxRestarts"`
 	// Period is the window of the restart intensity (0 → 5s).
 	Period time.Duration `yaml:"period"`
+	// RestartOn is panic (default: only panics restart) or error
+	// (returned errors, FailEvent among them, restart too). It applies
+	// to the supervisor's stage children.
+	RestartOn RestartOn `yaml:"restartOn"`
+	// Backoff is the wait before the first restart within Period; each
+	// further one doubles it (0 → 10ms).
+	Backoff time.Duration `yaml:"backoff"`
+	// MaxBackoff bounds the wait (0 → 1s).
+	MaxBackoff time.Duration `yaml:"maxBackoff"`
+	// OnGiveUp is fail (default) or stop: what a root supervisor does
+	// when it gives up (see GiveUpFail, GiveUpStop). A supervisor with a
+	// parent escalates to it instead.
+	OnGiveUp GiveUp `yaml:"onGiveUp"`
 	// Children names the stages and supervisors of a group, in start
 	// order (rest-for-one restarts the ones after the failed child). A
 	// stage with its own supervisor joins through it. Only for groups.
@@ -78,6 +137,18 @@ func (c SupervisorConfig) withDefaults() SupervisorConfig {
 	if c.Period == 0 {
 		c.Period = DefaultPeriod
 	}
+	if c.RestartOn == "" {
+		c.RestartOn = RestartOnPanic
+	}
+	if c.Backoff == 0 {
+		c.Backoff = DefaultBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = max(DefaultMaxBackoff, c.Backoff)
+	}
+	if c.OnGiveUp == "" {
+		c.OnGiveUp = GiveUpFail
+	}
 	return c
 }
 
@@ -92,6 +163,21 @@ func checkSupervisor(c SupervisorConfig, group bool) *problem {
 	if c.Period < 0 {
 		return &problem{[]string{"period"}, fmt.Sprintf("negative duration %v", c.Period)}
 	}
+	if c.RestartOn != "" && !slices.Contains(restartOns, string(c.RestartOn)) {
+		return &problem{[]string{"restartOn"}, fmt.Sprintf("unknown value %q (known: %s)", c.RestartOn, strings.Join(restartOns, ", "))}
+	}
+	if c.Backoff < 0 {
+		return &problem{[]string{"backoff"}, fmt.Sprintf("negative duration %v", c.Backoff)}
+	}
+	if c.MaxBackoff < 0 {
+		return &problem{[]string{"maxBackoff"}, fmt.Sprintf("negative duration %v", c.MaxBackoff)}
+	}
+	if c.MaxBackoff > 0 && c.Backoff > c.MaxBackoff {
+		return &problem{[]string{"backoff"}, fmt.Sprintf("backoff %v above maxBackoff %v", c.Backoff, c.MaxBackoff)}
+	}
+	if c.OnGiveUp != "" && !slices.Contains(giveUps, string(c.OnGiveUp)) {
+		return &problem{[]string{"onGiveUp"}, fmt.Sprintf("unknown value %q (known: %s)", c.OnGiveUp, strings.Join(giveUps, ", "))}
+	}
 	if group && len(c.Children) == 0 {
 		return &problem{[]string{"children"}, "a supervisor group needs children (stage or supervisor names)"}
 	}
@@ -103,7 +189,9 @@ func checkSupervisor(c SupervisorConfig, group bool) *problem {
 
 // Errors of supervision.
 var (
-	// ErrGaveUp is wrapped by Manager.Err when a root supervisor gave up.
+	// ErrGaveUp is wrapped by the StageTerminated.Err of the stages of a
+	// root supervisor that gave up, and by Manager.Err if it stopped the
+	// manager (onGiveUp stop).
 	ErrGaveUp = errors.New("stage: supervisor gave up")
 	// ErrSupervisor is wrapped by errors setting up supervision.
 	ErrSupervisor = errors.New("stage: supervision")
@@ -117,14 +205,11 @@ type supNode struct {
 	parent   *supNode
 	children []supChild
 	history  []time.Time // restarts within the period
-	// busy is held (a value in it) while a failure in the tree of which
-	// this node is the root is being dealt with: failures of one tree are
-	// handled one at a time, those of different trees independently.
-	busy chan struct{}
+	failed   bool        // a root that gave up and failed its stages
 }
 
 func newSupNode(name string, cfg SupervisorConfig) *supNode {
-	return &supNode{name: name, cfg: cfg.withDefaults(), busy: make(chan struct{}, 1)}
+	return &supNode{name: name, cfg: cfg.withDefaults()}
 }
 
 // root returns the root of n's tree.
@@ -186,14 +271,16 @@ type supNote struct {
 	err      error
 }
 
-// supervision is the manager's supervisor tree. Each failure is dealt with
-// on a goroutine of its own, which the manager waits for when it stops.
-// Failures within one supervision tree (a root supervisor and everything
-// under it) are dealt with one at a time, as one supervisor process would
-// in Erlang/OTP, because a strategy or an escalation may restart any stage
-// of the tree and counts restarts for the whole of it. Different trees
-// never wait for each other: a restart that waits for a hung batch holds
-// up its own tree only. A failing batch never waits for supervision.
+// supervision is the manager's supervisor tree. Each supervision tree (a
+// root supervisor and everything under it) gets a supervisor goroutine at
+// its first failure (treeLoop), which deals with the tree's failures one
+// at a time, as one supervisor process would in Erlang/OTP or suture,
+// because a strategy or an escalation may restart any stage of the tree
+// and counts restarts for the whole of it. Different trees never wait for
+// each other: a restart that waits for a hung batch holds up its own tree
+// only. A failing batch never waits for supervision: it queues a message.
+// The manager waits for the goroutines when it stops. The tree's shape
+// (set up before Start, apart from stages' own supervisors) is under mu.
 type supervision struct {
 	m     *Manager
 	mu    sync.Mutex
@@ -201,14 +288,19 @@ type supervision struct {
 	ended bool          // shutting down or gave up: no more restarts
 	quit  chan struct{} // closed when ended is set
 
+	parentOf map[*Stage]*supNode    // each supervised stage's supervisor
+	loops    map[*supNode]*treeLoop // the supervisor goroutines, by root, made at a tree's first failure
+
 	ctx    context.Context // nil before start
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the goroutines dealing with failures
+	wg     sync.WaitGroup // the supervisor goroutines
 }
 
 func (sv *supervision) init(m *Manager) {
 	sv.m = m
 	sv.nodes = map[string]*supNode{}
+	sv.loops = map[*supNode]*treeLoop{}
+	sv.parentOf = map[*Stage]*supNode{}
 	sv.quit = make(chan struct{})
 }
 
@@ -238,7 +330,7 @@ func (sv *supervision) addOwn(s *Stage, cfg SupervisorConfig) error {
 	n := newSupNode(s.name, cfg)
 	n.own, n.children = s, []supChild{{st: s}}
 	sv.nodes[s.name] = n
-	s.parentSup = n
+	sv.parentOf[s] = n
 	return nil
 }
 
@@ -282,10 +374,10 @@ func (m *Manager) Supervise(name string, cfg SupervisorConfig) error {
 		var c supChild
 		if st, ok := m.Stage(cn); ok {
 			switch {
-			case st.parentSup != nil && st.parentSup.own == st:
-				c.node = st.parentSup
-			case st.parentSup != nil:
-				return fmt.Errorf("%w: supervisor %q: stage %q is already supervised by %q", ErrSupervisor, name, cn, st.parentSup.name)
+			case sv.parentOf[st] != nil && sv.parentOf[st].own == st:
+				c.node = sv.parentOf[st]
+			case sv.parentOf[st] != nil:
+				return fmt.Errorf("%w: supervisor %q: stage %q is already supervised by %q", ErrSupervisor, name, cn, sv.parentOf[st].name)
 			case st.cfg.Factory == nil:
 				return fmt.Errorf("%w: supervisor %q: stage %q: %w", ErrSupervisor, name, cn, errNoFactory)
 			default:
@@ -303,7 +395,7 @@ func (m *Manager) Supervise(name string, cfg SupervisorConfig) error {
 	}
 	for _, c := range node.children {
 		if c.st != nil {
-			c.st.parentSup = node
+			sv.parentOf[c.st] = node
 		} else {
 			c.node.parent = node
 		}
@@ -330,14 +422,19 @@ func (m *Manager) CreateSupervised(name string, f Factory, cfg StageConfig) (*St
 func (sv *supervision) removeStage(s *Stage) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	p := s.parentSup
-	s.parentSup = nil
+	p := sv.parentOf[s]
+	delete(sv.parentOf, s)
 	if p == nil {
 		return
 	}
 	p.children = slices.DeleteFunc(p.children, func(c supChild) bool { return c.st == s })
 	if p.own == s {
 		delete(sv.nodes, p.name)
+		if l := sv.loops[p]; l != nil { // a root leaves: its goroutine ends
+			delete(sv.loops, p)
+			l.gone = true
+			l.signal()
+		}
 		if gp := p.parent; gp != nil {
 			gp.children = slices.DeleteFunc(gp.children, func(c supChild) bool { return c.node == p })
 		}
@@ -345,14 +442,21 @@ func (sv *supervision) removeStage(s *Stage) {
 }
 
 // pause pauses the queue of a supervised stage whose handler has just
-// failed, before anyone hears of the failure: an event enqueued by a
+// crashed (err counts as a crash for its supervisor's RestartOn), before
+// anyone hears of the failure: an event enqueued by a
 // monitor (or anyone) once it knows goes to the restarted handler, not to
 // the failed one. It reports whether it paused; report then takes the
 // pause over.
-func (sv *supervision) pause(s *Stage) bool {
+func (sv *supervision) pause(s *Stage, err error) bool {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || s.parentSup == nil {
+	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || sv.parentOf[s] == nil {
+		return false
+	}
+	if !errors.Is(err, ErrHandlerPanic) && sv.parentOf[s].cfg.RestartOn != RestartOnError {
+		return false // not a crash: contained like any failure
+	}
+	if sv.parentOf[s].root().failed {
 		return false
 	}
 	s.queue.Pause()
@@ -369,12 +473,20 @@ func (sv *supervision) report(s *Stage, instance uint64, err error, paused bool)
 	}
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || s.parentSup == nil {
+	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || sv.parentOf[s] == nil {
 		s.queue.Resume() // supervision ended meanwhile
 		return
 	}
-	sv.wg.Add(1)
-	go sv.handle(sv.ctx, supNote{st: s, instance: instance, err: err})
+	root := sv.parentOf[s].root()
+	l := sv.loops[root]
+	if l == nil {
+		l = &treeLoop{wake: make(chan struct{}, 1)}
+		sv.loops[root] = l
+		sv.wg.Add(1)
+		go sv.run(sv.ctx, root, l)
+	}
+	l.notes = append(l.notes, supNote{st: s, instance: instance, err: err})
+	l.signal()
 }
 
 // start enables supervision until stop or the end of ctx.
@@ -403,63 +515,97 @@ func (sv *supervision) stop() {
 	sv.wg.Wait()
 }
 
-// lockTree waits until no other failure of s's supervision tree is being
-// dealt with and returns the tree's root, whose busy the caller then holds.
-// It returns nil if s left supervision or supervision ended meanwhile.
-func (sv *supervision) lockTree(ctx context.Context, s *Stage) *supNode {
+// treeLoop is the supervisor goroutine of one supervision tree (a root
+// and everything under it), as in suture: failures of the tree's stages
+// come to it as messages, in order, and it deals with them one at a time,
+// so a strategy or an escalation that restarts any stage of the tree and
+// counts restarts for the whole of it never races another. A restart that
+// waits for a hung batch holds up its own tree only.
+type treeLoop struct {
+	notes []supNote     // failures to deal with, in order; guarded by sv.mu
+	gone  bool          // the root left the tree: end once notes are done; guarded by sv.mu
+	wake  chan struct{} // capacity 1: notes or gone changed
+}
+
+func (l *treeLoop) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is root's supervisor goroutine: it deals with the tree's failures
+// until supervision ends (then the stages of the failures still queued
+// resume with the handlers they have) or the root leaves.
+func (sv *supervision) run(ctx context.Context, root *supNode, l *treeLoop) {
+	defer sv.wg.Done()
 	for {
 		sv.mu.Lock()
-		if sv.ended || s.parentSup == nil {
+		if sv.ended || ctx.Err() != nil {
+			rest := l.notes
+			l.notes = nil
 			sv.mu.Unlock()
-			return nil
+			for _, n := range rest {
+				n.st.queue.Resume()
+			}
+			return
 		}
-		root := s.parentSup.root()
+		if len(l.notes) == 0 {
+			gone := l.gone
+			sv.mu.Unlock()
+			if gone {
+				return
+			}
+			select {
+			case <-l.wake:
+			case <-ctx.Done():
+			case <-sv.quit:
+			}
+			continue
+		}
+		n := l.notes[0]
+		l.notes = l.notes[1:]
 		sv.mu.Unlock()
-		select {
-		case root.busy <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		case <-sv.quit:
-			return nil
-		}
-		sv.mu.Lock()
-		same := s.parentSup != nil && s.parentSup.root() == root
-		sv.mu.Unlock()
-		if same {
-			return root
-		}
-		<-root.busy // s moved to another tree meanwhile
+		sv.handle(ctx, n)
 	}
 }
 
 // handle applies the supervisors' strategies to one failure: restart,
 // or give up and escalate, up to the root.
 func (sv *supervision) handle(ctx context.Context, n supNote) {
-	defer sv.wg.Done()
 	paused := []*Stage{n.st} // the pause report took
 	defer func() {
 		for _, s := range paused {
 			s.queue.Resume()
 		}
 	}()
-	root := sv.lockTree(ctx, n.st)
-	if root == nil {
+	sv.mu.Lock()
+	p := sv.parentOf[n.st]
+	left := sv.ended || p == nil || p.root().failed // ended, or its tree failed for good
+	sv.mu.Unlock()
+	if left {
 		return
 	}
-	defer func() { <-root.busy }()
 	if n.instance != n.st.instanceNumber() {
 		return // the handler that failed was already replaced
 	}
 	sv.mu.Lock()
-	node, child, cause := n.st.parentSup, supChild{st: n.st}, n.err
+	node, child, cause := sv.parentOf[n.st], supChild{st: n.st}, n.err
 	for node != nil && !sv.ended {
 		if !sv.allow(node) {
 			sv.m.log.Error("supervisor gave up", "supervisor", node.name, "restarts", node.cfg.MaxRestarts,
 				"period", node.cfg.Period, "err", cause)
-			if node.parent == nil {
+			if node.parent == nil && node.cfg.OnGiveUp == GiveUpStop {
 				sv.endLocked()
 				sv.mu.Unlock()
 				sv.m.gaveUp(node.name, cause)
+				return
+			}
+			if node.parent == nil {
+				node.failed = true
+				stages := supChild{node: node}.stages(nil)
+				sv.mu.Unlock()
+				sv.m.failStages(node.name, cause, stages)
 				return
 			}
 			child, node = supChild{node: node}, node.parent
@@ -474,10 +620,14 @@ func (sv *supervision) handle(ctx context.Context, n supNote) {
 			c.reset()
 			stages = c.stages(stages)
 		}
+		delay := node.backoff()
 		sv.mu.Unlock()
 		for _, s := range stages {
 			s.queue.Pause()
 			paused = append(paused, s)
+		}
+		if !sv.sleep(ctx, delay) {
+			return // stopping: the stages resume with the handlers they have
 		}
 		failed, err := sv.m.restart(ctx, node.name, stages)
 		sv.mu.Lock()
@@ -512,6 +662,58 @@ func (sv *supervision) allow(node *supNode) bool {
 	}
 	node.history = append(h, now)
 	return len(node.history) <= node.cfg.MaxRestarts
+}
+
+// backoff is how long node waits before the restart allow just recorded:
+// Backoff doubled for each earlier restart within the period, at most
+// MaxBackoff. sv.mu is held.
+func (n *supNode) backoff() time.Duration {
+	d, limit := n.cfg.Backoff, n.cfg.MaxBackoff
+	for i := 1; i < len(n.history) && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// sleep waits d on the manager's clock (Options.After); it reports false
+// if supervision ends or ctx is done first.
+func (sv *supervision) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	var c <-chan time.Time
+	if sv.m.opts.After != nil {
+		c = sv.m.opts.After(d)
+	} else {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		c = t.C
+	}
+	select {
+	case <-c:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-sv.quit:
+		return false
+	}
+}
+
+// failStages ends the stages of a root supervisor that gave up (OnGiveUp
+// fail): their monitors hear of it, their queues close, so that enqueues
+// fail with sink.ErrClosed, and what they held is discarded (counted as
+// Removed, logged). The manager and its other stages go on.
+func (m *Manager) failStages(root string, cause error, stages []*Stage) {
+	err := fmt.Errorf("%w: root supervisor %q: %w", ErrGaveUp, root, cause)
+	names := make([]string, len(stages))
+	lost := 0
+	for i, s := range stages {
+		names[i] = s.name
+		m.notify(s, StageTerminated{Stage: s.name, Reason: ReasonGaveUp, Err: err, Time: time.Now()}, true)
+		lost += m.abandonStage(s)
+	}
+	m.log.Error("root supervisor gave up: its stages are failed and reject events", "supervisor", root,
+		"stages", names, "discarded", lost, "err", cause)
 }
 
 // affected returns the children of node to restart when child failed, or

@@ -11,10 +11,11 @@ import (
 )
 
 // ExampleManager_CreateSupervised supervises a stage created from Go: its
-// handler is remade by the factory after a failure, events queued behind
+// handler is remade by the factory after a failure (RestartOn error: a
+// returned error counts, not only a panic), events queued behind
 // the failure reach the new handler, and a monitor hears of everything.
 // The second failure exceeds the intensity (one restart a minute): the
-// supervisor, a root, gives up and the manager stops.
+// supervisor, a root, gives up and (OnGiveUp stop) the manager stops.
 func ExampleManager_CreateSupervised() {
 	m := stage.NewManager(stage.Options{})
 	instances := 0
@@ -31,7 +32,7 @@ func ExampleManager_CreateSupervised() {
 	}
 	st, err := m.CreateSupervised("Worker", factory, stage.StageConfig{
 		Batching:   stage.BatchingConfig{Max: 1},
-		Supervisor: &stage.SupervisorConfig{MaxRestarts: 1, Period: time.Minute},
+		Supervisor: &stage.SupervisorConfig{MaxRestarts: 1, Period: time.Minute, RestartOn: stage.RestartOnError, OnGiveUp: stage.GiveUpStop},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -276,7 +276,7 @@ func testStrategy(t *testing.T, tm string, tt strategyCase) {
 			t.Fatal(err)
 		}
 	}
-	if err := m.Supervise("G", stage.SupervisorConfig{Strategy: tt.strategy, Children: []string{"A", "B", "C"}}); err != nil {
+	if err := m.Supervise("G", stage.SupervisorConfig{Strategy: tt.strategy, RestartOn: stage.RestartOnError, Children: []string{"A", "B", "C"}}); err != nil {
 		t.Fatal(err)
 	}
 	started(t, m)
@@ -366,7 +366,8 @@ func TestQueuedEventsSurviveRestart(t *testing.T) {
 		return &gated{n: n, entered: entered, release: release, handled: &handled, mu: &mu}
 	}
 	m := stage.NewManager(stage.Options{})
-	st, err := m.CreateSupervised("Worker", f, stage.StageConfig{Batching: stage.BatchingConfig{Max: 4}})
+	st, err := m.CreateSupervised("Worker", f, stage.StageConfig{Batching: stage.BatchingConfig{Max: 4},
+		Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +428,7 @@ func TestIntensityWindow(t *testing.T) {
 	m := stage.NewManager(stage.Options{Now: clock.Now})
 	var inits atomic.Int32
 	st, err := m.CreateSupervised("S", func() stage.Handler { return &failing{inits: &inits} }, stage.StageConfig{
-		Supervisor: &stage.SupervisorConfig{MaxRestarts: 2, Period: time.Minute},
+		Supervisor: &stage.SupervisorConfig{MaxRestarts: 2, Period: time.Minute, RestartOn: stage.RestartOnError, OnGiveUp: stage.GiveUpStop},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -498,8 +499,8 @@ func TestEscalation(t *testing.T) {
 		name string
 		cfg  stage.SupervisorConfig
 	}{
-		{"Sub", stage.SupervisorConfig{MaxRestarts: 2, Period: time.Hour, Children: []string{"S"}}},
-		{"Top", stage.SupervisorConfig{Strategy: stage.OneForAll, MaxRestarts: 1, Period: time.Hour, Children: []string{"Sub", "X"}}},
+		{"Sub", stage.SupervisorConfig{MaxRestarts: 2, Period: time.Hour, RestartOn: stage.RestartOnError, Children: []string{"S"}}},
+		{"Top", stage.SupervisorConfig{Strategy: stage.OneForAll, MaxRestarts: 1, Period: time.Hour, RestartOn: stage.RestartOnError, OnGiveUp: stage.GiveUpStop, Children: []string{"Sub", "X"}}},
 	} {
 		if err := m.Supervise(sc.name, sc.cfg); err != nil {
 			t.Fatal(err)
@@ -577,7 +578,7 @@ func TestRestartInitFailureRetries(t *testing.T) {
 		return h
 	}
 	m := stage.NewManager(stage.Options{})
-	st, err := m.CreateSupervised("S", f, stage.StageConfig{})
+	st, err := m.CreateSupervised("S", f, stage.StageConfig{Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,10 +727,11 @@ stages:
   Front: {handler: test.Flaky}
   Back:
     handler: test.Flaky
-    supervisor: {maxRestarts: 10, period: 1m}
+    supervisor: {maxRestarts: 10, period: 1m, restartOn: error}
 supervisors:
   App:
     strategy: one-for-all
+    restartOn: error
     children: [Front, Back]
 `), reg)
 	if err != nil {
