@@ -51,5 +51,7 @@
 // are streamed to each request in chunk-sized pieces read through
 // asyncFile, each piece read once the one before it has been written, so
 // that memory stays bounded whatever the file size (HEAD and 304 read
-// nothing, a byte range reads only its bytes).
+// nothing, a byte range reads only its bytes). A connection's streamed
+// files are opened in turn, each once the one before it is sent, so that
+// a client pipelining many requests holds one open file.
 package haboob

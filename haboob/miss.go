@@ -71,6 +71,9 @@ type cacheMiss struct {
 
 	mu       sync.Mutex
 	inflight map[string]*fetch
+	// lines holds, per connection, the last of its streamed transfers:
+	// a connection's transfers run one after the other (see transfer).
+	lines map[*http.Connection]*transfer
 }
 
 func (h *cacheMiss) Init(c *stage.Context) error {
@@ -125,6 +128,7 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 		return fmt.Errorf("haboob: CacheMiss send stage: %w", err)
 	}
 	h.inflight = map[string]*fetch{}
+	h.lines = map[*http.Connection]*transfer{}
 	h.log.Info("haboob: serving files", "root", h.site.Root())
 	return nil
 }

@@ -21,6 +21,12 @@ import (
 // read, so that a response holds at most two chunks of memory, however
 // large the file and however slow the client.
 //
+// A connection's transfers run one after the other, in request order: a
+// transfer opens its file only once the one before it on its connection
+// (see cacheMiss.lines) has closed its own, so that a client pipelining
+// requests for large files holds one open file and two pieces at a time,
+// however many requests it sends and whether or not it reads.
+//
 // The file's completions are handled inline, on the asyncFile worker that
 // runs the file's requests (transferEvent): they are short and never
 // block, and asyncFile runs one file's requests, and delivers their
@@ -42,6 +48,10 @@ type transfer struct {
 	got    int64 // file offset just past the last byte read
 	pieces int   // pieces requested and not yet written to the kernel
 	over   bool  // finished or failed
+
+	// after is the connection's next transfer, started once this one is
+	// over; guarded by h.mu.
+	after *transfer
 }
 
 // stream answers req with the file at path, read piece by piece. info is
@@ -60,8 +70,59 @@ func (h *cacheMiss) stream(req *http.Request, path, ctype string, info fs.FileIn
 		}
 	}
 	t := &transfer{h: h, req: req, conn: conn, path: path, ctype: ctype, chunk: h.chunkSize()}
-	if _, err := h.fio.Open(path, os.O_RDONLY, 0, aio.Func(transferEvent), t); err != nil {
-		unavailable(req, h.args.RetryAfter)
+	h.mu.Lock()
+	if last := h.lines[conn]; last != nil {
+		last.after = t // its turn comes when last is over
+		h.lines[conn] = t
+		h.mu.Unlock()
+		return
+	}
+	h.lines[conn] = t
+	h.mu.Unlock()
+	t.start()
+}
+
+// start opens the transfer's file, its turn come. On a connection that
+// has closed meanwhile nobody would take the answer: the transfer ends
+// without opening anything, and so do the ones after it.
+func (t *transfer) start() {
+	for ; t != nil; t = t.done() {
+		if t.conn.Closed() {
+			t.mu.Lock()
+			t.over = true
+			t.mu.Unlock()
+			continue
+		}
+		if _, err := t.h.fio.Open(t.path, os.O_RDONLY, 0, aio.Func(transferEvent), t); err != nil {
+			t.mu.Lock()
+			t.over = true
+			t.mu.Unlock()
+			unavailable(t.req, t.h.args.RetryAfter)
+			continue
+		}
+		return
+	}
+}
+
+// done takes t, which is over, off its connection's line and returns the
+// transfer whose turn it is now (nil: none).
+func (t *transfer) done() *transfer {
+	h := t.h
+	h.mu.Lock()
+	next := t.after
+	t.after = nil
+	if next == nil && h.lines[t.conn] == t {
+		delete(h.lines, t.conn)
+	}
+	h.mu.Unlock()
+	return next
+}
+
+// finished hands the connection over to the next transfer, once t is over
+// and its file closed (or never opened).
+func (t *transfer) finished() {
+	if next := t.done(); next != nil {
+		next.start()
 	}
 }
 
@@ -75,6 +136,7 @@ func (t *transfer) opened(f *aio.File, info fs.FileInfo) {
 		t.mu.Unlock()
 		_ = f.Close(t)
 		t.h.reply(t.req, resp)
+		t.finished()
 		return
 	}
 	t.stream = t.conn.NewStream(n)
@@ -152,6 +214,7 @@ func (t *transfer) written(err error) {
 		f := t.file
 		t.mu.Unlock()
 		_ = f.Close(t)
+		t.finished()
 		return
 	}
 	t.mu.Unlock()
@@ -178,6 +241,7 @@ func (t *transfer) fail(err error) {
 	if f != nil {
 		_ = f.Close(t)
 	}
+	t.finished()
 }
 
 // openFailed answers a request whose file could not be opened.
@@ -186,6 +250,7 @@ func (t *transfer) openFailed(err error) {
 	t.over = true
 	t.mu.Unlock()
 	t.h.reply(t.req, errorResponse(t.h.log, t.path, err)())
+	t.finished()
 }
 
 // transferEvent handles the completions of transfers' files: a callback,

@@ -117,6 +117,7 @@ type Connection struct {
 	bodies    int64 // request-body bytes held against the server's BodyBudget
 	reqStart  int64 // when the request being received began (0: none)
 	lastAct   int64 // last traffic in or out
+	busyAt    int64 // when the timer last found output waiting to be written
 	calls     []doneCall
 }
 
@@ -132,6 +133,14 @@ func newConnection(s *Server, sock *aio.Connection) *Connection {
 
 // ID is unique among the connections of a server.
 func (c *Connection) ID() uint64 { return c.id }
+
+// Closed reports whether the connection has closed: replies enqueued on
+// it are dropped.
+func (c *Connection) Closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
 
 // RemoteAddr is the client's address.
 func (c *Connection) RemoteAddr() net.Addr { return c.sock.RemoteAddr() }
@@ -819,7 +828,11 @@ func (c *Connection) checkTimeouts(now int64) {
 		return
 	}
 	stats := &c.srv.stats
-	if c.stream != nil && (unsent || len(c.outq) > 0) {
+	busy := unsent || len(c.outq) > 0 || c.flushing
+	if busy {
+		c.busyAt = now
+	}
+	if c.stream != nil && busy {
 		c.streamAt = now // the client is still taking the pieces: not a stall
 	}
 	switch {
@@ -833,7 +846,11 @@ func (c *Connection) checkTimeouts(now int64) {
 		c.srv.log.Warn("http: streamed body stalled; closing", "conn", c.String(), "timeout", cfg.ResponseTimeout)
 		_ = c.sock.Abort()
 		return
-	case cfg.ResponseTimeout > 0 && !c.closing && c.stream == nil && c.delivered > c.nextOut && now-c.waitq.front().at > int64(cfg.ResponseTimeout):
+	case cfg.ResponseTimeout > 0 && !c.closing && c.stream == nil && c.delivered > c.nextOut && !busy &&
+		now-max(c.waitq.front().at, c.busyAt) > int64(cfg.ResponseTimeout):
+		// Unanswered for ResponseTimeout while the connection had nothing
+		// to write: an application may hold an answer until the client
+		// has taken the ones before it (Haboob's streamed files do).
 		stats.responseTimeouts.Add(1)
 		head := c.waitq.front().req
 		resp := ServiceUnavailable(cfg.RetryAfter)

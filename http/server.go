@@ -83,7 +83,9 @@ type ServerConfig struct {
 	WriteTimeout time.Duration
 	// ResponseTimeout bounds how long the application may take to answer
 	// a request; past it the request gets 503 and the connection is closed,
-	// so that a lost event never hangs a client.
+	// so that a lost event never hangs a client. Only the time the
+	// connection has nothing else to write counts: an application may
+	// hold an answer until the client has taken the earlier ones.
 	ResponseTimeout time.Duration
 	// RetryAfter is the Retry-After of the 503 sent when the application's
 	// sink rejects a request (default 1s).

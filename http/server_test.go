@@ -74,7 +74,9 @@ func (f *fixture) dial(t *testing.T) (net.Conn, *bufio.Reader) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	// A bound on a broken test only, far above what a loaded machine
+	// needs: TestResponseTimeout once missed a 10 s one there.
+	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
 	return c, bufio.NewReader(c)
 }
 
@@ -693,5 +695,52 @@ func TestSilentConnectionOverLimitClosed(t *testing.T) {
 	expectEOF(t, br2)
 	if st := f.srv.Stats(); st.Open != 1 || st.IdleClosed != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestResponseTimeoutCountsIdleTimeOnly: a request waiting behind a
+// response the client is slow to take is not timed out while the
+// connection still has that response to write: the application may hold
+// its answer until then (Haboob opens a connection's streamed files in
+// turn). The client here stops reading for longer than ResponseTimeout.
+func TestResponseTimeoutCountsIdleTimeOnly(t *testing.T) {
+	big := pattern(16<<20, 7) // more than the socket buffers take
+	next := make(chan *http.Request, 1)
+	bigDone := make(chan error, 1)
+	f := startServer(t, http.ServerConfig{ResponseTimeout: time.Second}, func(req *http.Request) {
+		if req.Path == "/next" {
+			next <- req
+			return
+		}
+		_ = req.Conn.(*http.Connection).Send(&http.Reply{Req: req, Resp: http.OK("application/octet-stream", big),
+			Done: func(err error) { bigDone <- err }})
+	})
+	answered := make(chan error, 1)
+	go func() { // answers /next once /big is written, as Haboob would
+		err := <-bigDone
+		req := <-next
+		if err == nil {
+			err = http.Respond(req, http.OK("text/plain", []byte("next")))
+		}
+		answered <- err
+	}()
+	c, br := f.dial(t)
+	_ = c.SetDeadline(time.Now().Add(2 * time.Minute)) // a safety net only
+	fmt.Fprint(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+	// Not a deadline: a shorter pause on a loaded machine only makes the
+	// test easier to pass.
+	time.Sleep(1500 * time.Millisecond)
+	resp, body := readResponse(t, br, "GET")
+	if resp.StatusCode != 200 || body != string(big) {
+		t.Fatalf("big: %d, %d bytes", resp.StatusCode, len(body))
+	}
+	if err := <-answered; err != nil {
+		t.Fatalf("answering /next: %v", err)
+	}
+	if resp, body := readResponse(t, br, "GET"); resp.StatusCode != 200 || body != "next" {
+		t.Fatalf("next: %d %q, want 200 (not timed out while the big response was being written)", resp.StatusCode, body)
+	}
+	if n := f.srv.Stats().ResponseTimeouts; n != 0 {
+		t.Fatalf("ResponseTimeouts = %d, want 0", n)
 	}
 }

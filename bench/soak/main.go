@@ -5,6 +5,7 @@
 //
 //	go run ./bench/soak                       # 10 minutes, report every 10 s
 //	go run ./bench/soak -duration 2m
+//	go run ./bench/soak -profiler 127.0.0.1:9090   # heap: go tool pprof http://127.0.0.1:9090/debug/pprof/heap
 //
 // It builds cmd/haboob (or runs -haboob), serves a small generated site
 // with the embedded configuration (shutdown 5s) and, where util-linux's
@@ -55,7 +56,7 @@ import (
 
 type options struct {
 	duration, interval, burstEvery time.Duration
-	haboob                         string
+	haboob, profiler               string
 	nofile                         int
 	normal, slowloris, idle        int
 	nonReaders, bigBodies, burst   int
@@ -66,6 +67,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "how long to run")
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "report interval")
 	flag.StringVar(&o.haboob, "haboob", "", "haboob binary (default: go build ./cmd/haboob)")
+	flag.StringVar(&o.profiler, "profiler", "", "Haboob's profiler dashboard address, with /debug/pprof/ (default: none)")
 	flag.IntVar(&o.nofile, "nofile", 1024, "Haboob's descriptor limit (prlimit --nofile; 0: inherit)")
 	flag.IntVar(&o.normal, "normal", 8, "normal keep-alive clients")
 	flag.IntVar(&o.slowloris, "slowloris", 200, "slowloris connections")
@@ -125,7 +127,7 @@ func run(o options) error {
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		return err
 	}
-	args := []string{bin, "-config", cfg, "-root", root, "-addr", "127.0.0.1:0", "-profiler", ""}
+	args := []string{bin, "-config", cfg, "-root", root, "-addr", "127.0.0.1:0", "-profiler", o.profiler}
 	limit := "inherited"
 	if o.nofile > 0 {
 		if p, err := exec.LookPath("prlimit"); err == nil {

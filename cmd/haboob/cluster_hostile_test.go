@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	nethttp "net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClusterFrontSurvivesHostileClients runs the cluster's HTTP front
+// (the node that hosts HttpRecv and reaches Checksum on a worker over
+// NATS) under `prlimit --nofile=512` beside one worker. A client that
+// pipelines requests for a large file and never reads does not stop the
+// front serving others, pages or remote stages; connections beyond the
+// descriptor limit make accept fail, a held connection is still served,
+// through the worker too; once they close, new connections are served.
+func TestClusterFrontSurvivesHostileClients(t *testing.T) {
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit (util-linux) not installed")
+	}
+	bin := buildHaboob(t)
+	root := siteWith(t, "index.html", "home")
+	// A sparse 256 MiB file: far more than the socket buffers hold.
+	f, err := os.Create(filepath.Join(root, "huge.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	text, err := os.ReadFile(clusterConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(text), "shutdown: 10s", "shutdown: 2s", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	front := start(t, prlimit, "--nofile=512", bin, "-config", cfg, "-node", "front", "-root", root,
+		"-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "")
+	natsURL := ""
+	for natsURL == "" {
+		line, ok := <-front.logs
+		if !ok {
+			t.Fatal("front exited")
+		}
+		if m := joinedRE.FindStringSubmatch(line); m != nil {
+			natsURL = m[1]
+		}
+	}
+	startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", natsURL)
+	base := "http://" + front.addr
+	if code, _ := get(t, base+"/checksum/x"); code != 200 {
+		t.Fatalf("/checksum/ through the worker: %d", code)
+	}
+
+	// A client that never reads, its pipeline full of large-file requests.
+	stuck, err := net.Dial("tcp", front.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	if tc, ok := stuck.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10)
+	}
+	fmt.Fprint(stuck, strings.Repeat("GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n", 8))
+	if code, body := get(t, base+"/index.html"); code != 200 || body != "home" {
+		t.Fatalf("a page while a client does not read: %d %q", code, body)
+	}
+	if code, _ := get(t, base+"/checksum/x"); code != 200 {
+		t.Fatalf("/checksum/ while a client does not read: %d", code)
+	}
+
+	held, err := net.Dial("tcp", front.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	br := bufio.NewReader(held)
+	ask := func(what, path string) {
+		t.Helper()
+		_ = held.SetDeadline(time.Now().Add(2 * time.Minute))
+		fmt.Fprintf(held, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+		resp, err := nethttp.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s %s: %v", what, path, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d", what, path, resp.StatusCode)
+		}
+	}
+	ask("held connection before", "/index.html")
+	ask("held connection before", "/checksum/x")
+
+	var conns []net.Conn
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	defer closeAll()
+	exhausted := false
+	// A safety net only: the loop ends on the log line.
+	for deadline := time.Now().Add(2 * time.Minute); !exhausted && time.Now().Before(deadline); {
+		if len(conns) < 1000 {
+			c, err := net.Dial("tcp", front.addr)
+			if err != nil {
+				t.Fatalf("dial %d: %v", len(conns), err)
+			}
+			conns = append(conns, c)
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+		select {
+		case line, ok := <-front.logs:
+			if !ok {
+				t.Fatal("front exited")
+			}
+			exhausted = strings.Contains(line, "aio: accept failed") && strings.Contains(line, "too many open files")
+		default:
+		}
+	}
+	if !exhausted {
+		t.Fatalf("no accept failure logged after %d connections", len(conns))
+	}
+	ask("held connection out of descriptors", "/index.html")
+	ask("held connection out of descriptors", "/checksum/x")
+	closeAll()
+	stuck.Close()
+
+	tr := &nethttp.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	c := &nethttp.Client{Transport: tr, Timeout: 10 * time.Second}
+	for deadline := time.Now().Add(2 * time.Minute); ; { // a safety net only
+		resp, err := c.Get(base + "/checksum/x")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving again after the connections closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	held.Close()
+	if code := front.stop(t); code != 0 {
+		t.Fatalf("front exit code %d", code)
+	}
+	for line := range front.logs {
+		if strings.Contains(line, "stopped unexpectedly") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("front logged: %s", line)
+		}
+	}
+}
