@@ -159,22 +159,9 @@ server_pids() {
 	echo "$main" $(pgrep -P "$main" 2>/dev/null || true)
 }
 
-# proc_sample PIDS...: "CPU-ticks context-switches" summed over the
-# processes and all their threads.
-proc_sample() {
-	local ticks=0 cs=0 pid t
-	for pid in "$@"; do
-		[ -r "/proc/$pid/stat" ] || continue
-		t=$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat")
-		ticks=$((ticks + t))
-		t=$(cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s += $2} END {print s + 0}')
-		cs=$((cs + t))
-	done
-	echo "$ticks $cs"
-}
+. bench/lib.sh # proc_sample, wrk_row
 
 if [ "${WRK:-0}" = 1 ]; then
-	HZ=$(getconf CLK_TCK)
 	echo
 	echo "wrk (bench/specweb.lua: the same SPECweb99-like mix over $DIRS directories), ${WRK_THREADS:-2} threads, $DURATION per row after a $WARMUP warm-up; server CPU and context switches from /proc; $(nproc) CPUs, $(uname -r)"
 	echo
@@ -187,17 +174,7 @@ if [ "${WRK:-0}" = 1 ]; then
 			read -r t0 cs0 < <(proc_sample $pids)
 			out=$(wrk -t"${WRK_THREADS:-2}" -c"$c" -d"$DURATION" --latency -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" 2>&1)
 			read -r t1 cs1 < <(proc_sample $pids)
-			echo "$out" | awk -v s="$s" -v c="$c" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$HZ" '
-				function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
-				/^ +50%/ { p50 = ms($2) }
-				/^ +99%/ { p99 = ms($2) }
-				/requests in/ { n = $1 }
-				/Requests\/sec/ { rps = $2 }
-				/Non-2xx|Socket errors/ { err = err $0 " " }
-				END {
-					if (n == 0) { printf "| %s | %s | failed | | | | | |\n", s, c; exit }
-					printf "| %s | %d | %.0f | %.2f | %.2f | %.1f | %.3f | %s |\n", s, c, rps, p50, p99, dt / hz * 1e6 / n, dcs / n, (err == "" ? "0" : err)
-				}'
+			echo "$out" | wrk_row "$s | $c" $((t1 - t0)) $((cs1 - cs0))
 		done
 	done
 fi

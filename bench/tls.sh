@@ -86,18 +86,7 @@ wait_port $NGINX_TLS_PORT
 
 declare -A URL=([haboob]="https://127.0.0.1:$HABOOB_TLS_PORT" [nginx]="https://127.0.0.1:$NGINX_TLS_PORT")
 declare -A PID=([haboob]=$HABOOB_PID [nginx]=$NGINX_PID)
-proc_sample() {
-	local ticks=0 cs=0 pid t
-	for pid in "$@"; do
-		[ -r "/proc/$pid/stat" ] || continue
-		t=$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat")
-		ticks=$((ticks + t))
-		t=$(cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s += $2} END {print s + 0}')
-		cs=$((cs + t))
-	done
-	echo "$ticks $cs"
-}
-HZ=$(getconf CLK_TCK)
+. bench/lib.sh # proc_sample, wrk_row
 row() { # name server connections wrk-args...
 	local name=$1 s=$2 c=$3
 	shift 3
@@ -106,17 +95,7 @@ row() { # name server connections wrk-args...
 	read -r t0 cs0 < <(proc_sample $pids)
 	out=$(wrk -t2 -c"$c" -d"$DURATION" --latency "$@" 2>&1)
 	read -r t1 cs1 < <(proc_sample $pids)
-	echo "$out" | awk -v name="$name" -v s="$s" -v c="$c" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$HZ" '
-		function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
-		/^ +50%/ { p50 = ms($2) }
-		/^ +99%/ { p99 = ms($2) }
-		/requests in/ { n = $1 }
-		/Requests\/sec/ { rps = $2 }
-		/Non-2xx|Socket errors/ { err = err $0 " " }
-		END {
-			if (n == 0) { printf "| %s | %s | %s | failed | | | | | |\n", name, s, c; exit }
-			printf "| %s | %s | %d | %.0f | %.2f | %.2f | %.1f | %.3f | %s |\n", name, s, c, rps, p50, p99, dt / hz * 1e6 / n, dcs / n, (err == "" ? "0" : err)
-		}'
+	echo "$out" | wrk_row "$name | $s | $c" $((t1 - t0)) $((cs1 - cs0))
 }
 echo "HTTPS, ECDSA P-256, $(date -u +%F), $(nproc) CPUs; wrk -t2, $DURATION per row after $WARMUP; server CPU and context switches from /proc (all threads, nginx workers included)"
 echo
