@@ -852,15 +852,16 @@ func (c *Connection) handOff(ops []writeOp, total int64) error {
 	return nil
 }
 
-// pumpLocked hands the bytes waiting behind the window to gnet while it
-// has room (event loop, with no AsyncWrite pending, so the bytes are
-// written at once and in order).
-func (c *Connection) pumpLocked(gc gnet.Conn) {
-	var bufs [][]byte
+// takePumpLocked takes the bytes waiting behind the window that the
+// window now has room for, to be written by pump (event loop, with no
+// AsyncWrite pending, so they are written at once and in order). They
+// count as handed over from now on.
+func (c *Connection) takePumpLocked() []writeOp {
+	var ops []writeOp
 	for c.later.len() > 0 {
 		room := c.grantLocked(int64(c.later.front().n))
 		if room <= 0 {
-			return
+			break
 		}
 		var op writeOp
 		if f := c.later.front(); int64(f.n) <= room {
@@ -868,18 +869,34 @@ func (c *Connection) pumpLocked(gc gnet.Conn) {
 		} else {
 			op, *f = f.split(int(room))
 		}
+		c.laterBytes -= int64(op.n)
+		c.handed += int64(op.n)
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// pump writes ops (from takePumpLocked) with c.mu not held, counting
+// what gnet took as applied, and reports whether every write succeeded. A
+// failed write makes gnet close the connection at once, on this
+// goroutine: OnClose (onClose) takes c.mu and accounts for the rest, so
+// the lock must not be held across a write.
+func (c *Connection) pump(gc gnet.Conn, ops []writeOp) bool {
+	var bufs [][]byte
+	for _, op := range ops {
 		bufs = bufs[:0]
 		if len(op.data) > 0 {
 			bufs = append(bufs, op.data)
 		}
 		bufs = append(bufs, op.bufs...)
-		c.laterBytes -= int64(op.n)
-		c.handed += int64(op.n)
 		if _, err := gc.Writev(bufs); err != nil {
-			return // closing: OnClose accounts for the rest
+			return false
 		}
+		c.mu.Lock()
 		c.applied += int64(op.n)
+		c.mu.Unlock()
 	}
+	return true
 }
 
 func (c *Connection) handOffBufs(ops []writeOp) error {
@@ -1005,7 +1022,15 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	c.mu.Lock()
 	out := c.updateFlushedLocked(gc)
 	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
-		c.pumpLocked(gc)
+		if ops := c.takePumpLocked(); len(ops) > 0 {
+			c.mu.Unlock()
+			ok := c.pump(gc, ops)
+			c.mu.Lock()
+			if !ok || c.state == stateClosed {
+				c.mu.Unlock()
+				return false // closed: OnClose accounted for the rest
+			}
+		}
 		out = c.updateFlushedLocked(gc)
 	}
 	fl := c.flushed.Load()

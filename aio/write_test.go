@@ -103,3 +103,49 @@ func TestSetTimer(t *testing.T) {
 	c.SetTimer(time.Millisecond)
 	reader.wait(t, "TimerExpired", func(evs []sink.Event) bool { return count[TimerExpired](evs) == 1 })
 }
+
+// A peer that resets the connection while output waits behind the window
+// makes the event loop's next write fail, and gnet then closes the
+// connection at once, on the same goroutine (OnClose inside Writev). That
+// write must not run under the connection's lock: every round's writes
+// complete (with an error for what was never sent) and the connection
+// reports closed, instead of the event loop deadlocking on itself.
+func TestResetWhileOutputWaitsBehindWindow(t *testing.T) {
+	checkLeaks(t)
+	const window = 8 << 10
+	owner := newRecorder("owner")
+	srv := listen(t, SocketConfig{WriteWindow: window, OutputBudget: 16 << 10}, owner)
+	const rounds, writes = 20, 16
+	for r := range rounds {
+		client := dial(t, srv)
+		evs := owner.wait(t, "connection", func(evs []sink.Event) bool { return count[*Connection](evs) == r+1 })
+		var c *Connection
+		for _, e := range evs {
+			if cc, ok := e.(*Connection); ok {
+				c = cc
+			}
+		}
+		var mu sync.Mutex
+		completed := 0
+		for i := range writes {
+			err := c.Write(pattern(i, 64<<10), nil, func(error) {
+				mu.Lock()
+				completed++
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Read a little, so that the window moves and the event loop
+		// hands over bytes from behind it, then reset.
+		buf := make([]byte, 3*window)
+		if _, err := io.ReadFull(client, buf); err != nil {
+			t.Fatal(err)
+		}
+		_ = client.SetLinger(0)
+		_ = client.Close()
+		waitCond(t, "every write completed", func() bool { mu.Lock(); defer mu.Unlock(); return completed == writes })
+		owner.wait(t, "closed", func(evs []sink.Event) bool { return count[SinkClosed](evs) == r+1 })
+	}
+}
