@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -50,8 +51,13 @@ func (s *Saturated) CanGrow() bool {
 	if b == nil {
 		return false
 	}
-	in, ok := b.s.(interface{ InService() int })
-	return ok && in.InService() < s.threads
+	switch q := b.s.(type) {
+	case *sink.Queue:
+		return sinkrt.Of(q).InService() < s.threads
+	case interface{ InService() int }:
+		return q.InService() < s.threads
+	}
+	return false
 }
 
 // Accept implements sink.Predicate.

@@ -43,7 +43,7 @@ func (q *Queue) Shed() uint64 { return q.age.shed.Load() }
 
 // Sheds reports whether Expire may remove events: an age limit is set or
 // the predicate is a Shedder.
-func (q *Queue) Sheds() bool {
+func (q *Queue) sheds() bool {
 	if q.age.on() {
 		return true
 	}
@@ -64,7 +64,7 @@ func (q *Queue) Sheds() bool {
 // Shed) and cancelled on the predicate that admitted them (Canceler), as
 // they will never complete; the caller still calls Finish for the whole
 // batch. Unstamped events (stamp 0) are never removed.
-func (q *Queue) Expire(events []Event, stamps []int64, now int64) (kept int) {
+func (q *Queue) expire(events []Event, stamps []int64, now int64) (kept int) {
 	limit := q.age.max.Load()
 	var shedder Shedder
 	if b := q.pred.Load(); b != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -22,14 +23,14 @@ func TestExpire(t *testing.T) {
 	// unstamped, e 1 s exactly (not longer than the limit: kept).
 	now := int64(10 * time.Second)
 	stamps := []int64{now - int64(5*time.Second), now - int64(500*time.Millisecond), now - int64(2*time.Second), 0, now - int64(time.Second)}
-	if kept := q.Expire(events, stamps, now); kept != 5 {
+	if kept := sinkrt.Of(q).Expire(events, stamps, now); kept != 5 {
 		t.Fatalf("no limit: kept %d", kept)
 	}
 	q.SetMaxAge(time.Second)
 	if q.MaxAge() != time.Second {
 		t.Fatal(q.MaxAge())
 	}
-	kept := q.Expire(events, stamps, now)
+	kept := sinkrt.Of(q).Expire(events, stamps, now)
 	if kept != 3 || !slices.Equal(events[:kept], []sink.Event{"b", "d", "e"}) || !slices.Equal(events[kept:], []sink.Event{"a", "c"}) {
 		t.Fatalf("kept %d: %v", kept, events)
 	}
@@ -70,19 +71,19 @@ func (s *shedOdd) Shed(_ sink.Event, waited time.Duration) bool {
 
 func TestExpireShedder(t *testing.T) {
 	q := sink.NewQueue(0)
-	if q.Sheds() {
+	if sinkrt.Of(q).Sheds() {
 		t.Fatal("Sheds without limit or shedder")
 	}
 	p := &shedOdd{}
 	q.SetPredicate(p)
-	if !q.Sheds() {
+	if !sinkrt.Of(q).Sheds() {
 		t.Fatal("Sheds false with a Shedder")
 	}
 	now := int64(10 * time.Second)
 	events := []sink.Event{"a", "b", "c", "d"}
 	stamps := []int64{now - int64(time.Second), now - int64(2*time.Second), now - int64(5*time.Second), 0}
 	q.SetMaxAge(4 * time.Second) // c expires (age first), a is shed
-	kept := q.Expire(events, stamps, now)
+	kept := sinkrt.Of(q).Expire(events, stamps, now)
 	if kept != 2 || !slices.Equal(events, []sink.Event{"b", "d", "a", "c"}) {
 		t.Fatalf("kept %d: %v", kept, events)
 	}

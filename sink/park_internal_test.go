@@ -69,7 +69,7 @@ func TestParkHandOff(t *testing.T) {
 // and the pause; Resume wakes the parked consumer.
 func TestParkNoHandOffWhilePaused(t *testing.T) {
 	q := NewQueue(0)
-	q.Pause()
+	q.pause()
 	_, out := parkAsync(q)
 	parked(t, q, 1)
 	if err := q.Enqueue(1); err != nil {
@@ -86,7 +86,7 @@ func TestParkNoHandOffWhilePaused(t *testing.T) {
 	// instead of spinning.
 	_, out = parkAsync(q)
 	parked(t, q, 1)
-	q.Resume()
+	q.resume()
 	if r := <-out; r.ok {
 		t.Fatalf("park handed over %v after Resume; want a wake-up", r.e)
 	}

@@ -557,14 +557,11 @@ func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
 
 // Finish tells the queue that the runtime is done with n events it took
 // out with Dequeue (handled, failed or given up). For the runtime only.
-func (q *Queue) Finish(n int) { q.finished.Add(uint64(n)) }
-
-// Finished returns how many dequeued events have been finished.
-func (q *Queue) Finished() uint64 { return q.finished.Load() }
+func (q *Queue) finish(n int) { q.finished.Add(uint64(n)) }
 
 // InService returns how many events were dequeued and not yet finished. An
 // event is at every instant queued (Pending), in service, or finished.
-func (q *Queue) InService() int {
+func (q *Queue) inService() int {
 	f := q.finished.Load() // first: it never passes the dequeued count read after it
 	q.mu.Lock()
 	d := q.dequeued
@@ -591,6 +588,19 @@ func (r runtimeQueue) Park(w *sinkrt.Waiter) (Event, int64, bool) { return r.q.p
 func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
 func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
 func (r runtimeQueue) Parked() int                                { return int(r.q.nwaiters.Load()) }
+func (r runtimeQueue) Finish(n int)                               { r.q.finish(n) }
+func (r runtimeQueue) Finished() uint64                           { return r.q.finished.Load() }
+func (r runtimeQueue) InService() int                             { return r.q.inService() }
+func (r runtimeQueue) Pause()                                     { r.q.pause() }
+func (r runtimeQueue) Resume()                                    { r.q.resume() }
+func (r runtimeQueue) Paused() bool                               { return r.q.paused() }
+func (r runtimeQueue) Runnable() int                              { return r.q.runnableNow() }
+func (r runtimeQueue) Release(events []Event)                     { r.q.releaseEvents(events) }
+func (r runtimeQueue) RemoveIf(f func(Event) bool) []Event        { return r.q.removeIf(f) }
+func (r runtimeQueue) Sheds() bool                                { return r.q.sheds() }
+func (r runtimeQueue) Expire(events []Event, stamps []int64, now int64) int {
+	return r.q.expire(events, stamps, now)
+}
 
 // SetReady replaces the channel the queue signals; call it before use.
 func (r runtimeQueue) SetReady(ch chan struct{}) { r.q.ready = ch }

@@ -67,7 +67,7 @@ func (q *Queue) Scheduler() Scheduler {
 // Pause stops Dequeue from handing out events (it returns 0) until the
 // matching Resume; enqueues go on. The runtime pauses a stage's queue while
 // it swaps the stage's handler. Pauses nest.
-func (q *Queue) Pause() {
+func (q *Queue) pause() {
 	q.mu.Lock()
 	q.pauses++
 	q.slow = true
@@ -76,7 +76,7 @@ func (q *Queue) Pause() {
 }
 
 // Resume undoes one Pause and wakes a consumer.
-func (q *Queue) Resume() {
+func (q *Queue) resume() {
 	q.mu.Lock()
 	if q.pauses > 0 {
 		q.pauses--
@@ -88,7 +88,7 @@ func (q *Queue) Resume() {
 }
 
 // Paused reports whether the queue is paused.
-func (q *Queue) Paused() bool {
+func (q *Queue) paused() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.pauses > 0
@@ -98,7 +98,7 @@ func (q *Queue) Paused() bool {
 // FIFO queue, fewer when a scheduler holds events back, 0 while paused.
 // Thread managers that choose among queues use it to skip queues with
 // nothing to run.
-func (q *Queue) Runnable() int {
+func (q *Queue) runnableNow() int {
 	if !q.slowFlag.Load() {
 		return q.Len()
 	}
@@ -108,7 +108,7 @@ func (q *Queue) Runnable() int {
 // Release tells the queue's scheduler that the runtime has finished
 // handling events (a batch it dequeued), so that events held back behind
 // them may run. It does nothing for schedulers that hold nothing back.
-func (q *Queue) Release(events []Event) {
+func (q *Queue) releaseEvents(events []Event) {
 	q.mu.Lock()
 	if q.release == nil {
 		q.mu.Unlock()
@@ -128,7 +128,7 @@ func (q *Queue) Release(events []Event) {
 // (Canceler). The runtime uses it to fail the pending events of a principal
 // whose event failed. f runs with the queue locked: keep it short and do not
 // touch the queue from it.
-func (q *Queue) RemoveIf(f func(Event) bool) []Event {
+func (q *Queue) removeIf(f func(Event) bool) []Event {
 	q.mu.Lock()
 	var out []Event
 	if q.sched != nil {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -87,8 +88,8 @@ func TestSchedulerOrders(t *testing.T) {
 					t.Fatalf("dequeue %d = %v, want %v", i, got, want)
 				}
 			}
-			if q.Len() != 0 || q.Runnable() != 0 || len(dequeueIDs(q, 8)) != 0 {
-				t.Fatalf("left Len %d Runnable %d", q.Len(), q.Runnable())
+			if q.Len() != 0 || sinkrt.Of(q).Runnable() != 0 || len(dequeueIDs(q, 8)) != 0 {
+				t.Fatalf("left Len %d Runnable %d", q.Len(), sinkrt.Of(q).Runnable())
 			}
 		})
 	}
@@ -165,8 +166,8 @@ func TestKeyedOneAtATimePerKey(t *testing.T) {
 	for i, k := range []string{"a", "a", "b", "", "a", "b", ""} {
 		_ = q.Enqueue(job{id: i, key: k})
 	}
-	if q.Len() != 7 || q.Runnable() != 4 { // a0, b2, 3, 6
-		t.Fatalf("Len %d Runnable %d", q.Len(), q.Runnable())
+	if q.Len() != 7 || sinkrt.Of(q).Runnable() != 4 { // a0, b2, 3, 6
+		t.Fatalf("Len %d Runnable %d", q.Len(), sinkrt.Of(q).Runnable())
 	}
 	first := dequeueIDs(q, 10)
 	if !slices.Equal(first, []int{0, 2, 3, 6}) {
@@ -175,20 +176,20 @@ func TestKeyedOneAtATimePerKey(t *testing.T) {
 	if got := dequeueIDs(q, 10); len(got) != 0 {
 		t.Fatalf("keys a and b still running, got %v", got)
 	}
-	q.Release([]sink.Event{job{id: 0, key: "a"}})
+	sinkrt.Of(q).Release([]sink.Event{job{id: 0, key: "a"}})
 	if got := dequeueIDs(q, 10); !slices.Equal(got, []int{1}) {
 		t.Fatalf("after releasing a: %v", got)
 	}
-	q.Release([]sink.Event{job{id: 2, key: "b"}, job{id: 1, key: "a"}, job{id: 3}})
+	sinkrt.Of(q).Release([]sink.Event{job{id: 2, key: "b"}, job{id: 1, key: "a"}, job{id: 3}})
 	if got := dequeueIDs(q, 10); !slices.Equal(got, []int{5, 4}) {
 		t.Fatalf("after releasing b and a: %v", got)
 	}
-	q.Release([]sink.Event{job{id: 5, key: "b"}, job{id: 4, key: "a"}})
+	sinkrt.Of(q).Release([]sink.Event{job{id: 5, key: "b"}, job{id: 4, key: "a"}})
 	if q.Len() != 0 {
 		t.Fatalf("Len %d", q.Len())
 	}
 	// a spurious release is harmless
-	q.Release([]sink.Event{job{id: 4, key: "a"}})
+	sinkrt.Of(q).Release([]sink.Event{job{id: 4, key: "a"}})
 	_ = q.Enqueue(job{id: 9, key: "a"})
 	if got := dequeueIDs(q, 10); !slices.Equal(got, []int{9}) {
 		t.Fatalf("fresh key: %v", got)
@@ -205,7 +206,7 @@ func TestKeyedRemoveIfMovesKeyOn(t *testing.T) {
 	if got := dequeueIDs(q, 1); !slices.Equal(got, []int{0}) {
 		t.Fatal(got)
 	}
-	removed := ids(q.RemoveIf(func(e sink.Event) bool { return e.(job).id == 1 || e.(job).id == 3 }))
+	removed := ids(sinkrt.Of(q).RemoveIf(func(e sink.Event) bool { return e.(job).id == 1 || e.(job).id == 3 }))
 	slices.Sort(removed)
 	if !slices.Equal(removed, []int{1, 3}) {
 		t.Fatalf("removed %v", removed)
@@ -216,7 +217,7 @@ func TestKeyedRemoveIfMovesKeyOn(t *testing.T) {
 	if got := dequeueIDs(q, 10); !slices.Equal(got, []int{4}) {
 		t.Fatalf("q moves on to its next event, p stays behind p0: %v", got)
 	}
-	q.Release([]sink.Event{job{id: 0, key: "p"}})
+	sinkrt.Of(q).Release([]sink.Event{job{id: 0, key: "p"}})
 	if got := dequeueIDs(q, 10); !slices.Equal(got, []int{2}) {
 		t.Fatalf("after p0: %v", got)
 	}
@@ -239,7 +240,7 @@ func TestRemoveIfFIFORing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	odd := q.RemoveIf(func(e sink.Event) bool { return e.(int)%2 == 1 })
+	odd := sinkrt.Of(q).RemoveIf(func(e sink.Event) bool { return e.(int)%2 == 1 })
 	if !slices.Equal(odd, []sink.Event{1, 3, 5, 7}) {
 		t.Fatalf("removed %v", odd)
 	}
@@ -258,22 +259,22 @@ func TestPauseResume(t *testing.T) {
 			_ = q.SetScheduler(s)
 		}
 		_ = q.Enqueue(job{id: 1})
-		q.Pause()
+		sinkrt.Of(q).Pause()
 		_ = q.Enqueue(job{id: 2})
 		select { // drop tokens left by the enqueues
 		case <-q.Ready():
 		default:
 		}
-		if got := dequeueIDs(q, 4); len(got) != 0 || q.Runnable() != 0 || q.Len() != 2 || !q.Paused() {
-			t.Fatalf("paused queue handed out %v (Runnable %d Len %d)", got, q.Runnable(), q.Len())
+		if got := dequeueIDs(q, 4); len(got) != 0 || sinkrt.Of(q).Runnable() != 0 || q.Len() != 2 || !sinkrt.Of(q).Paused() {
+			t.Fatalf("paused queue handed out %v (Runnable %d Len %d)", got, sinkrt.Of(q).Runnable(), q.Len())
 		}
-		q.Resume()
+		sinkrt.Of(q).Resume()
 		select {
 		case <-q.Ready():
 		default:
 			t.Fatal("Resume did not wake a consumer")
 		}
-		if q.Runnable() != 2 || len(dequeueIDs(q, 4)) != 2 {
+		if sinkrt.Of(q).Runnable() != 2 || len(dequeueIDs(q, 4)) != 2 {
 			t.Fatal("events lost across a pause")
 		}
 	}
@@ -338,7 +339,7 @@ func TestKeyedConcurrentConsumers(t *testing.T) {
 					}
 					active[k].Add(-1)
 				}
-				q.Release(buf[:n])
+				sinkrt.Of(q).Release(buf[:n])
 				handled.Add(int64(n))
 			}
 			q.Close() // wake the others
@@ -401,10 +402,10 @@ func FuzzSchedulers(f *testing.F) {
 						running = append(running, e)
 					}
 				case op < 240: // release what runs
-					q.Release(running)
+					sinkrt.Of(q).Release(running)
 					running = running[:0]
 				default: // remove some
-					for _, e := range q.RemoveIf(func(e sink.Event) bool { return e.(job).id%int(op-238) == 0 }) {
+					for _, e := range sinkrt.Of(q).RemoveIf(func(e sink.Event) bool { return e.(job).id%int(op-238) == 0 }) {
 						id := e.(job).id
 						if !inQueue[id] {
 							t.Fatalf("%T: removed %d not queued", s, id)
@@ -412,11 +413,11 @@ func FuzzSchedulers(f *testing.F) {
 						delete(inQueue, id)
 					}
 				}
-				if q.Len() != len(inQueue) || q.Runnable() > q.Len() {
-					t.Fatalf("%T: Len %d Runnable %d, model %d", s, q.Len(), q.Runnable(), len(inQueue))
+				if q.Len() != len(inQueue) || sinkrt.Of(q).Runnable() > q.Len() {
+					t.Fatalf("%T: Len %d Runnable %d, model %d", s, q.Len(), sinkrt.Of(q).Runnable(), len(inQueue))
 				}
 			}
-			q.Release(running)
+			sinkrt.Of(q).Release(running)
 			for len(inQueue) > 0 {
 				n := q.Dequeue(buf, nil)
 				if n == 0 {
@@ -425,7 +426,7 @@ func FuzzSchedulers(f *testing.F) {
 				for _, e := range buf[:n] {
 					delete(inQueue, e.(job).id)
 				}
-				q.Release(buf[:n])
+				sinkrt.Of(q).Release(buf[:n])
 			}
 		}
 	})
@@ -456,7 +457,7 @@ func BenchmarkSchedulers(b *testing.B) {
 				_ = q.Enqueue(evs[i%64])
 				if i%16 == 15 {
 					n := q.Dequeue(buf, nil)
-					q.Release(buf[:n])
+					sinkrt.Of(q).Release(buf[:n])
 				}
 			}
 		})

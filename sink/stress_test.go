@@ -2,13 +2,13 @@ package sink_test
 
 import (
 	"fmt"
-	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -89,7 +89,7 @@ func TestKeyedStress(t *testing.T) {
 								v.(*atomic.Bool).Store(false)
 							}
 						}
-						q.Release(batch)
+						sinkrt.Of(q).Release(batch)
 					}
 				}()
 			}
@@ -105,7 +105,7 @@ func TestKeyedStress(t *testing.T) {
 						return
 					default:
 					}
-					out := q.RemoveIf(func(e sink.Event) bool { return e.(job).id%97 == 0 })
+					out := sinkrt.Of(q).RemoveIf(func(e sink.Event) bool { return e.(job).id%97 == 0 })
 					for _, e := range out {
 						if seen[e.(job).id].Add(1) != 1 {
 							fail("event %d removed after being handed out", e.(job).id)
@@ -123,9 +123,9 @@ func TestKeyedStress(t *testing.T) {
 						return
 					default:
 					}
-					q.Pause()
+					sinkrt.Of(q).Pause()
 					runtime.Gosched()
-					q.Resume()
+					sinkrt.Of(q).Resume()
 					runtime.Gosched()
 				}
 			}()
@@ -158,7 +158,7 @@ func TestKeyedStress(t *testing.T) {
 			select {
 			case <-finished:
 			case <-time.After(60 * time.Second): // hang guard only
-				t.Fatalf("consumers still waiting with %d events queued, %d runnable", q.Len(), q.Runnable())
+				t.Fatalf("consumers still waiting with %d events queued, %d runnable", q.Len(), sinkrt.Of(q).Runnable())
 			}
 			got := int64(0)
 			for i := range seen {

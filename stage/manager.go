@@ -205,7 +205,7 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	s := &Stage{name: name, mgr: m, cfg: cfg}
 	s.cur.Store(&instance{h: h, n: 1})
 	_, s.single = h.(SingleThreaded)
-	s.queue = sink.NewNamedQueue(name, cfg.Queue.Threshold)
+	s.queue = newStageQueue(sink.NewNamedQueue(name, cfg.Queue.Threshold))
 	s.queue.SetMaxAge(cfg.Queue.MaxTime)
 	s.pacer = newPacer(cfg.Queue)
 	s.external = &stageSink{st: s, outside: true, edge: m.edgeCounter("", name)}

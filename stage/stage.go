@@ -93,7 +93,7 @@ type Stage struct {
 	name   string
 	mgr    *Manager
 	cfg    StageConfig
-	queue  *sink.Queue
+	queue  stageQueue
 	cur    atomic.Pointer[instance] // the handler; swapped by restarts while no batch runs
 	single bool
 	keyed  bool           // the queue's scheduler holds events back until Release
@@ -188,7 +188,7 @@ func (s *Stage) Pool() *threadpool.Pool { return s.pool }
 type runtimeView struct{ s *Stage }
 
 func (v runtimeView) Name() string       { return v.s.name }
-func (v runtimeView) Queue() *sink.Queue { return v.s.queue }
+func (v runtimeView) Queue() *sink.Queue { return v.s.queue.Queue }
 func (v runtimeView) BatchSize() int     { return int(v.s.batchSize.Load()) }
 func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
 	v.s.runBatch(events, scratch, stamps)

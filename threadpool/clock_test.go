@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -80,7 +81,7 @@ func TestPoolControllerOnFakeClock(t *testing.T) {
 	waitSize(t, p, 4)
 
 	close(release) // the backlog drains and the workers go idle
-	for st.q.Len() > 0 || st.q.InService() > 0 {
+	for st.q.Len() > 0 || sinkrt.Of(st.q).InService() > 0 {
 		time.Sleep(time.Millisecond)
 	}
 	clock.tick(time.Second) // idle for less than 5 s: kept

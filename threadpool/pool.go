@@ -180,7 +180,7 @@ func (p *Pool) Config() Config { return p.cfg }
 func (p *Pool) Size() int { return int(p.size.Load()) }
 
 // Processed returns the number of events handled.
-func (p *Pool) Processed() uint64 { return p.st.Queue().Finished() }
+func (p *Pool) Processed() uint64 { return sinkrt.Of(p.st.Queue()).Finished() }
 
 // Start launches the initial workers and, if enabled, the controller. The
 // workers run until the stage's queue is closed and drained; cancelling ctx
@@ -362,7 +362,7 @@ func (p *Pool) run(w *worker) {
 func (p *Pool) runBatch(q *sink.Queue, events, scratch []sink.Event, stamps []int64) {
 	p.st.RunBatch(events, scratch, stamps)
 	clear(events)
-	q.Finish(len(events))
+	sinkrt.Of(q).Finish(len(events))
 }
 
 // idleWorkers estimates how many workers have been idle for at least d at

@@ -9,6 +9,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -208,7 +209,7 @@ func TestSharedStress(t *testing.T) {
 			runtime.Gosched()
 			sr.busy.Add(-1)
 			if k.keyed {
-				sr.st.q.Release(es)
+				sinkrt.Of(sr.st.q).Release(es)
 			}
 		})
 		sr.st.q = sink.NewQueue(64)
@@ -235,9 +236,9 @@ func TestSharedStress(t *testing.T) {
 			default:
 			}
 			q := runs[i%len(runs)].st.q
-			q.Pause()
+			sinkrt.Of(q).Pause()
 			runtime.Gosched()
-			q.Resume()
+			sinkrt.Of(q).Resume()
 		}
 	}()
 	done := make(chan struct{})
@@ -260,7 +261,7 @@ func TestSharedStress(t *testing.T) {
 	for i, sr := range runs {
 		sr.st.q.Close()
 		if err := sr.r.Wait(guard); err != nil {
-			t.Fatalf("stage %d (%+v): Wait = %v with %d queued, %d runnable", i, kinds[i], err, sr.st.q.Len(), sr.st.q.Runnable())
+			t.Fatalf("stage %d (%+v): Wait = %v with %d queued, %d runnable", i, kinds[i], err, sr.st.q.Len(), sinkrt.Of(sr.st.q).Runnable())
 		}
 		for j := range sr.seen {
 			if n := sr.seen[j].Load(); n != 1 {
@@ -286,7 +287,7 @@ func TestPoolResizeStress(t *testing.T) {
 			seen[e.(int)].Add(1)
 		}
 		runtime.Gosched()
-		st.q.Release(es)
+		sinkrt.Of(st.q).Release(es)
 	})
 	st.q = sink.NewQueue(128)
 	key := func(e sink.Event) (string, bool) { return string(rune('a' + e.(int)%5)), true }
@@ -317,9 +318,9 @@ func TestPoolResizeStress(t *testing.T) {
 				return
 			default:
 			}
-			st.q.Pause()
+			sinkrt.Of(st.q).Pause()
 			runtime.Gosched()
-			st.q.Resume()
+			sinkrt.Of(st.q).Resume()
 		}
 	}()
 	for i := 0; i < total; i++ {
@@ -334,7 +335,7 @@ func TestPoolResizeStress(t *testing.T) {
 	guard, cancel := context.WithTimeout(context.Background(), 60*time.Second) // hang guard only
 	defer cancel()
 	if err := p.Wait(guard); err != nil {
-		t.Fatalf("Wait = %v with %d queued, %d runnable, %d workers", err, st.q.Len(), st.q.Runnable(), p.Size())
+		t.Fatalf("Wait = %v with %d queued, %d runnable, %d workers", err, st.q.Len(), sinkrt.Of(st.q).Runnable(), p.Size())
 	}
 	for i := range seen {
 		if n := seen[i].Load(); n != 1 {

@@ -128,7 +128,7 @@ func (sp *SharedPool) pick() *sharedEntry {
 			continue
 		}
 		kept = append(kept, e)
-		if e.st.Queue().Runnable() == 0 || (e.singleThreaded && e.busy > 0) {
+		if sinkrt.Of(e.st.Queue()).Runnable() == 0 || (e.singleThreaded && e.busy > 0) {
 			continue
 		}
 		e.current += e.weight
@@ -175,7 +175,7 @@ func (sp *SharedPool) run(ctx context.Context) {
 		if n > 0 {
 			e.st.RunBatch(events[:n], scratch[:n], stamps[:n])
 			clear(events[:n])
-			q.Finish(n)
+			sinkrt.Of(q).Finish(n)
 		}
 		sp.mu.Lock()
 		e.busy--
@@ -185,7 +185,7 @@ func (sp *SharedPool) run(ctx context.Context) {
 }
 
 func (e *sharedEntry) Size() int         { return e.pool.cfg.Threads }
-func (e *sharedEntry) Processed() uint64 { return e.st.Queue().Finished() }
+func (e *sharedEntry) Processed() uint64 { return sinkrt.Of(e.st.Queue()).Finished() }
 
 // Wait returns once the stage's queue is closed and drained, or once the
 // pool's goroutines have all exited (Stop, or the end of Start's context),

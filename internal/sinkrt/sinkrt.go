@@ -1,8 +1,11 @@
-// Package sinkrt is the bridge through which the runtime's thread managers
-// (package threadpool) reach the parts of a sink.Queue that producers and
-// handlers must not touch: parking a worker on the queue, waking workers,
-// and redirecting the queue's wake-ups to a shared pool. Being internal,
-// it keeps those operations out of sink's public API.
+// Package sinkrt is the bridge through which the runtime (packages
+// threadpool and stage) reaches the parts of a sink.Queue that producers
+// and handlers must not touch: parking a worker on the queue, waking
+// workers, redirecting the queue's wake-ups to a shared pool, counting
+// events finished, pausing the queue while a handler is swapped,
+// releasing a scheduler's held-back events, and removing or expiring
+// queued events unhandled. Being internal, it keeps those operations out
+// of sink's public API.
 //
 // Package sink installs Of from its init function; every program that has
 // a *sink.Queue has package sink linked in.
@@ -26,6 +29,38 @@ type Queue interface {
 	SetReady(ch chan struct{})
 	// Parked is the number of consumers parked now.
 	Parked() int
+
+	// Finish reports n events the runtime took out (Dequeue or a
+	// hand-off) as done with: handled, failed or given up. Finished is
+	// how many were reported; InService is how many were taken out and
+	// not yet finished.
+	Finish(n int)
+	Finished() uint64
+	InService() int
+
+	// Pause stops the queue from handing out events until the matching
+	// Resume (pauses nest); enqueues go on. The runtime pauses a stage's
+	// queue while it swaps the stage's handler. Paused reports whether
+	// the queue is paused.
+	Pause()
+	Resume()
+	Paused() bool
+	// Runnable is the number of events Dequeue could hand out now (fewer
+	// than Len when a scheduler holds events back, 0 while paused).
+	Runnable() int
+	// Release tells the queue's scheduler that a batch is finished, so
+	// that events held back behind it may run.
+	Release(events []any)
+	// RemoveIf takes the queued events for which f returns true out of
+	// the queue, unhandled, and returns them; their predicate gets them
+	// back as cancelled.
+	RemoveIf(f func(any) bool) []any
+	// Sheds reports whether Expire may remove events (an age limit is
+	// set, or the predicate sheds queued events). Expire moves the
+	// events of a dequeued batch that waited too long, or that the
+	// predicate sheds, to its end and returns how many are kept.
+	Sheds() bool
+	Expire(events []any, stamps []int64, now int64) (kept int)
 }
 
 // Waiter is one consumer goroutine's handle for Park.
