@@ -46,13 +46,20 @@ func (s *Saturated) Name() string { return "saturated" }
 func (s *Saturated) Children() []sink.Predicate { return []sink.Predicate{s.inner} }
 
 // CanGrow reports whether fewer than Threads events are in service.
-func (s *Saturated) CanGrow() bool {
+func (s *Saturated) CanGrow() bool { return s.canGrow(false) }
+
+// canGrow is CanGrow; locked says the guarded queue's lock is held, as it
+// is while the queue runs Accept.
+func (s *Saturated) canGrow(locked bool) bool {
 	b := s.q.Load()
 	if b == nil {
 		return false
 	}
 	switch q := b.s.(type) {
 	case *sink.Queue:
+		if locked {
+			return sinkrt.Of(q).InServiceLocked() < s.threads
+		}
 		return sinkrt.Of(q).InService() < s.threads
 	case interface{ InService() int }:
 		return q.InService() < s.threads
@@ -62,7 +69,7 @@ func (s *Saturated) CanGrow() bool {
 
 // Accept implements sink.Predicate.
 func (s *Saturated) Accept(e sink.Event) bool {
-	if s.CanGrow() {
+	if s.canGrow(true) {
 		Charge(s.inner, e)
 		return s.yes()
 	}

@@ -3,6 +3,7 @@ package enqueuepred
 import (
 	"testing"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -41,5 +42,26 @@ func TestSaturated(t *testing.T) {
 	// Unbound: the wrapped predicate always decides.
 	if NewSaturated(NewCounter(0), 4).Accept(ev{}) {
 		t.Fatal("unbound: admitted past a zero counter")
+	}
+}
+
+// Bound to a real queue, Saturated counts the events the runtime has
+// taken out and not finished.
+func TestSaturatedOnQueue(t *testing.T) {
+	q := sink.NewQueue(0)
+	q.SetPredicate(NewSaturated(sink.PredicateFunc(func(sink.Event) bool { return false }), 1))
+	if err := q.Enqueue(1); err != nil {
+		t.Fatalf("nothing in service, yet refused: %v", err)
+	}
+	rt := sinkrt.Of(q)
+	if n := q.Dequeue(make([]sink.Event, 1), nil); n != 1 {
+		t.Fatalf("dequeued %d", n)
+	}
+	if err := q.Enqueue(2); err == nil {
+		t.Fatal("admitted with the pool saturated and the inner predicate refusing")
+	}
+	rt.Finish(1)
+	if err := q.Enqueue(3); err != nil {
+		t.Fatalf("refused once the event finished: %v", err)
 	}
 }

@@ -591,6 +591,7 @@ func (r runtimeQueue) Parked() int                                { return int(r
 func (r runtimeQueue) Finish(n int)                               { r.q.finish(n) }
 func (r runtimeQueue) Finished() uint64                           { return r.q.finished.Load() }
 func (r runtimeQueue) InService() int                             { return r.q.inService() }
+func (r runtimeQueue) InServiceLocked() int                       { return int(r.q.dequeued - r.q.finished.Load()) }
 func (r runtimeQueue) Pause()                                     { r.q.pause() }
 func (r runtimeQueue) Resume()                                    { r.q.resume() }
 func (r runtimeQueue) Paused() bool                               { return r.q.paused() }

@@ -37,6 +37,9 @@ type Queue interface {
 	Finish(n int)
 	Finished() uint64
 	InService() int
+	// InServiceLocked is InService for a predicate's Accept, which the
+	// queue runs with its lock held.
+	InServiceLocked() int
 
 	// Pause stops the queue from handing out events until the matching
 	// Resume (pauses nest); enqueues go on. The runtime pauses a stage's
