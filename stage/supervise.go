@@ -978,11 +978,7 @@ func (s *Stage) waitIdle(ctx context.Context, supervisor string) error {
 // waits for that goroutine.
 func (m *Manager) gaveUp(root string, cause error) {
 	err := fmt.Errorf("%w: root supervisor %q: %w", ErrGaveUp, root, cause)
-	m.errMu.Lock()
-	if m.cause == nil {
-		m.cause = err
-	}
-	m.errMu.Unlock()
+	m.stop.setCause(err)
 	m.log.Error("root supervisor gave up: stopping the manager", "supervisor", root, "err", cause)
 	m.mu.RLock()
 	running := m.state == stateRunning
@@ -1001,44 +997,4 @@ func (m *Manager) gaveUp(root string, cause error) {
 			m.log.Error("shutdown after supervisor gave up", "err", err)
 		}
 	}()
-}
-
-// Done returns a channel closed when the manager has stopped: after
-// Shutdown, or after the shutdown a root supervisor started when it gave
-// up. Commands wait on it beside their signals.
-func (m *Manager) Done() <-chan struct{} { return m.done }
-
-// Err returns why the manager stopped, once Done is closed: nil after a
-// clean Shutdown, an error wrapping ErrGaveUp if a root supervisor gave up
-// (joined with any shutdown error), or the error Shutdown or Start
-// returned.
-func (m *Manager) Err() error {
-	select {
-	case <-m.done:
-	default:
-		return nil
-	}
-	m.errMu.Lock()
-	defer m.errMu.Unlock()
-	return m.err
-}
-
-// finish records the final error and closes Done, once.
-func (m *Manager) finish(err error) {
-	m.doneOnce.Do(func() {
-		m.errMu.Lock()
-		m.err = errors.Join(m.cause, err)
-		m.errMu.Unlock()
-		close(m.done)
-	})
-}
-
-// terminationReason is what Shutdown tells monitors.
-func (m *Manager) terminationReason() (TerminationReason, error) {
-	m.errMu.Lock()
-	defer m.errMu.Unlock()
-	if m.cause != nil {
-		return ReasonGaveUp, m.cause
-	}
-	return ReasonShutdown, nil
 }
