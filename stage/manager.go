@@ -68,8 +68,9 @@ const (
 // Manager owns a graph of stages: it creates, starts, looks up, destroys and
 // shuts them down, and provides timers and signals.
 //
-// Who owns what: the fields up to services are set by NewManager (and by
-// Load or Parse before they hand the manager out) and never change. mu
+// Who owns what: the fields from opts to bounded are set by NewManager
+// (and by Load or Parse before they hand the manager out) and never
+// change. mu
 // guards the stage table and the lifecycle state; it is held only to read
 // or change them, never across a call into a stage's queue, thread pool,
 // handler or the supervisor. The atomics are read on hot paths. timers,
