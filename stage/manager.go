@@ -67,13 +67,23 @@ const (
 
 // Manager owns a graph of stages: it creates, starts, looks up, destroys and
 // shuts them down, and provides timers and signals.
+//
+// Who owns what: the fields from opts to bounded are set by NewManager
+// (and by Load or Parse before they hand the manager out) and never
+// change. mu
+// guards the stage table and the lifecycle state; it is held only to read
+// or change them, never across a call into a stage's queue, thread pool,
+// handler or the supervisor. The atomics are read on hot paths. timers,
+// signals, remotes, sup and stop each own their state behind their own
+// lock or goroutine (sup: see supervise.go).
 type Manager struct {
-	opts     Options
-	log      *slog.Logger
-	registry *Registry
-	metrics  metrics.Registry
-	config   *Config
-	shared   *threadpool.SharedPool
+	opts       Options
+	log        *slog.Logger
+	registry   *Registry
+	metrics    metrics.Registry
+	shared     *threadpool.SharedPool
+	predShared *enqueuepred.Shared // group rates of the stages' predicates
+	config     *Config
 	// services are those Load or Parse built (services.go); bounded: a
 	// manager made by them bounds Shutdown by the file's global.shutdown.
 	services []*namedService
@@ -85,32 +95,98 @@ type Manager struct {
 	state  managerState
 	edges  map[[2]string]*atomic.Uint64
 	sinks  map[[2]string]*stageSink // sinkFrom's, by (from, to)
+	// runCtx and cancel are set by Start under mu, before any stage
+	// launches; runCtx ends when Start's context does (the stages are
+	// then abandoned: see abandon) or Shutdown is done with them.
+	runCtx context.Context
+	cancel context.CancelFunc
 
-	stopping atomic.Bool
-	// abandoned: Start's context ended; every queue is closed and what
-	// it held discarded (see abandon).
-	abandoned atomic.Bool
-	runCtx    context.Context
-	cancel    context.CancelFunc
-	bg        sync.WaitGroup // batching controllers and other manager goroutines
-
-	timers  timerSet
-	signals signalBus
-
+	// stopping: outside producers are refused (stageSink); set by
+	// Shutdown, abandon and closeIntake, read by every outside enqueue.
+	stopping        atomic.Bool
 	failures        atomic.Uint64
 	monitorRejected atomic.Uint64
 
-	sup      supervision
-	done     chan struct{} // closed when the manager has stopped
-	doneOnce sync.Once
-	errMu    sync.Mutex
-	cause    error // why the manager stopped itself (a root supervisor gave up)
-	err      error // Err's answer once done is closed
+	bg sync.WaitGroup // batching controllers and other manager goroutines
 
-	predOnce   sync.Once
-	predShared *enqueuepred.Shared
-
+	timers  timerSet
+	signals signalBus
+	sup     supervision
+	stop    stopped     // Done and Err
 	remotes remoteSinks // stages hosted on other nodes (cluster.go)
+}
+
+// stopped is whether, and why, the manager stopped (Done, Err). Its one
+// lock guards cause and err and orders them with closing done.
+type stopped struct {
+	done  chan struct{} // closed by finish, once
+	mu    sync.Mutex
+	cause error // why the manager stopped itself (a root supervisor gave up)
+	err   error // Err's answer, set when done is closed
+}
+
+// setCause records why the manager stops itself; the first cause stays.
+func (st *stopped) setCause(err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.cause == nil {
+		st.cause = err
+	}
+}
+
+// reason returns the cause setCause recorded, if any.
+func (st *stopped) reason() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.cause
+}
+
+// finish records the final error, joined with the cause, and closes done;
+// only its first call counts.
+func (st *stopped) finish(err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	select {
+	case <-st.done:
+		return
+	default:
+	}
+	st.err = errors.Join(st.cause, err)
+	close(st.done)
+}
+
+// result returns the final error once done is closed, else nil.
+func (st *stopped) result() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	select {
+	case <-st.done:
+		return st.err
+	default:
+		return nil
+	}
+}
+
+// Done returns a channel closed when the manager has stopped: after
+// Shutdown, or after the shutdown a root supervisor started when it gave
+// up. Commands wait on it beside their signals.
+func (m *Manager) Done() <-chan struct{} { return m.stop.done }
+
+// Err returns why the manager stopped, once Done is closed: nil after a
+// clean Shutdown, an error wrapping ErrGaveUp if a root supervisor gave up
+// (joined with any shutdown error), or the error Shutdown or Start
+// returned.
+func (m *Manager) Err() error { return m.stop.result() }
+
+// finish records the final error and closes Done, once.
+func (m *Manager) finish(err error) { m.stop.finish(err) }
+
+// terminationReason is what Shutdown tells monitors.
+func (m *Manager) terminationReason() (TerminationReason, error) {
+	if cause := m.stop.reason(); cause != nil {
+		return ReasonGaveUp, cause
+	}
+	return ReasonShutdown, nil
 }
 
 // NewManager returns a manager with no stages, not started.
@@ -132,13 +208,15 @@ func NewManager(o Options) *Manager {
 		stages:   map[string]*Stage{},
 		edges:    map[[2]string]*atomic.Uint64{},
 		sinks:    map[[2]string]*stageSink{},
+
+		predShared: enqueuepred.NewShared(),
+		stop:       stopped{done: make(chan struct{})},
 	}
 	if o.ThreadManager.Type == "shared" {
 		m.shared = threadpool.NewSharedPool(threadpool.SharedConfig{Threads: o.ThreadManager.Threads, Logger: o.Logger})
 	}
 	m.timers.init(m)
 	m.sup.init(m)
-	m.done = make(chan struct{})
 	return m
 }
 
@@ -350,8 +428,10 @@ func (m *Manager) initStage(s *Stage) (err error) {
 // launch starts a stage's goroutines.
 func (m *Manager) launch(s *Stage) {
 	ctx := m.runCtx
-	if m.abandoned.Load() {
-		m.abandonStage(s) // created after Start's context ended
+	if ctx.Err() != nil {
+		// Start's context ended (abandon may have looked at the stages
+		// before s was among them), or Shutdown is past the stages.
+		m.abandonStage(s)
 	}
 	if s.pool != nil {
 		s.pool.Start(ctx)
@@ -649,7 +729,6 @@ func (m *Manager) abandon() {
 	if shuttingDown {
 		return // Shutdown closes and, if it must, discards, and reports
 	}
-	m.abandoned.Store(true)
 	m.stopping.Store(true)
 	lost := 0
 	for _, s := range m.Stages() {

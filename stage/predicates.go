@@ -38,7 +38,6 @@ func (m *Manager) buildPredicate(s *Stage) (sink.Predicate, error) {
 
 // predicateShared returns the manager's shared predicate state (group rates).
 func (m *Manager) predicateShared() *enqueuepred.Shared {
-	m.predOnce.Do(func() { m.predShared = enqueuepred.NewShared() })
 	return m.predShared
 }
 

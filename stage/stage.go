@@ -125,6 +125,11 @@ type Stage struct {
 	// ending the stage (DestroyStage, Shutdown).
 	lifeMu sync.Mutex
 	ended  bool // guarded by lifeMu: the stage's last handler was destroyed
+	// restartOn is the RestartOn of the stage's supervisor (nil:
+	// unsupervised, or its root gave up); set by the supervision tree's
+	// owner, read by fail to decide on its own whether to pause the queue
+	// (supervise.go).
+	restartOn atomic.Pointer[RestartOn]
 }
 
 // Name returns the stage's name.

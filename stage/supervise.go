@@ -12,6 +12,38 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
+// Supervision: who owns what.
+//
+// The supervision tree (supTree: the supervisors, each stage's supervisor,
+// restart histories, a root's failed flag) and the failures being dealt
+// with (treeWork) belong to one goroutine, the supervisor (supervisor.run),
+// from Start until supervision ends (Shutdown, the end of Start's context,
+// or a root that gave up with onGiveUp stop), as in suture's serviceLoop.
+// Everything that reads or changes them comes to it as a message (a
+// func(*supervisor)) on supervision.ctl: a failure, adding or removing a
+// supervised stage, Supervisors, a worker's report. Before Start and after
+// the supervisor has returned, no goroutine runs and the tree is under
+// supervision.mu instead (suture's not-running state); start and the
+// supervisor's return hand it over explicitly (supervision.tree is nil
+// while the supervisor owns it).
+//
+// The supervisor never waits on anything but its next message. A restart
+// (its backoff, the wait for the stages' running batches, Destroy and
+// Init) and the failing of a root's stages run in a worker goroutine,
+// one at a time per tree, which reports back with a message; the tree's
+// further failures wait in order (treeWork.notes), other trees go on.
+//
+// A failing batch never waits for supervision beyond the supervisor
+// taking its message. Whether the failure is a crash, so that the stage's
+// queue is paused before anyone hears of it, it decides alone from
+// Stage.restartOn: the stage's supervisor's RestartOn, an atomic the
+// tree's owner sets when the stage joins or leaves a supervisor.
+//
+// Locks: supervision.mu (the tree while unowned) and no other; none is
+// held across a call into another layer or a wait for the supervisor.
+// Stage.lifeMu orders a worker's handler swap with DestroyStage and
+// Shutdown ending the stage.
+
 // Strategy is how a supervisor restarts its children when one fails
 // (Erlang/OTP's restart strategies, as in Whirlwind's supervisor library).
 type Strategy string
@@ -197,7 +229,8 @@ var (
 	ErrSupervisor = errors.New("stage: supervision")
 )
 
-// supNode is a supervisor: a stage's own or a group.
+// supNode is a supervisor: a stage's own or a group. Owned with the tree
+// (see supTree); cfg and name never change after newSupNode.
 type supNode struct {
 	name     string
 	cfg      SupervisorConfig // defaults applied
@@ -263,75 +296,182 @@ func (c supChild) reset() {
 	}
 }
 
-// supNote is a failure for supervision to deal with. Its stage's queue is
-// paused until the note is dealt with.
+// supTree is the manager's supervisors and who supervises each stage. It
+// has one owner at a time (see the note at the top of this file): the
+// supervisor goroutine while it runs, else whoever holds supervision.mu.
+// Its methods are plain data operations: they call into no other layer.
+type supTree struct {
+	nodes    map[string]*supNode
+	parentOf map[*Stage]*supNode // each supervised stage's supervisor
+}
+
+// setParent makes n the supervisor of s, and publishes n's RestartOn to
+// s's failing batches (Stage.restartOn).
+func (t *supTree) setParent(s *Stage, n *supNode) {
+	t.parentOf[s] = n
+	s.restartOn.Store(&n.cfg.RestartOn)
+}
+
+// addOwn gives s its own supervisor.
+func (t *supTree) addOwn(s *Stage, cfg SupervisorConfig) error {
+	if _, dup := t.nodes[s.name]; dup {
+		return fmt.Errorf("%w: stage %q: a supervisor of that name exists", ErrSupervisor, s.name)
+	}
+	n := newSupNode(s.name, cfg)
+	n.own, n.children = s, []supChild{{st: s}}
+	t.nodes[s.name] = n
+	t.setParent(s, n)
+	return nil
+}
+
+// group makes the group name over cfg.Children; stages are the children
+// that name stages, looked up by the caller.
+func (t *supTree) group(name string, cfg SupervisorConfig, stages map[string]*Stage) error {
+	if _, dup := t.nodes[name]; dup {
+		return fmt.Errorf("%w: supervisor %q defined twice", ErrSupervisor, name)
+	}
+	node := newSupNode(name, cfg)
+	seen := map[string]bool{}
+	for _, cn := range cfg.Children {
+		if seen[cn] {
+			return fmt.Errorf("%w: supervisor %q: child %q listed twice", ErrSupervisor, name, cn)
+		}
+		seen[cn] = true
+		var c supChild
+		if st := stages[cn]; st != nil {
+			switch p := t.parentOf[st]; {
+			case p != nil && p.own == st:
+				c.node = p
+			case p != nil:
+				return fmt.Errorf("%w: supervisor %q: stage %q is already supervised by %q", ErrSupervisor, name, cn, p.name)
+			case st.cfg.Factory == nil:
+				return fmt.Errorf("%w: supervisor %q: stage %q: %w", ErrSupervisor, name, cn, errNoFactory)
+			default:
+				c.st = st
+			}
+		} else if n := t.nodes[cn]; n != nil && n.own == nil {
+			c.node = n
+		} else {
+			return fmt.Errorf("%w: supervisor %q: no stage or supervisor %q", ErrSupervisor, name, cn)
+		}
+		if c.node != nil && c.node.parent != nil {
+			return fmt.Errorf("%w: supervisor %q: %q is already supervised by %q", ErrSupervisor, name, cn, c.node.parent.name)
+		}
+		node.children = append(node.children, c)
+	}
+	for _, c := range node.children {
+		if c.st != nil {
+			t.setParent(c.st, node)
+		} else {
+			c.node.parent = node
+		}
+	}
+	t.nodes[name] = node
+	return nil
+}
+
+// remove takes a destroyed stage out of the tree, with its own supervisor.
+func (t *supTree) remove(s *Stage) {
+	s.restartOn.Store(nil)
+	p := t.parentOf[s]
+	delete(t.parentOf, s)
+	if p == nil {
+		return
+	}
+	p.children = slices.DeleteFunc(p.children, func(c supChild) bool { return c.st == s })
+	if p.own == s {
+		delete(t.nodes, p.name)
+		if gp := p.parent; gp != nil {
+			gp.children = slices.DeleteFunc(gp.children, func(c supChild) bool { return c.node == p })
+		}
+	}
+}
+
+func (t *supTree) names() []string {
+	names := make([]string, 0, len(t.nodes))
+	for n := range t.nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// supNote is a failure for the supervisor to deal with. Its stage's queue
+// is paused (by supervision.pause) until the note is dealt with.
 type supNote struct {
 	st       *Stage
 	instance uint64
 	err      error
 }
 
-// supervision is the manager's supervisor tree. Each supervision tree (a
-// root supervisor and everything under it) gets a supervisor goroutine at
-// its first failure (treeLoop), which deals with the tree's failures one
-// at a time, as one supervisor process would in Erlang/OTP or suture,
-// because a strategy or an escalation may restart any stage of the tree
-// and counts restarts for the whole of it. Different trees never wait for
-// each other: a restart that waits for a hung batch holds up its own tree
-// only. A failing batch never waits for supervision: it queues a message.
-// The manager waits for the goroutines when it stops. The tree's shape
-// (set up before Start, apart from stages' own supervisors) is under mu.
+// supervision is the manager's side of supervision: what goroutines other
+// than the supervisor call (CreateStage, DestroyStage, Supervise, a
+// failing batch, Start, Shutdown), turned into messages to the supervisor
+// goroutine while it runs. See the note at the top of this file.
 type supervision struct {
-	m     *Manager
-	mu    sync.Mutex
-	nodes map[string]*supNode
-	ended bool          // shutting down or gave up: no more restarts
-	quit  chan struct{} // closed when ended is set
+	m *Manager
+	// ctl carries messages to the supervisor goroutine. Unbuffered: a
+	// message sent is one the supervisor has taken, so none is left
+	// behind when it returns (senders then see done closed).
+	ctl  chan func(*supervisor)
+	done chan struct{} // closed when the supervisor goroutine has returned
 
-	parentOf map[*Stage]*supNode    // each supervised stage's supervisor
-	loops    map[*supNode]*treeLoop // the supervisor goroutines, by root, made at a tree's first failure
+	// mu guards tree while no goroutine owns it (before Start, after the
+	// supervisor returned) and cancel. It is never held across a call
+	// into another layer, nor while waiting for the supervisor.
+	mu     sync.Mutex
+	tree   *supTree           // nil while the supervisor goroutine owns it
+	cancel context.CancelFunc // ends supervision; set by start
 
-	ctx    context.Context // nil before start
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the supervisor goroutines
+	wg sync.WaitGroup // the supervisor goroutine and its workers
 }
 
 func (sv *supervision) init(m *Manager) {
 	sv.m = m
-	sv.nodes = map[string]*supNode{}
-	sv.loops = map[*supNode]*treeLoop{}
-	sv.parentOf = map[*Stage]*supNode{}
-	sv.quit = make(chan struct{})
+	sv.ctl = make(chan func(*supervisor))
+	sv.done = make(chan struct{})
+	sv.tree = &supTree{nodes: map[string]*supNode{}, parentOf: map[*Stage]*supNode{}}
 }
 
-// endLocked stops supervision: no more restarts, and failures waiting for
-// their tree give up. sv.mu is held.
-func (sv *supervision) endLocked() {
-	if !sv.ended {
-		sv.ended = true
-		close(sv.quit)
+// post hands f to the supervisor goroutine; it reports false if the
+// supervisor has returned. Called only once start has run.
+func (sv *supervision) post(f func(*supervisor)) bool {
+	select {
+	case sv.ctl <- f:
+		return true
+	case <-sv.done:
+		return false
 	}
 }
 
-func (sv *supervision) now() time.Time {
-	if sv.m.opts.Now != nil {
-		return sv.m.opts.Now()
+// withTree runs f on the tree, in the supervisor goroutine while it runs,
+// else here under sv.mu, and returns f's error.
+func (sv *supervision) withTree(f func(*supTree) error) error {
+	sv.mu.Lock()
+	if t := sv.tree; t != nil {
+		defer sv.mu.Unlock()
+		return f(t)
 	}
-	return time.Now()
+	sv.mu.Unlock()
+	reply := make(chan error, 1)
+	if sv.post(func(l *supervisor) { reply <- f(l.tree) }) {
+		return <-reply
+	}
+	// The supervisor returned meanwhile and handed the tree back.
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return f(sv.tree)
 }
 
 // addOwn gives s its own supervisor.
 func (sv *supervision) addOwn(s *Stage, cfg SupervisorConfig) error {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	if _, dup := sv.nodes[s.name]; dup {
-		return fmt.Errorf("%w: stage %q: a supervisor of that name exists", ErrSupervisor, s.name)
-	}
-	n := newSupNode(s.name, cfg)
-	n.own, n.children = s, []supChild{{st: s}}
-	sv.nodes[s.name] = n
-	sv.parentOf[s] = n
-	return nil
+	return sv.withTree(func(t *supTree) error { return t.addOwn(s, cfg) })
+}
+
+// removeStage takes a destroyed stage out of the tree. Failures of s
+// still waiting are then dropped and its queue resumed.
+func (sv *supervision) removeStage(s *Stage) {
+	_ = sv.withTree(func(t *supTree) error { t.remove(s); return nil })
 }
 
 // Supervise creates a supervisor group over existing stages and
@@ -347,61 +487,31 @@ func (m *Manager) Supervise(name string, cfg SupervisorConfig) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty supervisor name", ErrSupervisor)
 	}
+	// Failures are dealt with per supervision tree: trees do not merge
+	// under a running supervision.
+	errStarted := fmt.Errorf("%w: supervisor %q: groups are set up before Start", ErrSupervisor, name)
 	m.mu.RLock()
 	started := m.state != stateNew
 	m.mu.RUnlock()
 	if started {
-		// Failures are dealt with per supervision tree: trees do not
-		// merge under a running supervision.
-		return fmt.Errorf("%w: supervisor %q: groups are set up before Start", ErrSupervisor, name)
+		return errStarted
 	}
 	if _, ok := m.Stage(name); ok {
 		return fmt.Errorf("%w: supervisor %q: a stage has that name", ErrSupervisor, name)
 	}
+	stages := map[string]*Stage{}
+	for _, cn := range cfg.Children {
+		if st, ok := m.Stage(cn); ok {
+			stages[cn] = st
+		}
+	}
 	sv := &m.sup
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if _, dup := sv.nodes[name]; dup {
-		return fmt.Errorf("%w: supervisor %q defined twice", ErrSupervisor, name)
+	if sv.tree == nil || sv.cancel != nil {
+		return errStarted // Start came meanwhile
 	}
-	node := newSupNode(name, cfg)
-	seen := map[string]bool{}
-	for _, cn := range cfg.Children {
-		if seen[cn] {
-			return fmt.Errorf("%w: supervisor %q: child %q listed twice", ErrSupervisor, name, cn)
-		}
-		seen[cn] = true
-		var c supChild
-		if st, ok := m.Stage(cn); ok {
-			switch {
-			case sv.parentOf[st] != nil && sv.parentOf[st].own == st:
-				c.node = sv.parentOf[st]
-			case sv.parentOf[st] != nil:
-				return fmt.Errorf("%w: supervisor %q: stage %q is already supervised by %q", ErrSupervisor, name, cn, sv.parentOf[st].name)
-			case st.cfg.Factory == nil:
-				return fmt.Errorf("%w: supervisor %q: stage %q: %w", ErrSupervisor, name, cn, errNoFactory)
-			default:
-				c.st = st
-			}
-		} else if n := sv.nodes[cn]; n != nil && n.own == nil {
-			c.node = n
-		} else {
-			return fmt.Errorf("%w: supervisor %q: no stage or supervisor %q", ErrSupervisor, name, cn)
-		}
-		if c.node != nil && c.node.parent != nil {
-			return fmt.Errorf("%w: supervisor %q: %q is already supervised by %q", ErrSupervisor, name, cn, c.node.parent.name)
-		}
-		node.children = append(node.children, c)
-	}
-	for _, c := range node.children {
-		if c.st != nil {
-			sv.parentOf[c.st] = node
-		} else {
-			c.node.parent = node
-		}
-	}
-	sv.nodes[name] = node
-	return nil
+	return sv.tree.group(name, cfg, stages)
 }
 
 // CreateSupervised creates a stage whose handler f makes, supervised: by
@@ -418,241 +528,280 @@ func (m *Manager) CreateSupervised(name string, f Factory, cfg StageConfig) (*St
 	return m.CreateStage(name, f(), cfg)
 }
 
-// removeStage takes a destroyed stage out of the tree.
-func (sv *supervision) removeStage(s *Stage) {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	p := sv.parentOf[s]
-	delete(sv.parentOf, s)
-	if p == nil {
-		return
-	}
-	p.children = slices.DeleteFunc(p.children, func(c supChild) bool { return c.st == s })
-	if p.own == s {
-		delete(sv.nodes, p.name)
-		if l := sv.loops[p]; l != nil { // a root leaves: its goroutine ends
-			delete(sv.loops, p)
-			l.gone = true
-			l.signal()
-		}
-		if gp := p.parent; gp != nil {
-			gp.children = slices.DeleteFunc(gp.children, func(c supChild) bool { return c.node == p })
-		}
-	}
+// Supervisors returns the names of the supervisors (groups and stages' own),
+// sorted.
+func (m *Manager) Supervisors() []string {
+	var names []string
+	_ = m.sup.withTree(func(t *supTree) error { names = t.names(); return nil })
+	return names
 }
 
 // pause pauses the queue of a supervised stage whose handler has just
 // crashed (err counts as a crash for its supervisor's RestartOn), before
-// anyone hears of the failure: an event enqueued by a
-// monitor (or anyone) once it knows goes to the restarted handler, not to
-// the failed one. It reports whether it paused; report then takes the
-// pause over.
+// anyone hears of the failure: an event enqueued by a monitor (or anyone)
+// once it knows goes to the restarted handler, not to the failed one. It
+// decides from s.restartOn, without asking the supervisor. It reports
+// whether it paused; report then hands the pause to the supervisor.
 func (sv *supervision) pause(s *Stage, err error) bool {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || sv.parentOf[s] == nil {
-		return false
-	}
-	if !errors.Is(err, ErrHandlerPanic) && sv.parentOf[s].cfg.RestartOn != RestartOnError {
-		return false // not a crash: contained like any failure
-	}
-	if sv.parentOf[s].root().failed {
-		return false
+	on := s.restartOn.Load()
+	if on == nil || (*on != RestartOnError && !errors.Is(err, ErrHandlerPanic)) {
+		return false // unsupervised, or not a crash: contained like any failure
 	}
 	s.queue.Pause()
 	return true
 }
 
-// report hands a failure of s's handler number instance to supervision,
-// with s's queue paused by pause (paused), so that the failed handler
-// gets no new batch; the queue resumes when the failure has been dealt
-// with.
+// report hands a failure of s's handler number instance, with s's queue
+// paused by pause (paused), to the supervisor, which resumes the queue
+// once it has dealt with the failure. It waits for nothing but the
+// supervisor taking the message.
 func (sv *supervision) report(s *Stage, instance uint64, err error, paused bool) {
 	if !paused {
 		return
 	}
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	if sv.ended || sv.ctx == nil || sv.ctx.Err() != nil || sv.parentOf[s] == nil {
-		s.queue.Resume() // supervision ended meanwhile
-		return
+	n := supNote{st: s, instance: instance, err: err}
+	if !sv.post(func(l *supervisor) { l.failed(n) }) {
+		s.queue.Resume() // supervision has ended
 	}
-	root := sv.parentOf[s].root()
-	l := sv.loops[root]
-	if l == nil {
-		l = &treeLoop{wake: make(chan struct{}, 1)}
-		sv.loops[root] = l
-		sv.wg.Add(1)
-		go sv.run(sv.ctx, root, l)
-	}
-	l.notes = append(l.notes, supNote{st: s, instance: instance, err: err})
-	l.signal()
 }
 
-// start enables supervision until stop or the end of ctx.
+// start hands the tree to the supervisor goroutine, which supervises
+// until stop or the end of ctx.
 func (sv *supervision) start(ctx context.Context) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	sv.ctx, sv.cancel = context.WithCancel(ctx)
-	context.AfterFunc(sv.ctx, func() { // the manager's context ended: no more restarts
-		sv.mu.Lock()
-		sv.endLocked()
-		sv.mu.Unlock()
-	})
+	ctx, sv.cancel = context.WithCancel(ctx)
+	l := &supervisor{sv: sv, m: sv.m, tree: sv.tree, ctx: ctx, end: sv.cancel, trees: map[*supNode]*treeWork{}}
+	sv.tree = nil
+	sv.wg.Add(1)
+	go l.run()
 }
 
-// stop ends supervision (no more restarts) and waits for the failures
-// being dealt with: a restart in progress is abandoned at its next wait and
-// its stages resume with the handlers they have.
+// stop ends supervision (no more restarts) and waits for the supervisor
+// goroutine and its workers: a restart in progress is abandoned at its
+// next wait and its stages resume with the handlers they have.
 func (sv *supervision) stop() {
 	sv.mu.Lock()
-	sv.endLocked()
 	cancel := sv.cancel
 	sv.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if cancel == nil {
+		return // never started
 	}
+	cancel()
+	<-sv.done
 	sv.wg.Wait()
 }
 
-// treeLoop is the supervisor goroutine of one supervision tree (a root
-// and everything under it), as in suture: failures of the tree's stages
-// come to it as messages, in order, and it deals with them one at a time,
-// so a strategy or an escalation that restarts any stage of the tree and
-// counts restarts for the whole of it never races another. A restart that
-// waits for a hung batch holds up its own tree only.
-type treeLoop struct {
-	notes []supNote     // failures to deal with, in order; guarded by sv.mu
-	gone  bool          // the root left the tree: end once notes are done; guarded by sv.mu
-	wake  chan struct{} // capacity 1: notes or gone changed
+// supervisor is the state of the supervisor goroutine (run), as in
+// suture's serviceLoop: only that goroutine touches it, and it never
+// blocks on anything but its next message. Failures are dealt with per
+// supervision tree (a root and everything under it), one at a time and in
+// order within a tree, because a strategy or an escalation may restart
+// any stage of the tree and counts restarts for the whole of it. What
+// takes time (a backoff, waiting for running batches, Destroy and Init,
+// failing a root's stages) runs in a worker goroutine that reports back
+// with a message, so other trees, and the tree's own new failures
+// (queued), never wait for it.
+type supervisor struct {
+	sv    *supervision
+	m     *Manager
+	tree  *supTree
+	ctx   context.Context // ends with supervision: workers give up their waits
+	end   context.CancelFunc
+	ended bool                   // no more restarts: failures resume at once
+	trees map[*supNode]*treeWork // by root: the trees with failures to deal with
+	busy  int                    // workers running
 }
 
-func (l *treeLoop) signal() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
+// treeWork is one tree's failures being dealt with.
+type treeWork struct {
+	root   *supNode
+	notes  []supNote // failures waiting, in order
+	busy   bool      // a worker is dealing with the current failure
+	paused []*Stage  // the queues paused for the current failure
+}
+
+// run is the supervisor goroutine. It returns once supervision has ended
+// and its workers have reported back, handing the tree back to sv.mu.
+func (l *supervisor) run() {
+	defer l.sv.wg.Done()
+	for !l.ended || l.busy > 0 {
+		var end <-chan struct{}
+		if !l.ended {
+			end = l.ctx.Done()
+		}
+		select {
+		case f := <-l.sv.ctl:
+			f(l)
+		case <-end:
+			l.stop()
+		}
 	}
+	l.sv.mu.Lock()
+	l.sv.tree = l.tree
+	l.sv.mu.Unlock()
+	close(l.sv.done)
 }
 
-// run is root's supervisor goroutine: it deals with the tree's failures
-// until supervision ends (then the stages of the failures still queued
-// resume with the handlers they have) or the root leaves.
-func (sv *supervision) run(ctx context.Context, root *supNode, l *treeLoop) {
-	defer sv.wg.Done()
-	for {
-		sv.mu.Lock()
-		if sv.ended || ctx.Err() != nil {
-			rest := l.notes
-			l.notes = nil
-			sv.mu.Unlock()
-			for _, n := range rest {
-				n.st.queue.Resume()
-			}
-			return
-		}
-		if len(l.notes) == 0 {
-			gone := l.gone
-			sv.mu.Unlock()
-			if gone {
-				return
-			}
-			select {
-			case <-l.wake:
-			case <-ctx.Done():
-			case <-sv.quit:
-			}
-			continue
-		}
-		n := l.notes[0]
-		l.notes = l.notes[1:]
-		sv.mu.Unlock()
-		sv.handle(ctx, n)
+// stop ends supervision: no more restarts; workers give up their waits.
+// The failures still waiting resume their stages as their turn comes.
+func (l *supervisor) stop() {
+	l.ended = true
+	l.end()
+}
+
+func (l *supervisor) now() time.Time {
+	if l.m.opts.Now != nil {
+		return l.m.opts.Now()
 	}
+	return time.Now()
 }
 
-// handle applies the supervisors' strategies to one failure: restart,
-// or give up and escalate, up to the root.
-func (sv *supervision) handle(ctx context.Context, n supNote) {
-	paused := []*Stage{n.st} // the pause report took
-	defer func() {
-		for _, s := range paused {
-			s.queue.Resume()
-		}
-	}()
-	sv.mu.Lock()
-	p := sv.parentOf[n.st]
-	left := sv.ended || p == nil || p.root().failed // ended, or its tree failed for good
-	sv.mu.Unlock()
-	if left {
+// failed takes a failure reported by a failing batch.
+func (l *supervisor) failed(n supNote) {
+	p := l.tree.parentOf[n.st]
+	if l.ended || p == nil {
+		n.st.queue.Resume()
 		return
+	}
+	root := p.root()
+	tw := l.trees[root]
+	if tw == nil {
+		tw = &treeWork{root: root}
+		l.trees[root] = tw
+	}
+	tw.notes = append(tw.notes, n)
+	l.next(tw)
+}
+
+// next deals with tw's waiting failures in order until one needs a
+// worker; the tree leaves l.trees once it has none.
+func (l *supervisor) next(tw *treeWork) {
+	for !tw.busy && len(tw.notes) > 0 {
+		n := tw.notes[0]
+		tw.notes = tw.notes[1:]
+		tw.paused = append(tw.paused, n.st) // the pause report handed over
+		l.handle(tw, n)
+		if !tw.busy {
+			l.settle(tw)
+		}
+	}
+	if !tw.busy {
+		delete(l.trees, tw.root)
+	}
+}
+
+// settle resumes the queues paused for tw's current failure: it has been
+// dealt with.
+func (l *supervisor) settle(tw *treeWork) {
+	for _, s := range tw.paused {
+		s.queue.Resume()
+	}
+	tw.paused = tw.paused[:0]
+}
+
+// handle takes up one failure.
+func (l *supervisor) handle(tw *treeWork, n supNote) {
+	p := l.tree.parentOf[n.st]
+	if l.ended || p == nil || p.root().failed {
+		return // ended, left the tree, or its tree failed for good
 	}
 	if n.instance != n.st.instanceNumber() {
 		return // the handler that failed was already replaced
 	}
-	sv.mu.Lock()
-	node, child, cause := sv.parentOf[n.st], supChild{st: n.st}, n.err
-	for node != nil && !sv.ended {
-		if !sv.allow(node) {
-			sv.m.log.Error("supervisor gave up", "supervisor", node.name, "restarts", node.cfg.MaxRestarts,
+	l.escalate(tw, p, supChild{st: n.st}, n.err)
+}
+
+// escalate applies the supervisors' strategies to a failure of child of
+// node: restart (in a worker), or give up and escalate, up to the root.
+func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause error) {
+	for node != nil {
+		if !l.allow(node) {
+			l.m.log.Error("supervisor gave up", "supervisor", node.name, "restarts", node.cfg.MaxRestarts,
 				"period", node.cfg.Period, "err", cause)
 			if node.parent == nil && node.cfg.OnGiveUp == GiveUpStop {
-				sv.endLocked()
-				sv.mu.Unlock()
-				sv.m.gaveUp(node.name, cause)
+				l.stop()
+				l.m.gaveUp(node.name, cause)
 				return
 			}
 			if node.parent == nil {
 				node.failed = true
 				stages := supChild{node: node}.stages(nil)
-				sv.mu.Unlock()
-				sv.m.failStages(node.name, cause, stages)
+				for _, s := range stages {
+					s.restartOn.Store(nil) // their failures are failures only now
+				}
+				name := node.name
+				l.work(tw, node, func() (*Stage, error) {
+					l.m.failStages(name, cause, stages)
+					return nil, nil
+				})
 				return
 			}
 			child, node = supChild{node: node}, node.parent
 			continue
 		}
-		targets := sv.affected(node, child)
+		targets := affected(node, child)
 		if targets == nil {
-			break // the child left the tree meanwhile
+			return // the child left the tree meanwhile
 		}
 		var stages []*Stage
 		for _, c := range targets {
 			c.reset()
 			stages = c.stages(stages)
 		}
-		delay := node.backoff()
-		sv.mu.Unlock()
 		for _, s := range stages {
 			s.queue.Pause()
-			paused = append(paused, s)
+			tw.paused = append(tw.paused, s)
 		}
-		if !sv.sleep(ctx, delay) {
-			return // stopping: the stages resume with the handlers they have
-		}
-		failed, err := sv.m.restart(ctx, node.name, stages)
-		sv.mu.Lock()
-		if failed == nil {
-			break
-		}
-		// A fresh handler whose Init failed is another failure of the
-		// child that holds it.
-		child, cause = supChild{}, err
+		delay, ctx, name := node.backoff(), l.ctx, node.name
+		l.work(tw, node, func() (*Stage, error) {
+			if !l.m.sleep(ctx, delay) {
+				return nil, nil // stopping: the stages resume with the handlers they have
+			}
+			return l.m.restart(ctx, name, stages)
+		})
+		return
+	}
+}
+
+// work runs job, which deals with tw's current failure for node, in a
+// worker goroutine that reports back to worked.
+func (l *supervisor) work(tw *treeWork, node *supNode, job func() (*Stage, error)) {
+	tw.busy = true
+	l.busy++
+	ctl := l.sv.ctl
+	l.sv.wg.Add(1)
+	go func() {
+		defer l.sv.wg.Done()
+		failed, err := job()
+		// The supervisor runs until every worker has reported.
+		ctl <- func(l *supervisor) { l.worked(tw, node, failed, err) }
+	}()
+}
+
+// worked takes a worker's report: failed is a stage whose fresh handler
+// failed Init (err), another failure of node's child that holds it.
+func (l *supervisor) worked(tw *treeWork, node *supNode, failed *Stage, err error) {
+	l.busy--
+	tw.busy = false
+	if failed != nil && !l.ended {
 		for _, c := range node.children {
 			if c.contains(failed) {
-				child = c
+				l.escalate(tw, node, c, err)
+				break
 			}
 		}
-		if child.st == nil && child.node == nil {
-			break
-		}
 	}
-	sv.mu.Unlock()
+	if !tw.busy {
+		l.settle(tw)
+		l.next(tw)
+	}
 }
 
 // allow records a restart by node now and reports whether its intensity
 // permits it.
-func (sv *supervision) allow(node *supNode) bool {
-	now := sv.now()
+func (l *supervisor) allow(node *supNode) bool {
+	now := l.now()
 	cut := now.Add(-node.cfg.Period)
 	h := node.history[:0]
 	for _, t := range node.history {
@@ -666,7 +815,7 @@ func (sv *supervision) allow(node *supNode) bool {
 
 // backoff is how long node waits before the restart allow just recorded:
 // Backoff doubled for each earlier restart within the period, at most
-// MaxBackoff. sv.mu is held.
+// MaxBackoff.
 func (n *supNode) backoff() time.Duration {
 	d, limit := n.cfg.Backoff, n.cfg.MaxBackoff
 	for i := 1; i < len(n.history) && d < limit; i++ {
@@ -675,15 +824,33 @@ func (n *supNode) backoff() time.Duration {
 	return min(d, limit)
 }
 
+// affected returns the children of node to restart when child failed, or
+// nil if child is no longer there.
+func affected(node *supNode, child supChild) []supChild {
+	i := slices.IndexFunc(node.children, child.is)
+	if i < 0 {
+		return nil
+	}
+	switch node.cfg.Strategy {
+	case OneForAll:
+		return slices.Clone(node.children)
+	case RestForOne:
+		return slices.Clone(node.children[i:])
+	}
+	return []supChild{child}
+}
+
+// The rest runs in workers.
+
 // sleep waits d on the manager's clock (Options.After); it reports false
-// if supervision ends or ctx is done first.
-func (sv *supervision) sleep(ctx context.Context, d time.Duration) bool {
+// if ctx (supervision) ends first.
+func (m *Manager) sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
 	var c <-chan time.Time
-	if sv.m.opts.After != nil {
-		c = sv.m.opts.After(d)
+	if m.opts.After != nil {
+		c = m.opts.After(d)
 	} else {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -693,8 +860,6 @@ func (sv *supervision) sleep(ctx context.Context, d time.Duration) bool {
 	case <-c:
 		return true
 	case <-ctx.Done():
-		return false
-	case <-sv.quit:
 		return false
 	}
 }
@@ -714,22 +879,6 @@ func (m *Manager) failStages(root string, cause error, stages []*Stage) {
 	}
 	m.log.Error("root supervisor gave up: its stages are failed and reject events", "supervisor", root,
 		"stages", names, "discarded", lost, "err", cause)
-}
-
-// affected returns the children of node to restart when child failed, or
-// nil if child is no longer there.
-func (sv *supervision) affected(node *supNode, child supChild) []supChild {
-	i := slices.IndexFunc(node.children, child.is)
-	if i < 0 {
-		return nil
-	}
-	switch node.cfg.Strategy {
-	case OneForAll:
-		return slices.Clone(node.children)
-	case RestForOne:
-		return slices.Clone(node.children[i:])
-	}
-	return []supChild{child}
 }
 
 // restart replaces the handlers of stages (paused by the caller) by fresh
@@ -824,14 +973,12 @@ func (s *Stage) waitIdle(ctx context.Context, supervisor string) error {
 	return nil
 }
 
-// gaveUp stops the manager after its root supervisor gave up.
+// gaveUp stops the manager after its root supervisor gave up. It runs in
+// the supervisor goroutine and does not wait for the shutdown, which
+// waits for that goroutine.
 func (m *Manager) gaveUp(root string, cause error) {
 	err := fmt.Errorf("%w: root supervisor %q: %w", ErrGaveUp, root, cause)
-	m.errMu.Lock()
-	if m.cause == nil {
-		m.cause = err
-	}
-	m.errMu.Unlock()
+	m.stop.setCause(err)
 	m.log.Error("root supervisor gave up: stopping the manager", "supervisor", root, "err", cause)
 	m.mu.RLock()
 	running := m.state == stateRunning
@@ -850,58 +997,4 @@ func (m *Manager) gaveUp(root string, cause error) {
 			m.log.Error("shutdown after supervisor gave up", "err", err)
 		}
 	}()
-}
-
-// Done returns a channel closed when the manager has stopped: after
-// Shutdown, or after the shutdown a root supervisor started when it gave
-// up. Commands wait on it beside their signals.
-func (m *Manager) Done() <-chan struct{} { return m.done }
-
-// Err returns why the manager stopped, once Done is closed: nil after a
-// clean Shutdown, an error wrapping ErrGaveUp if a root supervisor gave up
-// (joined with any shutdown error), or the error Shutdown or Start
-// returned.
-func (m *Manager) Err() error {
-	select {
-	case <-m.done:
-	default:
-		return nil
-	}
-	m.errMu.Lock()
-	defer m.errMu.Unlock()
-	return m.err
-}
-
-// finish records the final error and closes Done, once.
-func (m *Manager) finish(err error) {
-	m.doneOnce.Do(func() {
-		m.errMu.Lock()
-		m.err = errors.Join(m.cause, err)
-		m.errMu.Unlock()
-		close(m.done)
-	})
-}
-
-// terminationReason is what Shutdown tells monitors.
-func (m *Manager) terminationReason() (TerminationReason, error) {
-	m.errMu.Lock()
-	defer m.errMu.Unlock()
-	if m.cause != nil {
-		return ReasonGaveUp, m.cause
-	}
-	return ReasonShutdown, nil
-}
-
-// Supervisors returns the names of the supervisors (groups and stages' own),
-// sorted.
-func (m *Manager) Supervisors() []string {
-	sv := &m.sup
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	names := make([]string, 0, len(sv.nodes))
-	for n := range sv.nodes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }

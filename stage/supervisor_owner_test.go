@@ -1,0 +1,237 @@
+package stage_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// TestHeldRestartLeavesSupervisorResponsive: while S1's restart is held
+// up, by a backoff timer that has not fired or by a batch that does not
+// return, the supervisor goroutine that owns every tree still answers:
+// S2 (another tree) fails and restarts, Supervisors answers, supervised
+// stages are created and destroyed. S1 restarts once released, and the
+// event queued meanwhile reaches its new handler. The fake timers decide
+// when each backoff ends.
+func TestHeldRestartLeavesSupervisorResponsive(t *testing.T) {
+	for _, hold := range []string{"backoff", "hung batch"} {
+		t.Run(hold, func(t *testing.T) {
+			timers := make(fakeTimers, 4)
+			m := stage.NewManager(stage.Options{After: timers.After})
+			entered, release := make(chan struct{}, 1), make(chan struct{})
+			f1, handled1 := hangerFactory(entered, release)
+			f2, handled2 := hangerFactory(entered, release)
+			cfg := stage.StageConfig{
+				Batching:   stage.BatchingConfig{Max: 1},
+				ThreadPool: stage.ThreadPoolConfig{Min: 2, Max: 2},
+				Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError},
+			}
+			s1, err := m.CreateSupervised("S1", f1, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s2, err := m.CreateSupervised("S2", f2, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mon1, mon2 := newChanSink(100), newChanSink(100)
+			_, _ = m.Monitor("S1", mon1)
+			_, _ = m.Monitor("S2", mon2)
+			started(t, m)
+			released := false
+			defer func() {
+				if !released {
+					close(release) // let the shutdown of a failed test end
+				}
+			}()
+
+			if hold == "hung batch" {
+				_ = s1.Sink().Enqueue("hang")
+				<-entered
+			}
+			_ = s1.Sink().Enqueue("boom")
+			t1 := timers.next(t) // S1's backoff
+			if hold == "hung batch" {
+				t1.fire <- time.Time{} // the restart now waits for "hang"
+			}
+			_ = s1.Sink().Enqueue("queued")
+
+			_ = s2.Sink().Enqueue("boom")
+			timers.next(t).fire <- time.Time{}
+			mon2.until(t, isRestarted)
+			_ = s2.Sink().Enqueue("after")
+
+			if got := m.Supervisors(); !slices.Equal(got, []string{"S1", "S2"}) {
+				t.Fatalf("supervisors %v", got)
+			}
+			f3, _ := hangerFactory(entered, release)
+			if _, err := m.CreateSupervised("S3", f3, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Supervisors(); !slices.Equal(got, []string{"S1", "S2", "S3"}) {
+				t.Fatalf("supervisors %v", got)
+			}
+			if err := m.DestroyStage("S3"); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Supervisors(); !slices.Equal(got, []string{"S1", "S2"}) {
+				t.Fatalf("supervisors %v", got)
+			}
+			if r := s1.Stats().Restarts; r != 0 {
+				t.Fatalf("S1 restarted %d times while held", r)
+			}
+
+			if hold == "backoff" {
+				t1.fire <- time.Time{}
+			} else {
+				close(release)
+				released = true
+			}
+			mon1.until(t, isRestarted)
+			shutdown(t, m)
+			if got := handled1(); !slices.Equal(got, []string{"queued@2"}) {
+				t.Fatalf("S1 handled %v", got)
+			}
+			if got := handled2(); !slices.Equal(got, []string{"after@2"}) {
+				t.Fatalf("S2 handled %v", got)
+			}
+		})
+	}
+}
+
+// lifeCount counts the handlers a stage made and destroyed.
+type lifeCount struct{ inits, destroys atomic.Int32 }
+
+// mortal panics on "crash" and counts its Init and Destroy.
+type mortal struct{ c *lifeCount }
+
+func (h *mortal) Init(*stage.Context) error { h.c.inits.Add(1); return nil }
+func (h *mortal) Destroy() error            { h.c.destroys.Add(1); return nil }
+func (h *mortal) HandleEvents(b []sink.Event) error {
+	for _, e := range b {
+		if e == "crash" {
+			panic("crash")
+		}
+	}
+	return nil
+}
+
+// TestSupervisedStagesComeAndGoDuringFailures: supervised stages are
+// created and destroyed from several goroutines while they and a
+// long-lived supervised stage crash and restart. Every destroyed stage
+// leaves the supervisors and destroyed each handler it made exactly once
+// (none made after it ended); the long-lived one's supervision goes on;
+// shutdown is clean. Run under -race.
+func TestSupervisedStagesComeAndGoDuringFailures(t *testing.T) {
+	const workers, rounds = 4, 50
+	m := stage.NewManager(stage.Options{After: immediate})
+	sup := &stage.SupervisorConfig{MaxRestarts: 1 << 20, Period: time.Hour}
+	steadyLife := &lifeCount{}
+	steady, err := m.CreateSupervised("Steady", func() stage.Handler { return &mortal{steadyLife} },
+		stage.StageConfig{Supervisor: sup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, m)
+
+	stop := make(chan struct{})
+	var crashes sync.WaitGroup
+	crashes.Add(1)
+	go func() { // keeps Steady's supervisor busy
+		defer crashes.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = sink.EnqueueWait(t.Context(), steady.Sink(), "crash")
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				name := fmt.Sprintf("w%d-%d", w, i)
+				life := &lifeCount{}
+				st, err := m.CreateSupervised(name, func() stage.Handler { return &mortal{life} },
+					stage.StageConfig{Supervisor: sup})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mon := newChanSink(64)
+				_, _ = m.Monitor(name, mon)
+				for _, e := range []string{"crash", "ok", "crash", "ok"} {
+					_ = st.Sink().Enqueue(e)
+				}
+				if i%2 == 0 { // else destroy it while it restarts
+					mon.until(t, isRestarted)
+				}
+				if err := m.DestroyStage(name); err != nil {
+					t.Errorf("destroy %s: %v", name, err)
+					return
+				}
+				if in, de := life.inits.Load(), life.destroys.Load(); in != de || in == 0 {
+					t.Errorf("%s: %d handlers initialized, %d destroyed", name, in, de)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	crashes.Wait()
+	if got := m.Supervisors(); !slices.Equal(got, []string{"Steady"}) {
+		t.Fatalf("supervisors after the others were destroyed: %v", got)
+	}
+	shutdown(t, m)
+	if err := m.Err(); err != nil {
+		t.Fatalf("Err = %v", err)
+	}
+	if in, de := steadyLife.inits.Load(), steadyLife.destroys.Load(); in != de || steady.Stats().Restarts == 0 {
+		t.Fatalf("Steady: %d inits, %d destroys, %d restarts", in, de, steady.Stats().Restarts)
+	}
+}
+
+// TestSupervisionOutlivesItsGoroutine: the supervision tree answers
+// before Start, after Start's context ended (the supervisor goroutine
+// returns and hands the tree back) and after Shutdown: supervised stages
+// can still be created and destroyed, and Supervisors lists them.
+func TestSupervisionOutlivesItsGoroutine(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	noop := func() stage.Handler { return stage.HandlerFunc(func([]sink.Event) error { return nil }) }
+	if _, err := m.CreateSupervised("A", noop, stage.StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Supervisors(); !slices.Equal(got, []string{"A"}) {
+		t.Fatalf("before Start: %v", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // supervision ends with Start's context, at once or while the next calls run
+	if _, err := m.CreateSupervised("B", noop, stage.StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Supervisors(); !slices.Equal(got, []string{"A", "B"}) {
+		t.Fatalf("after the context ended: %v", got)
+	}
+	if err := m.DestroyStage("A"); err != nil {
+		t.Fatal(err)
+	}
+	shutdown(t, m)
+	if got := m.Supervisors(); !slices.Equal(got, []string{"B"}) {
+		t.Fatalf("after Shutdown: %v", got)
+	}
+}
