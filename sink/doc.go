@@ -14,23 +14,24 @@
 // caller must react to: drop, degrade, answer 503, or apply back-pressure with
 // EnqueueWait.
 //
-// Handlers only ever see Sink; taking events off a queue (Queue.Dequeue) is
-// the runtime's job. The runtime's thread managers also park their
-// goroutines on a queue, wake them and redirect a queue's wake-ups through
-// an internal bridge (internal/sinkrt), out of reach of producers: an
-// Enqueue that finds the queue empty and a worker parked hands the event
-// to that worker directly, as a channel send to a waiting receiver does.
+// Handlers only ever see Sink; taking events off a stage's queue is the
+// runtime's job, and a stage's *Queue is never handed out. A Queue you make
+// yourself (a monitor's mailbox, a reply queue) is read with Dequeue, Ready
+// and Discard. The runtime's own operations on a queue — parking and
+// waking its goroutines, counting events finished, pausing the queue while
+// a handler is swapped, releasing a scheduler's held-back events, removing
+// or expiring queued events unhandled — go through an internal bridge
+// (internal/sinkrt), out of reach of producers. An Enqueue that finds the
+// queue empty and a worker parked hands the event to that worker directly,
+// as a channel send to a waiting receiver does.
 //
 // A Queue is FIFO by default, on a lock-protected ring. A Scheduler changes
 // the order in which the runtime gets events (Whirlwind §III.E): NewLIFO
 // (newest first), NewPriority, NewStride (proportional share between
 // classes by tickets), NewShortest (shortest first within a batch) and
 // NewKeyed, which runs the events of one key one at a time in FIFO order
-// while different keys run in parallel; the runtime reports finished
-// batches with Queue.Release so the next event of a key may run.
-// Queue.Pause holds every event back while a stage's handler is swapped,
-// and Queue.RemoveIf takes events out unhandled (the runtime uses it to fail
-// the pending events of a principal whose event failed).
+// while different keys run in parallel (the runtime tells the scheduler
+// when a batch is finished, so the next event of a key may run).
 //
 // Predicates may implement optional hooks found by type assertion:
 //

@@ -67,11 +67,12 @@ const stampSample = 64
 // Queue is a bounded multi-producer/multi-consumer FIFO event queue with
 // admission control. The zero value is not usable: call NewQueue.
 // SetScheduler replaces FIFO order by another (LIFO, priority, stride,
-// shortest first, keyed); Pause holds events back while the runtime swaps a
-// stage's handler.
+// shortest first, keyed).
 //
-// Producers use the Sink methods. The runtime takes events off with Dequeue
-// and waits for work on Ready.
+// Producers use the Sink methods. A consumer takes events off with
+// Dequeue and waits for work on Ready; for a stage's queue that consumer
+// is the runtime, which also has operations of its own
+// (internal/sinkrt).
 type Queue struct {
 	name     string
 	capacity int // <= 0: unbounded
@@ -509,7 +510,7 @@ func (q *Queue) push(e Event, stamp int64) {
 // was not stamped: every event is stamped while the predicate is a
 // Completer or a scheduler is installed, otherwise one in a few (a sample
 // for queueing-time metrics). It returns how many it moved and never
-// waits. For the runtime only.
+// waits.
 func (q *Queue) Dequeue(dst []Event, stamps []int64) int {
 	if q.length.Load() == 0 {
 		return 0 // cheap look before taking the lock
