@@ -493,11 +493,41 @@ func validatePool(tp ThreadPoolConfig, b BatchingConfig, block *yaml.Node, path 
 	if err := errors.Join(errs...); err != nil {
 		return firstError(errs) // the others are often its consequences
 	}
-	if err := tp.Controller.Validate(); err != nil {
-		return check(false, block, path, []string{"threadpool", "controller"}, "%v", err)
+	if err := validateController(tp.Controller, block, path); err != nil {
+		return err
 	}
 	if err := b.batchingConfig().Validate(); err != nil {
 		return check(false, block, path, []string{"batching"}, "%v", err)
+	}
+	return nil
+}
+
+// Controller keys that only one controller type reads (threadpool).
+var (
+	sedaKeys      = []string{"queueThreshold", "idle", "autoMaxDetect", "smoothing", "margin", "resetEvery", "maxRandomDrop"}
+	whirlwindKeys = []string{"idleTime", "queueLatency", "lockLatency"}
+)
+
+// validateController checks a threadpool.controller block: its values
+// (located at the key at fault), and that the block sets no key of the
+// other controller type, which would be silently ignored. Keys inherited
+// from global: are not the stage's to answer for.
+func validateController(c threadpool.ControllerConfig, block *yaml.Node, path string) error {
+	at := []string{"threadpool", "controller"}
+	if err := c.Validate(); err != nil {
+		if fe, ok := errors.AsType[*threadpool.FieldError](err); ok {
+			return check(false, block, path, append(at, fe.Key), "%s %s", fe.Key, fe.Reason)
+		}
+		return check(false, block, path, at, "%v", err)
+	}
+	typ, foreign := threadpool.TypeSEDA, whirlwindKeys
+	if c.Type == threadpool.TypeWhirlwind {
+		typ, foreign = c.Type, sedaKeys
+	}
+	for _, k := range foreign {
+		if lookup(block, "threadpool", "controller", k) != nil {
+			return check(false, block, path, append(at, k), "%s does not apply to controller type %s", k, typ)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -24,10 +26,24 @@ const (
 	DefaultMaxRandomDrop      = 4
 )
 
-// ControllerConfig configures a thread-pool [Controller]. Its zero value
+// Controller types: the values of [ControllerConfig.Type].
+const (
+	TypeSEDA      = "seda"      // Controller, the SEDA thesis's (the default)
+	TypeWhirlwind = "whirlwind" // Whirlwind, the Whirlwind paper's Fig. 1
+)
+
+// ControllerTypes returns the known values of [ControllerConfig.Type].
+func ControllerTypes() []string { return []string{TypeSEDA, TypeWhirlwind} }
+
+// ControllerConfig configures a pool's controller: the thesis's
+// [Controller] (Type "" or "seda"), the [Whirlwind] controller (Type
+// "whirlwind"), or the developer's own [Sizer] (NewSizer). Its zero value
 // means "disabled, defaults everywhere"; every zero field takes the default
 // named in its comment.
 type ControllerConfig struct {
+	// Type picks the controller: "" or "seda" (Controller), "whirlwind"
+	// (Whirlwind). NewSizer, if set, takes precedence.
+	Type string `yaml:"type"`
 	// Enabled turns the controller on. A disabled controller still measures
 	// throughput but always answers the current size (clamped to [min,max]).
 	// A Pool whose Max exceeds its Min turns it on by itself, with
@@ -60,26 +76,59 @@ type ControllerConfig struct {
 	// MaxRandomDrop: on thrashing the pool is reset to the best size minus a
 	// random 0..MaxRandomDrop workers (0 → 4; negative → no random drop).
 	MaxRandomDrop int `yaml:"maxRandomDrop"`
+
+	// Whirlwind holds type whirlwind's thresholds; in files its keys
+	// (idleTime, queueLatency, lockLatency) sit in the controller block
+	// itself. The fields above from QueueThreshold on are type seda's.
+	Whirlwind WhirlwindConfig `yaml:",inline"`
+
+	// NewSizer, if set, makes the pool's controller instead of Type: the
+	// developer's own algorithm, as the Whirlwind paper allows (§III.F).
+	// The pool calls it once with its bounds, and then the Sizer's Tick
+	// once per Interval; Enabled, Disabled and Interval apply as for the
+	// built-in types. Go only.
+	NewSizer func(min, max int) Sizer `yaml:"-"`
+}
+
+// FieldError is the error [ControllerConfig.Validate] returns: the YAML key
+// of the invalid field and what is wrong with it. It wraps
+// [ErrInvalidControllerConfig].
+type FieldError struct {
+	Key    string // e.g. "queueLatency"
+	Reason string // e.g. "-1s is negative"
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%v: %s %s", ErrInvalidControllerConfig, e.Key, e.Reason)
+}
+
+// Unwrap returns [ErrInvalidControllerConfig].
+func (e *FieldError) Unwrap() error { return ErrInvalidControllerConfig }
+
+func fieldErr(key, format string, args ...any) error {
+	return &FieldError{Key: key, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Validate reports the first invalid field, wrapping
 // [ErrInvalidControllerConfig]. Zero fields are valid (they mean default).
 func (c ControllerConfig) Validate() error {
 	switch {
+	case c.Type != "" && !slices.Contains(ControllerTypes(), c.Type):
+		return fieldErr("type", "%q is unknown (known: %s)", c.Type, strings.Join(ControllerTypes(), ", "))
 	case c.Interval < 0:
-		return fmt.Errorf("%w: interval %v is negative", ErrInvalidControllerConfig, c.Interval)
+		return fieldErr("interval", "%v is negative", c.Interval)
 	case c.QueueThreshold < 0:
-		return fmt.Errorf("%w: queueThreshold %d is negative", ErrInvalidControllerConfig, c.QueueThreshold)
+		return fieldErr("queueThreshold", "%d is negative", c.QueueThreshold)
 	case c.Idle < 0:
-		return fmt.Errorf("%w: idle %v is negative", ErrInvalidControllerConfig, c.Idle)
+		return fieldErr("idle", "%v is negative", c.Idle)
 	case math.IsNaN(c.Smoothing) || c.Smoothing < 0 || c.Smoothing > 1:
-		return fmt.Errorf("%w: smoothing %v is outside [0,1]", ErrInvalidControllerConfig, c.Smoothing)
+		return fieldErr("smoothing", "%v is outside [0,1]", c.Smoothing)
 	case math.IsNaN(c.Margin) || c.Margin < 0 || c.Margin >= 1:
-		return fmt.Errorf("%w: margin %v is outside [0,1)", ErrInvalidControllerConfig, c.Margin)
+		return fieldErr("margin", "%v is outside [0,1)", c.Margin)
 	case c.ResetEvery < 0:
-		return fmt.Errorf("%w: resetEvery %d is negative", ErrInvalidControllerConfig, c.ResetEvery)
+		return fieldErr("resetEvery", "%d is negative", c.ResetEvery)
 	}
-	return nil
+	return c.Whirlwind.Validate()
 }
 
 // withDefaults returns c with every zero field replaced by its default.
@@ -108,16 +157,35 @@ func (c ControllerConfig) withDefaults() ControllerConfig {
 	if c.MaxRandomDrop < 0 {
 		c.MaxRandomDrop = 0
 	}
+	c.Whirlwind = c.Whirlwind.withDefaults()
 	return c
 }
 
 // Sample is what the pool reports to the controller at each tick.
+//
+// The first five fields are read at the tick. The last three are averages
+// over the interval since the previous tick (since Start for the first),
+// measured without reading the clock on the event path; they are zero over
+// an empty interval (a tick whose Now is not after the previous one's). See
+// Pool for how each is measured.
 type Sample struct {
 	Now         time.Time // the tick's time (real or fake clock)
 	QueueLen    int       // the stage's queue length
 	Processed   uint64    // cumulative events completed by the stage
 	Size        int       // current number of workers
 	IdleWorkers int       // workers continuously idle for ≥ Idle at this tick
+
+	// IdleTime is the average time a worker spent waiting for work
+	// during the interval: the interval times the fraction of the
+	// workers parked on the queue (Whirlwind's idleTime).
+	IdleTime time.Duration
+	// QueueLatency is the average time an event spent in the queue
+	// before a worker took it (Whirlwind's queueLatency).
+	QueueLatency time.Duration
+	// LockLatency is the average time the stage's handlers waited to
+	// acquire a lock they report to the pool's LockMeter (Whirlwind's
+	// lockLatency); zero if they report none.
+	LockLatency time.Duration
 }
 
 // Controller is the SEDA thread-pool controller (thesis §5.4.1, Figs. 30
@@ -209,9 +277,7 @@ func NewController(cfg ControllerConfig, min, max int, rnd *rand.Rand) *Controll
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	if min < 0 || max < 1 || min > max {
-		panic(fmt.Sprintf("threadpool: NewController: bad bounds min=%d max=%d (want 0 ≤ min ≤ max, max ≥ 1)", min, max))
-	}
+	checkBounds("NewController", min, max)
 	if rnd == nil {
 		rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
@@ -386,6 +452,12 @@ func (c *Controller) Resets() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.resets
+}
+
+func checkBounds(fn string, min, max int) {
+	if min < 0 || max < 1 || min > max {
+		panic(fmt.Sprintf("threadpool: %s: bad bounds min=%d max=%d (want 0 ≤ min ≤ max, max ≥ 1)", fn, min, max))
+	}
 }
 
 func clamp(v, lo, hi int) int {

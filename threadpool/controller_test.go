@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -92,8 +93,9 @@ func TestNewControllerPanicsOnBadInput(t *testing.T) {
 func TestControllerDefaults(t *testing.T) {
 	got := NewController(ControllerConfig{Enabled: true}, 1, 20, nil).Config()
 	want := ControllerConfig{Enabled: true, Interval: time.Second, QueueThreshold: 100, Idle: 5 * time.Second,
-		Smoothing: 0.3, Margin: 0.2, ResetEvery: 10, MaxRandomDrop: 4}
-	if got != want {
+		Smoothing: 0.3, Margin: 0.2, ResetEvery: 10, MaxRandomDrop: 4,
+		Whirlwind: WhirlwindConfig{IdleTime: 50 * time.Millisecond, QueueLatency: 20 * time.Millisecond, LockLatency: 5 * time.Millisecond}}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Config() = %+v, want %+v", got, want)
 	}
 	if got := NewController(ControllerConfig{MaxRandomDrop: -1}, 1, 20, nil).Config().MaxRandomDrop; got != 0 {

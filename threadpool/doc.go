@@ -13,6 +13,13 @@
 // the idle time, and with auto max detection pulls the pool back to the size
 // that gave the best throughput when adding workers made things worse.
 //
+// The controller is pluggable (Sizer): ControllerConfig.Type "whirlwind"
+// runs the Whirlwind paper's rule instead (Whirlwind: shrink when workers
+// idle, grow when events wait in the queue unless handlers wait for their
+// locks, measured per interval as Sample describes), and
+// ControllerConfig.NewSizer runs the developer's own. Handlers report lock
+// waits through Pool.LockMeter (Mutex does it for them).
+//
 // SharedPool is the alternative: one pool for many stages, choosing among
 // stages with work by smooth weighted round robin.
 //

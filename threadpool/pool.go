@@ -116,9 +116,12 @@ func (c Config) withDefaults() Config {
 // Pool is the default thread manager: a pool of goroutines dedicated to one
 // stage, sized by a Controller.
 type Pool struct {
-	st   Stage
-	cfg  Config
-	ctrl *Controller
+	st    Stage
+	cfg   Config
+	ctrl  *Controller // the sizer, or (beside other) measuring only
+	other Sizer       // the sizer if not ctrl
+	locks LockMeter
+	meas  measurement // owned by the control goroutine
 
 	size   atomic.Int32 // live workers
 	target atomic.Int32 // desired workers
@@ -161,17 +164,57 @@ func NewPool(st Stage, cfg Config) *Pool {
 	p := &Pool{
 		st:      st,
 		cfg:     cfg,
-		ctrl:    NewController(cfg.Controller, cfg.Min, cfg.Max, nil),
 		workers: map[*worker]struct{}{},
 		ctlDone: make(chan struct{}),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	p.ctrl, p.other = newSizer(cfg)
 	return p
 }
 
-// Controller returns the pool's controller (for inspection).
+// newSizer makes the pool's SEDA controller and, if the configuration
+// asks for another sizer, that one (the controller then only measures the
+// throughput).
+func newSizer(cfg Config) (*Controller, Sizer) {
+	cc := cfg.Controller
+	if cc.NewSizer == nil && (cc.Type == "" || cc.Type == TypeSEDA) {
+		return NewController(cc, cfg.Min, cfg.Max, nil), nil
+	}
+	meter := cc
+	meter.Enabled = false
+	c := NewController(meter, cfg.Min, cfg.Max, nil)
+	if cc.NewSizer != nil {
+		s := cc.NewSizer(cfg.Min, cfg.Max)
+		if s == nil {
+			panic("threadpool: ControllerConfig.NewSizer returned nil")
+		}
+		return c, s
+	}
+	if err := cc.Validate(); err != nil {
+		panic(err)
+	}
+	return c, NewWhirlwind(cc.Whirlwind, cfg.Min, cfg.Max)
+}
+
+// Controller returns the pool's SEDA controller (for inspection). When the
+// pool runs another Sizer (ControllerConfig.Type or NewSizer), this one is
+// disabled and only measures the throughput.
 func (p *Pool) Controller() *Controller { return p.ctrl }
+
+// Sizer returns the controller that sizes the pool: the Controller, a
+// *Whirlwind, or the one ControllerConfig.NewSizer made. It runs only if
+// the configuration enables a controller (see Config).
+func (p *Pool) Sizer() Sizer {
+	if p.other != nil {
+		return p.other
+	}
+	return p.ctrl
+}
+
+// LockMeter returns the meter the stage's handlers report their lock waits
+// to, for Sample.LockLatency: give it to a Mutex, or Observe waits on it.
+func (p *Pool) LockMeter() *LockMeter { return &p.locks }
 
 // Config returns the pool's configuration with defaults filled in.
 func (p *Pool) Config() Config { return p.cfg }
@@ -199,6 +242,7 @@ func (p *Pool) Start(ctx context.Context) {
 	p.target.Store(int32(p.cfg.Initial))
 	p.grow(p.cfg.Initial)
 	if p.cfg.Controller.Enabled {
+		p.meas.start(p, p.cfg.Clock.Now())
 		go p.control()
 	} else {
 		close(p.ctlDone)
@@ -421,7 +465,11 @@ func (p *Pool) tick(now time.Time, idle time.Duration) {
 		Size:        min(p.Size(), int(p.target.Load())),
 		IdleWorkers: p.idleWorkers(now, idle),
 	}
+	p.meas.sample(p, &s)
 	target := p.ctrl.Tick(s)
+	if p.other != nil {
+		target = p.other.Tick(s)
+	}
 	p.resize(target)
 	p.lastTick.Store(now.UnixNano()) // last: tests wait for it to see the tick applied
 }
