@@ -217,7 +217,7 @@ func TestPoolSampleMeasures(t *testing.T) {
 	for range 4 {
 		release <- struct{}{}
 	}
-	for st.q.Finished() != 4 || st.q.Len() != 4 {
+	for sinkrt.Of(st.q).Finished() != 4 || st.q.Len() != 4 {
 		time.Sleep(time.Millisecond)
 	}
 	clock.tick(time.Second)
