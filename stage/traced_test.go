@@ -1,6 +1,7 @@
 package stage_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -69,6 +70,11 @@ func TestTracedReplySink(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-a.replies
+	// An edge is counted once the enqueue has returned, which may be
+	// after the reply was handled: let every handler finish first.
+	if err := m.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	got := map[[2]string]uint64{}
 	for _, e := range m.Edges() {
 		got[[2]string{e.From, e.To}] = e.Count
