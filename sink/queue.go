@@ -100,8 +100,9 @@ type Queue struct {
 	ready    chan struct{} // token: events may be available
 	// waiters are consumers parked in park, most recent last. An event
 	// enqueued while the queue is empty goes straight to one of them.
+	// Their number is read under the lock only: an atomic copy for
+	// lock-free readers cost every hop two more locked instructions.
 	waiters   []*sinkrt.Waiter
-	nwaiters  atomic.Int32  // len(waiters), readable without the lock
 	space     chan struct{} // token: room may be available
 	spaceWait atomic.Int32
 	done      chan struct{} // closed by Close
@@ -276,7 +277,6 @@ func (q *Queue) Enqueue(e Event) error {
 		w := q.waiters[n-1]
 		q.waiters[n-1] = nil
 		q.waiters = q.waiters[:n-1]
-		q.nwaiters.Store(int32(n - 1))
 		q.dequeued++
 		q.batches++
 		stamp := q.stampLocked(b)
@@ -590,22 +590,24 @@ func init() {
 func (r runtimeQueue) Park(w *sinkrt.Waiter) (Event, int64, bool) { return r.q.park(w) }
 func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
 func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
-func (r runtimeQueue) Parked() int                                { return int(r.q.nwaiters.Load()) }
+func (r runtimeQueue) Parked() int                                { return r.q.parked() }
 
 // SetReady replaces the channel the queue signals; call it before use.
 func (r runtimeQueue) SetReady(ch chan struct{}) { r.q.ready = ch }
 
+// parked returns the number of consumers parked now.
+func (q *Queue) parked() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiters)
+}
+
 // signalReady wakes one consumer: a parked one (Park), else whoever waits
 // on Ready. The caller must not hold q.mu.
 func (q *Queue) signalReady() {
-	var w *sinkrt.Waiter
-	if q.nwaiters.Load() > 0 {
-		// A consumer that parks after this look saw, under the lock,
-		// the change the caller made before calling signalReady.
-		q.mu.Lock()
-		w = q.popWaiterLocked()
-		q.mu.Unlock()
-	}
+	q.mu.Lock()
+	w := q.popWaiterLocked()
+	q.mu.Unlock()
 	q.wake(w)
 }
 
@@ -633,7 +635,6 @@ func (q *Queue) popWaiterLocked() *sinkrt.Waiter {
 	w := q.waiters[n-1]
 	q.waiters[n-1] = nil
 	q.waiters = q.waiters[:n-1]
-	q.nwaiters.Store(int32(n - 1))
 	return w
 }
 
@@ -651,14 +652,15 @@ func (q *Queue) park(w *sinkrt.Waiter) (e Event, stamp int64, ok bool) {
 		q.mu.Unlock()
 		return nil, 0, false
 	}
-	select {
-	case <-q.ready:
-		q.mu.Unlock()
-		return nil, 0, false
-	default:
+	if len(q.ready) > 0 { // a plain load: no select unless a token is there
+		select {
+		case <-q.ready:
+			q.mu.Unlock()
+			return nil, 0, false
+		default:
+		}
 	}
 	q.waiters = append(q.waiters, w)
-	q.nwaiters.Store(int32(len(q.waiters)))
 	q.mu.Unlock()
 	h := <-w.C
 	return h.Ev, h.Stamp, h.OK
@@ -671,7 +673,6 @@ func (q *Queue) wakeAll() {
 	q.mu.Lock()
 	ws := q.waiters
 	q.waiters = nil
-	q.nwaiters.Store(0)
 	q.mu.Unlock()
 	for _, w := range ws {
 		w.C <- sinkrt.Handoff{}
