@@ -588,6 +588,7 @@ func init() {
 }
 
 func (r runtimeQueue) Park(w *sinkrt.Waiter) (Event, int64, bool) { return r.q.park(w) }
+func (r runtimeQueue) Enlist(w *sinkrt.Waiter) bool               { return r.q.enlist(w) }
 func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
 func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
 func (r runtimeQueue) Parked() int                                { return r.q.parked() }
@@ -647,23 +648,32 @@ func (q *Queue) popWaiterLocked() *sinkrt.Waiter {
 // dequeued (counted in Stats.Dequeued) and must be finished like any
 // other. With ok false the consumer should look again with Dequeue.
 func (q *Queue) park(w *sinkrt.Waiter) (e Event, stamp int64, ok bool) {
+	if !q.enlist(w) {
+		return nil, 0, false
+	}
+	h := <-w.C
+	return h.Ev, h.Stamp, h.OK
+}
+
+// enlist is park without the wait: it adds w to the parked consumers and
+// reports true, after which the consumer must receive from w.C, or it
+// reports false when the consumer should look again with Dequeue at once
+// (the cases in which park returns at once).
+func (q *Queue) enlist(w *sinkrt.Waiter) bool {
 	q.mu.Lock()
 	if q.runnableLocked() > 0 || (q.closed && q.count == 0 && q.reserved == 0) {
 		q.mu.Unlock()
-		return nil, 0, false
+		return false
 	}
-	if len(q.ready) > 0 { // a plain load: no select unless a token is there
-		select {
-		case <-q.ready:
-			q.mu.Unlock()
-			return nil, 0, false
-		default:
-		}
+	select {
+	case <-q.ready:
+		q.mu.Unlock()
+		return false
+	default:
 	}
 	q.waiters = append(q.waiters, w)
 	q.mu.Unlock()
-	h := <-w.C
-	return h.Ev, h.Stamp, h.OK
+	return true
 }
 
 // wakeAll wakes every parked consumer and leaves a wake-up token for one

@@ -342,15 +342,20 @@ func (p *Pool) run(w *worker) {
 			rt.Signal()
 			return
 		}
-		// Close, cancellation and resizing wake parked workers too.
-		if e, stamp, ok := rt.Park(w.wait); ok {
-			// Handed over directly by an enqueue on the empty queue.
-			// Events enqueued since join it: the batch is bound when
-			// the worker runs, not when it was woken.
-			events[0], stamps[0] = e, stamp
-			n := 1 + q.Dequeue(events[1:bs], stamps[1:bs])
-			p.runBatch(q, events[:n], scratch[:n], stamps[:n])
-			continue
+		// Park. Close, cancellation and resizing wake parked workers
+		// too. The worker receives the wake-up itself (sinkrt Enlist,
+		// not Park): fewer frames to return through once resumed.
+		if rt.Enlist(w.wait) {
+			if h := <-w.wait.C; h.OK {
+				// Handed over directly by an enqueue on the empty
+				// queue. Events enqueued since join it: the batch
+				// is bound when the worker runs, not when it was
+				// woken.
+				events[0], stamps[0] = h.Ev, h.Stamp
+				n := 1 + q.Dequeue(events[1:bs], stamps[1:bs])
+				p.runBatch(q, events[:n], scratch[:n], stamps[:n])
+				continue
+			}
 		}
 		if p.gen.Load() != gen {
 			rt.Signal()
