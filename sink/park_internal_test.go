@@ -11,12 +11,12 @@ import (
 
 // parked waits until n consumers are parked on q; the deadline only guards
 // against a hang.
-func parked(t *testing.T, q *Queue, n int32) {
+func parked(t *testing.T, q *Queue, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for q.nwaiters.Load() != n {
+	for q.parked() != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d consumers parked, want %d", q.nwaiters.Load(), n)
+			t.Fatalf("%d consumers parked, want %d", q.parked(), n)
 		}
 		runtime.Gosched()
 	}

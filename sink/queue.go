@@ -101,8 +101,9 @@ type Queue struct {
 	ready    chan struct{} // token: events may be available
 	// waiters are consumers parked in park, most recent last. An event
 	// enqueued while the queue is empty goes straight to one of them.
+	// Their number is read under the lock only: an atomic copy for
+	// lock-free readers cost every hop two more locked instructions.
 	waiters   []*sinkrt.Waiter
-	nwaiters  atomic.Int32  // len(waiters), readable without the lock
 	space     chan struct{} // token: room may be available
 	spaceWait atomic.Int32
 	done      chan struct{} // closed by Close
@@ -277,7 +278,6 @@ func (q *Queue) Enqueue(e Event) error {
 		w := q.waiters[n-1]
 		q.waiters[n-1] = nil
 		q.waiters = q.waiters[:n-1]
-		q.nwaiters.Store(int32(n - 1))
 		q.dequeued++
 		q.batches++
 		stamp := q.stampLocked(b)
@@ -586,9 +586,10 @@ func init() {
 }
 
 func (r runtimeQueue) Park(w *sinkrt.Waiter) (Event, int64, bool) { return r.q.park(w) }
+func (r runtimeQueue) Enlist(w *sinkrt.Waiter) bool               { return r.q.enlist(w) }
 func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
 func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
-func (r runtimeQueue) Parked() int                                { return int(r.q.nwaiters.Load()) }
+func (r runtimeQueue) Parked() int                                { return r.q.parked() }
 func (r runtimeQueue) Finish(n int)                               { r.q.finish(n) }
 func (r runtimeQueue) Finished() uint64                           { return r.q.finished.Load() }
 func (r runtimeQueue) InService() int                             { return r.q.inService() }
@@ -607,17 +608,19 @@ func (r runtimeQueue) Expire(events []Event, stamps []int64, now int64) int {
 // SetReady replaces the channel the queue signals; call it before use.
 func (r runtimeQueue) SetReady(ch chan struct{}) { r.q.ready = ch }
 
+// parked returns the number of consumers parked now.
+func (q *Queue) parked() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiters)
+}
+
 // signalReady wakes one consumer: a parked one (Park), else whoever waits
 // on Ready. The caller must not hold q.mu.
 func (q *Queue) signalReady() {
-	var w *sinkrt.Waiter
-	if q.nwaiters.Load() > 0 {
-		// A consumer that parks after this look saw, under the lock,
-		// the change the caller made before calling signalReady.
-		q.mu.Lock()
-		w = q.popWaiterLocked()
-		q.mu.Unlock()
-	}
+	q.mu.Lock()
+	w := q.popWaiterLocked()
+	q.mu.Unlock()
 	q.wake(w)
 }
 
@@ -645,7 +648,6 @@ func (q *Queue) popWaiterLocked() *sinkrt.Waiter {
 	w := q.waiters[n-1]
 	q.waiters[n-1] = nil
 	q.waiters = q.waiters[:n-1]
-	q.nwaiters.Store(int32(n - 1))
 	return w
 }
 
@@ -658,22 +660,32 @@ func (q *Queue) popWaiterLocked() *sinkrt.Waiter {
 // dequeued (counted in Stats.Dequeued) and must be finished like any
 // other. With ok false the consumer should look again with Dequeue.
 func (q *Queue) park(w *sinkrt.Waiter) (e Event, stamp int64, ok bool) {
+	if !q.enlist(w) {
+		return nil, 0, false
+	}
+	h := <-w.C
+	return h.Ev, h.Stamp, h.OK
+}
+
+// enlist is park without the wait: it adds w to the parked consumers and
+// reports true, after which the consumer must receive from w.C, or it
+// reports false when the consumer should look again with Dequeue at once
+// (the cases in which park returns at once).
+func (q *Queue) enlist(w *sinkrt.Waiter) bool {
 	q.mu.Lock()
 	if q.runnableLocked() > 0 || (q.closed && q.count == 0 && q.reserved == 0) {
 		q.mu.Unlock()
-		return nil, 0, false
+		return false
 	}
 	select {
 	case <-q.ready:
 		q.mu.Unlock()
-		return nil, 0, false
+		return false
 	default:
 	}
 	q.waiters = append(q.waiters, w)
-	q.nwaiters.Store(int32(len(q.waiters)))
 	q.mu.Unlock()
-	h := <-w.C
-	return h.Ev, h.Stamp, h.OK
+	return true
 }
 
 // wakeAll wakes every parked consumer and leaves a wake-up token for one
@@ -683,7 +695,6 @@ func (q *Queue) wakeAll() {
 	q.mu.Lock()
 	ws := q.waiters
 	q.waiters = nil
-	q.nwaiters.Store(0)
 	q.mu.Unlock()
 	for _, w := range ws {
 		w.C <- sinkrt.Handoff{}

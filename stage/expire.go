@@ -29,7 +29,9 @@ func (s *Stage) dropExpired(events []sink.Event, stamps []int64) ([]sink.Event, 
 	for i, e := range events {
 		ce, ok := e.(ContextEvent)
 		if !ok || ce.Context() == nil || ce.Context().Err() == nil {
-			events[n], stamps[n] = e, stamps[i]
+			if n != i {
+				events[n], stamps[n] = e, stamps[i]
+			}
 			n++
 			continue
 		}
@@ -49,6 +51,8 @@ func (s *Stage) dropExpired(events []sink.Event, stamps []int64) ([]sink.Event, 
 			s.queue.Release([]sink.Event{e})
 		}
 	}
-	clear(events[n:])
+	if n < len(events) {
+		clear(events[n:])
+	}
 	return events[:n], stamps[:n]
 }

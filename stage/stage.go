@@ -215,12 +215,23 @@ func (s *Stage) runBatch(events, scratch []sink.Event, stamps []int64) {
 	if events, stamps = s.dropExpired(events, stamps); len(events) == 0 {
 		return
 	}
-	orig := scratch[:copy(scratch, events)]
+	orig := scratch[:len(events)]
+	if len(events) == 1 {
+		// One event, as on a hop: a plain store, not a call to
+		// typedslicecopy (and below memclrHasPointers).
+		orig[0] = events[0]
+	} else {
+		copy(orig, events)
+	}
 	s.handleBatch(events, orig, stamps)
 	if s.keyed {
 		s.queue.Release(orig)
 	}
-	clear(orig)
+	if len(orig) == 1 {
+		orig[0] = nil
+	} else {
+		clear(orig)
+	}
 }
 
 // handleBatch calls the handler with batch, measures, feeds completions

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
-	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // SharedConfig configures a SharedPool.
@@ -152,8 +151,7 @@ func (sp *SharedPool) run(ctx context.Context) {
 			close(sp.finished)
 		}
 	}()
-	var events, scratch []sink.Event
-	var stamps []int64
+	var b batchBuf
 	for {
 		e := sp.pick()
 		if e == nil {
@@ -166,15 +164,12 @@ func (sp *SharedPool) run(ctx context.Context) {
 				return
 			}
 		}
-		bs := max(e.st.BatchSize(), 1)
-		if bs > len(events) {
-			events, scratch, stamps = make([]sink.Event, bs), make([]sink.Event, bs), make([]int64, bs)
-		}
 		q := e.st.Queue()
-		n := q.Dequeue(events[:bs], stamps[:bs])
+		lim := b.fit(max(e.st.BatchSize(), 1), q.Len())
+		n := q.Dequeue(b.events[:lim], b.stamps[:lim])
 		if n > 0 {
-			e.st.RunBatch(events[:n], scratch[:n], stamps[:n])
-			clear(events[:n])
+			e.st.RunBatch(b.events[:n], b.scratch[:n], b.stamps[:n])
+			clear(b.events[:n])
 			sinkrt.Of(q).Finish(n)
 		}
 		sp.mu.Lock()

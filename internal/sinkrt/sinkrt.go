@@ -18,6 +18,13 @@ type Queue interface {
 	// directly: the result, with ok true, already dequeued. With ok false
 	// the consumer looks again with Dequeue.
 	Park(w *Waiter) (e any, stamp int64, ok bool)
+	// Enlist is Park without the wait, for a consumer that receives from
+	// w.C itself: it reports true when w is parked (the consumer must
+	// then receive one Handoff from w.C), false when Park would have
+	// returned at once with ok false. Receiving in the consumer's own
+	// loop spares the two returns that a resumed goroutine mispredicts
+	// (its return stack belongs to the goroutine that ran before it).
+	Enlist(w *Waiter) bool
 	// WakeAll wakes every parked consumer and leaves a token for one about
 	// to park.
 	WakeAll()
