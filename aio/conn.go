@@ -527,10 +527,20 @@ func (c *Connection) beginCloseLocked() {
 // closeWith closes the connection now, recording why. It reports whether
 // this call started the close (false: it was closing already).
 func (c *Connection) closeWith(r CloseReason, err error) bool {
+	return c.closeCounted(r, err, nil)
+}
+
+// closeCounted is closeWith that also adds one to counter (when not nil)
+// if it closes: before the close begins, so that the count is there by
+// the time the owner hears SinkClosed.
+func (c *Connection) closeCounted(r CloseReason, err error, counter *atomic.Uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == stateAborting || c.state == stateClosed {
 		return false
+	}
+	if counter != nil {
+		counter.Add(1)
 	}
 	c.abortLocked(r, err)
 	return true

@@ -493,9 +493,8 @@ func (e *engine) closeIdle(now int64) {
 			continue
 		}
 		if c.activity.Load() < cut {
-			if c.closeWith(ClosedIdle, ErrIdleTimeout) { // once, however long gnet takes to close it
-				e.stats.idleClosed.Add(1)
-			}
+			// Counted once, however long gnet takes to close it.
+			c.closeCounted(ClosedIdle, ErrIdleTimeout, &e.stats.idleClosed)
 		}
 	}
 }
