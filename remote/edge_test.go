@@ -35,10 +35,15 @@ func TestRemoteEdgesAreTraced(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the forwarded events", func() bool { return work.count() == 2 })
-	for _, e := range ma.Edges() {
-		if e.From == "Src" && e.To == "Work" && e.Count == 2 {
-			return
+	// The edge is counted once EnqueueMany returns on node a, which may
+	// be after node b has handled the events: wait for it too.
+	traced := func() bool {
+		for _, e := range ma.Edges() {
+			if e.From == "Src" && e.To == "Work" && e.Count == 2 {
+				return true
+			}
 		}
+		return false
 	}
-	t.Fatalf("edges %v lack Src -> Work (2)", ma.Edges())
+	waitFor(t, "the traced edge Src -> Work (2)", traced)
 }
