@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,16 +50,9 @@ func (n *Node) ensureStream(name string, sc *stage.StageConfig, rc stage.RemoteC
 // durableSender is the sink of a durable stage hosted elsewhere: an
 // enqueue is a JetStream publish whose acknowledgement is the verdict.
 type durableSender struct {
-	n       *Node
-	stage   string
+	senderCore
 	subject string
 	limit   int
-	cfg     stage.RemoteConfig
-	pred    atomic.Pointer[predBox]
-	seq     atomic.Uint64
-	latency *latencies
-
-	sent, events, rejected, dropped atomic.Uint64
 
 	lenMu   sync.Mutex
 	lenAt   time.Time
@@ -73,31 +65,22 @@ func (n *Node) durableSink(name string, sc *stage.StageConfig, rc stage.RemoteCo
 	if err := n.ensureStream(name, sc, rc); err != nil {
 		return nil, err
 	}
-	return &durableSender{n: n, stage: name, subject: n.durableSubject(name), limit: sc.Queue.Threshold, cfg: rc, latency: newLatencies()}, nil
+	return &durableSender{senderCore: senderCore{n: n, stage: name, cfg: rc, latency: newLatencies()},
+		subject: n.durableSubject(name), limit: sc.Queue.Threshold}, nil
 }
 
 func (s *durableSender) String() string { return "remote durable stage " + s.stage }
 
-func (s *durableSender) reject(reason string) error {
-	s.rejected.Add(1)
-	return &RejectError{Stage: s.stage, Reason: reason}
-}
-
 func (s *durableSender) publish(es []sink.Event) error {
-	if b := s.pred.Load(); b != nil && b.p != nil {
-		for _, e := range es {
-			if !sink.IsNonRejectable(e) && !b.p.Accept(e) {
-				s.rejected.Add(1)
-				return &RejectError{Stage: s.stage, Predicate: sink.PredicateName(b.p), Reason: "refused by the sender's own predicate"}
-			}
-		}
+	if err := s.admitLocally(es); err != nil {
+		return err
 	}
 	data, err := s.n.wire.encodeEvents(nil, s.stage, es)
 	if err != nil {
 		s.rejected.Add(1)
 		return err
 	}
-	id := s.n.inst + "." + strconv.FormatUint(s.seq.Add(1), 36)
+	id := s.newID()
 	s.sent.Add(1)
 	start := time.Now()
 	// The client retries a publish that got no acknowledgement with the
@@ -133,13 +116,7 @@ func (s *durableSender) EnqueueMany(es []sink.Event) error {
 }
 
 // EnqueueLossy is Enqueue reporting only whether e was stored.
-func (s *durableSender) EnqueueLossy(e sink.Event) bool {
-	if s.Enqueue(e) != nil {
-		s.dropped.Add(1)
-		return false
-	}
-	return true
-}
+func (s *durableSender) EnqueueLossy(e sink.Event) bool { return s.lossy(s.Enqueue(e)) }
 
 // Prepare checks that es can be encoded and the stream has room; Commit
 // publishes them (a stream cannot hold room for later), so a Commit can
@@ -187,28 +164,7 @@ func (s *durableSender) Len() int {
 }
 
 // SetPredicate sets a predicate run before publishing (nil: none).
-func (s *durableSender) SetPredicate(p sink.Predicate) {
-	if b, ok := p.(sink.Binder); ok {
-		b.Bind(s)
-	}
-	s.pred.Store(&predBox{p: p})
-}
-
-// Predicate returns the sender-side predicate, or nil.
-func (s *durableSender) Predicate() sink.Predicate {
-	if b := s.pred.Load(); b != nil {
-		return b.p
-	}
-	return nil
-}
-
-// Stats returns the sink's counters.
-func (s *durableSender) Stats() SinkStats {
-	return SinkStats{Sent: s.sent.Load(), Events: s.events.Load(), Rejected: s.rejected.Load(), Dropped: s.dropped.Load()}
-}
-
-// RoundTrip returns the publish acknowledgement's p50 and p99.
-func (s *durableSender) RoundTrip() (p50, p99 time.Duration) { return s.latency.percentiles() }
+func (s *durableSender) SetPredicate(p sink.Predicate) { s.setPredicate(s, p) }
 
 // ---- replica ----
 

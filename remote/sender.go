@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,26 +28,17 @@ type SinkStats struct {
 // mode: every enqueue is a NATS request whose reply is the verdict of the
 // replica's own admission control.
 type stageSender struct {
-	n       *Node
-	stage   string
-	cfg     stage.RemoteConfig
-	group   string // the queue-group subject every replica serves
-	fixed   string // for a reference: the one subject, else ""
-	ref     uint64 // for a reference: the sink's number there
-	sub     *nats.Subscription
-	pred    atomic.Pointer[predBox]
-	seq     atomic.Uint64
-	latency *latencies
-
-	sent, events, rejected, retrans, dropped atomic.Uint64
+	senderCore
+	group string // the queue-group subject every replica serves
+	fixed string // for a reference: the one subject, else ""
+	ref   uint64 // for a reference: the sink's number there
+	sub   *nats.Subscription
 
 	mu       sync.Mutex
 	replicas map[string]*replicaState // by instance
 
 	comb combiner // concurrent Enqueues, sent together
 }
-
-type predBox struct{ p sink.Predicate }
 
 // replicaState is what a sender knows of one replica of its stage.
 type replicaState struct {
@@ -74,7 +64,8 @@ func (n *Node) StageSink(name string, rc stage.RemoteConfig) (sink.Sink, error) 
 		return s, nil
 	}
 	rc = remoteConfig(&stage.StageConfig{Remote: &rc})
-	s := &stageSender{n: n, stage: name, cfg: rc, group: n.stageSubject(name), replicas: map[string]*replicaState{}, latency: newLatencies()}
+	s := &stageSender{senderCore: senderCore{n: n, stage: name, cfg: rc, latency: newLatencies()},
+		group: n.stageSubject(name), replicas: map[string]*replicaState{}}
 	sub, err := n.nc.Subscribe(n.loadSubject(name), s.heartbeat)
 	if err != nil {
 		return nil, fmt.Errorf("remote: subscribe to %s's load: %w", name, err)
@@ -91,7 +82,7 @@ type refSink struct {
 }
 
 func (n *Node) refSink(r SinkRef) sink.Sink {
-	s := &stageSender{n: n, stage: r.Name, cfg: remoteConfig(&stage.StageConfig{}),
+	s := &stageSender{senderCore: senderCore{n: n, stage: r.Name, cfg: remoteConfig(&stage.StageConfig{})},
 		fixed: n.refSubject(r.Inst), ref: r.ID}
 	return &refSink{stageSender: s, ref: r}
 }
@@ -176,11 +167,6 @@ func (s *stageSender) subject(rs *replicaState) string {
 	return s.group
 }
 
-func (s *stageSender) reject(reason string) error {
-	s.rejected.Add(1)
-	return &RejectError{Stage: s.stage, Reason: reason}
-}
-
 // call sends one request and returns the replica's verdict (with the
 // replica that gave it), retransmitting on timeout.
 func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState) (*verdict, *replicaState, error) {
@@ -193,10 +179,6 @@ func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState
 		return nil, nil, err
 	}
 	return s.roundTrip(data, to)
-}
-
-func (s *stageSender) newID() string {
-	return s.n.inst + "." + strconv.FormatUint(s.seq.Add(1), 36)
 }
 
 // roundTrip sends an encoded request (which holds its idempotency key)
@@ -261,36 +243,6 @@ func (s *stageSender) roundTrip(data []byte, to *replicaState) (*verdict, *repli
 	return nil, rs, s.reject(fmt.Sprintf("no verdict within %v (%d attempts)", s.cfg.Timeout, attempts))
 }
 
-func (s *stageSender) admitLocally(es []sink.Event) error {
-	b := s.pred.Load()
-	if b == nil || b.p == nil {
-		return nil
-	}
-	for _, e := range es {
-		if !sink.IsNonRejectable(e) && !b.p.Accept(e) {
-			s.rejected.Add(1)
-			return &RejectError{Stage: s.stage, Predicate: sink.PredicateName(b.p), Reason: "refused by the sender's own predicate"}
-		}
-	}
-	return nil
-}
-
-func (s *stageSender) send(es []sink.Event) error {
-	if err := s.admitLocally(es); err != nil {
-		return err
-	}
-	v, _, err := s.call(opEnqueue, "", es, nil)
-	if err != nil {
-		return err
-	}
-	if err := v.err(); err != nil {
-		s.rejected.Add(1)
-		return err
-	}
-	s.events.Add(uint64(len(es)))
-	return nil
-}
-
 // Enqueue sends e to the least loaded replica and returns its verdict:
 // nil, or an error wrapping sink.ErrRejected (naming node, stage and
 // predicate) or sink.ErrClosed. No replica up is a rejection at once; a
@@ -309,17 +261,23 @@ func (s *stageSender) EnqueueMany(es []sink.Event) error {
 	if len(es) == 0 {
 		return nil
 	}
-	return s.send(es)
+	if err := s.admitLocally(es); err != nil {
+		return err
+	}
+	v, _, err := s.call(opEnqueue, "", es, nil)
+	if err != nil {
+		return err
+	}
+	if err := v.err(); err != nil {
+		s.rejected.Add(1)
+		return err
+	}
+	s.events.Add(uint64(len(es)))
+	return nil
 }
 
 // EnqueueLossy is Enqueue reporting only whether e was admitted.
-func (s *stageSender) EnqueueLossy(e sink.Event) bool {
-	if s.Enqueue(e) != nil {
-		s.dropped.Add(1)
-		return false
-	}
-	return true
-}
+func (s *stageSender) EnqueueLossy(e sink.Event) bool { return s.lossy(s.Enqueue(e)) }
 
 // Prepare asks one replica to admit es and hold room for them; the Txn's
 // Commit makes them visible there, Abort gives the room back. A replica
@@ -383,30 +341,7 @@ func (s *stageSender) Len() int {
 
 // SetPredicate sets a predicate run on this node before an event is sent
 // (nil: none); the replicas' own predicates still decide.
-func (s *stageSender) SetPredicate(p sink.Predicate) {
-	if b, ok := p.(sink.Binder); ok {
-		b.Bind(s)
-	}
-	s.pred.Store(&predBox{p: p})
-}
-
-// Predicate returns the sender-side predicate, or nil.
-func (s *stageSender) Predicate() sink.Predicate {
-	if b := s.pred.Load(); b != nil {
-		return b.p
-	}
-	return nil
-}
-
-// Stats returns the sink's counters.
-func (s *stageSender) Stats() SinkStats {
-	return SinkStats{Sent: s.sent.Load(), Events: s.events.Load(), Rejected: s.rejected.Load(),
-		Retransmits: s.retrans.Load(), Dropped: s.dropped.Load()}
-}
-
-// RoundTrip returns the verdict round trip's 50th and 99th percentiles
-// over the recent requests.
-func (s *stageSender) RoundTrip() (p50, p99 time.Duration) { return s.latency.percentiles() }
+func (s *stageSender) SetPredicate(p sink.Predicate) { s.setPredicate(s, p) }
 
 // Stats returns the counters of a remote sink (one of this package's), and
 // false for any other sink.
