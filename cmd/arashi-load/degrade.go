@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/sandstorm-go/sandstorm/arashi"
 	"github.com/sandstorm-go/sandstorm/arashi/load"
@@ -21,12 +20,9 @@ func degrade(o options, log *slog.Logger, stdout io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	const base, burst = 3, 1000
-	total := o.duration
-	in, out := total/3, 2*total/3
-	bucket := max(time.Second, total/30)
+	total, in, out, bucket := o.thirds()
 	xl := "time (s); 1000 more users in the middle third"
-	fmt.Fprintf(stdout, "%d users throughout, %d more from %v to %v\n\n", base, burst, in, out)
+	fmt.Fprintf(stdout, "%d users throughout, %d more from %v to %v\n\n", spikeBase, spikeBurst, in, out)
 	fmt.Fprintln(stdout, "| run | p90 before ms | p90 during the spike ms | rejected during the spike | admitted req/s during the spike | mean quality during the spike: folders, list, search |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|---|")
 	traced := []arashi.Kind{arashi.ListFolders, arashi.ListMessages, arashi.Search}
@@ -49,55 +45,20 @@ func degrade(o options, log *slog.Logger, stdout io.Writer) error {
 			q [][]float64
 		}
 		trace.q = make([][]float64, len(traced))
-		done, sampled := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(sampled)
-			begin := time.Now()
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case now := <-tick.C:
-					trace.t = append(trace.t, now.Sub(begin).Seconds())
-					for i, k := range traced {
-						trace.q[i] = append(trace.q[i], svc.App.Quality(k))
-					}
-				}
+		endTrace := everySecond(func(elapsed float64) {
+			trace.t = append(trace.t, elapsed)
+			for i, k := range traced {
+				trace.q[i] = append(trace.q[i], svc.App.Quality(k))
 			}
-		}()
-		samples, err := drive(load.Config{
-			Addr: svc.App.Addr().String(), Users: base + burst, Accounts: o.accounts, Seed: o.seed,
-			Start: func(i int) time.Duration {
-				if i >= base {
-					return in
-				}
-				return 0
-			},
-			Stop: func(i int) time.Duration {
-				if i >= base {
-					return out
-				}
-				return total
-			},
-		}, 0, total)
-		close(done)
-		<-sampled
+		})
+		samples, err := middleThird(&o, svc.App.Addr().String(), spikeBase+spikeBurst, spikeBase, nil)
+		endTrace()
 		stop(svc)
 		if err != nil {
 			return err
 		}
 		p, r := series{name: run.name, dashed: run.mode == arashi.DegradeOff}, series{name: run.name, dashed: run.mode == arashi.DegradeOff}
-		for t := time.Duration(0); t+bucket <= total; t += bucket {
-			s := load.Summarize(samples, load.Window(t, t+bucket))
-			if s.Requests == 0 {
-				continue
-			}
-			x := (t + bucket/2).Seconds()
-			p.x, p.y = append(p.x, x), append(p.y, ms(s.P90))
-			r.x, r.y = append(r.x, x), append(r.y, 100*s.RejectRate())
-		}
+		overTime(&p, &r, samples, total, bucket, load.Window)
 		p90s, rejs = append(p90s, p), append(rejs, r)
 		meanQ := make([]string, len(traced))
 		for i, k := range traced {

@@ -154,6 +154,79 @@ func drive(cfg load.Config, warmup, duration time.Duration) ([]load.Sample, erro
 	return load.Run(ctx, cfg)
 }
 
+// thirds splits a run of o.duration: [in, out) is its middle third,
+// bucket the width of a point on the charts over time.
+func (o *options) thirds() (total, in, out, bucket time.Duration) {
+	total = o.duration
+	return total, total / 3, 2 * total / 3, max(time.Second, total/30)
+}
+
+// The load spike of Figs. 52 and 55 to 57: spikeBase users throughout,
+// spikeBurst more in the middle third of the run.
+const spikeBase, spikeBurst = 3, 1000
+
+// middleThird drives users users against addr for o.duration: the first
+// steady of them throughout, the others in the middle third only. class,
+// if not nil, gives each user's class.
+func middleThird(o *options, addr string, users, steady int, class func(int) int) ([]load.Sample, error) {
+	total, in, out, _ := o.thirds()
+	return drive(load.Config{
+		Addr: addr, Users: users, Accounts: o.accounts, Seed: o.seed, Class: class,
+		Start: func(i int) time.Duration {
+			if i >= steady {
+				return in
+			}
+			return 0
+		},
+		Stop: func(i int) time.Duration {
+			if i >= steady {
+				return out
+			}
+			return total
+		},
+	}, 0, total)
+}
+
+// overTime appends to p the p90 (ms) and to r the % rejected of the
+// samples that window keeps in each bucket of [0, total), at the bucket's
+// middle; a bucket without requests is left out.
+func overTime(p, r *series, samples []load.Sample, total, bucket time.Duration, window func(from, to time.Duration) func(load.Sample) bool) {
+	for t := time.Duration(0); t+bucket <= total; t += bucket {
+		s := load.Summarize(samples, window(t, t+bucket))
+		if s.Requests == 0 {
+			continue
+		}
+		x := (t + bucket/2).Seconds()
+		p.x, p.y = append(p.x, x), append(p.y, ms(s.P90))
+		r.x, r.y = append(r.x, x), append(r.y, 100*s.RejectRate())
+	}
+}
+
+// everySecond calls sample once a second with the seconds since it was
+// started, until the returned end is called; end waits for sample to
+// return.
+func everySecond(sample func(elapsed float64)) (end func()) {
+	done, sampled := make(chan struct{}), make(chan struct{})
+	begin := time.Now()
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				sample(now.Sub(begin).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-sampled
+	}
+}
+
 func plain(o options, log *slog.Logger, stdout io.Writer) error {
 	addr := o.addr
 	var svc *arashi.Service
@@ -435,10 +508,8 @@ func classes(o options, log *slog.Logger, stdout io.Writer) error {
 	if low != 128 || high != 128 {
 		suffix = fmt.Sprintf("-low%d-high%d", low, high)
 	}
-	total := o.duration
-	in, out := total/3, 2*total/3
-	bucket := max(time.Second, total/30)
-	fmt.Fprintf(stdout, "%d class-0 users throughout, %d class-1 users from %v to %v\n\n", low, high, total/3, 2*total/3)
+	total, in, out, bucket := o.thirds()
+	fmt.Fprintf(stdout, "%d class-0 users throughout, %d class-1 users from %v to %v\n\n", low, high, in, out)
 	fmt.Fprintln(stdout, "| controller | class | requests while both active | rejected | admitted p90 ms |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|")
 	for _, run := range []struct{ fig, name, pred string }{
@@ -449,22 +520,7 @@ func classes(o options, log *slog.Logger, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		samples, err := drive(load.Config{
-			Addr: svc.App.Addr().String(), Users: low + high, Accounts: o.accounts, Seed: o.seed,
-			Class: func(i int) int { return min(1, i/low) },
-			Start: func(i int) time.Duration {
-				if i >= low {
-					return in
-				}
-				return 0
-			},
-			Stop: func(i int) time.Duration {
-				if i >= low {
-					return out
-				}
-				return total
-			},
-		}, 0, total)
+		samples, err := middleThird(&o, svc.App.Addr().String(), low+high, low, func(i int) int { return min(1, i/low) })
 		stop(svc)
 		if err != nil {
 			return err
@@ -472,15 +528,7 @@ func classes(o options, log *slog.Logger, stdout io.Writer) error {
 		var lines, rej []series
 		for c := 0; c <= 1; c++ {
 			p, r := series{name: fmt.Sprintf("class %d p90", c), dashed: c == 0}, series{name: fmt.Sprintf("class %d rejected", c), dashed: c == 0}
-			for t := time.Duration(0); t+bucket <= total; t += bucket {
-				s := load.Summarize(samples, load.OfClass(c, t, t+bucket))
-				if s.Requests == 0 {
-					continue
-				}
-				x := (t + bucket/2).Seconds()
-				p.x, p.y = append(p.x, x), append(p.y, ms(s.P90))
-				r.x, r.y = append(r.x, x), append(r.y, 100*s.RejectRate())
-			}
+			overTime(&p, &r, samples, total, bucket, func(from, to time.Duration) func(load.Sample) bool { return load.OfClass(c, from, to) })
 			lines, rej = append(lines, p), append(rej, r)
 			s := load.Summarize(samples, load.OfClass(c, in, out))
 			fmt.Fprintf(stdout, "| %s | %d | %d | %.1f %% | %.0f |\n", run.name, c, s.Requests, 100*s.RejectRate(), ms(s.P90))
@@ -504,11 +552,8 @@ func spike(o options, log *slog.Logger, stdout io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	const base, burst = 3, 1000
-	total := o.duration
-	in, out := total/3, 2*total/3
-	bucket := max(time.Second, total/30)
-	fmt.Fprintf(stdout, "%d users throughout, %d more from %v to %v\n\n", base, burst, in, out)
+	total, in, out, bucket := o.thirds()
+	fmt.Fprintf(stdout, "%d users throughout, %d more from %v to %v\n\n", spikeBase, spikeBurst, in, out)
 	fmt.Fprintln(stdout, "| control | p90 before ms | p90 during the spike ms | rejected during the spike | admitted req/s during the spike |")
 	fmt.Fprintln(stdout, "|---|---|---|---|---|")
 	var p90s, rejs []series
@@ -523,61 +568,24 @@ func spike(o options, log *slog.Logger, stdout io.Writer) error {
 		}
 		// Sample the ListFolders controller once a second (Fig. 52).
 		var trace struct{ t, p90, rate []float64 }
-		done := make(chan struct{})
-		sampled := make(chan struct{})
+		endTrace := func() {}
 		if st, ok := svc.Manager.Stage("ListFolders"); ok && control {
-			begin := time.Now()
-			go func() {
-				defer close(sampled)
-				tick := time.NewTicker(time.Second)
-				defer tick.Stop()
-				for {
-					select {
-					case <-done:
-						return
-					case now := <-tick.C:
-						if rt, ok := st.Sink().Predicate().(*enqueuepred.ResponseTime); ok {
-							trace.t = append(trace.t, now.Sub(begin).Seconds())
-							trace.p90 = append(trace.p90, ms(rt.P90()))
-							trace.rate = append(trace.rate, rt.Rate())
-						}
-					}
+			endTrace = everySecond(func(elapsed float64) {
+				if rt, ok := st.Sink().Predicate().(*enqueuepred.ResponseTime); ok {
+					trace.t = append(trace.t, elapsed)
+					trace.p90 = append(trace.p90, ms(rt.P90()))
+					trace.rate = append(trace.rate, rt.Rate())
 				}
-			}()
-		} else {
-			close(sampled)
+			})
 		}
-		samples, err := drive(load.Config{
-			Addr: svc.App.Addr().String(), Users: base + burst, Accounts: o.accounts, Seed: o.seed,
-			Start: func(i int) time.Duration {
-				if i >= base {
-					return in
-				}
-				return 0
-			},
-			Stop: func(i int) time.Duration {
-				if i >= base {
-					return out
-				}
-				return total
-			},
-		}, 0, total)
-		close(done)
-		<-sampled
+		samples, err := middleThird(&o, svc.App.Addr().String(), spikeBase+spikeBurst, spikeBase, nil)
+		endTrace()
 		stop(svc)
 		if err != nil {
 			return err
 		}
 		p, r := series{name: name, dashed: !control}, series{name: name, dashed: !control}
-		for t := time.Duration(0); t+bucket <= total; t += bucket {
-			s := load.Summarize(samples, load.Window(t, t+bucket))
-			if s.Requests == 0 {
-				continue
-			}
-			x := (t + bucket/2).Seconds()
-			p.x, p.y = append(p.x, x), append(p.y, ms(s.P90))
-			r.x, r.y = append(r.x, x), append(r.y, 100*s.RejectRate())
-		}
+		overTime(&p, &r, samples, total, bucket, load.Window)
 		p90s, rejs = append(p90s, p), append(rejs, r)
 		before, during := load.Summarize(samples, load.Window(0, in)), load.Summarize(samples, load.Window(in, out))
 		fmt.Fprintf(stdout, "| %s | %.0f | %.0f | %.1f %% | %.0f |\n", name, ms(before.P90), ms(during.P90), 100*during.RejectRate(),

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/arashi/load"
 )
 
 func TestBadArguments(t *testing.T) {
@@ -73,5 +77,27 @@ func TestBadDegrade(t *testing.T) {
 	var out, errs bytes.Buffer
 	if got := run([]string{"-degrade", "half"}, &out, &errs); got != 2 || !strings.Contains(errs.String(), "degradation mode") {
 		t.Errorf("-degrade half: %d %q", got, errs.String())
+	}
+}
+
+func TestOverTime(t *testing.T) {
+	samples := []load.Sample{
+		{At: 500 * time.Millisecond, Status: 200, Latency: 10 * time.Millisecond},
+		{At: 600 * time.Millisecond, Status: 503, Latency: time.Millisecond},
+		{At: 2500 * time.Millisecond, Status: 200, Latency: 30 * time.Millisecond, Class: 1},
+	}
+	for _, tc := range []struct {
+		name        string
+		window      func(from, to time.Duration) func(load.Sample) bool
+		x, p90, rej []float64
+	}{
+		{"all", load.Window, []float64{0.5, 2.5}, []float64{10, 30}, []float64{50, 0}},
+		{"class 1", func(from, to time.Duration) func(load.Sample) bool { return load.OfClass(1, from, to) }, []float64{2.5}, []float64{30}, []float64{0}},
+	} {
+		var p, r series
+		overTime(&p, &r, samples, 3*time.Second, time.Second, tc.window)
+		if !slices.Equal(p.x, tc.x) || !slices.Equal(r.x, tc.x) || !slices.Equal(p.y, tc.p90) || !slices.Equal(r.y, tc.rej) {
+			t.Errorf("%s: p90 %v %v, rejected %v %v; want x %v, p90 %v, rejected %v", tc.name, p.x, p.y, r.x, r.y, tc.x, tc.p90, tc.rej)
+		}
 	}
 }
