@@ -11,20 +11,12 @@ import (
 // order; when one refuses, the children that had already admitted the event
 // get a sink.Cancel, so tokens and credits are not lost. Use it to combine,
 // say, a stage's own rate with a group rate (JOBS: the least of the two).
-type All struct {
-	counts
-	children []sink.Predicate
-	prefixes []string
-}
+type All struct{ composed }
 
 // Any admits an event if at least one child admits it. Children are asked
 // in order until one admits; the others are then charged (Charger) so that
 // every child accounts for the event and the later Done balances.
-type Any struct {
-	counts
-	children []sink.Predicate
-	prefixes []string
-}
+type Any struct{ composed }
 
 var (
 	_ sink.Completer = (*All)(nil)
@@ -34,33 +26,14 @@ var (
 )
 
 // NewAll returns the conjunction of ps (no children: accept everything).
-func NewAll(ps ...sink.Predicate) *All {
-	a := &All{children: slices.Clone(ps)}
-	a.prefixes = prefixes(ps)
-	return a
-}
+func NewAll(ps ...sink.Predicate) *All { return &All{newComposed(ps)} }
 
 // NewAny returns the disjunction of ps (no children: reject everything
 // rejectable).
-func NewAny(ps ...sink.Predicate) *Any {
-	a := &Any{children: slices.Clone(ps)}
-	a.prefixes = prefixes(ps)
-	return a
-}
-
-func prefixes(ps []sink.Predicate) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = childPrefix(i, p)
-	}
-	return out
-}
+func NewAny(ps ...sink.Predicate) *Any { return &Any{newComposed(ps)} }
 
 // Name implements sink.Namer.
 func (a *All) Name() string { return "all" }
-
-// Children implements Composite.
-func (a *All) Children() []sink.Predicate { return slices.Clone(a.children) }
 
 // Accept implements sink.Predicate.
 func (a *All) Accept(e sink.Event) bool {
@@ -79,42 +52,8 @@ func (a *All) Accept(e sink.Event) bool {
 	return a.yes()
 }
 
-// Charge implements Charger.
-func (a *All) Charge(e sink.Event) {
-	for _, c := range a.children {
-		Charge(c, e)
-	}
-	a.accepted.Add(1)
-}
-
-// Done implements sink.Completer.
-func (a *All) Done(e sink.Event, queued, service time.Duration) {
-	for _, c := range a.children {
-		sink.Done(c, e, queued, service)
-	}
-}
-
-// Cancel implements sink.Canceler.
-func (a *All) Cancel(e sink.Event) {
-	for _, c := range a.children {
-		sink.Cancel(c, e)
-	}
-}
-
-// Bind implements sink.Binder.
-func (a *All) Bind(s sink.Sink) { bindAll(a.children, s) }
-
-// Inspect implements Inspector.
-func (a *All) Inspect(report func(string, float64)) {
-	a.inspect(report)
-	inspectAll(a.children, a.prefixes, report)
-}
-
 // Name implements sink.Namer.
 func (a *Any) Name() string { return "any" }
-
-// Children implements Composite.
-func (a *Any) Children() []sink.Predicate { return slices.Clone(a.children) }
 
 // Accept implements sink.Predicate.
 func (a *Any) Accept(e sink.Event) bool {
@@ -135,8 +74,27 @@ func (a *Any) Accept(e sink.Event) bool {
 	return a.no()
 }
 
+// composed is what All and Any share: their children and every hook but
+// Accept, which passes each event on to every child alike.
+type composed struct {
+	counts
+	children []sink.Predicate
+	prefixes []string
+}
+
+func newComposed(ps []sink.Predicate) composed {
+	prefixes := make([]string, len(ps))
+	for i, p := range ps {
+		prefixes[i] = childPrefix(i, p)
+	}
+	return composed{children: slices.Clone(ps), prefixes: prefixes}
+}
+
+// Children implements Composite.
+func (a *composed) Children() []sink.Predicate { return slices.Clone(a.children) }
+
 // Charge implements Charger.
-func (a *Any) Charge(e sink.Event) {
+func (a *composed) Charge(e sink.Event) {
 	for _, c := range a.children {
 		Charge(c, e)
 	}
@@ -144,38 +102,32 @@ func (a *Any) Charge(e sink.Event) {
 }
 
 // Done implements sink.Completer.
-func (a *Any) Done(e sink.Event, queued, service time.Duration) {
+func (a *composed) Done(e sink.Event, queued, service time.Duration) {
 	for _, c := range a.children {
 		sink.Done(c, e, queued, service)
 	}
 }
 
 // Cancel implements sink.Canceler.
-func (a *Any) Cancel(e sink.Event) {
+func (a *composed) Cancel(e sink.Event) {
 	for _, c := range a.children {
 		sink.Cancel(c, e)
 	}
 }
 
 // Bind implements sink.Binder.
-func (a *Any) Bind(s sink.Sink) { bindAll(a.children, s) }
-
-// Inspect implements Inspector.
-func (a *Any) Inspect(report func(string, float64)) {
-	a.inspect(report)
-	inspectAll(a.children, a.prefixes, report)
-}
-
-func bindAll(ps []sink.Predicate, s sink.Sink) {
-	for _, p := range ps {
+func (a *composed) Bind(s sink.Sink) {
+	for _, p := range a.children {
 		if b, ok := p.(sink.Binder); ok {
 			b.Bind(s)
 		}
 	}
 }
 
-func inspectAll(ps []sink.Predicate, prefixes []string, report func(string, float64)) {
-	for i, p := range ps {
-		Inspect(p, prefixed(prefixes[i], report))
+// Inspect implements Inspector.
+func (a *composed) Inspect(report func(string, float64)) {
+	a.inspect(report)
+	for i, p := range a.children {
+		Inspect(p, prefixed(a.prefixes[i], report))
 	}
 }

@@ -46,11 +46,11 @@ var builders map[string]builder
 
 func init() {
 	builders = map[string]builder{
-		"threshold":  buildThreshold,
+		"threshold":  buildLimited("threshold", 0, func(limit int) Scalable { return NewThreshold(limit) }),
 		"rate":       buildRate,
 		"rt":         buildRT,
 		"multiclass": buildMulticlass,
-		"counter":    buildCounter,
+		"counter":    buildLimited("counter", 1, func(limit int) Scalable { return NewCounter(limit) }),
 		"vegas":      buildLimit(Vegas),
 		"account":    buildAccount,
 		"saturated":  buildSaturated,
@@ -171,38 +171,25 @@ type regulatorYAML struct {
 	Modifiers []yaml.Node `yaml:"modifiers"`
 }
 
-func buildThreshold(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
-	var c struct {
-		Limit *int          `yaml:"limit"`
-		Reg   regulatorYAML `yaml:",inline"`
+// buildLimited returns the builder of type kind: a predicate made by
+// newPred from a limit of at least least, with modifiers.
+func buildLimited(kind string, least int, newPred func(limit int) Scalable) builder {
+	return func(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+		var c struct {
+			Limit *int          `yaml:"limit"`
+			Reg   regulatorYAML `yaml:",inline"`
+		}
+		if err := decode(n, path, &c); err != nil {
+			return nil, err
+		}
+		if c.Limit == nil {
+			return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "limit"), "%s needs a limit", kind)
+		}
+		if *c.Limit < least {
+			return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be >= %d, got %d", least, *c.Limit)
+		}
+		return withModifiers(newPred(*c.Limit), c.Reg.Modifiers, n, path, env)
 	}
-	if err := decode(n, path, &c); err != nil {
-		return nil, err
-	}
-	if c.Limit == nil {
-		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "limit"), "threshold needs a limit")
-	}
-	if *c.Limit < 0 {
-		return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be >= 0, got %d", *c.Limit)
-	}
-	return withModifiers(NewThreshold(*c.Limit), c.Reg.Modifiers, n, path, env)
-}
-
-func buildCounter(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
-	var c struct {
-		Limit *int          `yaml:"limit"`
-		Reg   regulatorYAML `yaml:",inline"`
-	}
-	if err := decode(n, path, &c); err != nil {
-		return nil, err
-	}
-	if c.Limit == nil {
-		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "limit"), "counter needs a limit")
-	}
-	if *c.Limit < 1 {
-		return nil, yamlstrict.Errorf(at(n, "limit"), yamlstrict.Join(path, "limit"), "limit must be >= 1, got %d", *c.Limit)
-	}
-	return withModifiers(NewCounter(*c.Limit), c.Reg.Modifiers, n, path, env)
 }
 
 func buildLimit(alg LimitAlgorithm) builder {
