@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 )
@@ -100,23 +99,7 @@ func plotBench(path string, o options, prefix string, cdfClients []int) ([]strin
 		}
 		return out
 	}
-	var written []string
-	write := func(name string, c *chart) error {
-		p := filepath.Join(o.dir, prefix+name+".svg")
-		f, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		if err := c.write(f); err != nil {
-			f.Close()
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		written = append(written, p)
-		return nil
-	}
+	files := &chartFiles{dir: o.dir}
 	const xl = "clients (log scale)"
 	charts := []struct {
 		name string
@@ -131,7 +114,7 @@ func plotBench(path string, o options, prefix string, cdfClients []int) ([]strin
 	}
 	for _, ch := range charts {
 		ch.c.Width, ch.c.Height, ch.c.LogX, ch.c.XTicks = o.width, o.height, true, clients
-		if err := write(ch.name, ch.c); err != nil {
+		if err := files.write(prefix+ch.name+".svg", ch.c); err != nil {
 			return nil, err
 		}
 	}
@@ -155,9 +138,9 @@ func plotBench(path string, o options, prefix string, cdfClients []int) ([]strin
 		if len(c.Series) == 0 {
 			return nil, fmt.Errorf("%s: no run with %d clients", path, n)
 		}
-		if err := write("rt-cdf-"+strconv.Itoa(n), c); err != nil {
+		if err := files.write(prefix+"rt-cdf-"+strconv.Itoa(n)+".svg", c); err != nil {
 			return nil, err
 		}
 	}
-	return written, nil
+	return files.written, nil
 }

@@ -6,9 +6,36 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
+
+// chartFiles writes charts as SVG files in one folder and keeps the
+// paths it wrote, in order.
+type chartFiles struct {
+	dir     string
+	written []string
+}
+
+// write writes c to the file name in the folder.
+func (cf *chartFiles) write(name string, c *chart) error {
+	p := filepath.Join(cf.dir, name)
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	if err := c.write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	cf.written = append(cf.written, p)
+	return nil
+}
 
 // palette colors the series of a chart, in order.
 var palette = []string{"#2f6fdb", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#0b7285", "#c2255c", "#5f3dc4", "#868e96", "#74b816"}

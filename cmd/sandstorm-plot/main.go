@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -159,23 +158,7 @@ func plot(path string, o options) ([]string, error) {
 	}
 	xlabel := "time (s) since " + t0.UTC().Format(time.RFC3339)
 
-	var written []string
-	write := func(name string, c *chart) error {
-		p := filepath.Join(o.dir, name)
-		f, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		if err := c.write(f); err != nil {
-			f.Close()
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		written = append(written, p)
-		return nil
-	}
+	files := &chartFiles{dir: o.dir}
 
 	for _, metric := range o.metrics {
 		info, ok := known[metric]
@@ -193,7 +176,7 @@ func plot(path string, o options) ([]string, error) {
 		if !found {
 			return nil, fmt.Errorf("%s: no stage has a %q column", path, metric)
 		}
-		if err := write(fileName(metric)+".svg", c); err != nil {
+		if err := files.write(fileName(metric)+".svg", c); err != nil {
 			return nil, err
 		}
 	}
@@ -205,12 +188,12 @@ func plot(path string, o options) ([]string, error) {
 				{Name: "queue length", Color: "#2f6fdb", Segments: segments(recs, s+".queue.length", t0, gap)},
 				{Name: "threads", Color: "#d9480f", Right: true, Step: true, Segments: segments(recs, s+".pool.size", t0, gap)},
 			}
-			if err := write("stage-"+fileName(s)+".svg", c); err != nil {
+			if err := files.write("stage-"+fileName(s)+".svg", c); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return written, nil
+	return files.written, nil
 }
 
 // gapLimit is the time between samples beyond which lines are broken:
