@@ -114,7 +114,10 @@ func (c Config) withDefaults() Config {
 }
 
 // Pool is the default thread manager: a pool of goroutines dedicated to one
-// stage, sized by a Controller.
+// stage, sized by a Controller. A SEDA controller on the real clock rests
+// while its pool is at its minimum size with nothing queued (no tick
+// could change anything then), and resumes ticking as soon as an event has
+// to be queued because every worker is busy: idle stages keep no timers.
 type Pool struct {
 	st    Stage
 	cfg   Config
