@@ -155,13 +155,14 @@ func TestEnqueueWaitPacedOnBacklog(t *testing.T) {
 	}
 }
 
-// NotifyBacklog: the armed channel hears of the first event queued for
-// want of a parked consumer, once; an event handed to a parked consumer
-// does not count, and a queue that holds events already arms nothing.
+// NotifyBacklog: the armed channel hears, once, of the event queued for
+// want of a parked consumer that brings the queue to the given length;
+// an event handed to a parked consumer does not count, and a queue that
+// holds that many events already arms nothing.
 func TestNotifyBacklog(t *testing.T) {
 	q := NewQueue(0)
 	rouse := make(chan struct{}, 1)
-	if !q.notifyBacklog(rouse) {
+	if !q.notifyBacklog(rouse, 1) {
 		t.Fatal("NotifyBacklog on an empty queue did not arm")
 	}
 	_, out := parkAsync(q)
@@ -193,7 +194,25 @@ func TestNotifyBacklog(t *testing.T) {
 		t.Fatal("the backlog channel was roused twice for one arming")
 	default:
 	}
-	if q.notifyBacklog(rouse) {
-		t.Fatal("NotifyBacklog armed on a queue holding events")
+	if q.notifyBacklog(rouse, 2) {
+		t.Fatal("NotifyBacklog(2) armed on a queue holding 2 events")
+	}
+	if !q.notifyBacklog(rouse, 4) {
+		t.Fatal("NotifyBacklog(4) did not arm on a queue holding 2 events")
+	}
+	for i, want := range []bool{false, true} { // 3 events, then 4
+		if err := q.Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-rouse:
+			if !want {
+				t.Fatalf("roused at %d events, armed for 4", q.Len())
+			}
+		default:
+			if want {
+				t.Fatalf("not roused at %d events, armed for 4", q.Len())
+			}
+		}
 	}
 }

@@ -485,12 +485,13 @@ func (p *Pool) control() {
 	mayRest := realTime && p.other == nil
 	rouse := make(chan struct{}, 1)
 	for {
-		if mayRest && p.quiet() && sinkrt.Of(p.st.Queue()).NotifyBacklog(rouse) {
-			// Dormant: no tick could change the pool's size. The
-			// ticker is stopped (a timer in the runtime's heap makes
-			// every scheduling decision on its processor read the
-			// clock) until an event has to be queued because every
-			// worker is busy.
+		if mayRest && p.quiet(cfg) && sinkrt.Of(p.st.Queue()).NotifyBacklog(rouse, cfg.QueueThreshold) {
+			// Dormant: no tick could change the pool's size until
+			// more events are queued (the workers take care of the
+			// few there may be). The ticker is stopped (a timer in
+			// the runtime's heap makes every scheduling decision on
+			// its processor read the clock) until an event has to be
+			// queued because every worker is busy.
 			if !p.rest(rouse) {
 				return
 			}
@@ -537,7 +538,7 @@ func (p *Pool) tickUntilQuiet(cfg ControllerConfig, mayRest bool) bool {
 			return false
 		case now := <-ticks:
 			p.tick(now, cfg.Idle)
-			if mayRest && p.quiet() {
+			if mayRest && p.quiet(cfg) {
 				return true
 			}
 		}
@@ -545,9 +546,10 @@ func (p *Pool) tickUntilQuiet(cfg ControllerConfig, mayRest bool) bool {
 }
 
 // quiet reports whether the pool is at its minimum size, with no worker
-// on its way in or out, and nothing queued.
-func (p *Pool) quiet() bool {
-	return int(p.target.Load()) == p.cfg.Min && p.Size() == p.cfg.Min && p.st.Queue().Len() == 0
+// on its way in or out, and fewer events queued than would make the
+// controller add a worker.
+func (p *Pool) quiet(cfg ControllerConfig) bool {
+	return int(p.target.Load()) == p.cfg.Min && p.Size() == p.cfg.Min && p.st.Queue().Len() < cfg.QueueThreshold
 }
 
 // tick samples the stage, asks the controller and resizes the pool.
