@@ -154,3 +154,65 @@ func TestEnqueueWaitPacedOnBacklog(t *testing.T) {
 		t.Fatalf("Len = %d, want %d", got, want)
 	}
 }
+
+// NotifyBacklog: the armed channel hears, once, of the event queued for
+// want of a parked consumer that brings the queue to the given length;
+// an event handed to a parked consumer does not count, and a queue that
+// holds that many events already arms nothing.
+func TestNotifyBacklog(t *testing.T) {
+	q := NewQueue(0)
+	rouse := make(chan struct{}, 1)
+	if !q.notifyBacklog(rouse, 1) {
+		t.Fatal("NotifyBacklog on an empty queue did not arm")
+	}
+	_, out := parkAsync(q)
+	parked(t, q, 1)
+	if err := q.Enqueue("handed"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-out; !r.ok || r.e != "handed" {
+		t.Fatalf("park = %v, %v; want the event handed over", r.e, r.ok)
+	}
+	select {
+	case <-rouse:
+		t.Fatal("an event handed to a parked consumer roused the backlog channel")
+	default:
+	}
+	if err := q.Enqueue("queued"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rouse:
+	default:
+		t.Fatal("an event queued with nobody parked did not rouse the backlog channel")
+	}
+	if err := q.Enqueue("again"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rouse:
+		t.Fatal("the backlog channel was roused twice for one arming")
+	default:
+	}
+	if q.notifyBacklog(rouse, 2) {
+		t.Fatal("NotifyBacklog(2) armed on a queue holding 2 events")
+	}
+	if !q.notifyBacklog(rouse, 4) {
+		t.Fatal("NotifyBacklog(4) did not arm on a queue holding 2 events")
+	}
+	for i, want := range []bool{false, true} { // 3 events, then 4
+		if err := q.Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-rouse:
+			if !want {
+				t.Fatalf("roused at %d events, armed for 4", q.Len())
+			}
+		default:
+			if want {
+				t.Fatalf("not roused at %d events, armed for 4", q.Len())
+			}
+		}
+	}
+}

@@ -103,7 +103,11 @@ type Queue struct {
 	// enqueued while the queue is empty goes straight to one of them.
 	// Their number is read under the lock only: an atomic copy for
 	// lock-free readers cost every hop two more locked instructions.
-	waiters   []*sinkrt.Waiter
+	waiters []*sinkrt.Waiter
+	// backlog, when armed (NotifyBacklog), gets a token once an event
+	// queued rather than handed to a parked consumer makes backlogAt.
+	backlog   chan struct{}
+	backlogAt int
 	space     chan struct{} // token: room may be available
 	spaceWait atomic.Int32
 	done      chan struct{} // closed by Close
@@ -483,6 +487,9 @@ func (q *Queue) nowLocked() int64 {
 
 // push appends under q.mu, growing an unbounded ring.
 func (q *Queue) push(e Event, stamp int64) {
+	if q.backlog != nil && q.count+1 >= q.backlogAt {
+		q.rouseLocked()
+	}
 	if q.sched != nil {
 		q.sched.Push(e, stamp)
 		q.count++
@@ -590,23 +597,47 @@ func (r runtimeQueue) Enlist(w *sinkrt.Waiter) bool               { return r.q.e
 func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
 func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
 func (r runtimeQueue) Parked() int                                { return r.q.parked() }
-func (r runtimeQueue) Finish(n int)                               { r.q.finish(n) }
-func (r runtimeQueue) Finished() uint64                           { return r.q.finished.Load() }
-func (r runtimeQueue) InService() int                             { return r.q.inService() }
-func (r runtimeQueue) InServiceLocked() int                       { return int(r.q.dequeued - r.q.finished.Load()) }
-func (r runtimeQueue) Pause()                                     { r.q.pause() }
-func (r runtimeQueue) Resume()                                    { r.q.resume() }
-func (r runtimeQueue) Paused() bool                               { return r.q.paused() }
-func (r runtimeQueue) Runnable() int                              { return r.q.runnableNow() }
-func (r runtimeQueue) Release(events []Event)                     { r.q.releaseEvents(events) }
-func (r runtimeQueue) RemoveIf(f func(Event) bool) []Event        { return r.q.removeIf(f) }
-func (r runtimeQueue) Sheds() bool                                { return r.q.sheds() }
+func (r runtimeQueue) NotifyBacklog(ch chan struct{}, below int) bool {
+	return r.q.notifyBacklog(ch, below)
+}
+func (r runtimeQueue) Finish(n int)                        { r.q.finish(n) }
+func (r runtimeQueue) Finished() uint64                    { return r.q.finished.Load() }
+func (r runtimeQueue) InService() int                      { return r.q.inService() }
+func (r runtimeQueue) InServiceLocked() int                { return int(r.q.dequeued - r.q.finished.Load()) }
+func (r runtimeQueue) Pause()                              { r.q.pause() }
+func (r runtimeQueue) Resume()                             { r.q.resume() }
+func (r runtimeQueue) Paused() bool                        { return r.q.paused() }
+func (r runtimeQueue) Runnable() int                       { return r.q.runnableNow() }
+func (r runtimeQueue) Release(events []Event)              { r.q.releaseEvents(events) }
+func (r runtimeQueue) RemoveIf(f func(Event) bool) []Event { return r.q.removeIf(f) }
+func (r runtimeQueue) Sheds() bool                         { return r.q.sheds() }
 func (r runtimeQueue) Expire(events []Event, stamps []int64, now int64) int {
 	return r.q.expire(events, stamps, now)
 }
 
 // SetReady replaces the channel the queue signals; call it before use.
 func (r runtimeQueue) SetReady(ch chan struct{}) { r.q.ready = ch }
+
+// rouseLocked sends the armed backlog channel its token and disarms it.
+// The caller holds q.mu.
+func (q *Queue) rouseLocked() {
+	select {
+	case q.backlog <- struct{}{}:
+	default:
+	}
+	q.backlog = nil
+}
+
+// notifyBacklog arms ch (see sinkrt.Queue.NotifyBacklog).
+func (q *Queue) notifyBacklog(ch chan struct{}, below int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.count >= below {
+		return false
+	}
+	q.backlog, q.backlogAt = ch, max(below, 1)
+	return true
+}
 
 // parked returns the number of consumers parked now.
 func (q *Queue) parked() int {

@@ -338,6 +338,15 @@ func (c *Controller) judgeGrowth(size, target int, backlogged bool) int {
 	return target
 }
 
+// rebase makes the next tick's sample the new baseline of the throughput
+// estimate: its driver did not tick for a while (a dormant Pool), and the
+// events of that gap say nothing of the stage's capacity.
+func (c *Controller) rebase() {
+	c.mu.Lock()
+	c.primed = false
+	c.mu.Unlock()
+}
+
 // measure updates the throughput estimate and reports whether s yielded a
 // rate.
 func (c *Controller) measure(s Sample) bool {

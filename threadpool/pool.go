@@ -114,7 +114,10 @@ func (c Config) withDefaults() Config {
 }
 
 // Pool is the default thread manager: a pool of goroutines dedicated to one
-// stage, sized by a Controller.
+// stage, sized by a Controller. A SEDA controller on the real clock rests
+// while its pool is at its minimum size with nothing queued (no tick
+// could change anything then), and resumes ticking as soon as an event has
+// to be queued because every worker is busy: idle stages keep no timers.
 type Pool struct {
 	st    Stage
 	cfg   Config
@@ -128,6 +131,8 @@ type Pool struct {
 	// lastTick is the UnixNano of the controller's latest tick, once
 	// applied.
 	lastTick atomic.Int64
+	// dormant: the controller sleeps until an event is queued (control).
+	dormant atomic.Bool
 	// parked holds the parked-worker counts of the ticks within the idle
 	// time (and the one before): owned by the control goroutine.
 	parked []idleSample
@@ -472,20 +477,79 @@ func (p *Pool) idleWorkers(now time.Time, d time.Duration) int {
 func (p *Pool) control() {
 	defer close(p.ctlDone)
 	cfg := p.ctrl.Config()
+	// Only the SEDA controller on the real clock goes dormant: its ticks
+	// are no-ops at the pool's minimum size with nothing queued. Other
+	// sizers measure idle and queueing time at every tick, and a test's
+	// fake clock expects every tick it delivers to be taken.
+	_, realTime := p.cfg.Clock.(realClock)
+	mayRest := realTime && p.other == nil
+	rouse := make(chan struct{}, 1)
+	for {
+		if mayRest && p.quiet(cfg) && sinkrt.Of(p.st.Queue()).NotifyBacklog(rouse, cfg.QueueThreshold) {
+			// Dormant: no tick could change the pool's size until
+			// more events are queued (the workers take care of the
+			// few there may be). The ticker is stopped (a timer in
+			// the runtime's heap makes every scheduling decision on
+			// its processor read the clock) until an event has to be
+			// queued because every worker is busy.
+			if !p.rest(rouse) {
+				return
+			}
+		}
+		if !p.tickUntilQuiet(cfg, mayRest) {
+			return
+		}
+	}
+}
+
+// rest waits for rouse, and reports false if the pool stops meanwhile.
+func (p *Pool) rest(rouse chan struct{}) bool {
+	p.dormant.Store(true)
+	defer p.dormant.Store(false)
+	select {
+	case <-p.stop:
+		return false
+	case <-p.ctx.Done():
+		return false
+	case <-p.done:
+		return false
+	case <-rouse:
+	}
+	// The intervals slept through are not measured: the next tick is a
+	// new baseline, and the idle samples start over.
+	p.ctrl.rebase()
+	p.meas.start(p, p.cfg.Clock.Now())
+	p.parked = p.parked[:0]
+	return true
+}
+
+// tickUntilQuiet runs the controller once per interval. It returns true
+// once the pool is quiet (if mayRest) and false when the pool is stopping.
+func (p *Pool) tickUntilQuiet(cfg ControllerConfig, mayRest bool) bool {
 	ticks, stop := p.cfg.Clock.NewTicker(cfg.Interval)
 	defer stop()
 	for {
 		select {
 		case <-p.stop:
-			return
+			return false
 		case <-p.ctx.Done():
-			return
+			return false
 		case <-p.done:
-			return
+			return false
 		case now := <-ticks:
 			p.tick(now, cfg.Idle)
+			if mayRest && p.quiet(cfg) {
+				return true
+			}
 		}
 	}
+}
+
+// quiet reports whether the pool is at its minimum size, with no worker
+// on its way in or out, and fewer events queued than would make the
+// controller add a worker.
+func (p *Pool) quiet(cfg ControllerConfig) bool {
+	return int(p.target.Load()) == p.cfg.Min && p.Size() == p.cfg.Min && p.st.Queue().Len() < cfg.QueueThreshold
 }
 
 // tick samples the stage, asks the controller and resizes the pool.

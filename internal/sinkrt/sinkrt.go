@@ -36,6 +36,13 @@ type Queue interface {
 	SetReady(ch chan struct{})
 	// Parked is the number of consumers parked now.
 	Parked() int
+	// NotifyBacklog arms ch to receive one token once an event queued
+	// instead of being handed to a parked consumer (every consumer was
+	// busy) makes the queue hold below events, and reports true; it
+	// reports false, arming nothing, when below or more events are
+	// queued already. A pool's controller that has nothing to do waits
+	// on it instead of ticking.
+	NotifyBacklog(ch chan struct{}, below int) bool
 
 	// Finish reports n events the runtime took out (Dequeue or a
 	// hand-off) as done with: handled, failed or given up. Finished is
