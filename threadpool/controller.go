@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -267,6 +268,11 @@ type Controller struct {
 	bestTP   float64
 	limit    int // thrash-detected limit on the size, 0 = none
 	resets   uint64
+
+	// lim is limitLocked as of the latest tick, for Limit: admission
+	// control (enqueuepred.Saturated) reads it on the enqueue path, with
+	// the stage's queue locked, where c.mu must not be taken.
+	lim atomic.Int32
 }
 
 // NewController returns a controller for a pool of min..max workers. A nil
@@ -281,7 +287,9 @@ func NewController(cfg ControllerConfig, min, max int, rnd *rand.Rand) *Controll
 	if rnd == nil {
 		rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	return &Controller{cfg: cfg.withDefaults(), min: min, max: max, rnd: rnd, saturated: true}
+	c := &Controller{cfg: cfg.withDefaults(), min: min, max: max, rnd: rnd, saturated: true}
+	c.lim.Store(int32(max))
+	return c
 }
 
 // Config returns the configuration with defaults applied.
@@ -307,6 +315,7 @@ func (c *Controller) Tick(s Sample) (target int) {
 	if c.cfg.AutoMaxDetect && measured {
 		target = c.judgeGrowth(s.Size, target, backlogged)
 		target = c.detect(s.Size, target, backlogged)
+		c.lim.Store(int32(c.limitLocked()))
 	}
 	return clamp(target, c.min, c.limitLocked())
 }
@@ -449,12 +458,8 @@ func (c *Controller) Throughput() float64 {
 }
 
 // Limit returns the current upper bound on the pool size: max, or the lower
-// limit found by thrashing detection.
-func (c *Controller) Limit() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.limitLocked()
-}
+// limit found by thrashing detection. It takes no lock.
+func (c *Controller) Limit() int { return int(c.lim.Load()) }
 
 // Resets returns how many times thrashing detection has cut the pool.
 func (c *Controller) Resets() uint64 {
