@@ -597,6 +597,7 @@ func (r runtimeQueue) Enlist(w *sinkrt.Waiter) bool               { return r.q.e
 func (r runtimeQueue) WakeAll()                                   { r.q.wakeAll() }
 func (r runtimeQueue) Signal()                                    { r.q.signalReady() }
 func (r runtimeQueue) Parked() int                                { return r.q.parked() }
+func (r runtimeQueue) ParkedLocked() int                          { return len(r.q.waiters) }
 func (r runtimeQueue) NotifyBacklog(ch chan struct{}, below int) bool {
 	return r.q.notifyBacklog(ch, below)
 }

@@ -34,8 +34,11 @@ type Queue interface {
 	// so that one group of consumers can wait for several queues. Call it
 	// before the queue is used.
 	SetReady(ch chan struct{})
-	// Parked is the number of consumers parked now.
+	// Parked is the number of consumers parked now. ParkedLocked is
+	// Parked for a predicate's Accept, which the queue runs with its lock
+	// held.
 	Parked() int
+	ParkedLocked() int
 	// NotifyBacklog arms ch to receive one token once an event queued
 	// instead of being handed to a parked consumer (every consumer was
 	// busy) makes the queue hold below events, and reports true; it
