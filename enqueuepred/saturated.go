@@ -8,22 +8,47 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
+// PoolState is the thread pool serving the queue a Saturated guards, as
+// far as Saturated needs it: whether the pool can still grow.
+// *threadpool.Pool implements it. Both methods are called on the enqueue
+// path with the guarded queue's lock held: they must be cheap, and must
+// neither block nor call into the queue.
+type PoolState interface {
+	// Size is the number of workers now.
+	Size() int
+	// Limit is the most workers the pool may grow to now: its maximum, or
+	// the lower limit its controller set (the SEDA controller's thrashing
+	// detection); its size when it never resizes.
+	Limit() int
+}
+
 // Saturated composes admission control with the thread-pool controller
-// (thesis §8.2.1): while the stage has fewer than Threads events in
-// service, its pool can still grow (the thread-pool controller adds
-// goroutines on a long queue) and every event is admitted; from Threads
-// on, the wrapped predicate decides. Set Threads to the stage's
-// threadpool.max. Events admitted while the pool can grow are charged to
-// the wrapped predicate (Charger), so its later Done or Cancel balances.
-// The number in service is read from the bound queue (sink.Queue's
-// InService); bound to anything else, the wrapped predicate always
-// decides.
+// (thesis §8.2.1): the wrapped predicate decides only once the stage's
+// pool cannot grow any more and none of its workers is idle. Until then
+// every event is admitted and charged to the wrapped predicate (Charger),
+// so that its later Done or Cancel balances.
+//
+// Bound to a pool (BindPool; package stage binds a stage's own pool), the
+// pool can grow while its Size is below its Limit, and a worker is idle
+// while one is parked on the guarded queue (sink.Queue). Threads is then
+// ignored.
+//
+// Without a pool (a bare sink.Queue, or a stage on the shared pool, whose
+// size is fixed), Threads, if above zero, stands in for it: the wrapped
+// predicate decides once Threads events are in service (sink.Queue's
+// count of events taken out and not finished, or the bound sink's
+// InService method). That counts events, not workers: a worker holding a
+// batch holds several. With Threads 0 and no pool, the wrapped predicate
+// always decides.
 type Saturated struct {
 	counts
 	inner   sink.Predicate
-	threads int
+	threads int // 0: none
 	q       atomic.Pointer[sinkBox]
+	pool    atomic.Pointer[poolBox]
 }
+
+type poolBox struct{ p PoolState }
 
 var (
 	_ sink.Completer = (*Saturated)(nil)
@@ -33,10 +58,12 @@ var (
 	_ Composite      = (*Saturated)(nil)
 )
 
-// NewSaturated returns inner applied only once threads events are in
-// service.
+// NewSaturated returns inner applied only once the pool bound with
+// BindPool cannot grow and has no idle worker or, with no pool bound,
+// once threads events are in service (threads ≤ 0: inner always decides
+// then).
 func NewSaturated(inner sink.Predicate, threads int) *Saturated {
-	return &Saturated{inner: inner, threads: max(threads, 1)}
+	return &Saturated{inner: inner, threads: max(threads, 0)}
 }
 
 // Name implements sink.Namer.
@@ -45,14 +72,32 @@ func (s *Saturated) Name() string { return "saturated" }
 // Children implements Composite.
 func (s *Saturated) Children() []sink.Predicate { return []sink.Predicate{s.inner} }
 
-// CanGrow reports whether fewer than Threads events are in service.
+// BindPool makes s follow pool, the thread pool serving the queue it
+// guards; nil unbinds it (Threads applies again).
+func (s *Saturated) BindPool(pool PoolState) {
+	if pool == nil {
+		s.pool.Store(nil)
+	} else {
+		s.pool.Store(&poolBox{pool})
+	}
+}
+
+// CanGrow reports whether admission control is off now: the bound pool
+// can still grow or has an idle worker (with no pool, fewer than Threads
+// events are in service).
 func (s *Saturated) CanGrow() bool { return s.canGrow(false) }
 
 // canGrow is CanGrow; locked says the guarded queue's lock is held, as it
 // is while the queue runs Accept.
 func (s *Saturated) canGrow(locked bool) bool {
 	b := s.q.Load()
-	if b == nil {
+	if pb := s.pool.Load(); pb != nil {
+		if pb.p.Size() < pb.p.Limit() {
+			return true
+		}
+		return b != nil && parked(b.s, locked) > 0
+	}
+	if b == nil || s.threads == 0 {
 		return false
 	}
 	switch q := b.s.(type) {
@@ -65,6 +110,19 @@ func (s *Saturated) canGrow(locked bool) bool {
 		return q.InService() < s.threads
 	}
 	return false
+}
+
+// parked returns the number of workers parked on q, a *sink.Queue (0 for
+// any other sink).
+func parked(q sink.Sink, locked bool) int {
+	sq, ok := q.(*sink.Queue)
+	if !ok {
+		return 0
+	}
+	if locked {
+		return sinkrt.Of(sq).ParkedLocked()
+	}
+	return sinkrt.Of(sq).Parked()
 }
 
 // Accept implements sink.Predicate.

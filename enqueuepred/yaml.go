@@ -103,8 +103,10 @@ func Types() []string {
 //	           (table: stages naming the same table share their sessions'
 //	           decisions, so a session is treated the same in each)
 //	priority   {limits: {0: 100, 1: 1000}}
-//	saturated  {threads: N, of: {nested block}}  (admission control only once
-//	           N events are in service: the pool cannot grow any more)
+//	saturated  {of: {nested block}, threads: N}  (admission control only once
+//	           the stage's own pool cannot grow and no worker is idle; threads,
+//	           optional, only where there is no such pool: once N events
+//	           are in service)
 //	account    {max: 100, of: {nested block}}  (per-principal accounting;
 //	           of may be omitted: admit everything)
 //	all, any   {of: [{nested block}, ...]}
@@ -571,8 +573,8 @@ func buildSaturated(n *yaml.Node, path string, env Env) (sink.Predicate, error) 
 	if err := decode(n, path, &c); err != nil {
 		return nil, err
 	}
-	if c.Threads < 1 {
-		return nil, yamlstrict.Errorf(at(n, "threads"), yamlstrict.Join(path, "threads"), "saturated needs threads >= 1 (the stage's threadpool.max)")
+	if c.Threads < 0 {
+		return nil, yamlstrict.Errorf(at(n, "threads"), yamlstrict.Join(path, "threads"), "saturated needs threads >= 0 (0 or none: follow the stage's own thread pool)")
 	}
 	if c.Of == nil {
 		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "of"), "saturated needs the predicate applied once the pool is full, e.g. of: {type: rt, target: 1s}")
