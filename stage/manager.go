@@ -331,6 +331,7 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 			Logger: m.log,
 		})
 		s.runner = s.pool
+		s.bindPool(pred)
 	}
 	s.metrics = newStageMetrics(m.metrics, s)
 	s.ctx = &Context{mgr: m, stage: s, args: &s.cfg.Args, path: cfg.path + ".args", file: cfg.file,

@@ -472,6 +472,7 @@ func (k *stageSink) SpaceSignal() (<-chan struct{}, func()) { return k.st.queue.
 // SetPredicate replaces the stage's admission predicate while traffic
 // flows; a predicate with a Run method gets its background loop started.
 func (k *stageSink) SetPredicate(p sink.Predicate) {
+	k.st.bindPool(p)
 	k.st.queue.SetPredicate(p)
 	if ctx := k.st.mgr.runContext(); ctx != nil {
 		k.st.startPredicate(ctx, p)
