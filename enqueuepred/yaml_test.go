@@ -56,6 +56,17 @@ func TestFromYAML(t *testing.T) {
 				t.Fatal("multiclass")
 			}
 		}},
+		// threads is optional: on a stage, saturated follows the pool.
+		{"{type: saturated, of: {type: threshold, limit: 0}}", func(t *testing.T, p sink.Predicate) {
+			if p.(*Saturated).threads != 0 {
+				t.Fatal("threads set")
+			}
+		}},
+		{"{type: saturated, threads: 4, of: {type: threshold, limit: 0}}", func(t *testing.T, p sink.Predicate) {
+			if p.(*Saturated).threads != 4 {
+				t.Fatal("threads")
+			}
+		}},
 		{"{type: counter, limit: 64}", func(t *testing.T, p sink.Predicate) {
 			if p.(*Counter).Limit() != 64 {
 				t.Fatal("counter")
@@ -192,6 +203,8 @@ func TestFromYAMLErrors(t *testing.T) {
 		{"type: multiclass\ntargets: {}\n", "line 2: p.targets: multiclass needs targets"},
 		{"type: multiclass\ntargets:\n  0: 1s\n  1: soon\n", `line 4: p.targets.1: bad duration "soon"`},
 		{"type: counter\nlimit: 0\n", "line 2: p.limit: limit must be >= 1"},
+		{"type: saturated\nthreads: -1\nof: {type: threshold, limit: 0}\n", "line 2: p.threads: saturated needs threads >= 0"},
+		{"type: saturated\nthreads: 4\n", "p.of: saturated needs the predicate applied once the pool is full"},
 		{"type: cost\nlimit: 5\nmax: 9\n", "line 3: p.max: max needs a target"},
 		{"type: cost\nlimit: 5\ntarget: 1s\nmin: 9\n", "outside [min 9"},
 		{"type: account\nmax: -1\n", "line 2: p.max: must not be negative"},
