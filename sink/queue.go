@@ -47,7 +47,7 @@ type predicateBox struct {
 	cancels bool
 	// since is the stamp from which events were admitted by p: events
 	// stamped earlier were admitted by prev (or older), and their
-	// completions go there, not to p (see CompleterAt).
+	// completions go there, not to p (see completerAt).
 	since int64
 	prev  atomic.Pointer[predicateBox] // cut, never rewritten otherwise, once published
 	// completes: this box or one in its history has a Completer.
@@ -167,7 +167,7 @@ func (q *Queue) Len() int { return int(q.length.Load()) }
 
 // SetPredicate installs p (nil: accept everything) while traffic flows. If
 // p implements Binder, it is bound to q first. Events admitted by the
-// predicate p replaces still complete on it (see CompleterAt). A
+// predicate p replaces still complete on it (see completerAt). A
 // predicate's Accept runs under the queue's lock and must not call
 // SetPredicate on its own queue.
 func (q *Queue) SetPredicate(p Predicate) {
@@ -202,18 +202,18 @@ func (q *Queue) SetPredicate(p Predicate) {
 	q.pred.Store(nb)
 }
 
-// MayComplete reports whether completions may be owed to a predicate:
+// mayComplete reports whether completions may be owed to a predicate:
 // the installed one, or one it replaced, is a Completer.
-func (q *Queue) MayComplete() bool {
+func (q *Queue) mayComplete() bool {
 	b := q.pred.Load()
 	return b != nil && b.completes
 }
 
-// CompleterAt returns the Completer owed the completion of an event with
+// completerAt returns the Completer owed the completion of an event with
 // entry stamp stamp (from Dequeue): the predicate installed when the event
 // was admitted, if it is a Completer, else nil. Unstamped events (stamp 0)
 // were admitted while no Completer was installed.
-func (q *Queue) CompleterAt(stamp int64) Completer {
+func (q *Queue) completerAt(stamp int64) Completer {
 	if b := q.predicateAt(stamp); b != nil {
 		return b.completer
 	}
@@ -600,6 +600,13 @@ func (r runtimeQueue) Parked() int                                { return r.q.p
 func (r runtimeQueue) ParkedLocked() int                          { return len(r.q.waiters) }
 func (r runtimeQueue) NotifyBacklog(ch chan struct{}, below int) bool {
 	return r.q.notifyBacklog(ch, below)
+}
+func (r runtimeQueue) MayComplete() bool { return r.q.mayComplete() }
+func (r runtimeQueue) CompleterAt(stamp int64) sinkrt.Completer {
+	if c := r.q.completerAt(stamp); c != nil {
+		return c
+	}
+	return nil
 }
 func (r runtimeQueue) Finish(n int)                        { r.q.finish(n) }
 func (r runtimeQueue) Finished() uint64                    { return r.q.finished.Load() }

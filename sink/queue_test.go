@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -490,7 +491,7 @@ func TestCompleterAtFollowsReplacements(t *testing.T) {
 	}
 	q.SetPredicate(nil)
 	_ = q.Enqueue("nil-1")
-	if !q.MayComplete() {
+	if !sinkrt.Of(q).MayComplete() {
 		t.Fatal("MayComplete is false with completions owed to a and b")
 	}
 	evs, stamps := make([]sink.Event, 64), make([]int64, 64)
@@ -503,7 +504,7 @@ func TestCompleterAtFollowsReplacements(t *testing.T) {
 		case s[0] == 'b':
 			want = b
 		}
-		if got := q.CompleterAt(stamps[i]); got != want {
+		if got := sinkrt.Of(q).CompleterAt(stamps[i]); got != want {
 			t.Errorf("%v (stamp %d) completes on %v, want %v", e, stamps[i], got, want)
 		}
 	}
@@ -559,13 +560,13 @@ func TestPredicateHistoryConcurrent(t *testing.T) {
 	for {
 		select {
 		case <-done:
-			if got := q.CompleterAt(stamps[0]); got != nil {
+			if got := sinkrt.Of(q).CompleterAt(stamps[0]); got != nil {
 				t.Fatalf("an event admitted 200 replacements ago completes on %v, want nil (beyond the history)", got)
 			}
 			return
 		default:
-			q.CompleterAt(stamps[0])
-			q.MayComplete()
+			sinkrt.Of(q).CompleterAt(stamps[0])
+			sinkrt.Of(q).MayComplete()
 		}
 	}
 }

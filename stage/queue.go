@@ -16,7 +16,11 @@ type stageQueue struct {
 
 func newStageQueue(q *sink.Queue) stageQueue { return stageQueue{Queue: q, rt: sinkrt.Of(q)} }
 
-func (q stageQueue) InService() int              { return q.rt.InService() }
+func (q stageQueue) InService() int    { return q.rt.InService() }
+func (q stageQueue) MayComplete() bool { return q.rt.MayComplete() }
+func (q stageQueue) CompleterAt(stamp int64) sinkrt.Completer {
+	return q.rt.CompleterAt(stamp)
+}
 func (q stageQueue) Pause()                      { q.rt.Pause() }
 func (q stageQueue) Resume()                     { q.rt.Resume() }
 func (q stageQueue) Release(events []sink.Event) { q.rt.Release(events) }

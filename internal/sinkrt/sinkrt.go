@@ -11,6 +11,8 @@
 // a *sink.Queue has package sink linked in.
 package sinkrt
 
+import "time"
+
 // Queue is the runtime's view of a *sink.Queue.
 type Queue interface {
 	// Park waits until the queue may have work for the consumer w. An
@@ -47,6 +49,15 @@ type Queue interface {
 	// on it instead of ticking.
 	NotifyBacklog(ch chan struct{}, below int) bool
 
+	// MayComplete reports whether completions may be owed to a
+	// predicate: the installed one, or one it replaced, is a Completer.
+	// CompleterAt returns the Completer owed the completion of an event
+	// with entry stamp stamp (from Dequeue or a hand-off): the predicate
+	// installed when the event was admitted, if it is a Completer, else
+	// nil.
+	MayComplete() bool
+	CompleterAt(stamp int64) Completer
+
 	// Finish reports n events the runtime took out (Dequeue or a
 	// hand-off) as done with: handled, failed or given up. Finished is
 	// how many were reported; InService is how many were taken out and
@@ -81,6 +92,12 @@ type Queue interface {
 	// predicate sheds, to its end and returns how many are kept.
 	Sheds() bool
 	Expire(events []any, stamps []int64, now int64) (kept int)
+}
+
+// Completer is sink.Completer: a predicate told each admitted event's
+// queueing and service time when the runtime is done with it.
+type Completer interface {
+	Done(e any, queued, service time.Duration)
 }
 
 // Waiter is one consumer goroutine's handle for Park.
