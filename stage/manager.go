@@ -613,7 +613,10 @@ func (m *Manager) destroyHandler(s *Stage, d Destroyer) (err error) {
 // ctx ends first, the events still queued are discarded (their predicates
 // get them back as cancelled) and reported as lost, the stages that did not
 // stop are named in the error, and a stage whose handler is still running
-// is not destroyed.
+// is not destroyed. A supervisor restart stuck in a handler's Destroy or
+// Init is waited for until ctx ends too: the error then names it, and the
+// stages it holds are left to it (it destroys the handler it made when
+// the hung call returns, and logs that).
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	switch m.state {
@@ -654,7 +657,12 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	if err := m.quiesce(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	m.sup.stop()
+	// A restart stuck in a handler's Destroy or Init holds its stages:
+	// Shutdown leaves them to the restart (held) once ctx has ended.
+	held, err := m.sup.stop(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	stages := m.Stages()
 	// Monitors hear of the end before the queues close, so that monitoring
 	// stages still get the news.
@@ -702,6 +710,10 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 			m.log.Warn("stage not destroyed: its handler is still running", "stage", s.name)
 			continue
 		}
+		if slices.Contains(held, s) {
+			m.log.Warn("stage not destroyed: its supervisor's restart is still running and destroys it when done", "stage", s.name)
+			continue
+		}
 		if err := m.endStage(s, true); err != nil {
 			errs = append(errs, err)
 		}
@@ -713,7 +725,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.state = stateStopped
 	m.mu.Unlock()
 	m.log.Info("manager stopped")
-	err := errors.Join(errs...)
+	err = errors.Join(errs...)
 	m.finish(err)
 	return err
 }
