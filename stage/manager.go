@@ -168,8 +168,9 @@ func (st *stopped) result() error {
 }
 
 // Done returns a channel closed when the manager has stopped: after
-// Shutdown, or after the shutdown a root supervisor started when it gave
-// up. Commands wait on it beside their signals.
+// Shutdown, or at the end of the shutdown a root supervisor started when it
+// gave up (bounded by ShutdownBound; closing Done is the last thing that
+// shutdown's goroutine does). Commands wait on it beside their signals.
 func (m *Manager) Done() <-chan struct{} { return m.stop.done }
 
 // Err returns why the manager stopped, once Done is closed: nil after a
@@ -632,6 +633,14 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.state = stateStopping
 	m.mu.Unlock()
+	err := m.shutdown(ctx)
+	m.finish(err)
+	return err
+}
+
+// shutdown is Shutdown once the manager is stopping (the caller moved it
+// from running): everything but closing Done, which is the caller's.
+func (m *Manager) shutdown(ctx context.Context) error {
 	if m.bounded {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, m.ShutdownBound())
@@ -725,9 +734,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.state = stateStopped
 	m.mu.Unlock()
 	m.log.Info("manager stopped")
-	err = errors.Join(errs...)
-	m.finish(err)
-	return err
+	return errors.Join(errs...)
 }
 
 // abandon runs when the context given to Start ends (or Shutdown cancels

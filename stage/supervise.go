@@ -1094,27 +1094,33 @@ func (s *Stage) waitIdle(ctx context.Context, supervisor string) error {
 }
 
 // gaveUp stops the manager after its root supervisor gave up. It runs in
-// the supervisor goroutine and does not wait for the shutdown, which
-// waits for that goroutine.
+// the supervisor goroutine, so it cannot wait for the shutdown (which
+// waits for that goroutine): it moves the manager to stopping, so that no
+// other Shutdown takes over, and hands the shutdown, bounded by
+// ShutdownBound, to a goroutine whose last act is closing Done. Done's
+// observers (Run, a command's main) thus wait for that goroutine, and Err
+// carries its result.
 func (m *Manager) gaveUp(root string, cause error) {
 	err := fmt.Errorf("%w: root supervisor %q: %w", ErrGaveUp, root, cause)
 	m.stop.setCause(err)
 	m.log.Error("root supervisor gave up: stopping the manager", "supervisor", root, "err", cause)
-	m.mu.RLock()
+	m.mu.Lock()
 	running := m.state == stateRunning
-	m.mu.RUnlock()
+	if running {
+		m.state = stateStopping
+	}
+	m.mu.Unlock()
 	if !running {
 		return // a shutdown is under way and will close Done
 	}
-	timeout := 10 * time.Second
-	if m.config != nil && m.config.Global.Shutdown > 0 {
-		timeout = m.config.Global.Shutdown
-	}
+	bound := m.ShutdownBound()
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		defer cancel()
-		if err := m.Shutdown(ctx); err != nil && !errors.Is(err, ErrManagerClosed) {
+		err := m.shutdown(ctx)
+		if err != nil {
 			m.log.Error("shutdown after supervisor gave up", "err", err)
 		}
+		m.finish(err)
 	}()
 }
