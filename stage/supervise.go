@@ -596,10 +596,11 @@ func (sv *supervision) start(ctx context.Context) {
 // goroutine and its workers, until ctx ends. A restart in progress is
 // abandoned at its next wait (backoff, running batches) and its stages
 // resume with the handlers they have; one already in a handler's Destroy
-// or Init is waited for. If ctx ends first, stop gives up on the workers:
-// it returns the stages they hold, which the caller must leave alone
-// (their workers end them when the hung call returns: endRestart), and an
-// error wrapping ErrNotStopped that names what it was waiting for. The
+// or Init is waited for. If ctx ends first while workers hold stages (or
+// wait for a DestroyStage to let go of one), stop gives up on them: it
+// returns those stages, which the caller must leave alone (their workers
+// end them when the hung call returns: endAbandoned), and an error
+// wrapping ErrNotStopped that names what each restart is stuck in. The
 // supervisor goroutine then returns once its last worker has reported.
 func (sv *supervision) stop(ctx context.Context) (held []*Stage, err error) {
 	sv.mu.Lock()
@@ -616,44 +617,61 @@ func (sv *supervision) stop(ctx context.Context) (held []*Stage, err error) {
 	case <-ctx.Done():
 	}
 	sv.mu.Lock()
-	sv.abandoned = true
 	var names, steps []string
 	for s, step := range sv.restarting {
 		held = append(held, s)
 		names = append(names, s.name)
 		steps = append(steps, fmt.Sprintf("stage %q %s", s.name, step))
 	}
+	sv.abandoned = len(held) > 0
 	sv.mu.Unlock()
-	select {
-	case <-sv.done:
-		if len(held) == 0 { // the last worker reported meanwhile
-			sv.wg.Wait()
-			return nil, nil
-		}
-	default:
+	if len(held) == 0 {
+		// Every worker left is at a wait that ends with supervision
+		// (backoff, running batches), failing a root's stages (which
+		// waits for nothing) or reporting: the supervisor returns at once.
+		<-sv.done
+		sv.wg.Wait()
+		return nil, nil
 	}
 	slices.Sort(names)
 	slices.Sort(steps)
-	what := "a supervisor worker still running"
-	if len(steps) > 0 {
-		what = "supervisor restart still running: " + strings.Join(steps, ", ")
-	}
+	what := "supervisor restart still running: " + strings.Join(steps, ", ")
 	sv.m.log.Error("shutdown abandoned a supervisor restart: its worker ends the stages when the hung call returns",
 		"stages", names, "waiting", what, "err", context.Cause(ctx))
 	return held, fmt.Errorf("%w: %s: %w", ErrNotStopped, what, context.Cause(ctx))
 }
 
-// beginRestart records that a worker, holding their lifeMu, replaces the
-// handlers of stages. It reports false if supervision has ended (ctx) or
-// stop gave up on the workers: the restart must not begin.
+// beginRestart records that a worker is about to take the lifeMu of
+// stages and replace their handlers. It reports false if supervision has
+// ended (ctx): the restart must not begin. Once ctx has ended no worker
+// registers, so stop's look at restarting sees every worker that holds,
+// or waits for, a stage's lifeMu.
 func (sv *supervision) beginRestart(ctx context.Context, stages []*Stage) bool {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if ctx.Err() != nil || sv.abandoned {
+	if ctx.Err() != nil {
 		return false
 	}
 	for _, s := range stages {
-		sv.restarting[s] = "waiting for its turn in the restart"
+		sv.restarting[s] = "waiting for a DestroyStage under way"
+	}
+	return true
+}
+
+// endRestartIfAbandoned is endRestart if stop has given up on the
+// workers, else it records that the stages' restart begins; it reports
+// which.
+func (sv *supervision) endRestartIfAbandoned(stages []*Stage) bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if !sv.abandoned {
+		for _, s := range stages {
+			sv.restarting[s] = "waiting for its turn in the restart"
+		}
+		return false
+	}
+	for _, s := range stages {
+		delete(sv.restarting, s)
 	}
 	return true
 }
@@ -976,6 +994,13 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 			return nil, nil
 		}
 	}
+	// From here on Shutdown sees what the restart is doing (stop names
+	// it) and may give up waiting for it: the stages are then this
+	// worker's to end (endAbandoned).
+	if !m.sup.beginRestart(ctx, stages) {
+		return nil, nil // supervision ended: the stages keep their handlers
+	}
+	registered := stages
 	// Hold off DestroyStage and Shutdown while the handlers are swapped,
 	// and leave alone the stages they have ended meanwhile: a handler is
 	// destroyed exactly once, and none is made for an ended stage.
@@ -988,10 +1013,15 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 		}
 	}
 	stages = live
-	// From here on Shutdown can see what the restart is doing, and can
-	// give up on it (stop): the stages are then this worker's to end.
-	if !m.sup.beginRestart(ctx, stages) {
-		return nil, nil // supervision ended: the stages keep their handlers
+	initialized := make([]bool, len(stages))
+	if m.sup.endRestartIfAbandoned(registered) {
+		// Shutdown gave up while a DestroyStage held a stage: end the
+		// stages with the handlers they have.
+		for i := range initialized {
+			initialized[i] = true
+		}
+		m.endAbandoned(supervisor, stages, initialized)
+		return nil, nil
 	}
 	for i := len(stages) - 1; i >= 0; i-- {
 		s := stages[i]
@@ -1005,7 +1035,6 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 	}
 	var failed *Stage
 	var failErr error
-	initialized := make([]bool, len(stages))
 	for i, s := range stages {
 		m.sup.restartStep(s, "in its factory or the new handler's Init")
 		h := s.cfg.Factory()
@@ -1035,7 +1064,7 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 		m.log.Info("stage restarted", "stage", s.name, "supervisor", supervisor, "instance", inst.n)
 		m.notify(s, StageRestarted{Stage: s.name, Supervisor: supervisor, Instance: inst.n, Time: time.Now()}, false)
 	}
-	if m.sup.endRestart(stages) {
+	if m.sup.endRestart(registered) {
 		m.endAbandoned(supervisor, stages, initialized)
 		return nil, nil
 	}

@@ -173,3 +173,47 @@ func TestShutdownAbandonsHungRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownPastDeadlineWaitsForIdleSupervisor: a Shutdown whose
+// context has ended (a handler elsewhere never returns) still waits for
+// the supervisor goroutine when no restart holds a stage: nothing of
+// supervision outlives Shutdown, and its error blames only the stage
+// that did not stop.
+func TestShutdownPastDeadlineWaitsForIdleSupervisor(t *testing.T) {
+	m := NewManager(Options{})
+	var inits, destroys atomic.Int32
+	if _, err := m.CreateSupervised("S", func() Handler {
+		return &lifecycle{inits: &inits, destroys: &destroys}
+	}, StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	h, err := m.CreateStage("H", HandlerFunc(func([]sink.Event) error {
+		entered <- struct{}{}
+		<-release
+		return nil
+	}), StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Sink().Enqueue("hang")
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = m.Shutdown(ctx)
+	if !errors.Is(err, ErrNotStopped) || strings.Contains(err.Error(), "supervisor") {
+		t.Fatalf("Shutdown: %v; want ErrNotStopped for H only", err)
+	}
+	select {
+	case <-m.sup.done:
+	default:
+		t.Fatal("supervisor goroutine outlived Shutdown")
+	}
+	if d := destroys.Load(); d != 1 {
+		t.Fatalf("S destroyed %d times, want 1", d)
+	}
+}
