@@ -430,11 +430,11 @@ type supervision struct {
 	tree   *supTree           // nil while the supervisor goroutine owns it
 	cancel context.CancelFunc // ends supervision; set by start
 	// restarting is the stages whose handlers a worker is replacing (it
-	// holds their lifeMu), each with the step it is at, for stop to name.
+	// holds their lifeMu, or is about to take it), each with the step it
+	// is at, for stop to name.
 	restarting map[*Stage]string
-	// abandoned: stop's context ended before the workers were done. The
-	// stages they held are theirs to end (see endRestart); no new
-	// restart begins.
+	// abandoned: stop's context ended while workers held stages. Shutdown
+	// leaves those stages alone: their workers end them (endAbandoned).
 	abandoned bool
 
 	wg sync.WaitGroup // the supervisor goroutine and its workers
@@ -1015,8 +1015,8 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 	stages = live
 	initialized := make([]bool, len(stages))
 	if m.sup.endRestartIfAbandoned(registered) {
-		// Shutdown gave up while a DestroyStage held a stage: end the
-		// stages with the handlers they have.
+		// Shutdown gave up on this worker before it had its stages (a
+		// DestroyStage held one): end them with the handlers they have.
 		for i := range initialized {
 			initialized[i] = true
 		}
