@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -101,7 +102,11 @@ func (b BatchingConfig) batchingConfig() batching.Config {
 }
 
 // StageConfig configures one stage. Its zero value is a usable default: an
-// unbounded queue, no predicate, one goroutine, batches of up to 1000.
+// unbounded queue, no predicate, 1 to 20 goroutines (threadpool.DefaultMin
+// to DefaultMax, starting at 1) sized by the thread pool's controller,
+// which is on with thrashing detection because Max exceeds Min
+// (ThreadPool.Min = Max pins the size; a SingleThreaded handler gets one
+// goroutine), batches of up to 1000.
 type StageConfig struct {
 	// Handler is the registry name of the handler (configuration files only).
 	Handler string      `yaml:"handler"`
@@ -710,6 +715,20 @@ func declareGroups(m *Manager, cfg *Config) error {
 	return nil
 }
 
+// yamlKeys returns the keys of T's yaml block, in field order: messages
+// that list them stay in step with the struct.
+func yamlKeys[T any]() []string {
+	t := reflect.TypeFor[T]()
+	var keys []string
+	for i := range t.NumField() {
+		key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if key != "" && key != "-" {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
 // parseSupervisors reads the top-level `supervisors:` block: groups over
 // stages and other groups. Every name must resolve, every child has one
 // parent, and groups form a forest.
@@ -718,7 +737,7 @@ func parseSupervisors(cfg *Config, n *yaml.Node, stageNames []string) error {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return yamlstrict.Errorf(n, "supervisors", "want a mapping of supervisor names to {strategy, maxRestarts, period, children}")
+		return yamlstrict.Errorf(n, "supervisors", "want a mapping of supervisor names to {%s}", strings.Join(yamlKeys[SupervisorConfig](), ", "))
 	}
 	stages := map[string]bool{} // every stage the file defines, valid or not
 	for _, s := range stageNames {

@@ -168,8 +168,9 @@ func (st *stopped) result() error {
 }
 
 // Done returns a channel closed when the manager has stopped: after
-// Shutdown, or after the shutdown a root supervisor started when it gave
-// up. Commands wait on it beside their signals.
+// Shutdown, or at the end of the shutdown a root supervisor started when it
+// gave up (bounded by ShutdownBound; closing Done is the last thing that
+// shutdown's goroutine does). Commands wait on it beside their signals.
 func (m *Manager) Done() <-chan struct{} { return m.stop.done }
 
 // Err returns why the manager stopped, once Done is closed: nil after a
@@ -614,7 +615,10 @@ func (m *Manager) destroyHandler(s *Stage, d Destroyer) (err error) {
 // ctx ends first, the events still queued are discarded (their predicates
 // get them back as cancelled) and reported as lost, the stages that did not
 // stop are named in the error, and a stage whose handler is still running
-// is not destroyed.
+// is not destroyed. A supervisor restart stuck in a handler's Destroy or
+// Init is waited for until ctx ends too: the error then names it, and the
+// stages it holds are left to it (it destroys the handler it made when
+// the hung call returns, and logs that).
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	switch m.state {
@@ -630,6 +634,14 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.state = stateStopping
 	m.mu.Unlock()
+	err := m.shutdown(ctx)
+	m.finish(err)
+	return err
+}
+
+// shutdown is Shutdown once the manager is stopping (the caller moved it
+// from running): everything but closing Done, which is the caller's.
+func (m *Manager) shutdown(ctx context.Context) error {
 	if m.bounded {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, m.ShutdownBound())
@@ -655,7 +667,12 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	if err := m.quiesce(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	m.sup.stop()
+	// A restart stuck in a handler's Destroy or Init holds its stages:
+	// Shutdown leaves them to the restart (held) once ctx has ended.
+	held, err := m.sup.stop(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	stages := m.Stages()
 	// Monitors hear of the end before the queues close, so that monitoring
 	// stages still get the news.
@@ -703,6 +720,10 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 			m.log.Warn("stage not destroyed: its handler is still running", "stage", s.name)
 			continue
 		}
+		if slices.Contains(held, s) {
+			m.log.Warn("stage not destroyed: its supervisor's restart is still running and destroys it when done", "stage", s.name)
+			continue
+		}
 		if err := m.endStage(s, true); err != nil {
 			errs = append(errs, err)
 		}
@@ -714,9 +735,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	m.state = stateStopped
 	m.mu.Unlock()
 	m.log.Info("manager stopped")
-	err := errors.Join(errs...)
-	m.finish(err)
-	return err
+	return errors.Join(errs...)
 }
 
 // abandon runs when the context given to Start ends (or Shutdown cancels

@@ -39,10 +39,16 @@ import (
 // Stage.restartOn: the stage's supervisor's RestartOn, an atomic the
 // tree's owner sets when the stage joins or leaves a supervisor.
 //
-// Locks: supervision.mu (the tree while unowned) and no other; none is
-// held across a call into another layer or a wait for the supervisor.
-// Stage.lifeMu orders a worker's handler swap with DestroyStage and
-// Shutdown ending the stage.
+// Locks: supervision.mu (the tree while unowned, the restarts under way
+// for Shutdown to see) and no other; none is held across a call into
+// another layer or a wait for the supervisor. Stage.lifeMu orders a
+// worker's handler swap with DestroyStage and Shutdown ending the stage;
+// a worker holding it may take supervision.mu, never the reverse.
+//
+// Shutdown waits for a restart in a handler's Destroy or Init only until
+// its context ends: it then leaves the stages that restart holds to its
+// worker, which destroys the handlers it made once the hung call returns
+// (supervision.stop, Manager.endAbandoned).
 
 // Strategy is how a supervisor restarts its children when one fails
 // (Erlang/OTP's restart strategies, as in Whirlwind's supervisor library).
@@ -417,11 +423,19 @@ type supervision struct {
 	done chan struct{} // closed when the supervisor goroutine has returned
 
 	// mu guards tree while no goroutine owns it (before Start, after the
-	// supervisor returned) and cancel. It is never held across a call
-	// into another layer, nor while waiting for the supervisor.
+	// supervisor returned), cancel, restarting and abandoned. It is never
+	// held across a call into another layer, nor while waiting for the
+	// supervisor.
 	mu     sync.Mutex
 	tree   *supTree           // nil while the supervisor goroutine owns it
 	cancel context.CancelFunc // ends supervision; set by start
+	// restarting is the stages whose handlers a worker is replacing (it
+	// holds their lifeMu, or is about to take it), each with the step it
+	// is at, for stop to name.
+	restarting map[*Stage]string
+	// abandoned: stop's context ended while workers held stages. Shutdown
+	// leaves those stages alone: their workers end them (endAbandoned).
+	abandoned bool
 
 	wg sync.WaitGroup // the supervisor goroutine and its workers
 }
@@ -431,6 +445,7 @@ func (sv *supervision) init(m *Manager) {
 	sv.ctl = make(chan func(*supervisor))
 	sv.done = make(chan struct{})
 	sv.tree = &supTree{nodes: map[string]*supNode{}, parentOf: map[*Stage]*supNode{}}
+	sv.restarting = map[*Stage]string{}
 }
 
 // post hands f to the supervisor goroutine; it reports false if the
@@ -578,18 +593,105 @@ func (sv *supervision) start(ctx context.Context) {
 }
 
 // stop ends supervision (no more restarts) and waits for the supervisor
-// goroutine and its workers: a restart in progress is abandoned at its
-// next wait and its stages resume with the handlers they have.
-func (sv *supervision) stop() {
+// goroutine and its workers, until ctx ends. A restart in progress is
+// abandoned at its next wait (backoff, running batches) and its stages
+// resume with the handlers they have; one already in a handler's Destroy
+// or Init is waited for. If ctx ends first while workers hold stages (or
+// wait for a DestroyStage to let go of one), stop gives up on them: it
+// returns those stages, which the caller must leave alone (their workers
+// end them when the hung call returns: endAbandoned), and an error
+// wrapping ErrNotStopped that names what each restart is stuck in. The
+// supervisor goroutine then returns once its last worker has reported.
+func (sv *supervision) stop(ctx context.Context) (held []*Stage, err error) {
 	sv.mu.Lock()
 	cancel := sv.cancel
 	sv.mu.Unlock()
 	if cancel == nil {
-		return // never started
+		return nil, nil // never started
 	}
 	cancel()
-	<-sv.done
-	sv.wg.Wait()
+	select {
+	case <-sv.done:
+		sv.wg.Wait()
+		return nil, nil
+	case <-ctx.Done():
+	}
+	sv.mu.Lock()
+	var names, steps []string
+	for s, step := range sv.restarting {
+		held = append(held, s)
+		names = append(names, s.name)
+		steps = append(steps, fmt.Sprintf("stage %q %s", s.name, step))
+	}
+	sv.abandoned = len(held) > 0
+	sv.mu.Unlock()
+	if len(held) == 0 {
+		// Every worker left is at a wait that ends with supervision
+		// (backoff, running batches), failing a root's stages (which
+		// waits for nothing) or reporting: the supervisor returns at once.
+		<-sv.done
+		sv.wg.Wait()
+		return nil, nil
+	}
+	slices.Sort(names)
+	slices.Sort(steps)
+	what := "supervisor restart still running: " + strings.Join(steps, ", ")
+	sv.m.log.Error("shutdown abandoned a supervisor restart: its worker ends the stages when the hung call returns",
+		"stages", names, "waiting", what, "err", context.Cause(ctx))
+	return held, fmt.Errorf("%w: %s: %w", ErrNotStopped, what, context.Cause(ctx))
+}
+
+// beginRestart records that a worker is about to take the lifeMu of
+// stages and replace their handlers. It reports false if supervision has
+// ended (ctx): the restart must not begin. Once ctx has ended no worker
+// registers, so stop's look at restarting sees every worker that holds,
+// or waits for, a stage's lifeMu.
+func (sv *supervision) beginRestart(ctx context.Context, stages []*Stage) bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if ctx.Err() != nil {
+		return false
+	}
+	for _, s := range stages {
+		sv.restarting[s] = "waiting for a DestroyStage under way"
+	}
+	return true
+}
+
+// endRestartIfAbandoned is endRestart if stop has given up on the
+// workers, else it records that the stages' restart begins; it reports
+// which.
+func (sv *supervision) endRestartIfAbandoned(stages []*Stage) bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if !sv.abandoned {
+		for _, s := range stages {
+			sv.restarting[s] = "waiting for its turn in the restart"
+		}
+		return false
+	}
+	for _, s := range stages {
+		delete(sv.restarting, s)
+	}
+	return true
+}
+
+// restartStep records the step the restart of s is at.
+func (sv *supervision) restartStep(s *Stage, step string) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	sv.restarting[s] = step
+}
+
+// endRestart forgets the restart of stages and reports whether stop gave
+// up on it meanwhile: the stages' handlers are then the worker's to end.
+func (sv *supervision) endRestart(stages []*Stage) (abandoned bool) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	for _, s := range stages {
+		delete(sv.restarting, s)
+	}
+	return sv.abandoned
 }
 
 // supervisor is the state of the supervisor goroutine (run), as in
@@ -892,6 +994,13 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 			return nil, nil
 		}
 	}
+	// From here on Shutdown sees what the restart is doing (stop names
+	// it) and may give up waiting for it: the stages are then this
+	// worker's to end (endAbandoned).
+	if !m.sup.beginRestart(ctx, stages) {
+		return nil, nil // supervision ended: the stages keep their handlers
+	}
+	registered := stages
 	// Hold off DestroyStage and Shutdown while the handlers are swapped,
 	// and leave alone the stages they have ended meanwhile: a handler is
 	// destroyed exactly once, and none is made for an ended stage.
@@ -904,17 +1013,30 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 		}
 	}
 	stages = live
+	initialized := make([]bool, len(stages))
+	if m.sup.endRestartIfAbandoned(registered) {
+		// Shutdown gave up on this worker before it had its stages (a
+		// DestroyStage held one): end them with the handlers they have.
+		for i := range initialized {
+			initialized[i] = true
+		}
+		m.endAbandoned(supervisor, stages, initialized)
+		return nil, nil
+	}
 	for i := len(stages) - 1; i >= 0; i-- {
 		s := stages[i]
 		if d, ok := s.Handler().(Destroyer); ok {
+			m.sup.restartStep(s, "in the old handler's Destroy")
 			if err := m.destroyHandler(s, d); err != nil {
 				m.log.Warn("destroy before restart failed", "stage", s.name, "err", err)
 			}
 		}
+		m.sup.restartStep(s, "waiting for the restart of the stages before it")
 	}
 	var failed *Stage
 	var failErr error
-	for _, s := range stages {
+	for i, s := range stages {
+		m.sup.restartStep(s, "in its factory or the new handler's Init")
 		h := s.cfg.Factory()
 		var err error
 		if h == nil {
@@ -925,8 +1047,10 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 		s.cur.Store(inst)
 		s.restarts.Add(1)
 		if err == nil {
+			m.sup.restartStep(s, "in the new handler's Init")
 			err = m.initStage(s)
 		}
+		m.sup.restartStep(s, "restarted, waiting for the restart of the stages after it")
 		if err != nil {
 			m.log.Error("restarted handler failed to initialize", "stage", s.name, "supervisor", supervisor, "err", err)
 			s.failures.Add(1)
@@ -936,10 +1060,35 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 			}
 			continue
 		}
+		initialized[i] = true
 		m.log.Info("stage restarted", "stage", s.name, "supervisor", supervisor, "instance", inst.n)
 		m.notify(s, StageRestarted{Stage: s.name, Supervisor: supervisor, Instance: inst.n, Time: time.Now()}, false)
 	}
+	if m.sup.endRestart(registered) {
+		m.endAbandoned(supervisor, stages, initialized)
+		return nil, nil
+	}
 	return failed, failErr
+}
+
+// endAbandoned ends stages whose restart Shutdown gave up waiting for
+// (it did not destroy them): their handlers that initialized are
+// destroyed, and no handler is made for them again. The caller holds
+// their lifeMu.
+func (m *Manager) endAbandoned(supervisor string, stages []*Stage, initialized []bool) {
+	names := make([]string, len(stages))
+	var errs []error
+	for i, s := range stages {
+		names[i] = s.name
+		s.ended = true
+		if d, ok := s.Handler().(Destroyer); ok && initialized[i] {
+			if err := m.destroyHandler(s, d); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	m.log.Warn("abandoned restart finished after shutdown: its handlers are destroyed", "supervisor", supervisor,
+		"stages", names, "err", errors.Join(errs...))
 }
 
 // restartWaitWarn is how long a restart waits for a running batch before
@@ -974,27 +1123,33 @@ func (s *Stage) waitIdle(ctx context.Context, supervisor string) error {
 }
 
 // gaveUp stops the manager after its root supervisor gave up. It runs in
-// the supervisor goroutine and does not wait for the shutdown, which
-// waits for that goroutine.
+// the supervisor goroutine, so it cannot wait for the shutdown (which
+// waits for that goroutine): it moves the manager to stopping, so that no
+// other Shutdown takes over, and hands the shutdown, bounded by
+// ShutdownBound, to a goroutine whose last act is closing Done. Done's
+// observers (Run, a command's main) thus wait for that goroutine, and Err
+// carries its result.
 func (m *Manager) gaveUp(root string, cause error) {
 	err := fmt.Errorf("%w: root supervisor %q: %w", ErrGaveUp, root, cause)
 	m.stop.setCause(err)
 	m.log.Error("root supervisor gave up: stopping the manager", "supervisor", root, "err", cause)
-	m.mu.RLock()
+	m.mu.Lock()
 	running := m.state == stateRunning
-	m.mu.RUnlock()
+	if running {
+		m.state = stateStopping
+	}
+	m.mu.Unlock()
 	if !running {
 		return // a shutdown is under way and will close Done
 	}
-	timeout := 10 * time.Second
-	if m.config != nil && m.config.Global.Shutdown > 0 {
-		timeout = m.config.Global.Shutdown
-	}
+	bound := m.ShutdownBound()
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		defer cancel()
-		if err := m.Shutdown(ctx); err != nil && !errors.Is(err, ErrManagerClosed) {
+		err := m.shutdown(ctx)
+		if err != nil {
 			m.log.Error("shutdown after supervisor gave up", "err", err)
 		}
+		m.finish(err)
 	}()
 }

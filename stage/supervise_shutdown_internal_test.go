@@ -1,0 +1,219 @@
+package stage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// lockedBuffer is a log destination safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// lifecycle is a handler that panics on "crash" and whose Init or Destroy
+// (block) waits for release; it counts its Inits and Destroys in the
+// shared counters.
+type lifecycle struct {
+	block    string // "init", "destroy" or ""
+	entered  chan<- string
+	release  <-chan struct{}
+	inits    *atomic.Int32
+	destroys *atomic.Int32
+}
+
+func (h *lifecycle) Init(*Context) error {
+	if h.block == "init" {
+		h.entered <- "init"
+		<-h.release
+	}
+	h.inits.Add(1)
+	return nil
+}
+
+func (h *lifecycle) Destroy() error {
+	if h.block == "destroy" {
+		h.entered <- "destroy"
+		<-h.release
+	}
+	h.destroys.Add(1)
+	return nil
+}
+
+func (h *lifecycle) HandleEvents(b []sink.Event) error {
+	for _, e := range b {
+		if e == "crash" {
+			panic("crash")
+		}
+	}
+	return nil
+}
+
+// firedAfter is an Options.After whose timers have fired already: restart
+// backoffs take no time.
+func firedAfter(time.Duration) <-chan time.Time {
+	c := make(chan time.Time, 1)
+	c <- time.Time{}
+	return c
+}
+
+// TestShutdownAbandonsHungRestart: a supervised stage's handler crashes
+// and its restart hangs, in the new handler's Init or in the old one's
+// Destroy. Shutdown returns when its context ends, with an error that
+// wraps ErrNotStopped and the context's error and names the stage and the
+// step the restart is stuck in, and logs it. Once the hung call returns,
+// the abandoned worker destroys the handler it initialized (every handler
+// initialized is destroyed exactly once) and the supervisor goroutine and
+// its workers end: nothing is left running.
+func TestShutdownAbandonsHungRestart(t *testing.T) {
+	for _, tc := range []struct {
+		block string // which call of the restart hangs
+		step  string // what the error names
+	}{
+		{"init", "in the new handler's Init"},
+		{"destroy", "in the old handler's Destroy"},
+	} {
+		t.Run(tc.block, func(t *testing.T) {
+			var logs lockedBuffer
+			m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			entered, release := make(chan string, 1), make(chan struct{})
+			var inits, destroys, made atomic.Int32
+			factory := func() Handler {
+				h := &lifecycle{entered: entered, release: release, inits: &inits, destroys: &destroys}
+				n := made.Add(1)
+				if (tc.block == "init" && n == 2) || (tc.block == "destroy" && n == 1) {
+					h.block = tc.block
+				}
+				return h
+			}
+			st, err := m.CreateSupervised("S", factory, StageConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			released := false
+			defer func() {
+				if !released {
+					close(release) // let a failed test's goroutines end
+				}
+			}()
+			if err := st.Sink().Enqueue("crash"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-entered: // the restart is now stuck
+			case <-time.After(20 * time.Second):
+				t.Fatal("the restart never reached the blocking call")
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			res := make(chan error, 1)
+			go func() { res <- m.Shutdown(ctx) }()
+			select {
+			case err = <-res:
+			case <-time.After(20 * time.Second):
+				t.Fatal("Shutdown ignored its context's end while a restart was stuck")
+			}
+			t.Logf("Shutdown: %v", err)
+			if !errors.Is(err, ErrNotStopped) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Shutdown: %v; want ErrNotStopped and the deadline", err)
+			}
+			for _, want := range []string{`"S"`, tc.step} {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("Shutdown error %q does not name %s", err, want)
+				}
+			}
+			if !strings.Contains(logs.String(), "shutdown abandoned a supervisor restart") {
+				t.Fatalf("abandoned restart not logged:\n%s", logs.String())
+			}
+			select {
+			case <-m.Done():
+			default:
+				t.Fatal("Done not closed after Shutdown returned")
+			}
+
+			close(release)
+			released = true
+			select {
+			case <-m.sup.done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("supervisor goroutine still running after the hung call returned")
+			}
+			m.sup.wg.Wait() // its workers
+			if i, d := inits.Load(), destroys.Load(); i != 2 || d != 2 {
+				t.Fatalf("%d handlers initialized, %d destroyed; want 2 and 2", i, d)
+			}
+			if !strings.Contains(logs.String(), "abandoned restart finished") {
+				t.Fatalf("end of the abandoned restart not logged:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// TestShutdownPastDeadlineWaitsForIdleSupervisor: a Shutdown whose
+// context has ended (a handler elsewhere never returns) still waits for
+// the supervisor goroutine when no restart holds a stage: nothing of
+// supervision outlives Shutdown, and its error blames only the stage
+// that did not stop.
+func TestShutdownPastDeadlineWaitsForIdleSupervisor(t *testing.T) {
+	m := NewManager(Options{})
+	var inits, destroys atomic.Int32
+	if _, err := m.CreateSupervised("S", func() Handler {
+		return &lifecycle{inits: &inits, destroys: &destroys}
+	}, StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	h, err := m.CreateStage("H", HandlerFunc(func([]sink.Event) error {
+		entered <- struct{}{}
+		<-release
+		return nil
+	}), StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Sink().Enqueue("hang")
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = m.Shutdown(ctx)
+	if !errors.Is(err, ErrNotStopped) || strings.Contains(err.Error(), "supervisor") {
+		t.Fatalf("Shutdown: %v; want ErrNotStopped for H only", err)
+	}
+	select {
+	case <-m.sup.done:
+	default:
+		t.Fatal("supervisor goroutine outlived Shutdown")
+	}
+	if d := destroys.Load(); d != 1 {
+		t.Fatalf("S destroyed %d times, want 1", d)
+	}
+}
