@@ -48,11 +48,7 @@ func (q *Queue) sheds() bool {
 		return true
 	}
 	b := q.pred.Load()
-	if b == nil {
-		return false
-	}
-	_, ok := b.p.(Shedder)
-	return ok
+	return b != nil && b.sheds
 }
 
 // Expire is called by the runtime on a batch it dequeued (events and their

@@ -45,6 +45,8 @@ type predicateBox struct {
 	// cancels: p is a Canceler; events are stamped so that a cancel goes
 	// back to the predicate that admitted them (see predicateAt).
 	cancels bool
+	// sheds: p is a Shedder (looked up once, not per batch).
+	sheds bool
 	// since is the stamp from which events were admitted by p: events
 	// stamped earlier were admitted by prev (or older), and their
 	// completions go there, not to p (see completerAt).
@@ -180,6 +182,7 @@ func (q *Queue) SetPredicate(p Predicate) {
 		nb.err = &RejectError{Sink: q.name, Predicate: PredicateName(p), Reason: "admission refused"}
 		nb.completer, _ = p.(Completer)
 		_, nb.cancels = p.(Canceler)
+		_, nb.sheds = p.(Shedder)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

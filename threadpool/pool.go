@@ -375,7 +375,7 @@ func (p *Pool) run(w *worker) {
 		bs := max(p.st.BatchSize(), 1)
 		lim := b.fit(bs, q.Len())
 		if n := q.Dequeue(b.events[:lim], b.stamps[:lim]); n > 0 {
-			p.runBatch(q, b.events[:n], b.scratch[:n], b.stamps[:n])
+			p.runBatch(rt, b.events[:n], b.scratch[:n], b.stamps[:n])
 			continue
 		}
 		if q.IsClosed() && q.Drained() {
@@ -400,7 +400,7 @@ func (p *Pool) run(w *worker) {
 				lim = b.fit(bs, 1+q.Len())
 				b.events[0], b.stamps[0] = h.Ev, h.Stamp
 				n := 1 + q.Dequeue(b.events[1:lim], b.stamps[1:lim])
-				p.runBatch(q, b.events[:n], b.scratch[:n], b.stamps[:n])
+				p.runBatch(rt, b.events[:n], b.scratch[:n], b.stamps[:n])
 				continue
 			}
 		}
@@ -438,14 +438,14 @@ func (b *batchBuf) fit(bs, queued int) int {
 }
 
 // runBatch runs one dequeued batch and reports it finished.
-func (p *Pool) runBatch(q *sink.Queue, events, scratch []sink.Event, stamps []int64) {
+func (p *Pool) runBatch(rt sinkrt.Queue, events, scratch []sink.Event, stamps []int64) {
 	p.st.RunBatch(events, scratch, stamps)
 	if len(events) == 1 {
 		events[0] = nil // a hop's batch: no call to memclrHasPointers
 	} else {
 		clear(events)
 	}
-	sinkrt.Of(q).Finish(len(events))
+	rt.Finish(len(events))
 }
 
 // idleWorkers estimates how many workers have been idle for at least d at
