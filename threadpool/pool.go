@@ -115,9 +115,11 @@ func (c Config) withDefaults() Config {
 
 // Pool is the default thread manager: a pool of goroutines dedicated to one
 // stage, sized by a Controller. A SEDA controller on the real clock rests
-// while its pool is at its minimum size with nothing queued (no tick
-// could change anything then), and resumes ticking as soon as an event has
-// to be queued because every worker is busy: idle stages keep no timers.
+// while its pool is at its minimum size with fewer events queued than its
+// QueueThreshold (no tick could change anything then): idle stages keep no
+// timers. It resumes ticking when an enqueue that finds every worker busy
+// brings the queue to the threshold; its first tick comes one Interval
+// later, as it would have with a free-running ticker at worst.
 type Pool struct {
 	st    Stage
 	cfg   Config
