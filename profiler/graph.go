@@ -32,7 +32,7 @@ func Dot(s *Sample) []byte {
 	var b bytes.Buffer
 	b.WriteString("digraph sandstorm {\n\trankdir=LR;\n\tnode [shape=box, fontname=\"Helvetica\"];\n\tedge [fontname=\"Helvetica\"];\n")
 	if s.Node != "" {
-		fmt.Fprintf(&b, "\tlabel=%s;\n\tlabelloc=t;\n", quote("node "+s.Node))
+		fmt.Fprintf(&b, "\tlabel=%s;\n\tlabelloc=t;\n\tfontname=\"Helvetica\";\n", quote("node "+s.Node))
 	}
 	outside := outsideID(s)
 	hasOutside := false

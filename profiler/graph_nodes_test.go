@@ -45,6 +45,7 @@ func ExampleDot_cluster() {
 	// 	edge [fontname="Helvetica"];
 	// 	label="node front";
 	// 	labelloc=t;
+	// 	fontname="Helvetica";
 	// 	"(outside)" [shape=ellipse, label="outside"];
 	// 	"HttpRecv" [label="HttpRecv\nqueue 2\non front"];
 	// 	"Cache" [label="Cache\nqueue 0\non every node\nredelivered 4"];
