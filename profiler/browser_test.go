@@ -146,3 +146,80 @@ func waitSeq(t *testing.T, p *profiler.Profiler, seq uint64) {
 		}
 	}
 }
+
+// TestClusterDashboardInBrowser loads the dashboard of node "front" of a
+// cluster: the header names the node, both graph layouts label the stages
+// with their nodes, and the stage hosted elsewhere is drawn dashed with its
+// remote sink's numbers.
+func TestClusterDashboardInBrowser(t *testing.T) {
+	browser := browsertest.New(t) // skips without chromium
+
+	reg := stage.NewRegistry()
+	reg.Register("Recv", func() stage.Handler { return &forward{next: "Checksum"} })
+	reg.Register("Forward", func() stage.Handler { return &forward{} })
+	cfg, err := stage.ParseConfig([]byte(`
+stages:
+  HttpRecv: {handler: Recv, nodes: [front]}
+  Cache: {handler: Forward}
+  Checksum: {handler: Forward, nodes: [w1, w2]}
+`), "cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Node = "front" // as package remote sets it
+	m, err := stage.NewFromConfig(cfg, reg, stage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Checksum's remote sink is a plain queue here, with the metrics
+	// package remote would register for it.
+	if err := m.SetRemoteSink("Checksum", sink.NewQueue(1000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Metrics().Register("remote.Checksum.retransmits", newCounter(7)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	recv, _ := m.Stage("HttpRecv")
+	for i := range 20 {
+		if err := recv.Sink().Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	p := newProfiler(t, m, profiler.Config{HTTP: "127.0.0.1:0", Interval: 100 * time.Millisecond})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitSeq(t, p, 3)
+	url := "http://" + p.Addr().String() + profiler.DashboardPath
+
+	dom := browser.DOM(url + "?graph=js")
+	browsertest.SaveArtifact(t, "profiler-cluster-dashboard.html", []byte(dom))
+	if !strings.Contains(dom, `<b id="node">front</b>`) {
+		t.Errorf("header does not name the node: %s", browsertest.Body(dom))
+	}
+	graph := regexp.MustCompile(`(?s)<svg[^>]*data-layout="js".*?</svg>`).FindString(dom)
+	for _, want := range []string{`data-node="HttpRecv" data-nodes="front"`, `data-node="Cache" data-nodes=""`, ">on every node<",
+		`data-node="Checksum" data-remote="true" data-nodes="w1,w2"`, ">on w1, w2<", "retransmits 7", `data-remote="true"`} {
+		if !strings.Contains(graph, want) {
+			t.Errorf("page-drawn graph lacks %s:\n%s", want, graph)
+		}
+	}
+	if dashed := strings.Count(graph, `stroke-dasharray="5 3" data-remote="true"`); dashed != 1 {
+		t.Errorf("page-drawn graph has %d dashed edges, want 1 (HttpRecv -> Checksum)", dashed)
+	}
+	if profiler.DotPath() != "" {
+		dom = browser.DOM(url)
+		graph = regexp.MustCompile(`(?s)<svg[^>]*data-layout="dot".*?</svg>`).FindString(dom)
+		for _, want := range []string{">node front<", ">on front<", ">on w1, w2<", "retransmits 7"} {
+			if !strings.Contains(graph, want) {
+				t.Errorf("dot-drawn graph lacks %s:\n%s", want, graph)
+			}
+		}
+	}
+	shot := filepath.Join(browsertest.ArtifactDir(t), "profiler-cluster-dashboard.png")
+	browser.Screenshot(url+"?graph=js", shot, 1280, 900)
+	t.Logf("screenshot: %s", shot)
+}

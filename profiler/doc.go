@@ -16,7 +16,10 @@
 //     as Graphviz .dot, edges labelled with event counts and stages with
 //     their queue lengths, producers outside any stage drawn as one
 //     "outside" node; at Shutdown it is rendered to SVG when Graphviz's dot
-//     is installed;
+//     is installed. On a node of a cluster (package remote) every stage is
+//     labelled with the nodes hosting it and the stages hosted only
+//     elsewhere are dashed, with their remote sinks' numbers (Sample.Remote);
+//     the dashboard's graph does the same;
 //   - serves, when given an address, a live dashboard at /debug/sandstorm/
 //     (one self-contained page embedded in the binary: the stage graph and
 //     plots of queue lengths, pool sizes, throughput, rejections and p90

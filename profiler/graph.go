@@ -21,9 +21,19 @@ var ErrNoDot = errors.New("profiler: graphviz dot not found")
 // labelled with its name, queue length and pool size, an ellipse for the
 // producers outside any stage, and an arrow per traced edge labelled with
 // the number of events it carried.
+//
+// In a cluster (Sample.Node set) the graph is titled with this node, every
+// stage's label says the nodes hosting it, and the stages hosted on other
+// nodes only are dashed boxes labelled with their nodes and the numbers of
+// this node's remote sink for them (admitted events per second,
+// rejections, round-trip p50/p99, retransmissions, and redeliveries where
+// a durable replica runs here); edges to them are dashed.
 func Dot(s *Sample) []byte {
 	var b bytes.Buffer
 	b.WriteString("digraph sandstorm {\n\trankdir=LR;\n\tnode [shape=box, fontname=\"Helvetica\"];\n\tedge [fontname=\"Helvetica\"];\n")
+	if s.Node != "" {
+		fmt.Fprintf(&b, "\tlabel=%s;\n\tlabelloc=t;\n\tfontname=\"Helvetica\";\n", quote("node "+s.Node))
+	}
 	outside := outsideID(s)
 	hasOutside := false
 	for _, e := range s.Edges {
@@ -43,17 +53,86 @@ func Dot(s *Sample) []byte {
 		if t, ok := st.Get("pool.size"); ok {
 			label += "\nthreads " + strconv.FormatFloat(t, 'f', -1, 64)
 		}
+		if s.Node != "" {
+			label += "\n" + nodesLabel(st.Nodes)
+			if r, ok := s.OtherValue("remote." + st.Name + ".redelivered"); ok {
+				label += "\nredelivered " + num(r)
+			}
+		}
 		fmt.Fprintf(&b, "\t%s [label=%s];\n", quote(st.Name), quote(label))
+	}
+	for _, rs := range s.Remote {
+		fmt.Fprintf(&b, "\t%s [style=dashed, label=%s];\n", quote(rs.Name), quote(remoteLabel(&rs)))
 	}
 	for _, e := range s.Edges {
 		from := e.From
 		if from == "" {
 			from = outside
 		}
-		fmt.Fprintf(&b, "\t%s -> %s [label=%s];\n", quote(from), quote(e.To), quote(strconv.FormatUint(e.Count, 10)))
+		style := ""
+		if _, remote := s.RemoteStage(e.To); remote {
+			style = "style=dashed, "
+		}
+		fmt.Fprintf(&b, "\t%s -> %s [%slabel=%s];\n", quote(from), quote(e.To), style, quote(strconv.FormatUint(e.Count, 10)))
 	}
 	b.WriteString("}\n")
 	return b.Bytes()
+}
+
+// nodesLabel is how a graph names the nodes hosting a stage (a
+// StageSample's Nodes in a cluster): "on a, b", or "on every node" for
+// none.
+func nodesLabel(nodes []string) string {
+	if len(nodes) == 0 {
+		return "on every node"
+	}
+	return "on " + strings.Join(nodes, ", ")
+}
+
+// remoteLabel labels a stage hosted on other nodes with its nodes and the
+// numbers of this node's remote sink for it that package remote exposes.
+func remoteLabel(rs *StageSample) string {
+	label := rs.Name + "\n" + nodesLabel(rs.Nodes)
+	get := func(name string) (string, bool) {
+		v, ok := rs.Get(name)
+		return num(v), ok
+	}
+	var line []string
+	if v, ok := get("rate.events"); ok {
+		line = append(line, v+" ev/s")
+	}
+	if v, ok := get("rejected"); ok {
+		r, _ := get("rate.rejected")
+		line = append(line, "rejected "+v+" ("+r+"/s)")
+	}
+	if len(line) > 0 {
+		label += "\n" + strings.Join(line, ", ")
+	}
+	p50, ok50 := get("rtt.p50.us")
+	p99, ok99 := get("rtt.p99.us")
+	if ok50 && ok99 {
+		label += "\nrtt p50 " + p50 + "µs, p99 " + p99 + "µs"
+	}
+	line = line[:0]
+	if v, ok := get("retransmits"); ok {
+		line = append(line, "retransmits "+v)
+	}
+	if v, ok := get("redelivered"); ok {
+		line = append(line, "redelivered "+v)
+	}
+	if len(line) > 0 {
+		label += "\n" + strings.Join(line, ", ")
+	}
+	return label
+}
+
+// num formats a value of a label: integers as they are, others with one
+// decimal.
+func num(v float64) string {
+	if v == float64(int64(v)) {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
 // outsideID picks a node ID for the outside producers that no stage uses.

@@ -14,8 +14,8 @@ import (
 )
 
 var (
-	dotEdge = regexp.MustCompile(`^\t"((?:[^"\\]|\\.)*)" -> "((?:[^"\\]|\\.)*)" \[label="(\d+)"\];$`)
-	dotNode = regexp.MustCompile(`^\t"((?:[^"\\]|\\.)*)" \[(?:shape=ellipse, )?label="((?:[^"\\]|\\.)*)"\];$`)
+	dotEdge = regexp.MustCompile(`^\t"((?:[^"\\]|\\.)*)" -> "((?:[^"\\]|\\.)*)" \[(?:style=dashed, )?label="(\d+)"\];$`)
+	dotNode = regexp.MustCompile(`^\t"((?:[^"\\]|\\.)*)" \[(?:shape=ellipse, |style=dashed, )?label="((?:[^"\\]|\\.)*)"\];$`)
 )
 
 // parseDot returns the edges ("from -> to" with counts) and node IDs of a

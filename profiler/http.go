@@ -154,7 +154,9 @@ func (p *Profiler) serveMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeSample encodes a sample (without its edges) as JSON. Non-finite
-// values, which JSON cannot carry, are written as null.
+// values, which JSON cannot carry, are written as null. In a cluster it
+// adds "node", each stage's "nodes" and the stages hosted elsewhere
+// ("remote", with their remote sinks' values).
 func writeSample(b *bytes.Buffer, s *Sample) {
 	b.WriteString(`{"seq":`)
 	b.WriteString(strconv.FormatUint(s.Seq, 10))
@@ -167,14 +169,41 @@ func writeSample(b *bytes.Buffer, s *Sample) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(`{"name":`)
-		writeString(b, s.Stages[i].Name)
-		b.WriteString(`,"values":`)
-		writeValues(b, s.Stages[i].Values)
-		b.WriteByte('}')
+		writeStage(b, &s.Stages[i], s.Node != "")
 	}
 	b.WriteString(`],"other":`)
 	writeValues(b, s.Other)
+	if s.Node != "" {
+		b.WriteString(`,"node":`)
+		writeString(b, s.Node)
+		b.WriteString(`,"remote":[`)
+		for i := range s.Remote {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeStage(b, &s.Remote[i], true)
+		}
+		b.WriteByte(']')
+	}
+	b.WriteByte('}')
+}
+
+// writeStage encodes one stage's sample; in a cluster, with its nodes.
+func writeStage(b *bytes.Buffer, st *StageSample, cluster bool) {
+	b.WriteString(`{"name":`)
+	writeString(b, st.Name)
+	if cluster {
+		b.WriteString(`,"nodes":[`)
+		for i, n := range st.Nodes {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeString(b, n)
+		}
+		b.WriteByte(']')
+	}
+	b.WriteString(`,"values":`)
+	writeValues(b, st.Values)
 	b.WriteByte('}')
 }
 

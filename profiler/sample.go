@@ -2,6 +2,7 @@ package profiler
 
 import (
 	rtmetrics "runtime/metrics"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,9 +38,14 @@ type Value struct {
 // rejected.predicate or rejected.closed (whichever refused it), so dropped
 // ≤ rejected.full + rejected.predicate + rejected.closed, and the
 // rejections must not be added to dropped.
+//
+// In a cluster (a manager built by package remote), Nodes lists the nodes
+// the configuration hosts the stage on: nil for a stage on every node, and
+// this node alone for a stage the configuration does not name.
 type StageSample struct {
 	Name   string
-	Values []Value // sorted by name
+	Nodes  []string // nil outside a cluster
+	Values []Value  // sorted by name
 }
 
 // Get returns the stage's value called name.
@@ -64,6 +70,39 @@ type Sample struct {
 	// stage, under their full names.
 	Other []Value
 	Edges []stage.Edge // the traced stage graph
+	// Node is the cluster node this process runs as (stage.Config.Node),
+	// "" outside a cluster: then Remote is empty and no stage has Nodes.
+	Node string
+	// Remote holds the stages hosted on other nodes only, in
+	// configuration order, each with the numbers of this node's remote
+	// sink for it: the "remote.<stage>.<name>" metrics package remote
+	// registers (sent, events, rejected, retransmits, dropped,
+	// rtt.p50.us, rtt.p99.us, and redelivered, naks and acks where a
+	// durable replica runs here), relative to the stage, and the rates
+	// the profiler derives between two samples: rate.events (events
+	// admitted by a replica per second) and rate.rejected (rejected
+	// requests per second).
+	Remote []StageSample
+}
+
+// RemoteStage returns the named stage hosted on other nodes.
+func (s *Sample) RemoteStage(name string) (*StageSample, bool) {
+	for i := range s.Remote {
+		if s.Remote[i].Name == name {
+			return &s.Remote[i], true
+		}
+	}
+	return nil, false
+}
+
+// OtherValue returns the value called name among the metrics that belong
+// to no stage.
+func (s *Sample) OtherValue(name string) (float64, bool) {
+	i := sort.Search(len(s.Other), func(i int) bool { return s.Other[i].Name >= name })
+	if i < len(s.Other) && s.Other[i].Name == name {
+		return s.Other[i].Value, true
+	}
+	return 0, false
 }
 
 // Stage returns the named stage's sample.
@@ -95,11 +134,14 @@ type sampler struct {
 	m   *stage.Manager
 	now func() time.Time
 
-	mu    sync.Mutex
-	seq   uint64
-	prev  map[*stage.Stage]counters
-	rt    []rtmetrics.Sample
-	preds *predicateGauges
+	mu   sync.Mutex
+	seq  uint64
+	prev map[*stage.Stage]counters
+	// prevRemote holds the remote sinks' counters (enqueued: events
+	// admitted, rejected: requests rejected) by stage name.
+	prevRemote map[string]counters
+	rt         []rtmetrics.Sample
+	preds      *predicateGauges
 	// released is set by release: a sample taken afterwards (Profiler.Sample
 	// after Shutdown) registers no gauges, since nothing would remove them.
 	released bool
@@ -175,7 +217,59 @@ func (s *sampler) take() Sample {
 	s.prev = next
 	sortValues(out.Other)
 	out.Edges = s.m.Edges()
+	s.placeLocked(&out)
 	return out
+}
+
+// placeLocked fills in, for a manager that is one node of a cluster, the
+// nodes hosting each stage and the stages hosted elsewhere with their
+// remote sinks' numbers (Sample.Remote).
+func (s *sampler) placeLocked(out *Sample) {
+	cfg := s.m.Config()
+	if cfg == nil || cfg.Node == "" {
+		return
+	}
+	out.Node = cfg.Node
+	configured := make(map[string][]string, len(cfg.Stages))
+	for _, ns := range cfg.Stages {
+		configured[ns.Name] = ns.Config.Nodes
+	}
+	for i := range out.Stages {
+		ss := &out.Stages[i]
+		if nodes, ok := configured[ss.Name]; ok {
+			ss.Nodes = slices.Clone(nodes)
+		} else {
+			ss.Nodes = []string{cfg.Node}
+		}
+	}
+	next := map[string]counters{}
+	for _, ns := range cfg.Stages {
+		if ns.Config.HostedOn(cfg.Node) {
+			continue
+		}
+		rs := StageSample{Name: ns.Name, Nodes: slices.Clone(ns.Config.Nodes)}
+		prefix := "remote." + ns.Name + "."
+		for _, v := range out.Other {
+			if rel, ok := strings.CutPrefix(v.Name, prefix); ok {
+				rs.Values = append(rs.Values, Value{rel, v.Value})
+			}
+		}
+		events, _ := rs.Get("events")
+		rejected, _ := rs.Get("rejected")
+		c := counters{at: out.Time, enqueued: uint64(events), rejected: uint64(rejected)}
+		var re, rr float64
+		if p, ok := s.prevRemote[ns.Name]; ok {
+			if dt := c.at.Sub(p.at).Seconds(); dt > 0 && c.enqueued >= p.enqueued && c.rejected >= p.rejected {
+				re = float64(c.enqueued-p.enqueued) / dt
+				rr = float64(c.rejected-p.rejected) / dt
+			}
+		}
+		next[ns.Name] = c
+		rs.Values = append(rs.Values, Value{"rate.events", re}, Value{"rate.rejected", rr})
+		sortValues(rs.Values)
+		out.Remote = append(out.Remote, rs)
+	}
+	s.prevRemote = next
 }
 
 // release unregisters the predicate gauges take registered.

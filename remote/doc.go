@@ -54,10 +54,12 @@
 // configured is the cluster's total, split evenly among the live nodes
 // using the group (see GroupShare for the accuracy bound). Every remote
 // sink publishes remote.<stage>.{sent,events,rejected,retransmits,dropped,
-// rtt.p50.us,rtt.p99.us} in the manager's metrics registry (durable
+// rtt.p50.us,rtt.p99.us} in the manager's metrics registry (a durable
+// stage's sink also redelivered, the stream's redeliveries; durable
 // replicas: redelivered, naks, acks), and enqueues on remote stages are
-// edges of the node's stage graph (Manager.Edges), so the profiler shows
-// them.
+// edges of the node's stage graph (Manager.Edges). The profiler draws
+// each node's graph with the nodes hosting every stage, and the stages
+// hosted elsewhere as dashed boxes carrying these numbers.
 //
 // What it does not do: it does not order events across replicas, it does
 // not make request mode survive a replica's death (events that replica had

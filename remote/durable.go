@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -57,6 +58,10 @@ type durableSender struct {
 	lenMu   sync.Mutex
 	lenAt   time.Time
 	lastLen int
+
+	redMu   sync.Mutex
+	redAt   time.Time
+	lastRed uint64
 }
 
 var _ sink.Sink = (*durableSender)(nil)
@@ -161,6 +166,35 @@ func (s *durableSender) Len() int {
 	}
 	s.lenAt = time.Now()
 	return s.lastLen
+}
+
+// Stats returns the sink's counters, with the stage's redeliveries.
+func (s *durableSender) Stats() SinkStats {
+	st := s.senderCore.Stats()
+	st.Redelivered = s.redelivered()
+	return st
+}
+
+// redelivered returns how many deliveries of the stage's consumer were
+// redeliveries, refreshed at most once per heartbeat: every delivery
+// takes a consumer sequence number and the first delivery of a message
+// its stream sequence number, in order, so the redeliveries are the
+// difference between the last of each (the last known count while the
+// consumer cannot be asked, or does not exist yet).
+func (s *durableSender) redelivered() uint64 {
+	s.redMu.Lock()
+	defer s.redMu.Unlock()
+	if time.Since(s.redAt) < s.n.cfg.Heartbeat {
+		return s.lastRed
+	}
+	ctx, cancel := context.WithTimeout(s.n.ctx, time.Second)
+	defer cancel()
+	if ci, err := s.n.js.ConsumerInfo(s.n.streamName(s.stage), s.stage, nats.Context(ctx)); err == nil &&
+		ci.Delivered.Consumer >= ci.Delivered.Stream {
+		s.lastRed = max(s.lastRed, ci.Delivered.Consumer-ci.Delivered.Stream)
+	}
+	s.redAt = time.Now()
+	return s.lastRed
 }
 
 // SetPredicate sets a predicate run before publishing (nil: none).

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandstorm-go/sandstorm/profiler"
+	"github.com/sandstorm-go/sandstorm/remote"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -43,6 +45,28 @@ func TestDurableAckAfterHandlerNakOnFailure(t *testing.T) {
 	}
 	// Acknowledged events leave the work queue.
 	waitFor(t, "an empty stream", func() bool { return s.Len() == 0 })
+	// The sender sees the one redelivery (of the nak'd event), also as
+	// its metric.
+	waitFor(t, "one redelivery in the sink's stats", func() bool {
+		st, _ := remote.Stats(s)
+		return st.Redelivered == 1
+	})
+	g, ok := ma.Metrics().Get("remote.Work.redelivered").(interface{ Value() int64 })
+	if !ok || g.Value() != 1 {
+		t.Fatalf("metric remote.Work.redelivered: %v", ma.Metrics().Get("remote.Work.redelivered"))
+	}
+	if st, _ := remote.Stats(s); st.Events != 2 || st.Rejected != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	p, err := profiler.New(ma, profiler.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := p.Sample()
+	if dot := string(profiler.Dot(&sample)); !strings.Contains(dot, `"Work" [style=dashed, label="Work\non b\n`) ||
+		!strings.Contains(dot, `, redelivered 1"]`) {
+		t.Fatalf("node a's graph does not show Work on b with its redelivery:\n%s", dot)
+	}
 }
 
 func TestDurableFullStreamRejectsAtEnqueue(t *testing.T) {
@@ -87,4 +111,8 @@ func TestDurableRedeliveryWhenReplicaDies(t *testing.T) {
 	if got := survivor.events(); got[0] != "x" {
 		t.Fatalf("redelivered %v", got)
 	}
+	waitFor(t, "the redelivery in the sender's stats", func() bool {
+		st, _ := remote.Stats(s)
+		return st.Redelivered == 1
+	})
 }

@@ -1,8 +1,10 @@
 package remote_test
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -26,7 +28,7 @@ func TestRemoteEdgesAreTraced(t *testing.T) {
 	c := &cluster{t: t}
 	ma, _ := c.node(requestGraph, "a", map[string]stage.Handler{"Src": &forwarder{to: "Work"}})
 	work := &recorder{}
-	_, _ = c.node(requestGraph, "b", map[string]stage.Handler{"Work": work})
+	mb, _ := c.node(requestGraph, "b", map[string]stage.Handler{"Work": work})
 	src, ok := ma.Stage("Src")
 	if !ok {
 		t.Fatal("node a does not host Src")
@@ -46,4 +48,34 @@ func TestRemoteEdgesAreTraced(t *testing.T) {
 		return false
 	}
 	waitFor(t, "the traced edge Src -> Work (2)", traced)
+
+	// The profiler's graph of each node names the nodes hosting every
+	// stage; the stages hosted elsewhere are dashed, with their remote
+	// sink's numbers, and so is the edge to them.
+	graph := func(m *stage.Manager) string {
+		p, err := profiler.New(m, profiler.Config{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := p.Sample()
+		return string(profiler.Dot(&s))
+	}
+	dotA, dotB := graph(ma), graph(mb)
+	for _, want := range []string{
+		`label="node a"`,
+		`"Src" [label="Src\nqueue 0\nthreads 1\non a"]`,
+		`"Work" [style=dashed, label="Work\non b\n`,
+		`"Picky" [style=dashed, label="Picky\non b\n`,
+		`rejected 0 (0/s)\nrtt p50 `,
+		`"Src" -> "Work" [style=dashed, label="2"]`,
+	} {
+		if !strings.Contains(dotA, want) {
+			t.Errorf("node a's graph lacks %s:\n%s", want, dotA)
+		}
+	}
+	for _, want := range []string{`label="node b"`, `"Work" [label="Work\nqueue 0\nthreads 1\non b"]`, `"Src" [style=dashed, label="Src\non a\n`} {
+		if !strings.Contains(dotB, want) {
+			t.Errorf("node b's graph lacks %s:\n%s", want, dotB)
+		}
+	}
 }

@@ -9,7 +9,9 @@ import (
 
 // registerSinkMetrics publishes a remote sink's counters in the manager's
 // metrics registry (and so in the profiler's log, dashboard JSON and
-// Prometheus export) as "remote.<stage>.<name>".
+// Prometheus export) as "remote.<stage>.<name>": sent, events, rejected,
+// retransmits, dropped, rtt.p50.us, rtt.p99.us and, for a durable stage,
+// redelivered (SinkStats.Redelivered).
 func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 	reg := m.Metrics()
 	prefix := "remote." + name + "."
@@ -26,6 +28,10 @@ func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 	gauge("dropped", stat(func(st SinkStats) uint64 { return st.Dropped }))
 	gauge("rtt.p50.us", func() int64 { p50, _, _ := RoundTrip(s); return p50.Microseconds() })
 	gauge("rtt.p99.us", func() int64 { _, p99, _ := RoundTrip(s); return p99.Microseconds() })
+	if _, durable := s.(*durableSender); durable {
+		// The name the replicas use for the redeliveries they received.
+		gauge("redelivered", stat(func(st SinkStats) uint64 { return st.Redelivered }))
+	}
 }
 
 // registerDurableMetrics publishes a durable replica's counters as

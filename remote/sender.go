@@ -22,6 +22,14 @@ type SinkStats struct {
 	Rejected    uint64 // requests rejected (by a replica, or for want of one)
 	Retransmits uint64 // requests sent again after a timeout
 	Dropped     uint64 // EnqueueLossy events refused
+	// Redelivered is, for a durable stage, how many times its stream
+	// delivered a message again (a replica died or its handler or
+	// predicate refused it): JetStream's count for the stage's consumer,
+	// so for every sender of the stage, not this one alone, refreshed at
+	// most once per heartbeat. It is exact while the consumer has seen the
+	// stream from its first message. Always 0 in request mode, which
+	// retransmits (Retransmits) instead.
+	Redelivered uint64
 }
 
 // stageSender is the sink of a stage hosted on other nodes, in request

@@ -534,7 +534,11 @@ func (m *Manager) DestroyStage(name string) error {
 // discarded and the error wraps ErrNotStopped and ErrEventsDiscarded; a
 // handler still running is not destroyed under its feet. On a manager
 // that was never started the queued events are discarded too (nobody
-// would ever handle them), and the error wraps ErrEventsDiscarded.
+// would ever handle them), and the error wraps ErrEventsDiscarded. A
+// supervisor restart of the stage stuck in a handler's Destroy or Init is
+// waited for until ctx ends too: the error then wraps ErrNotStopped and
+// ctx.Err() and names the step the restart is in, the stage is gone all
+// the same, and its last handler is destroyed when the hung call returns.
 func (m *Manager) DestroyStageContext(ctx context.Context, name string) error {
 	s, ok := m.Stage(name)
 	if !ok {
@@ -568,7 +572,7 @@ func (m *Manager) DestroyStageContext(ctx context.Context, name string) error {
 		err = fmt.Errorf("stage: destroy %q before start: %d queued events lost: %w", name, lost, ErrEventsDiscarded)
 	}
 	s.stopPredicate()
-	err = errors.Join(err, m.endStage(s, destroy))
+	err = errors.Join(err, m.endStageContext(ctx, s, destroy))
 	s.metrics.unregister()
 	m.signals.dropStage(s)
 	m.log.Info("stage destroyed", "stage", name)
@@ -582,6 +586,45 @@ func (m *Manager) DestroyStageContext(ctx context.Context, name string) error {
 func (m *Manager) endStage(s *Stage, destroy bool) error {
 	s.lifeMu.Lock()
 	defer s.lifeMu.Unlock()
+	return m.endStageLocked(s, destroy)
+}
+
+// endStageContext is endStage waiting for s's lifeMu only until ctx ends:
+// a supervisor restart holds it while it destroys the old handler and
+// initializes a new one, and either may hang. If ctx ends first, the
+// error names the restart's step, and a goroutine ends the stage once the
+// restart lets go of it (logging what Destroy returns).
+func (m *Manager) endStageContext(ctx context.Context, s *Stage, destroy bool) error {
+	if s.lifeMu.TryLock() {
+		defer s.lifeMu.Unlock()
+		return m.endStageLocked(s, destroy)
+	}
+	done, gaveUp := make(chan error), make(chan struct{})
+	go func() {
+		s.lifeMu.Lock()
+		err := m.endStageLocked(s, destroy)
+		s.lifeMu.Unlock()
+		select {
+		case done <- err:
+		case <-gaveUp:
+			m.log.Warn("stage ended after DestroyStage stopped waiting for it", "stage", s.name, "err", err)
+		}
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		close(gaveUp)
+	}
+	what := "the end of its handler under way elsewhere" // Shutdown's, or a restart letting go just now
+	if step, ok := m.sup.restartStepOf(s); ok {
+		what = "its supervisor restart, " + step
+	}
+	return fmt.Errorf("stage: destroy %q: %w: waiting for %s: %w", s.name, ErrNotStopped, what, ctx.Err())
+}
+
+// endStageLocked is endStage once the caller holds s.lifeMu.
+func (m *Manager) endStageLocked(s *Stage, destroy bool) error {
 	if s.ended {
 		return nil
 	}

@@ -48,7 +48,10 @@ import (
 // Shutdown waits for a restart in a handler's Destroy or Init only until
 // its context ends: it then leaves the stages that restart holds to its
 // worker, which destroys the handlers it made once the hung call returns
-// (supervision.stop, Manager.endAbandoned).
+// (supervision.stop, Manager.endAbandoned). DestroyStageContext waits for
+// the stage's lifeMu until its context ends the same way, naming the
+// restart's step (restartStepOf); the stage is then ended once the
+// restart lets go of it (Manager.endStageContext).
 
 // Strategy is how a supervisor restarts its children when one fails
 // (Erlang/OTP's restart strategies, as in Whirlwind's supervisor library).
@@ -681,6 +684,15 @@ func (sv *supervision) restartStep(s *Stage, step string) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	sv.restarting[s] = step
+}
+
+// restartStepOf returns the step a restart of s is at, if one holds or
+// waits for s's lifeMu.
+func (sv *supervision) restartStepOf(s *Stage) (string, bool) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	step, ok := sv.restarting[s]
+	return step, ok
 }
 
 // endRestart forgets the restart of stages and reports whether stop gave

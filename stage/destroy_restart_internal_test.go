@@ -1,0 +1,152 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestDestroyStageContextAbandonsHungRestart: a supervised stage's handler
+// crashes and its restart hangs in the new handler's Init, holding the
+// stage. DestroyStageContext returns when its context ends, with an error
+// that wraps ErrNotStopped and the context's error and names the stage and
+// the restart's step; the stage is gone at once. Once Init returns, the
+// handler it initialized is destroyed (every handler initialized is
+// destroyed exactly once), the goroutine left waiting for the stage ends,
+// and the manager shuts down cleanly.
+func TestDestroyStageContextAbandonsHungRestart(t *testing.T) {
+	var logs lockedBuffer
+	m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	entered, release := make(chan string, 1), make(chan struct{})
+	var inits, destroys, made atomic.Int32
+	factory := func() Handler {
+		h := &lifecycle{entered: entered, release: release, inits: &inits, destroys: &destroys}
+		if made.Add(1) == 2 {
+			h.block = "init" // the restarted handler
+		}
+		return h
+	}
+	st, err := m.CreateSupervised("S", factory, StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(release) // let a failed test's goroutines end
+		}
+	}()
+	if err := st.Sink().Enqueue("crash"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered: // the restart is now stuck in Init
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restart never reached the new handler's Init")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { res <- m.DestroyStageContext(ctx, "S") }()
+	select {
+	case err = <-res:
+	case <-time.After(20 * time.Second):
+		t.Fatal("DestroyStageContext ignored its context's end while a restart was stuck")
+	}
+	t.Logf("DestroyStageContext: %v", err)
+	if !errors.Is(err, ErrNotStopped) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("DestroyStageContext: %v; want ErrNotStopped and the deadline", err)
+	}
+	for _, want := range []string{`"S"`, "supervisor restart", "in the new handler's Init"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not say %s", err, want)
+		}
+	}
+	if _, ok := m.Stage("S"); ok {
+		t.Fatal("stage S still in the manager")
+	}
+	if d := destroys.Load(); d != 1 {
+		t.Fatalf("%d handlers destroyed while Init hangs, want 1 (the crashed one)", d)
+	}
+
+	close(release)
+	released = true
+	deadline := time.Now().Add(20 * time.Second)
+	for destroys.Load() != 2 || waitingForStage() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after Init returned: %d handlers destroyed (want 2), still waiting for the stage: %v",
+				destroys.Load(), waitingForStage())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if i, d := inits.Load(), destroys.Load(); i != 2 || d != 2 {
+		t.Fatalf("%d handlers initialized, %d destroyed; want 2 and 2", i, d)
+	}
+	if !strings.Contains(logs.String(), "stage ended after DestroyStage stopped waiting for it") {
+		t.Fatalf("late end of the stage not logged:\n%s", logs.String())
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer scancel()
+	if err := m.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case <-m.sup.done:
+	default:
+		t.Fatal("supervisor goroutine outlived Shutdown")
+	}
+	m.sup.wg.Wait() // its workers
+	if d := destroys.Load(); d != 2 {
+		t.Fatalf("%d handlers destroyed after Shutdown, want 2", d)
+	}
+}
+
+// TestDestroyStageContextWithoutRestart: with no restart holding the
+// stage, DestroyStageContext destroys its handler before it returns, and
+// leaves no goroutine behind.
+func TestDestroyStageContextWithoutRestart(t *testing.T) {
+	m := NewManager(Options{})
+	var inits, destroys atomic.Int32
+	if _, err := m.CreateSupervised("S", func() Handler {
+		return &lifecycle{inits: &inits, destroys: &destroys}
+	}, StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Shutdown(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.DestroyStageContext(ctx, "S"); err != nil {
+		t.Fatalf("DestroyStageContext: %v", err)
+	}
+	if d := destroys.Load(); d != 1 {
+		t.Fatalf("handler destroyed %d times, want 1", d)
+	}
+	if waitingForStage() {
+		t.Fatal("a goroutine waits for the stage")
+	}
+}
+
+// waitingForStage reports whether a goroutine of endStageContext is still
+// waiting for a stage's lifeMu.
+func waitingForStage() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Contains(string(buf[:n]), "stage.(*Manager).endStageContext.func")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
