@@ -82,6 +82,7 @@ func (h *pageCache) Init(c *stage.Context) error {
 	h.cache = NewPageCache(int64(h.args.MaxBytes))
 	h.srv.cache = h.cache
 	h.srv.mu.Unlock()
+	h.srv.cacheView.Store(&cacheView{stage: c.Stage().Name(), cache: h.cache, revalidate: h.args.Revalidate})
 	st := func(f func(CacheStats) float64) func() float64 { return func() float64 { return f(h.cache.Stats()) } }
 	c.Profile("cache.bytes", st(func(s CacheStats) float64 { return float64(s.Bytes) }))
 	c.Profile("cache.pages", st(func(s CacheStats) float64 { return float64(s.Pages) }))

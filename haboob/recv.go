@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
@@ -42,6 +43,16 @@ type recvArgs struct {
 	// Static and Send name the page cache and the sending stages.
 	Static string `yaml:"static"`
 	Send   string `yaml:"send"`
+	// Combine answers a GET or HEAD whose page is in the page cache, and
+	// fresh (checked against its file within PageCache's `revalidate`),
+	// where the request is parsed, on the socket's event loop, instead of
+	// passing it through the HttpRecv, PageCache and HttpSend stages (the
+	// thesis's Combine pattern). Misses, pages due for revalidation,
+	// dynamic routes, the statistics page and other methods take the
+	// stages as before, and so does everything while HttpRecv or
+	// PageCache has an admission predicate. Requests answered this way are
+	// counted as HttpRecv's `requests.inline` (profiler, metrics, /stats).
+	Combine bool `yaml:"combine"`
 	// TLS opens an HTTPS listener beside the HTTP one.
 	TLS tlsArgs `yaml:"tls"`
 }
@@ -65,6 +76,7 @@ type httpRecv struct {
 	routes []route // longest prefix first
 	static sink.Sink
 	send   sendFunc
+	inline atomic.Uint64 // requests answered by the Combine path
 }
 
 func (h *httpRecv) Init(c *stage.Context) error {
@@ -138,7 +150,8 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		Manager:         h.m,
 		Logger:          h.log,
 	}
-	hs, err := http.Listen(hcfg, c.Stage().Sink())
+	c.Profile("requests.inline", func() float64 { return float64(h.inline.Load()) })
+	hs, err := http.Listen(hcfg, h.requests(c))
 	if err != nil {
 		return err
 	}
@@ -148,6 +161,15 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	}
 	h.log.Info("haboob: listening", "addr", hs.Addr().String())
 	return h.listenTLS(c, hcfg)
+}
+
+// requests is the sink the HTTP servers hand parsed requests to: the
+// stage's own, behind the Combine path if it is on.
+func (h *httpRecv) requests(c *stage.Context) sink.Sink {
+	if h.args.Combine {
+		return combiner{Sink: c.Stage().Sink(), h: h}
+	}
+	return c.Stage().Sink()
 }
 
 func (h *httpRecv) HandleEvents(batch []sink.Event) error {
