@@ -8,12 +8,14 @@ import (
 )
 
 // cacheView is what HttpRecv's Combine path needs of the PageCache stage:
-// the stage's name, its cache and how long a page is served before its
-// file is checked again.
+// the stage's name, its cache, how long a page is served before its file
+// is checked again, and the stage it sends hits through (nil: straight to
+// the connection).
 type cacheView struct {
 	stage      string
 	cache      *PageCache
 	revalidate time.Duration
+	send       sink.Sink
 }
 
 // combiner is the sink the HTTP server hands parsed requests to when
@@ -39,9 +41,10 @@ func (c combiner) Enqueue(e sink.Event) error {
 // answerInline answers req from the page cache if it can, and reports
 // whether it did. It declines (the request takes the stages' path) for
 // anything but a GET or HEAD of a static path, for a page not cached or
-// due for revalidation (PageCache starts the check), and while HttpRecv
-// or PageCache has an admission predicate (admission control sees every
-// request).
+// due for revalidation (PageCache starts the check), and while HttpRecv,
+// PageCache or the stage PageCache sends hits through (HttpSend) has an
+// admission predicate (admission control sees every request it would
+// have seen).
 func (h *httpRecv) answerInline(req *http.Request, self sink.Sink) bool {
 	if req.Method != "GET" && req.Method != "HEAD" {
 		return false
@@ -60,7 +63,8 @@ func (h *httpRecv) answerInline(req *http.Request, self sink.Sink) bool {
 		return false
 	}
 	v := h.srv.cacheView.Load()
-	if v == nil || v.stage != h.args.Static || self.Predicate() != nil || h.static.Predicate() != nil {
+	if v == nil || v.stage != h.args.Static || self.Predicate() != nil || h.static.Predicate() != nil ||
+		v.send != nil && v.send.Predicate() != nil {
 		return false
 	}
 	p, ok := v.cache.getFresh(path, sink.Nanotime(), v.revalidate)
