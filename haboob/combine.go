@@ -9,13 +9,14 @@ import (
 
 // cacheView is what HttpRecv's Combine path needs of the PageCache stage:
 // the stage's name, its cache, how long a page is served before its file
-// is checked again, and the stage it sends hits through (nil: straight to
-// the connection).
+// is checked again, the stage it sends hits through (nil: straight to
+// the connection), and whether that is an HttpSend stage (or none).
 type cacheView struct {
 	stage      string
 	cache      *PageCache
 	revalidate time.Duration
 	send       sink.Sink
+	plainSend  bool
 }
 
 // combiner is the sink the HTTP server hands parsed requests to when
@@ -40,7 +41,8 @@ func (c combiner) Enqueue(e sink.Event) error {
 
 // answerInline answers req from the page cache if it can, and reports
 // whether it did. It declines (the request takes the stages' path) for
-// anything but a GET or HEAD of a static path, for a page not cached or
+// anything but a GET or HEAD of a static path, when PageCache sends its
+// hits through a stage other than HttpSend, for a page not cached or
 // due for revalidation (PageCache starts the check), and while HttpRecv,
 // PageCache or the stage PageCache sends hits through (HttpSend) has an
 // admission predicate (admission control sees every request it would
@@ -63,7 +65,7 @@ func (h *httpRecv) answerInline(req *http.Request, self sink.Sink) bool {
 		return false
 	}
 	v := h.srv.cacheView.Load()
-	if v == nil || v.stage != h.args.Static || self.Predicate() != nil || h.static.Predicate() != nil ||
+	if v == nil || v.stage != h.args.Static || !v.plainSend || self.Predicate() != nil || h.static.Predicate() != nil ||
 		v.send != nil && v.send.Predicate() != nil {
 		return false
 	}

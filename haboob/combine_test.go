@@ -3,6 +3,7 @@ package haboob_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,8 +13,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // combineConfig is testConfig with HttpRecv's combine arg set and the
@@ -238,4 +245,58 @@ func TestCombineStalePagesTakeTheStages(t *testing.T) {
 		resp, _ := s.do(t, c, "GET", "/page.txt")
 		return resp.StatusCode == 404
 	})
+}
+
+// TestCombineOnlyWhereHttpSendWouldWrite: when PageCache sends its hits
+// through a stage of another kind (one that could rewrite them), combine
+// stays out of the way: every hit goes through that stage.
+func TestCombineOnlyWhereHttpSendWouldWrite(t *testing.T) {
+	config := strings.Replace(combineConfig(true, "1h"), "args: {maxBytes: 1MiB, revalidate: 1h}",
+		"args: {maxBytes: 1MiB, revalidate: 1h, send: Relay}", 1) + `
+  Relay:
+    handler: test.Relay
+`
+	var relayed atomic.Int64
+	root := t.TempDir()
+	write(t, filepath.Join(root, "index.html"), "<h1>home</h1>")
+	hb := haboob.New(haboob.Options{Root: root})
+	reg := stage.NewRegistry()
+	hb.Register(reg)
+	reg.Register("test.Relay", func() stage.Handler {
+		return stage.HandlerFunc(func(batch []sink.Event) error {
+			for _, e := range batch {
+				r := e.(*http.Reply)
+				relayed.Add(1)
+				_ = r.Req.Conn.(*http.Connection).Send(r)
+			}
+			return nil
+		})
+	})
+	m, err := stage.Parse([]byte(config), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		_ = hb.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hb.Shutdown(ctx)
+		_ = m.Shutdown(ctx)
+	})
+	s := &site{hb: hb, m: m, addr: hb.Addr().String()}
+	c := s.client(t)
+	for range 3 {
+		if resp, body := s.do(t, c, "GET", "/index.html"); resp.StatusCode != 200 || body != "<h1>home</h1>" {
+			t.Fatalf("GET /index.html: %d %q", resp.StatusCode, body)
+		}
+	}
+	if n := s.inline(t); n != 0 {
+		t.Fatalf("%d hits answered inline past the Relay stage", n)
+	}
+	if n := relayed.Load(); n != 2 { // the first request was a miss
+		t.Fatalf("Relay sent %d hits, want 2", n)
+	}
 }

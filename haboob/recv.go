@@ -50,7 +50,8 @@ type recvArgs struct {
 	// thesis's Combine pattern). Misses, pages due for revalidation,
 	// dynamic routes, the statistics page and other methods take the
 	// stages as before, and so does everything while HttpRecv, PageCache
-	// or the stage PageCache sends through has an admission predicate.
+	// or the stage PageCache sends through has an admission predicate, or
+	// if that stage is not an HttpSend.
 	// Requests answered this way are counted as HttpRecv's
 	// `requests.inline` (profiler, metrics, /stats). Default true: it
 	// costs less CPU and fewer context switches per request (README,
