@@ -19,35 +19,21 @@ type cacheView struct {
 	plainSend  bool
 }
 
-// combiner is the sink the HTTP server hands parsed requests to when
-// HttpRecv's `combine` arg is on: on the goroutine that parsed the request
-// (the socket's event loop), it answers a GET or HEAD whose page is cached
-// and fresh straight on the connection, as PageCache and HttpSend would
-// have (the thesis's Combine pattern, §3.4.3: HttpRecv, PageCache and
-// HttpSend combined for cache hits, which saves two queue hand-offs and the
-// goroutine wake-ups they cost). Every other request goes to the HttpRecv
-// stage as before.
-type combiner struct {
-	sink.Sink // the HttpRecv stage's own
-	h         *httpRecv
-}
-
-func (c combiner) Enqueue(e sink.Event) error {
-	if req, ok := e.(*http.Request); ok && c.h.answerInline(req, c.Sink) {
-		return nil
-	}
-	return c.Sink.Enqueue(e)
-}
-
-// answerInline answers req from the page cache if it can, and reports
-// whether it did. It declines (the request takes the stages' path) for
-// anything but a GET or HEAD of a static path, when PageCache sends its
-// hits through a stage other than HttpSend, for a page not cached or
-// due for revalidation (PageCache starts the check), and while HttpRecv,
-// PageCache or the stage PageCache sends hits through (HttpSend) has an
-// admission predicate (admission control sees every request it would
-// have seen).
-func (h *httpRecv) answerInline(req *http.Request, self sink.Sink) bool {
+// answerInline is the Combine path, the HTTP servers' Inline hook when
+// HttpRecv's `combine` arg is on: on the goroutine that parsed req (the
+// socket's event loop), it answers a GET or HEAD whose page is cached and
+// fresh straight on the connection, as PageCache and HttpSend would have,
+// and reports whether it did. It is the thesis's Combine pattern (chapter
+// 3 §6.4, Fig. 13) applied to HttpRecv, PageCache and HttpSend for cache
+// hits: two queue hand-offs fewer, and the goroutine wake-ups they cost.
+//
+// It declines, and the request takes the stages' path, for anything but a
+// GET or HEAD of a static path; for a page not cached or due for
+// revalidation (PageCache starts the check); when PageCache sends its hits
+// through a stage other than HttpSend; and while HttpRecv, PageCache or
+// the stage PageCache sends hits through has an admission predicate
+// (admission control sees every request it would have seen).
+func (h *httpRecv) answerInline(req *http.Request) bool {
 	if req.Method != "GET" && req.Method != "HEAD" {
 		return false
 	}
@@ -65,7 +51,7 @@ func (h *httpRecv) answerInline(req *http.Request, self sink.Sink) bool {
 		return false
 	}
 	v := h.srv.cacheView.Load()
-	if v == nil || v.stage != h.args.Static || !v.plainSend || self.Predicate() != nil || h.static.Predicate() != nil ||
+	if v == nil || v.stage != h.args.Static || !v.plainSend || h.self.Predicate() != nil || h.static.Predicate() != nil ||
 		v.send != nil && v.send.Predicate() != nil {
 		return false
 	}

@@ -80,6 +80,7 @@ type httpRecv struct {
 	routes []route // longest prefix first
 	static sink.Sink
 	send   sendFunc
+	self   sink.Sink     // this stage's sink, for the Combine path
 	inline atomic.Uint64 // requests answered by the Combine path
 }
 
@@ -155,7 +156,11 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		Logger:          h.log,
 	}
 	c.Profile("requests.inline", func() float64 { return float64(h.inline.Load()) })
-	hs, err := http.Listen(hcfg, h.requests(c))
+	if a.Combine {
+		h.self = c.Stage().Sink()
+		hcfg.Inline = h.answerInline
+	}
+	hs, err := http.Listen(hcfg, c.Stage().Sink())
 	if err != nil {
 		return err
 	}
@@ -165,15 +170,6 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	}
 	h.log.Info("haboob: listening", "addr", hs.Addr().String())
 	return h.listenTLS(c, hcfg)
-}
-
-// requests is the sink the HTTP servers hand parsed requests to: the
-// stage's own, behind the Combine path if it is on.
-func (h *httpRecv) requests(c *stage.Context) sink.Sink {
-	if h.args.Combine {
-		return combiner{Sink: c.Stage().Sink(), h: h}
-	}
-	return c.Stage().Sink()
 }
 
 func (h *httpRecv) HandleEvents(batch []sink.Event) error {

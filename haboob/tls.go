@@ -70,7 +70,7 @@ func (h *httpRecv) listenTLS(c *stage.Context, base http.ServerConfig) error {
 	cfg.Socket.Name = ""
 	cfg.Socket.Addr = a.Addr
 	cfg.Socket.TLS = &aio.TLSConfig{Store: store, HandshakeTimeout: a.HandshakeTimeout, Stage: a.Stage}
-	hs, err := http.Listen(cfg, h.requests(c))
+	hs, err := http.Listen(cfg, c.Stage().Sink())
 	if err != nil {
 		return err
 	}
