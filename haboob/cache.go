@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/http"
 )
@@ -97,6 +98,23 @@ func (c *PageCache) get(key string, countMiss bool) (*Page, bool) {
 		if countMiss {
 			c.misses.Add(1)
 		}
+		return nil, false
+	}
+	c.hits.Add(1)
+	c.lru.MoveToFront(p.element)
+	p.refs.Add(1)
+	return p, true
+}
+
+// getFresh returns the cached page for key, retained for the caller, if
+// its file was checked no more than maxAge before now (maxAge <= 0: any
+// age). Only a page returned counts as a hit: a caller that finds nothing
+// passes the request on to a lookup that counts it.
+func (c *PageCache) getFresh(key string, now int64, maxAge time.Duration) (*Page, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pages[key]
+	if !ok || maxAge > 0 && now-p.checked.Load() > int64(maxAge) {
 		return nil, false
 	}
 	c.hits.Add(1)

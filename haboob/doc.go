@@ -11,7 +11,12 @@
 //     handler stage chosen by the longest matching prefix in its `routes`,
 //     or the page cache for GET and HEAD (other methods get 405). It also
 //     bounds the connections (`maxConnections`: 503, then close) and sets
-//     the server's timeouts.
+//     the server's timeouts. With `combine: true` it answers a GET or HEAD
+//     whose page is cached and fresh itself, where the request is parsed
+//     (the socket's event loop), formatted and ordered by the connection
+//     exactly as HttpSend would (the thesis's Combine pattern); misses,
+//     pages due for revalidation and everything else take the stages.
+//     Such requests are counted as HttpRecv's `requests.inline`.
 //   - PageCache (haboob.PageCache) serves hits from the in-memory PageCache,
 //     bounded by `maxBytes`, least recently used pages evicted and their
 //     buffers reused. Within each batch it serves hits before misses and the

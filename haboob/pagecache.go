@@ -69,10 +69,18 @@ func (h *pageCache) Init(c *stage.Context) error {
 		return fmt.Errorf("haboob: PageCache miss stage: %w", err)
 	}
 	h.send = sendDirect
+	var sendStage sink.Sink
 	if h.args.Send != "" {
-		if h.send, err = stageSend(c, h.args.Send); err != nil {
+		if sendStage, err = c.Sink(h.args.Send); err != nil {
 			return fmt.Errorf("haboob: PageCache send stage: %w", err)
 		}
+		h.send = viaStage(sendStage)
+	}
+	// HttpRecv's Combine path writes hits as HttpSend does: only hits
+	// that would go to HttpSend (or straight out) may take it.
+	plainSend := h.args.Send == ""
+	if st, ok := c.Manager().Stage(h.args.Send); ok {
+		plainSend = st.Config().Handler == HandlerHttpSend
 	}
 	h.srv.mu.Lock()
 	if h.srv.cache != nil {
@@ -82,6 +90,7 @@ func (h *pageCache) Init(c *stage.Context) error {
 	h.cache = NewPageCache(int64(h.args.MaxBytes))
 	h.srv.cache = h.cache
 	h.srv.mu.Unlock()
+	h.srv.cacheView.Store(&cacheView{stage: c.Stage().Name(), cache: h.cache, revalidate: h.args.Revalidate, send: sendStage, plainSend: plainSend})
 	st := func(f func(CacheStats) float64) func() float64 { return func() float64 { return f(h.cache.Stats()) } }
 	c.Profile("cache.bytes", st(func(s CacheStats) float64 { return float64(s.Bytes) }))
 	c.Profile("cache.pages", st(func(s CacheStats) float64 { return float64(s.Pages) }))

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -61,5 +62,37 @@ func TestPageCacheBatchOrder(t *testing.T) {
 	}
 	if st := cache.Stats(); st.Hits != 6 || st.Misses != 2 {
 		t.Fatalf("cache stats %+v", st)
+	}
+}
+
+// TestGetFresh: the Combine path's lookup returns a page only while its
+// file was checked within maxAge, and counts a hit only then (a page it
+// declines is looked up, and counted, by the PageCache stage).
+func TestGetFresh(t *testing.T) {
+	c := NewPageCache(1 << 20)
+	p := c.Insert("/a", []byte("aaa"), "text/plain", Validators{ETag: `"1"`})
+	p.Release()
+	now := sink.Nanotime()
+	p.checked.Store(now - int64(time.Minute))
+	if _, ok := c.getFresh("/a", now, time.Second); ok {
+		t.Fatal("a page due for revalidation was fresh")
+	}
+	if _, ok := c.getFresh("/b", now, time.Second); ok {
+		t.Fatal("a page not cached was found")
+	}
+	if st := c.Stats(); st.Hits != 0 || st.Misses != 0 {
+		t.Fatalf("declined lookups counted: %+v", st)
+	}
+	got, ok := c.getFresh("/a", now, 2*time.Minute)
+	if !ok || got != p {
+		t.Fatal("a page checked within maxAge was not fresh")
+	}
+	got.Release()
+	if got, ok = c.getFresh("/a", now, 0); !ok {
+		t.Fatal("maxAge 0 (never revalidate) refused a page")
+	}
+	got.Release()
+	if st := c.Stats(); st.Hits != 2 {
+		t.Fatalf("hits %d, want 2", st.Hits)
 	}
 }

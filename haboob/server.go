@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
@@ -71,6 +72,9 @@ type Server struct {
 	cache     *PageCache
 	site      *Site
 	checksums []*checksum
+	// cacheView is the PageCache stage's cache, for HttpRecv's Combine
+	// path (set once PageCache is initialized).
+	cacheView atomic.Pointer[cacheView]
 }
 
 // New returns a Haboob instance.

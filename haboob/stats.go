@@ -79,6 +79,7 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 		line("http.timeouts.response", st.ResponseTimeouts)
 		line("http.closed.idle", st.IdleClosed)
 	}
+	line("requests.inline", h.inline.Load())
 	if c := h.srv.Cache(); c != nil {
 		st := c.Stats()
 		line("cache.pages", st.Pages)

@@ -309,6 +309,9 @@ func (c *Connection) deliver(reqs []*Request) {
 		if f := srv.cfg.Principal; f != nil {
 			r.SetPrincipal(f(r))
 		}
+		if f := srv.cfg.Inline; f != nil && f(r) {
+			continue
+		}
 		if err := srv.requests.Enqueue(r); err != nil {
 			srv.stats.rejected.Add(1)
 			resp := ServiceUnavailable(srv.cfg.RetryAfter)

@@ -126,6 +126,14 @@ type ServerConfig struct {
 	// Principal, if set, is called for every parsed request to attach
 	// the request's principal (Request.Principal) before it is handed to the application.
 	Principal func(*Request) any
+	// Inline, if set, is offered every parsed request before it is
+	// enqueued on the application's sink, on the goroutine that parsed it
+	// (the socket's event loop): it returns true if it has answered the
+	// request (Connection.Send or Respond), and then the request is not
+	// enqueued. It must not block: the connection's reading, and the
+	// event loop's other connections, wait for it. Requests it answers
+	// count in ServerStats.Requests like the others.
+	Inline func(*Request) bool
 	// Manager, if set, registers the server's counters in its metrics
 	// registry, and the server starts draining (responses close their
 	// connections, idle connections are closed) when the manager raises

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	nethttp "net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -742,5 +743,49 @@ func TestResponseTimeoutCountsIdleTimeOnly(t *testing.T) {
 	}
 	if n := f.srv.Stats().ResponseTimeouts; n != 0 {
 		t.Fatalf("ResponseTimeouts = %d, want 0", n)
+	}
+}
+
+// TestInlineAnswersInOrder: requests the Inline hook answers where they
+// are parsed and requests it leaves to the application come back in
+// request order; the ones it answered never reach the application.
+func TestInlineAnswersInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	cfg := http.ServerConfig{Inline: func(req *http.Request) bool {
+		if !strings.HasPrefix(req.Path, "/inline") {
+			return false
+		}
+		_ = http.Respond(req, http.OK("text/plain", []byte("inline "+req.Path)))
+		return true
+	}}
+	f := startServer(t, cfg, func(req *http.Request) {
+		mu.Lock()
+		seen = append(seen, req.Path)
+		mu.Unlock()
+		echoPath(req)
+	})
+	c, br := f.dial(t)
+	paths := []string{"/a", "/inline1", "/b", "/inline2", "/inline3", "/c"}
+	for _, p := range paths {
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", p)
+	}
+	for _, p := range paths {
+		want := "GET " + p
+		if strings.HasPrefix(p, "/inline") {
+			want = "inline " + p
+		}
+		if resp, body := readResponse(t, br, "GET"); resp.StatusCode != 200 || body != want {
+			t.Fatalf("got %d %q, want 200 %q", resp.StatusCode, body, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(seen) // two workers: any order
+	if strings.Join(seen, " ") != "/a /b /c" {
+		t.Fatalf("the application saw %v", seen)
+	}
+	if n := f.srv.Stats().Requests; n != uint64(len(paths)) {
+		t.Fatalf("Requests = %d, want %d", n, len(paths))
 	}
 }

@@ -106,6 +106,7 @@ var handlerCounters = map[string]string{
 	"cache.misses":    "Page-cache lookups that did not find the page.",
 	"cache.evictions": "Pages evicted from the page cache.",
 	"requests":        "Requests the stage's handler has served.",
+	"requests.inline": "Requests answered where they were parsed, bypassing the stages (Haboob's combine: page-cache hits).",
 	"errors":          "Requests the stage's handler answered with an error.",
 }
 

@@ -1,0 +1,302 @@
+package haboob_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	nethttp "net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// combineConfig is testConfig with HttpRecv's combine arg set and the
+// page cache's revalidation period replaced.
+func combineConfig(combine bool, revalidate string) string {
+	c := strings.Replace(testConfig, "routes: {/checksum/: Checksum, /busy/: Busy}",
+		fmt.Sprintf("routes: {/checksum/: Checksum, /busy/: Busy}\n      combine: %v", combine), 1)
+	return strings.Replace(c, "revalidate: 20ms", "revalidate: "+revalidate, 1)
+}
+
+// inline reads the requests answered by the Combine path from /stats.
+func (s *site) inline(t *testing.T) int {
+	t.Helper()
+	code, body := s.raw(t, "/stats")
+	if code != 200 {
+		t.Fatalf("/stats: %d", code)
+	}
+	m := regexp.MustCompile(`(?m)^requests\.inline (\d+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("/stats lacks requests.inline:\n%s", body)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+var dateField = regexp.MustCompile(`(?m)^Date: [^\r]*\r$`)
+
+// exchange sends one raw request on a new keep-alive connection and
+// returns the response's bytes as received, its Date field blanked (two
+// responses a second apart differ there).
+func (s *site) exchange(t *testing.T, request string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	br := bufio.NewReader(io.TeeReader(c, &got))
+	method, _, _ := strings.Cut(request, " ")
+	resp, err := nethttp.ReadResponse(br, &nethttp.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if br.Buffered() > 0 {
+		t.Fatalf("%d bytes after the response", br.Buffered())
+	}
+	return dateField.ReplaceAllString(got.String(), "Date: -\r")
+}
+
+// TestCombineSameBytesAsStages: a cached page answered inline on the
+// event loop is byte for byte the response the PageCache and HttpSend
+// stages send (status line, every header field, body), for a plain GET,
+// a HEAD, a conditional GET (304) and byte ranges (206, 416); the inline
+// counter moves only on the server that combines.
+func TestCombineSameBytesAsStages(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, "page.txt"), "0123456789")
+	write(t, filepath.Join(root, "index.html"), "<h1>home</h1>")
+	staged, _ := startLogged(t, combineConfig(false, "1h"), root, "127.0.0.1:0")
+	combined, _ := startLogged(t, combineConfig(true, "1h"), root, "127.0.0.1:0")
+
+	get := func(path string, fields ...string) string {
+		return fmt.Sprintf("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", path, strings.Join(fields, ""))
+	}
+	for _, s := range []*site{staged, combined} {
+		for _, p := range []string{"/page.txt", "/index.html"} {
+			s.exchange(t, get(p)) // a miss: brings the page into the cache
+		}
+	}
+	etag := func() string {
+		resp, err := nethttp.ReadResponse(bufio.NewReader(strings.NewReader(staged.exchange(t, get("/page.txt")))), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Get("ETag")
+	}()
+	if etag == "" {
+		t.Fatal("no ETag")
+	}
+	requests := []string{
+		get("/page.txt"),
+		get("/index.html"),
+		"HEAD /page.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+		get("/page.txt", "If-None-Match: "+etag+"\r\n"),
+		get("/page.txt", "Range: bytes=2-5\r\n"),
+		get("/page.txt", "Range: bytes=50-\r\n"),
+	}
+	for _, req := range requests {
+		before := combined.inline(t)
+		want := staged.exchange(t, req)
+		got := combined.exchange(t, req)
+		if got != want {
+			t.Errorf("%q:\ninline:\n%s\nstaged:\n%s", req, got, want)
+		}
+		if n := combined.inline(t); n != before+1 {
+			t.Errorf("%q: inline counter %d -> %d, want one more", req, before, n)
+		}
+	}
+	if n := staged.inline(t); n != 0 {
+		t.Errorf("server without combine answered %d requests inline", n)
+	}
+}
+
+// TestCombinePipelinedInOrder: pipelined requests mixing cached pages
+// (answered inline), misses, a streamed file, a redirect, a 404 and a
+// dynamic page come back in request order with the right bodies, and only
+// the cached pages were answered inline.
+func TestCombinePipelinedInOrder(t *testing.T) {
+	s := startHaboob(t, combineConfig(true, "1h"))
+	c := s.client(t)
+	for _, p := range []string{"/index.html", "/page.txt", "/style.css"} {
+		s.do(t, c, "GET", p)
+	}
+	before := s.inline(t)
+	type want struct {
+		path, body string
+		status     int
+	}
+	reqs := []want{
+		{"/page.txt", "0123456789", 200},
+		{"/big.bin", bigFile, 200},
+		{"/index.html", "<h1>home</h1>", 200},
+		{"/missing", "", 404},
+		{"/style.css", "body{}", 200},
+		{"/img/dot.png", "\x89PNG fake", 200}, // not cached yet
+		{"/page.txt", "0123456789", 200},
+		{"/checksum/x", "", 200},
+		{"/docs", "", 301},
+		{"/index.html", "<h1>home</h1>", 200},
+	}
+	hits := 5 // the requests for the three pages fetched above
+	conn, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	var b strings.Builder
+	for _, r := range reqs {
+		fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", r.path)
+	}
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	for i, r := range reqs {
+		resp, err := nethttp.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d (%s): %v", i, r.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != r.status {
+			t.Fatalf("response %d (%s): status %d, want %d", i, r.path, resp.StatusCode, r.status)
+		}
+		switch {
+		case r.path == "/checksum/x":
+			if resp.Header.Get("X-Quality") == "" {
+				t.Fatalf("response %d: not the checksum page", i)
+			}
+		case r.status == 200 && string(body) != r.body:
+			t.Fatalf("response %d (%s): body %.40q, want %.40q", i, r.path, body, r.body)
+		}
+	}
+	if n := s.inline(t) - before; n != hits {
+		t.Errorf("%d requests answered inline, want %d", n, hits)
+	}
+}
+
+// TestCombineStalePagesTakeTheStages: with combine on, a page due for
+// revalidation is not answered inline but goes to PageCache, which has
+// its file checked: a changed file is served, a removed one is 404.
+func TestCombineStalePagesTakeTheStages(t *testing.T) {
+	// Every page is due for revalidation at once: nothing is inline.
+	s := startHaboob(t, combineConfig(true, "1ns"))
+	c := s.client(t)
+	for range 5 {
+		if _, body := s.do(t, c, "GET", "/page.txt"); body != "0123456789" {
+			t.Fatalf("got %q", body)
+		}
+	}
+	if n := s.inline(t); n != 0 {
+		t.Fatalf("%d pages due for revalidation answered inline", n)
+	}
+	if st := s.hb.Cache().Stats(); st.Hits == 0 {
+		t.Fatalf("PageCache served no hit: %+v", st)
+	}
+
+	// A period long enough for hits to be inline in between: the change
+	// is still found.
+	s = startHaboob(t, combineConfig(true, "20ms"))
+	c = s.client(t)
+	if _, body := s.do(t, c, "GET", "/page.txt"); body != "0123456789" {
+		t.Fatalf("got %q", body)
+	}
+	path := filepath.Join(s.root, "page.txt")
+	write(t, path, "changed content")
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the changed file served", func() bool {
+		_, body := s.do(t, c, "GET", "/page.txt")
+		if body != "changed content" && body != "0123456789" {
+			t.Fatalf("got %q", body)
+		}
+		return body == "changed content"
+	})
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the removed file 404", func() bool {
+		resp, _ := s.do(t, c, "GET", "/page.txt")
+		return resp.StatusCode == 404
+	})
+}
+
+// TestCombineOnlyWhereHttpSendWouldWrite: when PageCache sends its hits
+// through a stage of another kind (one that could rewrite them), combine
+// stays out of the way: every hit goes through that stage.
+func TestCombineOnlyWhereHttpSendWouldWrite(t *testing.T) {
+	config := strings.Replace(combineConfig(true, "1h"), "args: {maxBytes: 1MiB, revalidate: 1h}",
+		"args: {maxBytes: 1MiB, revalidate: 1h, send: Relay}", 1) + `
+  Relay:
+    handler: test.Relay
+`
+	var relayed atomic.Int64
+	root := t.TempDir()
+	write(t, filepath.Join(root, "index.html"), "<h1>home</h1>")
+	hb := haboob.New(haboob.Options{Root: root})
+	reg := stage.NewRegistry()
+	hb.Register(reg)
+	reg.Register("test.Relay", func() stage.Handler {
+		return stage.HandlerFunc(func(batch []sink.Event) error {
+			for _, e := range batch {
+				r := e.(*http.Reply)
+				relayed.Add(1)
+				_ = r.Req.Conn.(*http.Connection).Send(r)
+			}
+			return nil
+		})
+	})
+	m, err := stage.Parse([]byte(config), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		_ = hb.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hb.Shutdown(ctx)
+		_ = m.Shutdown(ctx)
+	})
+	s := &site{hb: hb, m: m, addr: hb.Addr().String()}
+	c := s.client(t)
+	for range 3 {
+		if resp, body := s.do(t, c, "GET", "/index.html"); resp.StatusCode != 200 || body != "<h1>home</h1>" {
+			t.Fatalf("GET /index.html: %d %q", resp.StatusCode, body)
+		}
+	}
+	if n := s.inline(t); n != 0 {
+		t.Fatalf("%d hits answered inline past the Relay stage", n)
+	}
+	if n := relayed.Load(); n != 2 { // the first request was a miss
+		t.Fatalf("Relay sent %d hits, want 2", n)
+	}
+}
