@@ -91,6 +91,20 @@ func (c *PageCache) Get(key string) (*Page, bool) { return c.get(key, true) }
 // get is Get; countMiss says whether a miss is counted (a second look
 // after a counted miss is not another miss).
 func (c *PageCache) get(key string, countMiss bool) (*Page, bool) {
+	return c.lookup(key, countMiss, 0, 0)
+}
+
+// getFresh returns the cached page for key, retained for the caller, if
+// its file was checked no more than maxAge before now (maxAge <= 0: any
+// age). Only a page returned counts as a hit: a caller that finds nothing
+// passes the request on to a lookup that counts it.
+func (c *PageCache) getFresh(key string, now int64, maxAge time.Duration) (*Page, bool) {
+	return c.lookup(key, false, now, maxAge)
+}
+
+// lookup is get and getFresh: a page checked more than maxAge (> 0)
+// before now is not returned, and counts as nothing.
+func (c *PageCache) lookup(key string, countMiss bool, now int64, maxAge time.Duration) (*Page, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.pages[key]
@@ -100,21 +114,7 @@ func (c *PageCache) get(key string, countMiss bool) (*Page, bool) {
 		}
 		return nil, false
 	}
-	c.hits.Add(1)
-	c.lru.MoveToFront(p.element)
-	p.refs.Add(1)
-	return p, true
-}
-
-// getFresh returns the cached page for key, retained for the caller, if
-// its file was checked no more than maxAge before now (maxAge <= 0: any
-// age). Only a page returned counts as a hit: a caller that finds nothing
-// passes the request on to a lookup that counts it.
-func (c *PageCache) getFresh(key string, now int64, maxAge time.Duration) (*Page, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p, ok := c.pages[key]
-	if !ok || maxAge > 0 && now-p.checked.Load() > int64(maxAge) {
+	if maxAge > 0 && now-p.checked.Load() > int64(maxAge) {
 		return nil, false
 	}
 	c.hits.Add(1)
