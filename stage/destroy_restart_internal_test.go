@@ -22,36 +22,9 @@ import (
 func TestDestroyStageContextAbandonsHungRestart(t *testing.T) {
 	var logs lockedBuffer
 	m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	entered, release := make(chan string, 1), make(chan struct{})
-	var inits, destroys, made atomic.Int32
-	factory := func() Handler {
-		h := &lifecycle{entered: entered, release: release, inits: &inits, destroys: &destroys}
-		if made.Add(1) == 2 {
-			h.block = "init" // the restarted handler
-		}
-		return h
-	}
-	st, err := m.CreateSupervised("S", factory, StageConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	defer func() {
-		if !released {
-			close(release) // let a failed test's goroutines end
-		}
-	}()
-	if err := st.Sink().Enqueue("crash"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-entered: // the restart is now stuck in Init
-	case <-time.After(20 * time.Second):
-		t.Fatal("the restart never reached the new handler's Init")
-	}
+	h := startHungRestart(t, m, "init")
+	inits, destroys := h.inits, h.destroys
+	var err error
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -78,8 +51,7 @@ func TestDestroyStageContextAbandonsHungRestart(t *testing.T) {
 		t.Fatalf("%d handlers destroyed while Init hangs, want 1 (the crashed one)", d)
 	}
 
-	close(release)
-	released = true
+	h.release()
 	deadline := time.Now().Add(20 * time.Second)
 	for destroys.Load() != 2 || waitingForStage() {
 		if time.Now().After(deadline) {

@@ -32,6 +32,52 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// hungRestart is a supervised stage "S" whose handler crashed and whose
+// restart now hangs in the new handler's Init (block "init") or the old
+// one's Destroy ("destroy"), with counts of the handlers' Inits and
+// Destroys.
+type hungRestart struct {
+	st              *Stage
+	inits, destroys *atomic.Int32
+	release         func() // lets the hung call return; later calls do nothing
+}
+
+// startHungRestart creates and starts the stage on m, crashes it and
+// waits until its restart hangs. The hung call is released at the end of
+// the test if the test has not released it.
+func startHungRestart(t *testing.T, m *Manager, block string) *hungRestart {
+	t.Helper()
+	entered, release := make(chan string, 1), make(chan struct{})
+	var inits, destroys, made atomic.Int32
+	factory := func() Handler {
+		h := &lifecycle{entered: entered, release: release, inits: &inits, destroys: &destroys}
+		n := made.Add(1)
+		if (block == "init" && n == 2) || (block == "destroy" && n == 1) {
+			h.block = block
+		}
+		return h
+	}
+	st, err := m.CreateSupervised("S", factory, StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	h := &hungRestart{st: st, inits: &inits, destroys: &destroys, release: func() { once.Do(func() { close(release) }) }}
+	t.Cleanup(h.release) // let a failed test's goroutines end
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Sink().Enqueue("crash"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered: // the restart is now stuck
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restart never reached the blocking call")
+	}
+	return h
+}
+
 // lifecycle is a handler that panics on "crash" and whose Init or Destroy
 // (block) waits for release; it counts its Inits and Destroys in the
 // shared counters.
@@ -97,37 +143,9 @@ func TestShutdownAbandonsHungRestart(t *testing.T) {
 		t.Run(tc.block, func(t *testing.T) {
 			var logs lockedBuffer
 			m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			entered, release := make(chan string, 1), make(chan struct{})
-			var inits, destroys, made atomic.Int32
-			factory := func() Handler {
-				h := &lifecycle{entered: entered, release: release, inits: &inits, destroys: &destroys}
-				n := made.Add(1)
-				if (tc.block == "init" && n == 2) || (tc.block == "destroy" && n == 1) {
-					h.block = tc.block
-				}
-				return h
-			}
-			st, err := m.CreateSupervised("S", factory, StageConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			released := false
-			defer func() {
-				if !released {
-					close(release) // let a failed test's goroutines end
-				}
-			}()
-			if err := st.Sink().Enqueue("crash"); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-entered: // the restart is now stuck
-			case <-time.After(20 * time.Second):
-				t.Fatal("the restart never reached the blocking call")
-			}
+			h := startHungRestart(t, m, tc.block)
+			inits, destroys := h.inits, h.destroys
+			var err error
 
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
@@ -156,8 +174,7 @@ func TestShutdownAbandonsHungRestart(t *testing.T) {
 				t.Fatal("Done not closed after Shutdown returned")
 			}
 
-			close(release)
-			released = true
+			h.release()
 			select {
 			case <-m.sup.done:
 			case <-time.After(20 * time.Second):
