@@ -49,10 +49,13 @@ type StageSample struct {
 }
 
 // Get returns the stage's value called name.
-func (s *StageSample) Get(name string) (float64, bool) {
-	i := sort.Search(len(s.Values), func(i int) bool { return s.Values[i].Name >= name })
-	if i < len(s.Values) && s.Values[i].Name == name {
-		return s.Values[i].Value, true
+func (s *StageSample) Get(name string) (float64, bool) { return valueOf(s.Values, name) }
+
+// valueOf returns the value called name in vs, sorted by name.
+func valueOf(vs []Value, name string) (float64, bool) {
+	i := sort.Search(len(vs), func(i int) bool { return vs[i].Name >= name })
+	if i < len(vs) && vs[i].Name == name {
+		return vs[i].Value, true
 	}
 	return 0, false
 }
@@ -97,13 +100,7 @@ func (s *Sample) RemoteStage(name string) (*StageSample, bool) {
 
 // OtherValue returns the value called name among the metrics that belong
 // to no stage.
-func (s *Sample) OtherValue(name string) (float64, bool) {
-	i := sort.Search(len(s.Other), func(i int) bool { return s.Other[i].Name >= name })
-	if i < len(s.Other) && s.Other[i].Name == name {
-		return s.Other[i].Value, true
-	}
-	return 0, false
-}
+func (s *Sample) OtherValue(name string) (float64, bool) { return valueOf(s.Other, name) }
 
 // Stage returns the named stage's sample.
 func (s *Sample) Stage(name string) (*StageSample, bool) {
