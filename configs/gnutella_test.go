@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandstorm-go/sandstorm/configs"
-	"github.com/sandstorm-go/sandstorm/gnutella"
+	"github.com/sandstorm-go/sandstorm/apps/gnutella"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 

@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
-	"github.com/sandstorm-go/sandstorm/arashi/load"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi/load"
 )
 
 // degrade runs Figs. 56 and 57: the load spike of Figs. 52 and 55 (3

@@ -49,8 +49,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
-	"github.com/sandstorm-go/sandstorm/arashi/load"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi/load"
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 )
 

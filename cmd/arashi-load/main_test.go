@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi/load"
+	"github.com/sandstorm-go/sandstorm/apps/arashi/load"
 )
 
 func TestBadArguments(t *testing.T) {

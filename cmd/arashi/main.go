@@ -22,7 +22,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }

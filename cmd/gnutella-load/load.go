@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/gnutella"
+	"github.com/sandstorm-go/sandstorm/apps/gnutella"
 )
 
 // loadConfig describes one run of simulated peers.

@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/configs"
-	"github.com/sandstorm-go/sandstorm/gnutella"
+	"github.com/sandstorm-go/sandstorm/apps/gnutella"
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/stage"
 )

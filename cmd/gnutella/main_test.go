@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/gnutella"
+	"github.com/sandstorm-go/sandstorm/apps/gnutella"
 )
 
 // The command with the embedded configuration: the handshake, and a Ping

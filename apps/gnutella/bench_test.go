@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/gnutella"
+	"github.com/sandstorm-go/sandstorm/apps/gnutella"
 )
 
 func BenchmarkDecode(b *testing.B) {

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 

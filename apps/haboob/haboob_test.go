@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
-	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 

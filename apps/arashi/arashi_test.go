@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
 	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 )
@@ -347,7 +347,7 @@ func TestDefaultConfig(t *testing.T) {
 
 // The embedded configuration is configs/arashi.yaml.
 func TestEmbeddedConfig(t *testing.T) {
-	data, err := os.ReadFile("../configs/arashi.yaml")
+	data, err := os.ReadFile("../../configs/arashi.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/configs"
-	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 

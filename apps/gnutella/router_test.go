@@ -3,7 +3,7 @@ package gnutella_test
 import (
 	"testing"
 
-	"github.com/sandstorm-go/sandstorm/gnutella"
+	"github.com/sandstorm-go/sandstorm/apps/gnutella"
 )
 
 // Three peers through the router: a Query is broadcast to the two others

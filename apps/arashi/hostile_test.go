@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
 	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/internal/fdtest"
 )

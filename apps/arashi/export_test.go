@@ -1,6 +1,6 @@
 package arashi
 
-import "github.com/sandstorm-go/sandstorm/haboob"
+import "github.com/sandstorm-go/sandstorm/apps/haboob"
 
 // DegraderOf exposes a request type's degrader to the tests (nil: none).
 func (a *App) DegraderOf(k Kind) *haboob.Degrader {

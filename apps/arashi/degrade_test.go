@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
-	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/apps/haboob"
 )
 
 func TestQualityKnobs(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
-	"github.com/sandstorm-go/sandstorm/arashi/load"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi/load"
 )
 
 func TestTransitionsAreFig46(t *testing.T) {

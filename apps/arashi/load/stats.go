@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
 )
 
 // Summary sums up samples.

@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
 )
 
 // Transitions is the thesis's Fig. 46: the probability of going from a

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/gnutella"
+	"github.com/sandstorm-go/sandstorm/apps/gnutella"
 	"github.com/sandstorm-go/sandstorm/internal/fdtest"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
-	"github.com/sandstorm-go/sandstorm/haboob"
+	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/arashi"
+	"github.com/sandstorm-go/sandstorm/apps/arashi"
 )
 
 // Start serves Arashi on a fresh generated database; a login answers with
