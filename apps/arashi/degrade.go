@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )

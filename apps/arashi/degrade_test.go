@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/apps/arashi"
-	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 )
 
 func TestQualityKnobs(t *testing.T) {
