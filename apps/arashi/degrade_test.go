@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/apps/arashi"
-	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 )
 
@@ -68,7 +67,7 @@ func stageRT(t *testing.T, svc *arashi.Service, name string) *enqueuepred.Respon
 // overload feeds a degrader n periods of a p90, on a fake clock ahead by
 // `ahead` (so the requests' own updates, on the real clock, fall inside
 // the last period and change nothing).
-func overload(d *haboob.Degrader, ahead time.Duration, n int, p90 time.Duration) {
+func overload(d *enqueuepred.Degrader, ahead time.Duration, n int, p90 time.Duration) {
 	t0 := time.Now().Add(ahead)
 	for i := range n {
 		d.Update(t0.Add(time.Duration(i)*time.Second), p90, 250*time.Millisecond)
