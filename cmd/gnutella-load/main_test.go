@@ -58,8 +58,15 @@ func TestFig41Output(t *testing.T) {
 			t.Fatalf("not well-formed: %v", err)
 		}
 	}
-	if n := strings.Count(svg, "<rect x="); n != 8+2 {
-		t.Fatalf("%d bars and legend boxes, want 10", n)
+	for _, name := range []string{"Ping", "Query"} {
+		if n := strings.Count(svg, `<rect data-series="`+name+`"`); n != 4 {
+			t.Errorf("%d %s bars, want 4 (2 panels × 2 rates)", n, name)
+		}
+	}
+	for _, text := range []string{"(a) one routing thread", "(b) thread-pool controller", ">3 thr<", ">packets/s<", ">1.0 ms<", ">20 s<"} {
+		if !strings.Contains(svg, text) {
+			t.Errorf("no %q in the figure", text)
+		}
 	}
 	tbl := fig41Table(pts, loadConfig{Peers: 4, Duration: time.Second, Queries: 0.15, TTL: 2}, 20*time.Millisecond)
 	if strings.Count(tbl, "\n| ") != 4 {

@@ -272,29 +272,3 @@ func TestPlotRealProfile(t *testing.T) {
 		t.Fatalf("samples per series %v, want 12 of queue length and of threads", samples)
 	}
 }
-
-func TestNiceAxis(t *testing.T) {
-	tests := []struct {
-		lo, hi float64
-		n      int
-		want   axis
-	}{
-		{0, 200, 5, axis{0, 200, 50}},
-		{0, 7, 5, axis{0, 8, 2}},
-		{0, 0, 5, axis{0, 1, 0.2}},
-		{0, 1234, 8, axis{0, 1400, 200}},
-		{-3, 4, 5, axis{-4, 4, 2}},
-		{0, 0.09, 5, axis{0, 0.1, 0.02}},
-		{0, math.Inf(1), 5, axis{0, 1, 0.2}},
-		{0, 1100, 5, axis{0, 1250, 250}},
-	}
-	for _, tt := range tests {
-		got := niceAxis(tt.lo, tt.hi, tt.n)
-		if math.Abs(got.Min-tt.want.Min) > 1e-9 || math.Abs(got.Max-tt.want.Max) > 1e-9 || math.Abs(got.Step-tt.want.Step) > 1e-9 {
-			t.Errorf("niceAxis(%v, %v, %d) = %+v, want %+v", tt.lo, tt.hi, tt.n, got, tt.want)
-		}
-		if ticks := got.ticks(); ticks[0] != got.Min || math.Abs(ticks[len(ticks)-1]-got.Max) > 1e-9 {
-			t.Errorf("ticks %v do not span %+v", ticks, got)
-		}
-	}
-}
