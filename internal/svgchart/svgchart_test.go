@@ -2,7 +2,6 @@ package svgchart_test
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"math"
@@ -14,92 +13,8 @@ import (
 	"testing"
 
 	"github.com/sandstorm-go/sandstorm/internal/svgchart"
+	"github.com/sandstorm-go/sandstorm/internal/svgchart/svgtest"
 )
-
-// elem is one element of a parsed SVG document.
-type elem struct {
-	name  string
-	attr  map[string]string
-	text  string
-	depth int
-}
-
-// parse checks that data is an SVG document and returns its elements in
-// document order.
-func parse(t *testing.T, data []byte) []elem {
-	t.Helper()
-	dec := xml.NewDecoder(bytes.NewReader(data))
-	var out []elem
-	var open []int
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("not well-formed XML: %v\n%s", err, data)
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if len(out) == 0 && (tok.Name.Local != "svg" || tok.Name.Space != "http://www.w3.org/2000/svg") {
-				t.Fatalf("root element %v", tok.Name)
-			}
-			e := elem{name: tok.Name.Local, attr: map[string]string{}, depth: len(open)}
-			for _, a := range tok.Attr {
-				e.attr[a.Name.Local] = a.Value
-			}
-			open = append(open, len(out))
-			out = append(out, e)
-		case xml.CharData:
-			if len(open) > 0 {
-				out[open[len(open)-1]].text += string(tok)
-			}
-		case xml.EndElement:
-			open = open[:len(open)-1]
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("empty document")
-	}
-	return out
-}
-
-// texts returns the text of every <text> element.
-func texts(es []elem) []string {
-	var out []string
-	for _, e := range es {
-		if e.name == "text" {
-			out = append(out, e.text)
-		}
-	}
-	return out
-}
-
-// series returns, per data-series name, the elements of a kind drawn for it.
-func series(es []elem, kind string) map[string][]elem {
-	out := map[string][]elem{}
-	for _, e := range es {
-		if name, ok := e.attr["data-series"]; ok && e.name == kind {
-			out[name] = append(out[name], e)
-		}
-	}
-	return out
-}
-
-func points(t *testing.T, e elem) [][2]float64 {
-	t.Helper()
-	var out [][2]float64
-	for _, p := range strings.Fields(e.attr["points"]) {
-		xs, ys, _ := strings.Cut(p, ",")
-		x, err1 := strconv.ParseFloat(xs, 64)
-		y, err2 := strconv.ParseFloat(ys, 64)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("bad point %q", p)
-		}
-		out = append(out, [2]float64{x, y})
-	}
-	return out
-}
 
 func render(t *testing.T, p interface {
 	WriteTo(io.Writer) (int64, error)
@@ -167,8 +82,8 @@ func TestChart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			es := parse(t, render(t, &tt.c))
-			lines := series(es, "polyline")
+			es := svgtest.Parse(t, render(t, &tt.c))
+			lines := svgtest.Series(es, "polyline")
 			if len(lines) != len(tt.lines) {
 				t.Errorf("series drawn: %v, want %v", keys(lines), tt.lines)
 			}
@@ -178,13 +93,13 @@ func TestChart(t *testing.T) {
 				}
 			}
 			marks := 0
-			for _, m := range series(es, "circle") {
+			for _, m := range svgtest.Series(es, "circle") {
 				marks += len(m)
 			}
 			if marks != tt.marks {
 				t.Errorf("%d marks, want %d", marks, tt.marks)
 			}
-			all := texts(es)
+			all := svgtest.Texts(es)
 			for _, want := range slices.Concat(tt.ticks, tt.wantTexts) {
 				if !slices.Contains(all, want) {
 					t.Errorf("no text %q in %q", want, all)
@@ -192,7 +107,7 @@ func TestChart(t *testing.T) {
 			}
 			frames := 0
 			for _, e := range es {
-				if e.name == "rect" && e.attr["fill"] == "none" {
+				if e.Name == "rect" && e.Attr["fill"] == "none" {
 					frames++
 				}
 			}
@@ -216,11 +131,11 @@ func keys[V any](m map[string]V) []string {
 func TestLogAxisSpacing(t *testing.T) {
 	c := svgchart.Chart{X: svgchart.Axis{Scale: svgchart.Log10, Ticks: []float64{1, 4, 16}},
 		Series: []svgchart.Series{{Name: "a", Points: []svgchart.Point{{1, 8}, {4, 24}, {16, 32}}}}}
-	l := series(parse(t, render(t, &c)), "polyline")["a"]
+	l := svgtest.Series(svgtest.Parse(t, render(t, &c)), "polyline")["a"]
 	if len(l) != 1 {
 		t.Fatalf("%d lines", len(l))
 	}
-	p := points(t, l[0])
+	p := svgtest.Points(t, l[0])
 	if d1, d2 := p[1][0]-p[0][0], p[2][0]-p[1][0]; d1 <= 0 || math.Abs(d1-d2) > 0.2 {
 		t.Errorf("1, 4, 16 not equally spaced: %v", p)
 	}
@@ -240,29 +155,29 @@ func TestBarChartAndFigure(t *testing.T) {
 		panel("(a)", []float64{3, 20000}, []float64{25, 21000}),
 		panel("(b)", []float64{0.5, 40}, []float64{21, math.NaN()}),
 	}}
-	es := parse(t, render(t, f))
-	bars := series(es, "rect")
+	es := svgtest.Parse(t, render(t, f))
+	bars := svgtest.Series(es, "rect")
 	if len(bars["Ping"]) != 4 || len(bars["Query"]) != 3 {
 		t.Fatalf("bars: Ping %d, Query %d; want 4 and 3 (NaN draws none)", len(bars["Ping"]), len(bars["Query"]))
 	}
 	nested := 0
 	for _, e := range es {
-		if e.name == "svg" && e.depth == 1 {
+		if e.Name == "svg" && e.Depth == 1 {
 			nested++
 		}
 	}
 	if nested != 2 {
 		t.Errorf("%d panels, want 2", nested)
 	}
-	all := texts(es)
+	all := svgtest.Texts(es)
 	for _, want := range []string{"Fig. 41", "(a)", "(b)", "packets/s", "1 thr", "3 ms", "20k ms", "a <b>", "1 ms", "10 ms", "100 ms"} {
-		if !slices.Contains(all, want) && !slices.ContainsFunc(es, func(e elem) bool { return e.name == "title" && e.text == want }) {
+		if !slices.Contains(all, want) && !slices.ContainsFunc(es, func(e svgtest.Elem) bool { return e.Name == "title" && e.Text == want }) {
 			t.Errorf("no text %q in %q", want, all)
 		}
 	}
 	for _, b := range bars["Ping"] {
-		if h, _ := strconv.ParseFloat(b.attr["height"], 64); h < 0 {
-			t.Errorf("negative bar height %v", b.attr)
+		if h, _ := strconv.ParseFloat(b.Attr["height"], 64); h < 0 {
+			t.Errorf("negative bar height %v", b.Attr)
 		}
 	}
 }
@@ -277,7 +192,7 @@ func TestWriteFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parse(t, data)
+	svgtest.Parse(t, data)
 	if err := c.WriteFile(filepath.Join(t.TempDir(), "no", "such", "dir.svg")); err == nil {
 		t.Error("WriteFile into a missing folder succeeded")
 	}
