@@ -35,19 +35,7 @@ func TestQualityKnobs(t *testing.T) {
 
 func startDegrading(t *testing.T, mode arashi.Degrade) (*arashi.Service, string) {
 	t.Helper()
-	svc, err := arashi.Start(context.Background(), arashi.Config{
-		Addr: "127.0.0.1:0", Users: 6, Seed: 3, MaxFolder: 120, Degrade: mode, Logger: quiet(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := svc.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	svc := startConfig(t, arashi.Config{Degrade: mode})
 	return svc, "http://" + svc.App.Addr().String()
 }
 

@@ -3,7 +3,6 @@ package haboob_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -259,34 +258,18 @@ func TestCombineOnlyWhereHttpSendWouldWrite(t *testing.T) {
 	var relayed atomic.Int64
 	root := t.TempDir()
 	write(t, filepath.Join(root, "index.html"), "<h1>home</h1>")
-	hb := haboob.New(haboob.Options{Root: root})
-	reg := stage.NewRegistry()
-	hb.Register(reg)
-	reg.Register("test.Relay", func() stage.Handler {
-		return stage.HandlerFunc(func(batch []sink.Event) error {
-			for _, e := range batch {
-				r := e.(*http.Reply)
-				relayed.Add(1)
-				_ = r.Req.Conn.(*http.Connection).Send(r)
-			}
-			return nil
+	s := startSite(t, config, haboob.Options{Root: root}, func(reg *stage.Registry) {
+		reg.Register("test.Relay", func() stage.Handler {
+			return stage.HandlerFunc(func(batch []sink.Event) error {
+				for _, e := range batch {
+					r := e.(*http.Reply)
+					relayed.Add(1)
+					_ = r.Req.Conn.(*http.Connection).Send(r)
+				}
+				return nil
+			})
 		})
 	})
-	m, err := stage.Parse([]byte(config), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		_ = hb.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = hb.Shutdown(ctx)
-		_ = m.Shutdown(ctx)
-	})
-	s := &site{hb: hb, m: m, addr: hb.Addr().String()}
 	c := s.client(t)
 	for range 3 {
 		if resp, body := s.do(t, c, "GET", "/index.html"); resp.StatusCode != 200 || body != "<h1>home</h1>" {

@@ -93,9 +93,19 @@ func startHaboob(t *testing.T, config string) *site {
 	if err := os.Symlink(outside, filepath.Join(root, "leakdir")); err != nil {
 		t.Fatal(err)
 	}
-	hb := haboob.New(haboob.Options{Root: root})
+	return startSite(t, config, haboob.Options{Root: root}, nil)
+}
+
+// startSite starts Haboob with opts on config, register adding the
+// test's own handlers (nil: none), and shuts it down when the test ends.
+func startSite(t *testing.T, config string, opts haboob.Options, register func(*stage.Registry)) *site {
+	t.Helper()
+	hb := haboob.New(opts)
 	reg := stage.NewRegistry()
 	hb.Register(reg)
+	if register != nil {
+		register(reg)
+	}
 	m, err := stage.Parse([]byte(config), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +114,7 @@ func startHaboob(t *testing.T, config string) *site {
 		_ = hb.Close()
 		t.Fatal(err)
 	}
-	s := &site{hb: hb, m: m, root: root, addr: hb.Addr().String()}
+	s := &site{hb: hb, m: m, root: opts.Root, addr: hb.Addr().String()}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
