@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	nethttp "net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -219,31 +218,7 @@ func TestCombineStalePagesTakeTheStages(t *testing.T) {
 
 	// A period long enough for hits to be inline in between: the change
 	// is still found.
-	s = startHaboob(t, combineConfig(true, "20ms"))
-	c = s.client(t)
-	if _, body := s.do(t, c, "GET", "/page.txt"); body != "0123456789" {
-		t.Fatalf("got %q", body)
-	}
-	path := filepath.Join(s.root, "page.txt")
-	write(t, path, "changed content")
-	later := time.Now().Add(time.Hour)
-	if err := os.Chtimes(path, later, later); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the changed file served", func() bool {
-		_, body := s.do(t, c, "GET", "/page.txt")
-		if body != "changed content" && body != "0123456789" {
-			t.Fatalf("got %q", body)
-		}
-		return body == "changed content"
-	})
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the removed file 404", func() bool {
-		resp, _ := s.do(t, c, "GET", "/page.txt")
-		return resp.StatusCode == 404
-	})
+	changeThenRemove(t, startHaboob(t, combineConfig(true, "20ms")))
 }
 
 // TestCombineOnlyWhereHttpSendWouldWrite: when PageCache sends its hits
