@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/clock"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -624,12 +625,8 @@ func waitFor(ctx context.Context, to Receiver, ev sink.Event) error {
 		if err == nil || !retryable(err) {
 			return err
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clock.Sleep(ctx, d) {
 			return fmt.Errorf("%w: %w", err, ctx.Err())
-		case <-t.C:
 		}
 		d = min(2*d, 100*time.Millisecond)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/ring"
 )
 
 // ErrInvalidConfig is wrapped by every error that [Config.Validate] reports.
@@ -176,8 +178,7 @@ type Controller struct {
 	prevRate      float64 // rate of the previous decision
 	factor        float64 // unrounded batching factor
 	phase         phase
-	window        []float64 // ring of recent rates
-	next          int       // ring write position
+	window        *ring.Ring[float64] // recent rates
 	resets        uint64
 }
 
@@ -188,7 +189,7 @@ func New(cfg Config) *Controller {
 		panic(err)
 	}
 	c := &Controller{cfg: cfg.withDefaults()}
-	c.window = make([]float64, 0, c.cfg.Window)
+	c.window = ring.New[float64](c.cfg.Window)
 	c.setFactor(float64(c.cfg.Max))
 	return c
 }
@@ -218,7 +219,7 @@ func (c *Controller) Observe(now time.Time, processed uint64) (batchSize int) {
 	case best == 0 && rate == 0:
 		return c.BatchSize()
 	}
-	c.push(rate)
+	c.window.Push(rate)
 	best = c.bestLocked()
 
 	switch c.phase {
@@ -263,26 +264,16 @@ func (c *Controller) measure(now time.Time, processed uint64) (float64, bool) {
 }
 
 func (c *Controller) reset() {
-	c.window = c.window[:0]
-	c.next = 0
+	c.window.Clear()
 	c.phase = shrinking
 	c.prevRate = 0
 	c.resets++
 	c.setFactor(float64(c.cfg.Max))
 }
 
-func (c *Controller) push(rate float64) {
-	if len(c.window) < cap(c.window) {
-		c.window = append(c.window, rate)
-		return
-	}
-	c.window[c.next] = rate
-	c.next = (c.next + 1) % len(c.window)
-}
-
 func (c *Controller) bestLocked() float64 {
 	best := 0.0
-	for _, r := range c.window {
+	for _, r := range c.window.All() {
 		best = max(best, r)
 	}
 	return best

@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/apps/gnutella"
+	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 

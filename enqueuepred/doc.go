@@ -48,7 +48,9 @@
 //     feedback gain that puts the measured p90 at the target: it holds in
 //     any stage shape (one worker or many) and refuses nothing while the
 //     queue is empty. P90, Enable and Disable are the service-degradation
-//     API of §7.2.2.
+//     API of §7.2.2, which Degrader drives: a quality factor lowered while
+//     the p90 exceeds the target, and admission control back on at the
+//     lowest quality (ResponseTimeOf finds a stage's controller).
 //   - Limit: an adaptive concurrency limit (Vegas or Gradient, as in
 //     Netflix's concurrency-limits) on the events queued or in service,
 //     moved by response versus service time; it needs no target.

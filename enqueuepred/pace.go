@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/clock"
 )
 
 // PacerConfig configures a Pacer.
@@ -64,17 +66,10 @@ func (p *Pacer) Reserve(n int) time.Duration {
 // ctx ends (then it returns ctx's error and the reservation stands).
 func (p *Pacer) Wait(ctx context.Context, n int) error {
 	d := p.Reserve(n)
-	if d <= 0 {
+	if d <= 0 || clock.Sleep(ctx, d) {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctx.Err()
 }
 
 // SetRate changes the rate (ignored unless positive and finite).

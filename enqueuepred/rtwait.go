@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
+
+	"github.com/sandstorm-go/sandstorm/internal/ring"
 )
 
 // waitModel is the fast mode's admission rule. It limits the wait of a new
@@ -43,10 +45,8 @@ type waitModel struct {
 	est      float64 // p90 of recent response times (s)
 	thr      float64 // smoothed completion rate (events/s)
 
-	svc  ring // recent service times (ns)
-	resp ring // recent response times (ns), with completion times in respAt
-	// respAt[i] is the completion time (ns since origin) of resp.v[i].
-	respAt []int64
+	svc  *ring.Ring[int64]     // recent service times (ns)
+	resp *ring.Ring[completed] // recent response times
 
 	done    int // completions since the last run
 	lastQ   int // queue length at the last run
@@ -56,31 +56,9 @@ type waitModel struct {
 	scratch []int64 // sorting buffer of run
 }
 
-// ring keeps the last len(v) values.
-type ring struct {
-	v    []int64
-	next int
-	full bool
-}
-
-func newRing(n int) ring { return ring{v: make([]int64, n)} }
-
-func (r *ring) add(x int64) int {
-	i := r.next
-	r.v[i] = x
-	r.next++
-	if r.next == len(r.v) {
-		r.next, r.full = 0, true
-	}
-	return i
-}
-
-func (r *ring) n() int {
-	if r.full {
-		return len(r.v)
-	}
-	return r.next
-}
+// completed is one completion: its time (ns since the clock's origin)
+// and its response time (ns).
+type completed struct{ at, rt int64 }
 
 const (
 	waitSvcSamples  = 256
@@ -96,10 +74,9 @@ func newWaitModel(initialCapacity float64) *waitModel {
 	return &waitModel{
 		capacity: initialCapacity,
 		gain:     1,
-		svc:      newRing(waitSvcSamples),
+		svc:      ring.New[int64](waitSvcSamples),
 		scratch:  make([]int64, 0, waitRespSamples),
-		resp:     newRing(waitRespSamples),
-		respAt:   make([]int64, waitRespSamples),
+		resp:     ring.New[completed](waitRespSamples),
 	}
 }
 
@@ -124,9 +101,8 @@ func (w *waitModel) allow(inSystem int64) bool {
 // add records a completion (under the mutex).
 func (w *waitModel) add(now int64, queued, service int64) {
 	w.done++
-	w.svc.add(service)
-	i := w.resp.add(queued + service)
-	w.respAt[i] = now
+	w.svc.Push(service)
+	w.resp.Push(completed{at: now, rt: queued + service})
 	if len(w.fb) < 4096 {
 		w.fb = append(w.fb, float64(queued+service)/1e9)
 	}
@@ -136,8 +112,8 @@ func (w *waitModel) add(now int64, queued, service int64) {
 func (w *waitModel) run(p *params, now, elapsed int64, inSystem int64, rejected uint64) {
 	q := int(w.queued(inSystem))
 	// Service time statistics.
-	if n := w.svc.n(); n > 0 {
-		s := append(w.scratch[:0], w.svc.v[:n]...)
+	if n := w.svc.Len(); n > 0 {
+		s := w.svc.AppendTo(w.scratch[:0])
 		slices.Sort(s)
 		w.svcP90 = float64(s[int(0.9*float64(n))]) / 1e9
 		var sum int64
@@ -185,9 +161,9 @@ func (w *waitModel) run(p *params, now, elapsed int64, inSystem int64, rejected 
 	// window (two targets, at least 250 ms).
 	win := max(int64(2*p.target*1e9), 250e6)
 	recent := w.scratch[:0]
-	for i := range w.resp.n() {
-		if now-w.respAt[i] <= win {
-			recent = append(recent, w.resp.v[i])
+	for _, c := range w.resp.All() {
+		if now-c.at <= win {
+			recent = append(recent, c.rt)
 		}
 	}
 	w.scratch = recent[:0]

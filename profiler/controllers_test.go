@@ -381,10 +381,10 @@ func disabledRT(t *testing.T) *enqueuepred.ResponseTime {
 	return rt
 }
 
-// A stage destroyed and re-created under the same name keeps its predicate
-// gauges: the gone stage's names are unregistered before the new stage's
-// are registered, not after.
-func TestRecreatedStageKeepsPredicateGauges(t *testing.T) {
+// startRTStage starts a manager with one stage, RT, guarded by
+// disabledRT, and a profiler on it sampling only when asked.
+func startRTStage(t *testing.T) (*stage.Manager, *profiler.Profiler) {
+	t.Helper()
 	m := stage.NewManager(stage.Options{})
 	if _, err := m.CreateStage("RT", &forward{}, stage.StageConfig{Predicate: disabledRT(t)}); err != nil {
 		t.Fatal(err)
@@ -394,6 +394,14 @@ func TestRecreatedStageKeepsPredicateGauges(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return m, p
+}
+
+// A stage destroyed and re-created under the same name keeps its predicate
+// gauges: the gone stage's names are unregistered before the new stage's
+// are registered, not after.
+func TestRecreatedStageKeepsPredicateGauges(t *testing.T) {
+	m, p := startRTStage(t)
 	defer p.Close()
 	p.Sample()
 	if _, ok := registryValue(m, "RT.predicate.rate"); !ok {
@@ -416,15 +424,7 @@ func TestRecreatedStageKeepsPredicateGauges(t *testing.T) {
 // Sample after Shutdown registers no gauges, since nothing would remove
 // them.
 func TestSampleAfterShutdownRegistersNoGauges(t *testing.T) {
-	m := stage.NewManager(stage.Options{})
-	if _, err := m.CreateStage("RT", &forward{}, stage.StageConfig{Predicate: disabledRT(t)}); err != nil {
-		t.Fatal(err)
-	}
-	start(t, m)
-	p := newProfiler(t, m, profiler.Config{Interval: time.Hour})
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	m, p := startRTStage(t)
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/ring"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -50,9 +51,9 @@ type Profiler struct {
 	writeErrs int        // profile writes that failed
 
 	hmu     sync.RWMutex
-	history []Sample      // ring of the last historyLen samples, oldest first
-	fresh   chan struct{} // closed and replaced at every new sample
-	polls   atomic.Int32  // requests waiting for a sample
+	history *ring.Ring[Sample] // the last historyLen samples
+	fresh   chan struct{}      // closed and replaced at every new sample
+	polls   atomic.Int32       // requests waiting for a sample
 }
 
 // New returns a profiler of m, not started. Zero fields of cfg take their
@@ -79,6 +80,7 @@ func New(m *stage.Manager, cfg Config, logger *slog.Logger) (*Profiler, error) {
 		s:       newSampler(m, nil),
 		stopped: make(chan struct{}),
 		fresh:   make(chan struct{}),
+		history: ring.New[Sample](historyLen),
 	}, nil
 }
 
@@ -192,11 +194,7 @@ func (p *Profiler) tick() Sample {
 // caller holds writeMu.
 func (p *Profiler) record(s Sample) {
 	p.hmu.Lock()
-	if len(p.history) == historyLen {
-		copy(p.history, p.history[1:])
-		p.history = p.history[:historyLen-1]
-	}
-	p.history = append(p.history, s)
+	p.history.Push(s)
 	close(p.fresh)
 	p.fresh = make(chan struct{})
 	p.hmu.Unlock()
@@ -223,17 +221,22 @@ func (p *Profiler) record(s Sample) {
 func (p *Profiler) Latest() (Sample, bool) {
 	p.hmu.RLock()
 	defer p.hmu.RUnlock()
-	if len(p.history) == 0 {
-		return Sample{}, false
+	return p.latestLocked()
+}
+
+// latestLocked is Latest; the caller holds hmu.
+func (p *Profiler) latestLocked() (Sample, bool) {
+	if n := p.history.Len(); n > 0 {
+		return p.history.At(n - 1), true
 	}
-	return p.history[len(p.history)-1], true
+	return Sample{}, false
 }
 
 // History returns the samples kept for the dashboard, oldest first.
 func (p *Profiler) History() []Sample {
 	p.hmu.RLock()
 	defer p.hmu.RUnlock()
-	return append([]Sample(nil), p.history...)
+	return p.history.AppendTo(nil)
 }
 
 // Sample takes a sample now, outside the periodic schedule, and records it
@@ -245,11 +248,7 @@ func (p *Profiler) Sample() Sample { return p.tick() }
 func (p *Profiler) waitSample(ctx context.Context, seq uint64, timeout time.Duration) (Sample, bool) {
 	p.hmu.RLock()
 	fresh := p.fresh
-	var latest Sample
-	ok := len(p.history) > 0
-	if ok {
-		latest = p.history[len(p.history)-1]
-	}
+	latest, ok := p.latestLocked()
 	p.hmu.RUnlock()
 	if ok && latest.Seq > seq {
 		return latest, true

@@ -4,29 +4,25 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/ring"
 )
 
 // latencies keeps the last round trips for percentiles. A nil *latencies
 // keeps nothing (the sinks imported from references, made per event).
 type latencies struct {
 	mu   sync.Mutex
-	ring []time.Duration
-	next int
-	full bool
+	last *ring.Ring[time.Duration]
 }
 
-func newLatencies() *latencies { return &latencies{ring: make([]time.Duration, 1024)} }
+func newLatencies() *latencies { return &latencies{last: ring.New[time.Duration](1024)} }
 
 func (l *latencies) add(d time.Duration) {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
-	l.ring[l.next] = d
-	l.next++
-	if l.next == len(l.ring) {
-		l.next, l.full = 0, true
-	}
+	l.last.Push(d)
 	l.mu.Unlock()
 }
 
@@ -35,11 +31,7 @@ func (l *latencies) percentiles() (p50, p99 time.Duration) {
 		return 0, 0
 	}
 	l.mu.Lock()
-	n := l.next
-	if l.full {
-		n = len(l.ring)
-	}
-	s := slices.Clone(l.ring[:n])
+	s := l.last.AppendTo(nil)
 	l.mu.Unlock()
 	if len(s) == 0 {
 		return 0, 0

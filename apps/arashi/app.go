@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -104,7 +105,7 @@ type App struct {
 	mu        sync.Mutex
 	sessions  map[uint64]session
 	order     []uint64 // session keys, oldest first
-	degraders [numKinds]*haboob.Degrader
+	degraders [numKinds]*enqueuepred.Degrader
 	timing    atomic.Bool
 	timings   [numKinds][]Timing
 }

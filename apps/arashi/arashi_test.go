@@ -119,9 +119,16 @@ func TestInboxSizesAreHeavyTailed(t *testing.T) {
 // start runs Arashi on a free port with a small generated store.
 func start(t *testing.T, predicate string) (*arashi.Service, string) {
 	t.Helper()
-	svc, err := arashi.Start(context.Background(), arashi.Config{
-		Addr: "127.0.0.1:0", Users: 6, Seed: 3, MaxFolder: 120, Predicate: predicate, Logger: quiet(),
-	})
+	svc := startConfig(t, arashi.Config{Predicate: predicate})
+	return svc, "http://" + svc.App.Addr().String()
+}
+
+// startConfig runs Arashi with cfg on a free port with a small generated
+// store, and shuts it down when the test ends.
+func startConfig(t *testing.T, cfg arashi.Config) *arashi.Service {
+	t.Helper()
+	cfg.Addr, cfg.Users, cfg.Seed, cfg.MaxFolder, cfg.Logger = "127.0.0.1:0", 6, 3, 120, quiet()
+	svc, err := arashi.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +139,7 @@ func start(t *testing.T, predicate string) (*arashi.Service, string) {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return svc, "http://" + svc.App.Addr().String()
+	return svc
 }
 
 type client struct {

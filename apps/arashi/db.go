@@ -167,17 +167,23 @@ func (db *DB) Folders(ctx context.Context, user int64) ([]Folder, error) {
 			(SELECT count(*) FROM messages m WHERE m.folder_id = f.id),
 			(SELECT count(*) FROM messages m WHERE m.folder_id = f.id AND m.seen = 0)
 		FROM folders f WHERE f.user_id = ? ORDER BY f.id`, user)
+	return collect(rows, err, func(r *sql.Rows, f *Folder) error { return r.Scan(&f.ID, &f.Name, &f.Count, &f.Unread) })
+}
+
+// collect reads every row of a query (rows, err: its results) into a
+// slice, scan filling in one value from the current row.
+func collect[T any](rows *sql.Rows, err error, scan func(*sql.Rows, *T) error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Folder
+	var out []T
 	for rows.Next() {
-		var f Folder
-		if err := rows.Scan(&f.ID, &f.Name, &f.Count, &f.Unread); err != nil {
+		var v T
+		if err := scan(rows, &v); err != nil {
 			return nil, err
 		}
-		out = append(out, f)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
@@ -186,19 +192,7 @@ func (db *DB) Folders(ctx context.Context, user int64) ([]Folder, error) {
 // (Count and Unread are 0): what a refile menu needs.
 func (db *DB) FolderNames(ctx context.Context, user int64) ([]Folder, error) {
 	rows, err := db.sql.QueryContext(ctx, `SELECT id, name FROM folders WHERE user_id = ? ORDER BY id`, user)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Folder
-	for rows.Next() {
-		var f Folder
-		if err := rows.Scan(&f.ID, &f.Name); err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	return collect(rows, err, func(r *sql.Rows, f *Folder) error { return r.Scan(&f.ID, &f.Name) })
 }
 
 // Folder returns one of the user's folders with its message count.
@@ -240,25 +234,17 @@ func (db *DB) Messages(ctx context.Context, user, folder int64, order Sort, offs
 		SELECT id, folder_id, sender, recipient, subject, date, seen FROM messages
 		WHERE folder_id = ? AND user_id = ? ORDER BY `+order.column()+` LIMIT ? OFFSET ?`,
 		folder, user, n, offset)
-	if err != nil {
-		return nil, err
-	}
-	return scanHeaders(rows)
+	return collect(rows, err, scanHeader)
 }
 
-func scanHeaders(rows *sql.Rows) ([]Message, error) {
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		var m Message
-		var date int64
-		if err := rows.Scan(&m.ID, &m.FolderID, &m.From, &m.To, &m.Subject, &date, &m.Read); err != nil {
-			return nil, err
-		}
-		m.Date = time.Unix(date, 0).UTC()
-		out = append(out, m)
+// scanHeader reads a message's headers from a row.
+func scanHeader(r *sql.Rows, m *Message) error {
+	var date int64
+	if err := r.Scan(&m.ID, &m.FolderID, &m.From, &m.To, &m.Subject, &date, &m.Read); err != nil {
+		return err
 	}
-	return out, rows.Err()
+	m.Date = time.Unix(date, 0).UTC()
+	return nil
 }
 
 // Message returns one of the user's messages with its body and marks it
@@ -357,10 +343,7 @@ func (db *DB) Search(ctx context.Context, user int64, query string, n int) ([]Me
 			SELECT id, folder_id, sender, recipient, subject, date, seen FROM messages
 			WHERE user_id = ? AND (subject LIKE ? OR body LIKE ?) ORDER BY date DESC LIMIT ?`, user, like, like, n)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return scanHeaders(rows)
+	return collect(rows, err, scanHeader)
 }
 
 // Send delivers a message from one user to another (by name): into the

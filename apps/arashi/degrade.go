@@ -7,15 +7,13 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
-	"github.com/sandstorm-go/sandstorm/apps/haboob"
-	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // Degrade selects service degradation (thesis §7.2.2, §7.3.4, Figs.
 // 56–57): the stages with something to leave out lower a quality factor
 // while their 90th-percentile response time exceeds the target of their
-// rt predicate, and raise it slowly while it is below (haboob.Degrader).
+// rt predicate, and raise it slowly while it is below (enqueuepred.Degrader).
 // At quality q
 //   - ListFolders (/folders) counts the messages of each folder only while
 //     q ≥ 0.5; below, it lists the folders without counts, the costly part;
@@ -72,23 +70,8 @@ func withCounts(q float64) bool { return q >= 0.5 }
 type degrader struct {
 	mode Degrade
 	rt   *enqueuepred.ResponseTime
-	deg  *haboob.Degrader // nil: the stage does not degrade
+	deg  *enqueuepred.Degrader // nil: the stage does not degrade
 	now  func() time.Time
-}
-
-// findRT returns the first response-time controller in a predicate tree.
-func findRT(p sink.Predicate) *enqueuepred.ResponseTime {
-	if rt, ok := p.(*enqueuepred.ResponseTime); ok {
-		return rt
-	}
-	if parent, ok := p.(interface{ Children() []sink.Predicate }); ok {
-		for _, c := range parent.Children() {
-			if rt := findRT(c); rt != nil {
-				return rt
-			}
-		}
-	}
-	return nil
 }
 
 // initDegrade sets the stage's degradation up for the App's mode.
@@ -100,7 +83,7 @@ func (p *page) initDegrade(c *stage.Context) error {
 	if p.dg.mode != DegradeAlone && p.dg.mode != DegradeAdmission {
 		return fmt.Errorf("arashi: unknown degradation mode %v", p.dg.mode)
 	}
-	p.dg.rt = findRT(c.Stage().Sink().Predicate())
+	p.dg.rt = enqueuepred.ResponseTimeOf(c.Stage().Sink().Predicate())
 	if p.dg.rt == nil {
 		return fmt.Errorf("arashi: %s: degradation needs an rt predicate on the stage, e.g. %s", p.kind.Handler(), DefaultPredicate)
 	}
@@ -111,35 +94,26 @@ func (p *page) initDegrade(c *stage.Context) error {
 		return nil
 	}
 	var err error
-	if p.dg.deg, err = haboob.NewDegrader(haboob.DegraderConfig{Admission: p.dg.mode == DegradeAdmission}); err != nil {
-		return err
+	if p.dg.deg, err = enqueuepred.NewDegrader(p.dg.rt, enqueuepred.DegraderConfig{
+		Admission: p.dg.mode == DegradeAdmission, Logger: p.log}); err != nil {
+		return fmt.Errorf("arashi: %s: %w", p.kind.Handler(), err)
 	}
-	p.dg.rt.Disable() // degrade first; admission control comes back at the lowest quality
 	c.Profile("quality", p.dg.deg.Quality)
 	p.app.setDegrader(p.kind, p.dg.deg)
 	return nil
 }
 
-// quality runs the stage's degrader (if any) and applies its admission
-// wish; it returns the quality to serve at.
+// quality runs the stage's degrader (if any), which applies its
+// admission wish to the stage's rt predicate; it returns the quality to
+// serve at.
 func (p *page) quality() float64 {
 	if p.dg.deg == nil {
 		return 1
 	}
-	q, admit := p.dg.deg.Update(p.dg.now(), p.dg.rt.P90(), p.dg.rt.Target())
-	if p.dg.mode == DegradeAdmission && admit != p.dg.rt.Enabled() {
-		if admit {
-			p.dg.rt.Enable()
-			p.log.Info("arashi: lowest quality still too slow: admission control on", "p90", p.dg.rt.P90())
-		} else {
-			p.dg.rt.Disable()
-			p.log.Info("arashi: response time recovered: admission control off", "p90", p.dg.rt.P90())
-		}
-	}
-	return q
+	return p.dg.deg.Observe(p.dg.now())
 }
 
-func (a *App) setDegrader(k Kind, d *haboob.Degrader) {
+func (a *App) setDegrader(k Kind, d *enqueuepred.Degrader) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.degraders[k] = d

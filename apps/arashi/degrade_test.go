@@ -9,7 +9,6 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/apps/arashi"
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
-	"github.com/sandstorm-go/sandstorm/apps/haboob"
 )
 
 func TestQualityKnobs(t *testing.T) {
@@ -36,19 +35,7 @@ func TestQualityKnobs(t *testing.T) {
 
 func startDegrading(t *testing.T, mode arashi.Degrade) (*arashi.Service, string) {
 	t.Helper()
-	svc, err := arashi.Start(context.Background(), arashi.Config{
-		Addr: "127.0.0.1:0", Users: 6, Seed: 3, MaxFolder: 120, Degrade: mode, Logger: quiet(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := svc.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	svc := startConfig(t, arashi.Config{Degrade: mode})
 	return svc, "http://" + svc.App.Addr().String()
 }
 
@@ -68,7 +55,7 @@ func stageRT(t *testing.T, svc *arashi.Service, name string) *enqueuepred.Respon
 // overload feeds a degrader n periods of a p90, on a fake clock ahead by
 // `ahead` (so the requests' own updates, on the real clock, fall inside
 // the last period and change nothing).
-func overload(d *haboob.Degrader, ahead time.Duration, n int, p90 time.Duration) {
+func overload(d *enqueuepred.Degrader, ahead time.Duration, n int, p90 time.Duration) {
 	t0 := time.Now().Add(ahead)
 	for i := range n {
 		d.Update(t0.Add(time.Duration(i)*time.Second), p90, 250*time.Millisecond)

@@ -2,7 +2,6 @@ package arashi_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -23,21 +22,9 @@ import (
 func startHostile(t *testing.T) *arashi.Service {
 	t.Helper()
 	yaml := strings.Replace(string(configs.Arashi), "writeTimeout: 60s", "writeTimeout: 1s", 1)
-	svc, err := arashi.Start(context.Background(), arashi.Config{
+	return startConfig(t, arashi.Config{
 		YAML: []byte(yaml), File: configs.ArashiFile, Predicate: "{type: threshold, limit: 100000}",
-		Addr: "127.0.0.1:0", Users: 6, Seed: 3, MaxFolder: 120, Logger: quiet(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := svc.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	return svc
 }
 
 // waitFor polls cond; the deadline is a safety net far above what a

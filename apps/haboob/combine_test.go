@@ -3,12 +3,10 @@ package haboob_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	nethttp "net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -220,31 +218,7 @@ func TestCombineStalePagesTakeTheStages(t *testing.T) {
 
 	// A period long enough for hits to be inline in between: the change
 	// is still found.
-	s = startHaboob(t, combineConfig(true, "20ms"))
-	c = s.client(t)
-	if _, body := s.do(t, c, "GET", "/page.txt"); body != "0123456789" {
-		t.Fatalf("got %q", body)
-	}
-	path := filepath.Join(s.root, "page.txt")
-	write(t, path, "changed content")
-	later := time.Now().Add(time.Hour)
-	if err := os.Chtimes(path, later, later); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the changed file served", func() bool {
-		_, body := s.do(t, c, "GET", "/page.txt")
-		if body != "changed content" && body != "0123456789" {
-			t.Fatalf("got %q", body)
-		}
-		return body == "changed content"
-	})
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "the removed file 404", func() bool {
-		resp, _ := s.do(t, c, "GET", "/page.txt")
-		return resp.StatusCode == 404
-	})
+	changeThenRemove(t, startHaboob(t, combineConfig(true, "20ms")))
 }
 
 // TestCombineOnlyWhereHttpSendWouldWrite: when PageCache sends its hits
@@ -259,34 +233,18 @@ func TestCombineOnlyWhereHttpSendWouldWrite(t *testing.T) {
 	var relayed atomic.Int64
 	root := t.TempDir()
 	write(t, filepath.Join(root, "index.html"), "<h1>home</h1>")
-	hb := haboob.New(haboob.Options{Root: root})
-	reg := stage.NewRegistry()
-	hb.Register(reg)
-	reg.Register("test.Relay", func() stage.Handler {
-		return stage.HandlerFunc(func(batch []sink.Event) error {
-			for _, e := range batch {
-				r := e.(*http.Reply)
-				relayed.Add(1)
-				_ = r.Req.Conn.(*http.Connection).Send(r)
-			}
-			return nil
+	s := startSite(t, config, haboob.Options{Root: root}, func(reg *stage.Registry) {
+		reg.Register("test.Relay", func() stage.Handler {
+			return stage.HandlerFunc(func(batch []sink.Event) error {
+				for _, e := range batch {
+					r := e.(*http.Reply)
+					relayed.Add(1)
+					_ = r.Req.Conn.(*http.Connection).Send(r)
+				}
+				return nil
+			})
 		})
 	})
-	m, err := stage.Parse([]byte(config), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		_ = hb.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = hb.Shutdown(ctx)
-		_ = m.Shutdown(ctx)
-	})
-	s := &site{hb: hb, m: m, addr: hb.Addr().String()}
 	c := s.client(t)
 	for range 3 {
 		if resp, body := s.do(t, c, "GET", "/index.html"); resp.StatusCode != 200 || body != "<h1>home</h1>" {

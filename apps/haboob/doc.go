@@ -32,7 +32,7 @@
 //     formats the response inline and sends the responses of a connection
 //     in request order.
 //   - Dynamic handler stages, here haboob.Checksum: a CPU-bound page whose
-//     quality factor a Degrader lowers while the stage's 90th-percentile
+//     quality factor an enqueuepred.Degrader lowers while the stage's 90th-percentile
 //     response time (read from its rt predicate) exceeds the target, and
 //     which switches rt admission control on at the lowest quality (thesis
 //     §7.3.4).

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
+	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 

@@ -93,9 +93,19 @@ func startHaboob(t *testing.T, config string) *site {
 	if err := os.Symlink(outside, filepath.Join(root, "leakdir")); err != nil {
 		t.Fatal(err)
 	}
-	hb := haboob.New(haboob.Options{Root: root})
+	return startSite(t, config, haboob.Options{Root: root}, nil)
+}
+
+// startSite starts Haboob with opts on config, register adding the
+// test's own handlers (nil: none), and shuts it down when the test ends.
+func startSite(t *testing.T, config string, opts haboob.Options, register func(*stage.Registry)) *site {
+	t.Helper()
+	hb := haboob.New(opts)
 	reg := stage.NewRegistry()
 	hb.Register(reg)
+	if register != nil {
+		register(reg)
+	}
 	m, err := stage.Parse([]byte(config), reg)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +114,7 @@ func startHaboob(t *testing.T, config string) *site {
 		_ = hb.Close()
 		t.Fatal(err)
 	}
-	s := &site{hb: hb, m: m, root: root, addr: hb.Addr().String()}
+	s := &site{hb: hb, m: m, root: opts.Root, addr: hb.Addr().String()}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -399,7 +409,13 @@ func TestLargeFileStreamed(t *testing.T) {
 }
 
 func TestChangedFileRevalidated(t *testing.T) {
-	s := startHaboob(t, testConfig)
+	changeThenRemove(t, startHaboob(t, testConfig))
+}
+
+// changeThenRemove checks that s serves page.txt, then its new content
+// once it changed, then 404 once it is gone.
+func changeThenRemove(t *testing.T, s *site) {
+	t.Helper()
 	c := s.client(t)
 	if _, body := s.do(t, c, "GET", "/page.txt"); body != "0123456789" {
 		t.Fatalf("got %q", body)
@@ -410,33 +426,20 @@ func TestChangedFileRevalidated(t *testing.T) {
 	if err := os.Chtimes(path, later, later); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll(t, "the changed file served", func() bool {
 		_, body := s.do(t, c, "GET", "/page.txt")
-		if body == "changed content" {
-			break
-		}
-		if body != "0123456789" {
+		if body != "changed content" && body != "0123456789" {
 			t.Fatalf("got %q", body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("changed file never served")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return body == "changed content"
+	})
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	poll(t, "the removed file 404", func() bool {
 		resp, _ := s.do(t, c, "GET", "/page.txt")
-		if resp.StatusCode == 404 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("removed file still served")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return resp.StatusCode == 404
+	})
 }
 
 func TestPipelinedStaticRequests(t *testing.T) {

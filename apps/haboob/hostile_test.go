@@ -46,28 +46,7 @@ func startLogged(t *testing.T, config, root, addr string) (*site, *lockedBuffer)
 	t.Helper()
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	hb := haboob.New(haboob.Options{Root: root, Logger: log, Addr: addr})
-	reg := stage.NewRegistry()
-	hb.Register(reg)
-	m, err := stage.Parse([]byte(config), reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		_ = hb.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := hb.Shutdown(ctx); err != nil {
-			t.Errorf("server shutdown: %v", err)
-		}
-		if err := m.Shutdown(ctx); err != nil {
-			t.Errorf("manager shutdown: %v", err)
-		}
-	})
-	return &site{hb: hb, m: m, root: root, addr: hb.Addr().String()}, logs
+	return startSite(t, config, haboob.Options{Root: root, Logger: log, Addr: addr}, nil), logs
 }
 
 // TestClientChosenPathsNotFound: paths the file system refuses because of

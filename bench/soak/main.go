@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/configs"
+	"github.com/sandstorm-go/sandstorm/internal/clock"
 )
 
 type options struct {
@@ -388,7 +389,7 @@ func holdConn(ctx context.Context, addr string, open *atomic.Int64, kind attack)
 	for ctx.Err() == nil {
 		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {
-			sleep(ctx, time.Second)
+			clock.Sleep(ctx, time.Second)
 			continue
 		}
 		open.Add(1)
@@ -407,7 +408,7 @@ func holdConn(ctx context.Context, addr string, open *atomic.Int64, kind attack)
 				if _, err := c.Write([]byte{req[i]}); err != nil {
 					break
 				}
-				sleep(ctx, 3*time.Second)
+				clock.Sleep(ctx, 3*time.Second)
 			}
 		case idle:
 			_, _ = c.Read(make([]byte, 1)) // until the server closes it
@@ -420,7 +421,7 @@ func holdConn(ctx context.Context, addr string, open *atomic.Int64, kind attack)
 			// (a write that only times out means the connection is open).
 			req := []byte("GET /large.bin HTTP/1.1\r\nHost: x\r\n\r\n")
 			_, err := c.Write(bytes.Repeat(req, 8))
-			for err == nil && sleep(ctx, 5*time.Second) {
+			for err == nil && clock.Sleep(ctx, 5*time.Second) {
 				_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 				if _, err = c.Write(req); errors.Is(err, os.ErrDeadlineExceeded) {
 					err = nil
@@ -429,7 +430,7 @@ func holdConn(ctx context.Context, addr string, open *atomic.Int64, kind attack)
 		}
 		close(closed)
 		open.Add(-1)
-		sleep(ctx, 100*time.Millisecond)
+		clock.Sleep(ctx, 100*time.Millisecond)
 	}
 }
 
@@ -445,7 +446,7 @@ func bigBody(ctx context.Context, addr string) {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
-		sleep(ctx, 500*time.Millisecond)
+		clock.Sleep(ctx, 500*time.Millisecond)
 	}
 }
 
@@ -453,7 +454,7 @@ func bigBody(ctx context.Context, addr string) {
 // limit), holds them 10 s and closes them.
 func bursts(ctx context.Context, addr string, n int, every time.Duration, open *atomic.Int64) {
 	for {
-		if !sleep(ctx, every/2) {
+		if !clock.Sleep(ctx, every/2) {
 			return
 		}
 		var conns []net.Conn
@@ -465,28 +466,13 @@ func bursts(ctx context.Context, addr string, n int, every time.Duration, open *
 			conns = append(conns, c)
 		}
 		open.Add(int64(len(conns)))
-		sleep(ctx, 10*time.Second)
+		clock.Sleep(ctx, 10*time.Second)
 		for _, c := range conns {
 			c.Close()
 		}
 		open.Add(-int64(len(conns)))
-		if !sleep(ctx, every/2-10*time.Second) {
+		if !clock.Sleep(ctx, every/2-10*time.Second) {
 			return
 		}
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

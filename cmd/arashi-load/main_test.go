@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/apps/arashi/load"
+	"github.com/sandstorm-go/sandstorm/internal/svgchart/svgtest"
 )
 
 func TestBadArguments(t *testing.T) {
@@ -29,13 +30,16 @@ func TestChart(t *testing.T) {
 	if err := c.write(path); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	es := svgtest.ParseFile(t, path)
+	lines, marks := svgtest.Series(es, "polyline"), svgtest.Series(es, "circle")
+	if len(lines) != 2 || len(lines["a"]) != 1 || len(lines["b"]) != 1 || len(marks["a"]) != 3 || len(marks["b"]) != 2 {
+		t.Errorf("lines %v, marks %v; want a and b, with 3 and 2 marks", lines, marks)
 	}
-	s := string(data)
-	if !strings.HasPrefix(s, "<svg") || strings.Count(s, "<polyline") != 2 || !strings.Contains(s, "t &lt;1&gt;") || !strings.Contains(s, ">16</text>") {
-		t.Errorf("chart:\n%s", s)
+	texts := svgtest.Texts(es)
+	for _, want := range []string{"t <1>", "users", "ms", "target", "1", "2", "4", "8", "16"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("no text %q in %q", want, texts)
+		}
 	}
 }
 
@@ -56,12 +60,8 @@ func TestTypeCharts(t *testing.T) {
 		t.Fatalf("types: %d %s", got, errs.String())
 	}
 	for file, lines := range map[string]int{"arashi-fig48-p90.svg": 2, "arashi-fig54-p90.svg": 1} {
-		data, err := os.ReadFile(filepath.Join(dir, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := strings.Count(string(data), "<polyline"); n != lines {
-			t.Errorf("%s: %d lines, want %d", file, n, lines)
+		if n := len(svgtest.Series(svgtest.ParseFile(t, filepath.Join(dir, file)), "polyline")); n != lines {
+			t.Errorf("%s: %d series, want %d", file, n, lines)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"html"
 	"io"
 	"math"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/svgchart"
 )
 
 type fig41Point struct {
@@ -82,76 +83,41 @@ func fig41Table(pts []fig41Point, cfg loadConfig, delay time.Duration) string {
 // fig41SVG draws the two panels of Fig. 41 as grouped bars (Ping, Query)
 // per rate on a logarithmic latency axis, each bar labelled with its value.
 func fig41SVG(pts []fig41Point, rates []float64) string {
-	const W, H, top, bottom, left, gap = 900, 420, 50, 60, 70, 40
-	panelW := (W - left - gap - 20) / 2
 	maxV := 1.0
 	for _, p := range pts {
 		maxV = math.Max(maxV, math.Max(p.res.MeanMS[0], p.res.MeanMS[1]))
 	}
-	lo, hi := 0.0, math.Ceil(math.Log10(maxV)) // 1 ms .. 10^hi ms
-	if hi < 2 {
-		hi = 2
-	}
-	y := func(v float64) float64 {
-		if v < 1 {
-			v = 1
-		}
-		return float64(H-bottom) - (math.Log10(v)-lo)/(hi-lo)*float64(H-top-bottom)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15">Gnutella router latency (thesis Fig. 41): 85 %% Ping, 15 %% Query, 20 ms per Query</text>`+"\n", left)
-	colors := [2]string{"#4477aa", "#ee6677"}
-	for panel, ctl := range []bool{false, true} {
-		x0 := left + panel*(panelW+gap)
-		title := "(a) one routing thread"
+	hi := math.Max(2, math.Ceil(math.Log10(maxV))) // 1 ms .. 10^hi ms
+	f := &svgchart.Figure{Title: "Gnutella router latency (thesis Fig. 41): 85 % Ping, 15 % Query, 20 ms per Query"}
+	for _, ctl := range []bool{false, true} {
+		c := &svgchart.BarChart{Title: "(a) one routing thread", Width: 450, Height: 400, Values: true,
+			X:      svgchart.Axis{Label: "packets/s"},
+			Y:      svgchart.Axis{Label: "mean latency (log scale)", Scale: svgchart.Log10, Min: 1, Max: math.Pow(10, hi), Format: fmtMS},
+			Series: []svgchart.BarSeries{{Name: "Ping", Color: "#4477aa"}, {Name: "Query", Color: "#ee6677"}}}
 		if ctl {
-			title = "(b) thread-pool controller"
+			c.Title = "(b) thread-pool controller"
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13">%s</text>`+"\n", x0, top-12, title)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", x0, top, x0, H-bottom)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", x0, H-bottom, x0+panelW, H-bottom)
-		for e := lo; e <= hi; e++ {
-			yy := y(math.Pow(10, e))
-			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", x0, yy, x0+panelW, yy)
-			if panel == 0 {
-				fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", x0-6, yy+4, fmtMS(math.Pow(10, e)))
-			}
-		}
-		slot := float64(panelW) / float64(len(rates))
-		for i, rate := range rates {
-			var pt *fig41Point
+		for _, rate := range rates {
+			c.Categories = append(c.Categories, strconv.FormatFloat(rate, 'f', 0, 64))
+			note, vals, title := "", [2]float64{math.NaN(), math.NaN()}, ""
 			for k := range pts {
 				if pts[k].controller == ctl && pts[k].res.Rate == rate {
-					pt = &pts[k]
+					vals, title = pts[k].res.MeanMS, pts[k].res.String()
+					if ctl {
+						note = strconv.Itoa(pts[k].threads) + " thr"
+					}
 				}
 			}
-			cx := float64(x0) + slot*(float64(i)+0.5)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.0f</text>`+"\n", cx, H-bottom+16, rate)
-			if pt == nil {
-				continue
-			}
-			if ctl {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%d thr</text>`+"\n", cx, H-bottom+30, pt.threads)
-			}
-			bw := slot * 0.35
-			for k := 0; k < 2; k++ {
-				v := pt.res.MeanMS[k]
-				bx := cx - bw + float64(k)*bw
-				yy := y(v)
-				fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s</title></rect>`+"\n",
-					bx, yy, bw-2, float64(H-bottom)-yy, colors[k], html.EscapeString(pt.res.String()))
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", bx+bw/2-1, yy-3, fmtMS(v))
+			c.Notes = append(c.Notes, note)
+			for k := range c.Series {
+				c.Series[k].Values = append(c.Series[k].Values, vals[k])
+				c.Series[k].Titles = append(c.Series[k].Titles, title)
 			}
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">packets/s</text>`+"\n", x0+panelW/2, H-bottom+46)
+		f.Panels = append(f.Panels, c)
 	}
-	fmt.Fprintf(&b, `<text transform="translate(16,%d) rotate(-90)" text-anchor="middle">mean latency (log scale)</text>`+"\n", (H)/2)
-	for k, name := range []string{"Ping", "Query"} {
-		fmt.Fprintf(&b, `<rect x="%d" y="28" width="12" height="12" fill="%s"/><text x="%d" y="38">%s</text>`+"\n", W-170+k*80, colors[k], W-154+k*80, name)
-	}
-	b.WriteString("</svg>\n")
+	var b strings.Builder
+	_, _ = f.WriteTo(&b) // a strings.Builder does not fail
 	return b.String()
 }
 

@@ -34,8 +34,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/apps/gnutella"
+	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/stage"
 )

@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
-	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/svgchart/svgtest"
 )
 
 // A short run against the router started in-process: every forward
@@ -50,16 +51,18 @@ func TestFig41Output(t *testing.T) {
 		{controller: true, res: result{Rate: 1000, MeanMS: [2]float64{40, 60}}, threads: 3},
 	}
 	svg := fig41SVG(pts, []float64{100, 1000})
-	d := xml.NewDecoder(strings.NewReader(svg))
-	for {
-		if _, err := d.Token(); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("not well-formed: %v", err)
+	es := svgtest.Parse(t, []byte(svg))
+	bars := svgtest.Series(es, "rect")
+	for _, name := range []string{"Ping", "Query"} {
+		if n := len(bars[name]); n != 4 {
+			t.Errorf("%d %s bars, want 4 (2 panels × 2 rates)", n, name)
 		}
 	}
-	if n := strings.Count(svg, "<rect x="); n != 8+2 {
-		t.Fatalf("%d bars and legend boxes, want 10", n)
+	texts := svgtest.Texts(es)
+	for _, text := range []string{"(a) one routing thread", "(b) thread-pool controller", "3 thr", "packets/s", "1.0 ms", "20 s"} {
+		if !slices.Contains(texts, text) {
+			t.Errorf("no text %q in the figure", text)
+		}
 	}
 	tbl := fig41Table(pts, loadConfig{Peers: 4, Duration: time.Second, Queries: 0.15, TTL: 2}, 20*time.Millisecond)
 	if strings.Count(tbl, "\n| ") != 4 {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
+	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/internal/browsertest"
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/stage"

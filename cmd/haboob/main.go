@@ -41,8 +41,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
+	"github.com/sandstorm-go/sandstorm/configs"
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/remote"
 	"github.com/sandstorm-go/sandstorm/stage"

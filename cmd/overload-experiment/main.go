@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/internal/clock"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -183,16 +184,7 @@ func (r *run) client(ctx context.Context, class int, wg *sync.WaitGroup) {
 		r.records = append(r.records, local...)
 		r.mu.Unlock()
 	}()
-	sleep := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		}
-	}
+	sleep := func(d time.Duration) bool { return clock.Sleep(ctx, d) }
 	// Do not start in lock step.
 	if !sleep(time.Duration(rand.Int64N(int64(r.o.think) + 1))) {
 		return
@@ -237,10 +229,7 @@ func (r *run) execute(phases []phase, total time.Duration) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTimer(p.from)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
+			if !clock.Sleep(ctx, p.from) {
 				return
 			}
 			pctx, pcancel := context.WithTimeout(ctx, p.to-p.from)

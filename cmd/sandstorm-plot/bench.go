@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/sandstorm-go/sandstorm/internal/svgchart"
 )
 
 // benchRun is the part of a cmd/loadgen -json line that the charts use.
@@ -82,58 +84,57 @@ func plotBench(path string, o options, prefix string, cdfClients []int) ([]strin
 		}
 	}
 	slices.Sort(clients)
-	color := func(i int) string { return palette[i%len(palette)] }
 
 	// perServer returns a series per server of y(run) against clients.
-	perServer := func(y func(benchRun) float64) []series {
-		var out []series
+	perServer := func(y func(benchRun) float64) []svgchart.Series {
+		var out []svgchart.Series
 		for i, s := range servers {
-			var pts []point
+			var pts []svgchart.Point
 			for _, r := range runs {
 				if r.Server == s {
-					pts = append(pts, point{X: float64(r.Clients), Y: y(r)})
+					pts = append(pts, svgchart.Point{X: float64(r.Clients), Y: y(r)})
 				}
 			}
-			slices.SortFunc(pts, func(a, b point) int { return cmp.Compare(a.X, b.X) })
-			out = append(out, series{Name: s, Color: color(i), Marks: true, Segments: [][]point{pts}})
+			slices.SortFunc(pts, func(a, b svgchart.Point) int { return cmp.Compare(a.X, b.X) })
+			out = append(out, svgchart.Series{Name: s, Color: svgchart.Color(i), Marks: true, Points: pts})
 		}
 		return out
 	}
 	files := &chartFiles{dir: o.dir}
-	const xl = "clients (log scale)"
+	xl := svgchart.Axis{Label: "clients (log scale)", Scale: svgchart.Log10, Ticks: clients}
 	charts := []struct {
 		name string
-		c    *chart
+		c    *svgchart.Chart
 	}{
-		{"throughput", &chart{Title: "Throughput", XLabel: xl, YLabel: "Mbit/s (response bodies)",
+		{"throughput", &svgchart.Chart{Title: "Throughput", X: xl, Y: svgchart.Axis{Label: "Mbit/s (response bodies)"},
 			Series: perServer(func(r benchRun) float64 { return r.MBps * 8 })}},
-		{"requests", &chart{Title: "Requests per second", XLabel: xl, YLabel: "requests/s",
+		{"requests", &svgchart.Chart{Title: "Requests per second", X: xl, Y: svgchart.Axis{Label: "requests/s"},
 			Series: perServer(func(r benchRun) float64 { return r.RPS })}},
-		{"fairness", &chart{Title: "Jain fairness index over the clients' completed requests", XLabel: xl, YLabel: "fairness",
+		{"fairness", &svgchart.Chart{Title: "Jain fairness index over the clients' completed requests", X: xl, Y: svgchart.Axis{Label: "fairness"},
 			Series: perServer(func(r benchRun) float64 { return r.Fairness })}},
 	}
 	for _, ch := range charts {
-		ch.c.Width, ch.c.Height, ch.c.LogX, ch.c.XTicks = o.width, o.height, true, clients
+		ch.c.Width, ch.c.Height = o.width, o.height
 		if err := files.write(prefix+ch.name+".svg", ch.c); err != nil {
 			return nil, err
 		}
 	}
 	for _, n := range cdfClients {
-		c := &chart{Title: fmt.Sprintf("Response time distribution, %d clients", n),
-			XLabel: "response time (ms, log scale)", YLabel: "fraction of requests",
-			Width: o.width, Height: o.height, LogX: true}
+		c := &svgchart.Chart{Title: fmt.Sprintf("Response time distribution, %d clients", n),
+			X: svgchart.Axis{Label: "response time (ms, log scale)", Scale: svgchart.Log10}, Y: svgchart.Axis{Label: "fraction of requests"},
+			Width: o.width, Height: o.height}
 		for i, s := range servers {
 			j := slices.IndexFunc(runs, func(r benchRun) bool { return r.Server == s && r.Clients == n })
 			if j < 0 {
 				continue
 			}
-			var pts []point
+			var pts []svgchart.Point
 			for _, p := range runs[j].CDF {
 				if !math.IsNaN(p[0]) && !math.IsNaN(p[1]) {
-					pts = append(pts, point{X: p[0], Y: p[1]})
+					pts = append(pts, svgchart.Point{X: p[0], Y: p[1]})
 				}
 			}
-			c.Series = append(c.Series, series{Name: s, Color: color(i), Segments: [][]point{pts}})
+			c.Series = append(c.Series, svgchart.Series{Name: s, Color: svgchart.Color(i), Points: pts})
 		}
 		if len(c.Series) == 0 {
 			return nil, fmt.Errorf("%s: no run with %d clients", path, n)

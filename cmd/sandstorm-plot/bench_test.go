@@ -117,20 +117,3 @@ func TestPlotBenchErrors(t *testing.T) {
 		})
 	}
 }
-
-func TestLogAxis(t *testing.T) {
-	c := &chart{Series: []series{{Segments: [][]point{{{X: 0.04, Y: 0}, {X: 0, Y: 1}, {X: 250, Y: 1}}}}}}
-	a, ticks := c.logAxis()
-	if a.Min != -2 || a.Max != 3 || len(ticks) != 6 || ticks[0] != 0.01 || ticks[5] != 1000 {
-		t.Fatalf("axis %+v ticks %v, want decades 0.01..1000", a, ticks)
-	}
-	c.XTicks = []float64{1, 4, 16}
-	if a, ticks = c.logAxis(); len(ticks) != 3 || a.Min >= math.Log10(0.04) || a.Max <= math.Log10(250) {
-		t.Fatalf("explicit ticks: axis %+v ticks %v", a, ticks)
-	}
-	for v, want := range map[float64]string{0.01: "0.01", 0.1: "0.1", 1: "1", 1000: "1000", 10000: "10k"} {
-		if got := logLabel(v); got != want {
-			t.Errorf("logLabel(%v) = %q, want %q", v, got, want)
-		}
-	}
-}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/profiler"
+
+	"github.com/sandstorm-go/sandstorm/internal/svgchart"
 )
 
 func main() {
@@ -154,7 +156,7 @@ func plot(path string, o options) ([]string, error) {
 	gap := gapLimit(recs)
 	color := map[string]string{}
 	for i, s := range all {
-		color[s] = palette[i%len(palette)]
+		color[s] = svgchart.Color(i)
 	}
 	xlabel := "time (s) since " + t0.UTC().Format(time.RFC3339)
 
@@ -165,13 +167,13 @@ func plot(path string, o options) ([]string, error) {
 		if !ok {
 			info = metricInfo{title: metric, unit: metric}
 		}
-		c := &chart{Title: info.title + " per stage", XLabel: xlabel, YLabel: info.unit,
+		c := &svgchart.Chart{Title: info.title + " per stage", X: svgchart.Axis{Label: xlabel}, Y: svgchart.Axis{Label: info.unit},
 			Width: o.width, Height: o.height}
 		found := false
 		for _, s := range stages {
 			segs := segments(recs, s+"."+metric, t0, gap)
 			found = found || len(segs) > 0
-			c.Series = append(c.Series, series{Name: s, Color: color[s], Step: info.step, Segments: segs})
+			c.Series = append(c.Series, svgchart.Series{Name: s, Color: color[s], Step: info.step, Segments: segs})
 		}
 		if !found {
 			return nil, fmt.Errorf("%s: no stage has a %q column", path, metric)
@@ -182,9 +184,9 @@ func plot(path string, o options) ([]string, error) {
 	}
 	if o.perStage {
 		for _, s := range stages {
-			c := &chart{Title: s + ": queue length and threads", XLabel: xlabel,
-				YLabel: "queue length (events)", Y2Label: "threads", Width: o.width, Height: o.height}
-			c.Series = []series{
+			c := &svgchart.Chart{Title: s + ": queue length and threads", X: svgchart.Axis{Label: xlabel},
+				Y: svgchart.Axis{Label: "queue length (events)"}, Y2: svgchart.Axis{Label: "threads"}, Width: o.width, Height: o.height}
+			c.Series = []svgchart.Series{
 				{Name: "queue length", Color: "#2f6fdb", Segments: segments(recs, s+".queue.length", t0, gap)},
 				{Name: "threads", Color: "#d9480f", Right: true, Step: true, Segments: segments(recs, s+".pool.size", t0, gap)},
 			}
@@ -215,9 +217,9 @@ func gapLimit(recs []profiler.Record) time.Duration {
 // segments returns the points of column name as runs: a record without
 // the column, a step back in time (a restarted run appended to the log) or
 // a gap longer than gap ends a run. Non-finite values are left out.
-func segments(recs []profiler.Record, name string, t0 time.Time, gap time.Duration) [][]point {
-	var out [][]point
-	var cur []point
+func segments(recs []profiler.Record, name string, t0 time.Time, gap time.Duration) [][]svgchart.Point {
+	var out [][]svgchart.Point
+	var cur []svgchart.Point
 	var last time.Time
 	flush := func() {
 		if len(cur) > 0 {
@@ -232,7 +234,7 @@ func segments(recs []profiler.Record, name string, t0 time.Time, gap time.Durati
 		}
 		last = r.Time
 		if ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			cur = append(cur, point{X: r.Time.Sub(t0).Seconds(), Y: v})
+			cur = append(cur, svgchart.Point{X: r.Time.Sub(t0).Seconds(), Y: v})
 		}
 	}
 	flush()

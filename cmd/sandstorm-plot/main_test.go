@@ -3,17 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/svgchart/svgtest"
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -66,52 +64,11 @@ type line struct {
 // readSVG parses an SVG file and returns its polylines.
 func readSVG(t *testing.T, path string) []line {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := xml.NewDecoder(bytes.NewReader(data))
 	var lines []line
-	root := true
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
+	for _, e := range svgtest.ParseFile(t, path) {
+		if e.Name == "polyline" {
+			lines = append(lines, line{series: e.Attr["data-series"], points: svgtest.Points(t, e)})
 		}
-		if err != nil {
-			t.Fatalf("%s is not well-formed XML: %v", path, err)
-		}
-		el, ok := tok.(xml.StartElement)
-		if !ok {
-			continue
-		}
-		if root {
-			if el.Name.Local != "svg" || el.Name.Space != "http://www.w3.org/2000/svg" {
-				t.Fatalf("%s: root element %v", path, el.Name)
-			}
-			root = false
-		}
-		if el.Name.Local != "polyline" {
-			continue
-		}
-		var l line
-		for _, a := range el.Attr {
-			switch a.Name.Local {
-			case "data-series":
-				l.series = a.Value
-			case "points":
-				for _, p := range strings.Fields(a.Value) {
-					xs, ys, _ := strings.Cut(p, ",")
-					x, err1 := strconv.ParseFloat(xs, 64)
-					y, err2 := strconv.ParseFloat(ys, 64)
-					if err1 != nil || err2 != nil {
-						t.Fatalf("%s: bad point %q", path, p)
-					}
-					l.points = append(l.points, [2]float64{x, y})
-				}
-			}
-		}
-		lines = append(lines, l)
 	}
 	return lines
 }
@@ -270,31 +227,5 @@ func TestPlotRealProfile(t *testing.T) {
 	}
 	if samples["queue length"] != 12 || samples["threads"] != 12 || len(samples) != 2 {
 		t.Fatalf("samples per series %v, want 12 of queue length and of threads", samples)
-	}
-}
-
-func TestNiceAxis(t *testing.T) {
-	tests := []struct {
-		lo, hi float64
-		n      int
-		want   axis
-	}{
-		{0, 200, 5, axis{0, 200, 50}},
-		{0, 7, 5, axis{0, 8, 2}},
-		{0, 0, 5, axis{0, 1, 0.2}},
-		{0, 1234, 8, axis{0, 1400, 200}},
-		{-3, 4, 5, axis{-4, 4, 2}},
-		{0, 0.09, 5, axis{0, 0.1, 0.02}},
-		{0, math.Inf(1), 5, axis{0, 1, 0.2}},
-		{0, 1100, 5, axis{0, 1250, 250}},
-	}
-	for _, tt := range tests {
-		got := niceAxis(tt.lo, tt.hi, tt.n)
-		if math.Abs(got.Min-tt.want.Min) > 1e-9 || math.Abs(got.Max-tt.want.Max) > 1e-9 || math.Abs(got.Step-tt.want.Step) > 1e-9 {
-			t.Errorf("niceAxis(%v, %v, %d) = %+v, want %+v", tt.lo, tt.hi, tt.n, got, tt.want)
-		}
-		if ticks := got.ticks(); ticks[0] != got.Min || math.Abs(ticks[len(ticks)-1]-got.Max) > 1e-9 {
-			t.Errorf("ticks %v do not span %+v", ticks, got)
-		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/apps/arashi"
+	"github.com/sandstorm-go/sandstorm/internal/clock"
 )
 
 // Transitions is the thesis's Fig. 46: the probability of going from a
@@ -170,7 +171,7 @@ var (
 
 func (u *user) run(ctx context.Context) {
 	if u.cfg.Start != nil {
-		if !sleep(ctx, u.cfg.Start(u.id)) {
+		if !clock.Sleep(ctx, u.cfg.Start(u.id)) {
 			return
 		}
 	}
@@ -188,7 +189,7 @@ func (u *user) run(ctx context.Context) {
 			return
 		case status == 503 || status == 0:
 			// Rejected (or the connection failed): back off, log in again.
-			if !sleep(ctx, backoff) {
+			if !clock.Sleep(ctx, backoff) {
 				return
 			}
 			backoff = min(2*backoff, u.cfg.MaxBackoff)
@@ -197,7 +198,7 @@ func (u *user) run(ctx context.Context) {
 		}
 		backoff = u.cfg.Backoff
 		state = u.next(state, status, body)
-		if !sleep(ctx, u.cfg.Think) {
+		if !clock.Sleep(ctx, u.cfg.Think) {
 			return
 		}
 	}
@@ -325,18 +326,4 @@ func (u *user) pick() string {
 		return "0"
 	}
 	return u.messages[u.r.IntN(len(u.messages))]
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
