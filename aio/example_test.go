@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -200,14 +198,15 @@ func ExampleFileIO_Open() {
 }
 
 func ExampleParseConfig() {
-	var doc yaml.Node
-	_ = yaml.Unmarshal([]byte(strings.TrimSpace(`
+	// A configuration file's global.aio block reaches ParseConfig through
+	// stage.ParseConfig; a block read on its own, through a stage.Decoder.
+	doc, _ := stage.NewDecoder([]byte(strings.TrimSpace(`
 readBuffer: 16KiB
 idleTimeout: 60s
 sockets:
   http: {addr: "127.0.0.1:8080", clogPolicy: close}
-`)), &doc)
-	cfg, err := aio.ParseConfig(&doc, "global.aio")
+`)), "aio.yaml", "global.aio")
+	cfg, err := aio.ParseConfig(doc)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -215,11 +214,10 @@ sockets:
 	http, _ := cfg.Socket("http")
 	fmt.Println(http.Addr, http.ReadBuffer, http.IdleTimeout, http.ClogPolicy)
 
-	var bad yaml.Node
-	_ = yaml.Unmarshal([]byte("sockets:\n  http: {adress: x}\n"), &bad)
-	_, err = aio.ParseConfig(&bad, "global.aio")
+	bad, _ := stage.NewDecoder([]byte("sockets:\n  http: {adress: x}\n"), "aio.yaml", "global.aio")
+	_, err = aio.ParseConfig(bad)
 	fmt.Println(err)
 	// Output:
 	// 127.0.0.1:8080 16KiB 1m0s close
-	// line 2: global.aio.sockets.http.adress: unknown key (known: addr, clogPolicy, closeTimeout, connectTimeout, eventLoops, idleTimeout, inboundPolicy, keepAlive, lingerTimeout, maxConnections, maxInbound, outputBudget, pollInterval, readBuffer, readRate, recvBuffer, reusePort, sendBuffer, tls, writeThreshold, writeTimeout, writeWindow)
+	// aio.yaml: line 2: global.aio.sockets.http.adress: unknown key (known: addr, clogPolicy, closeTimeout, connectTimeout, eventLoops, idleTimeout, inboundPolicy, keepAlive, lingerTimeout, maxConnections, maxInbound, outputBudget, pollInterval, readBuffer, readRate, recvBuffer, reusePort, sendBuffer, tls, writeThreshold, writeTimeout, writeWindow)
 }
