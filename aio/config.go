@@ -241,24 +241,47 @@ type SocketConfig struct {
 
 	// TLS, when set, makes the socket speak TLS (crypto/tls), as a server
 	// or a client: the handshake runs on the manager's handshake stage (so
-	// Manager is required) and the application gets the connection once it
+	// Env.Manager is required) and the application gets the connection once it
 	// succeeded (a client: ConnectFailed otherwise); records are decrypted
 	// as packets arrive and writes are encrypted. See TLSConfig.
 	TLS *TLSConfig `yaml:"tls"`
 
 	// Name names the socket in metrics and logs (default: derived from the
-	// address).
+	// address; Config.Socket sets the socket's name in the file).
 	Name string `yaml:"-"`
+}
+
+// Env is what a socket is plugged into. It is wiring, passed in code
+// beside the SocketConfig (which configuration files set), never read
+// from a file. The zero Env is usable: no manager, no metrics, no logs.
+type Env struct {
 	// Manager, when set, registers the socket's metrics in the manager's
-	// registry, and a server stops accepting when the manager raises
-	// stage.SignalShutdownStarted.
-	Manager *stage.Manager `yaml:"-"`
+	// registry, makes a server stop accepting when the manager raises
+	// stage.SignalShutdownStarted, and runs TLS handshakes on the
+	// manager's handshake stage (a TLS socket needs it).
+	Manager *stage.Manager
 	// Metrics is the registry for the socket's metrics (default: the
 	// Manager's, if any).
-	Metrics metrics.Registry `yaml:"-"`
+	Metrics metrics.Registry
 	// Logger receives the socket's logs and gnet's (nil: the Manager's
 	// logger, else discard).
-	Logger *slog.Logger `yaml:"-"`
+	Logger *slog.Logger
+}
+
+// withDefaults returns env with the Manager's registry and logger where
+// it gives none.
+func (env Env) withDefaults() Env {
+	if env.Metrics == nil && env.Manager != nil {
+		env.Metrics = env.Manager.Metrics()
+	}
+	if env.Logger == nil {
+		if env.Manager != nil {
+			env.Logger = env.Manager.Logger()
+		} else {
+			env.Logger = slog.New(slog.DiscardHandler)
+		}
+	}
+	return env
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -346,16 +369,6 @@ func (c SocketConfig) withDefaults() SocketConfig {
 	}
 	if c.ReadRate.Burst == 0 {
 		c.ReadRate.Burst = 100 * time.Millisecond
-	}
-	if c.Metrics == nil && c.Manager != nil {
-		c.Metrics = c.Manager.Metrics()
-	}
-	if c.Logger == nil {
-		if c.Manager != nil {
-			c.Logger = c.Manager.Logger()
-		} else {
-			c.Logger = slog.New(slog.DiscardHandler)
-		}
 	}
 	return c
 }

@@ -66,7 +66,7 @@ func ExampleListen() {
 	self = echo.Sink()
 	_ = m.Start(context.Background())
 
-	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0", Manager: m}, echo.Sink())
+	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, echo.Sink(), aio.Env{Manager: m})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -90,7 +90,7 @@ func ExampleListen() {
 // everything queued before it.
 func ExampleConnection_Enqueue() {
 	accepted := make(chanSink, 8)
-	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, accepted)
+	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, accepted, aio.Env{})
 	defer srv.Close()
 	client, _ := net.Dial("tcp", srv.Addr().String())
 	defer client.Close()
@@ -112,10 +112,10 @@ func ExampleConnection_Enqueue() {
 
 func ExampleClient_Connect() {
 	accepted := make(chanSink, 8)
-	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, accepted)
+	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, accepted, aio.Env{})
 	defer srv.Close()
 
-	cl, _ := aio.NewClient(aio.SocketConfig{})
+	cl, _ := aio.NewClient(aio.SocketConfig{}, aio.Env{})
 	defer cl.Close()
 	events := make(chanSink, 8)
 	_ = cl.Connect(srv.Addr().String(), events, "my request")

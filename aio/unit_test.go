@@ -370,7 +370,7 @@ func TestSocketConfigDefaults(t *testing.T) {
 	c := SocketConfig{}.withDefaults()
 	if c.ReadBuffer != DefaultReadBuffer || c.MaxInbound != DefaultMaxInbound || c.WriteThreshold.Bytes != DefaultMaxWriteBytes ||
 		c.WriteThreshold.Writes != DefaultMaxWrites || c.ClogPolicy != ClogReject || c.InboundPolicy != InboundPause || c.CloseTimeout != DefaultCloseTimeout ||
-		c.PollInterval != DefaultPollInterval || c.ConnectTimeout != DefaultConnectTimeout || c.Logger == nil {
+		c.PollInterval != DefaultPollInterval || c.ConnectTimeout != DefaultConnectTimeout || (Env{}).withDefaults().Logger == nil {
 		t.Fatalf("defaults %+v", c)
 	}
 	f := FileConfig{}.withDefaults()
@@ -384,7 +384,7 @@ func TestSocketConfigDefaults(t *testing.T) {
 }
 
 func TestWatchHeap(t *testing.T) {
-	e := newEngine(SocketConfig{}.withDefaults(), "t")
+	e := newEngine(SocketConfig{}.withDefaults(), Env{}.withDefaults(), "t")
 	a, b, c := &Connection{}, &Connection{}, &Connection{}
 	e.armAt(a, 300)
 	e.armAt(b, 100)
