@@ -202,9 +202,12 @@ func sectionOf(m map[string]Section, name string) Section {
 	return m[name]
 }
 
-// decodeSection runs a registered section over node v (key k) and returns
-// its value; its error is located.
+// decodeSection runs a registered section over node v at path and returns
+// its value; its errors are located (ParseConfig adds the file).
 func decodeSection(s Section, v *yaml.Node, path, file string) (any, error) {
+	if s == nil {
+		return nil, nil // not reachable: sections are never unregistered
+	}
 	val, err := s.DecodeSection(newDecoder(v, path, file))
 	if err == nil {
 		return val, nil
