@@ -73,7 +73,7 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 	checkLeaks(t)
 	logs := &lockedBuffer{}
 	m, st := startEchoStage(t)
-	srv := listen(t, SocketConfig{Manager: m, Logger: slog.New(slog.NewTextHandler(logs, nil)), EventLoops: 1}, st.Sink())
+	srv := listen(t, SocketConfig{EventLoops: 1}, st.Sink(), Env{Manager: m, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	a := dial(t, srv)
 	echoOnce(t, a, "before")
 
@@ -149,7 +149,7 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 func TestMaxConnectionsRefusedAtAccept(t *testing.T) {
 	checkLeaks(t)
 	m, st := startEchoStage(t)
-	srv := listen(t, SocketConfig{Manager: m, MaxConnections: 2}, st.Sink())
+	srv := listen(t, SocketConfig{MaxConnections: 2}, st.Sink(), Env{Manager: m})
 	a, b := dial(t, srv), dial(t, srv)
 	echoOnce(t, a, "a")
 	echoOnce(t, b, "b")
@@ -174,7 +174,7 @@ func TestMaxConnectionsRefusedAtAccept(t *testing.T) {
 }
 
 func TestMaxConnectionsNegativeIsInvalid(t *testing.T) {
-	if _, err := Listen(SocketConfig{Addr: "127.0.0.1:0", MaxConnections: -1}, newRecorder("owner")); err == nil {
+	if _, err := Listen(SocketConfig{Addr: "127.0.0.1:0", MaxConnections: -1}, newRecorder("owner"), Env{}); err == nil {
 		t.Fatal("Listen accepted maxConnections -1")
 	}
 }
@@ -191,7 +191,7 @@ func TestUnixSocketServer(t *testing.T) {
 	stale.(*net.UnixListener).SetUnlinkOnClose(false)
 	stale.Close()
 	m, st := startEchoStage(t)
-	srv := listen(t, SocketConfig{Addr: "unix://" + path, Manager: m}, st.Sink())
+	srv := listen(t, SocketConfig{Addr: "unix://" + path}, st.Sink(), Env{Manager: m})
 	c, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestUnixSocketServer(t *testing.T) {
 func TestReusePortListeners(t *testing.T) {
 	checkLeaks(t)
 	m, st := startEchoStage(t)
-	srv := listen(t, SocketConfig{Manager: m, ReusePort: true, EventLoops: 3}, st.Sink())
+	srv := listen(t, SocketConfig{ReusePort: true, EventLoops: 3}, st.Sink(), Env{Manager: m})
 	if len(srv.lns) != 3 {
 		t.Fatalf("%d listeners, want 3", len(srv.lns))
 	}

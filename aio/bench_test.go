@@ -126,7 +126,7 @@ func startAIOStageEcho(b *testing.B) (string, func()) {
 	if err := m.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", Manager: m}, st.Sink())
+	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0"}, st.Sink(), Env{Manager: m})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func startAIOInlineEcho(b *testing.B) (string, func()) {
 		}
 		return nil
 	}
-	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0"}, echo)
+	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0"}, echo, Env{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func startGnetEcho(b *testing.B) (string, func()) {
 	g := &gnetEcho{booted: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
-		done <- gnet.Run(g, "tcp://127.0.0.1:0", gnet.WithMulticore(true), gnet.WithLogger(gnetLogger{SocketConfig{}.withDefaults().Logger}))
+		done <- gnet.Run(g, "tcp://127.0.0.1:0", gnet.WithMulticore(true), gnet.WithLogger(gnetLogger{Env{}.withDefaults().Logger}))
 	}()
 	select {
 	case <-g.booted:

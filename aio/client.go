@@ -28,20 +28,21 @@ type Client struct {
 }
 
 // NewClient starts a client socket. cfg.Addr is ignored; each Connect names
-// its address.
-func NewClient(cfg SocketConfig) (*Client, error) {
+// its address. env is what the socket is plugged into (see Env; the zero
+// Env will do).
+func NewClient(cfg SocketConfig, env Env) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg, env = cfg.withDefaults(), env.withDefaults()
 	name := cfg.Name
 	if name == "" {
 		name = "client"
 	}
-	e := newEngine(cfg, name)
+	e := newEngine(cfg, env, name)
 	if cfg.TLS != nil {
 		var err error
-		if e.tls, err = newTLSClient(cfg); err != nil {
+		if e.tls, err = newTLSClient(cfg, env.Manager); err != nil {
 			return nil, err
 		}
 	}

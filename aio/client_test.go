@@ -12,7 +12,7 @@ import (
 
 func newClient(t *testing.T, cfg SocketConfig) *Client {
 	t.Helper()
-	cl, err := NewClient(cfg)
+	cl, err := NewClient(cfg, Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestClientShutdownAndClose(t *testing.T) {
 	checkLeaks(t)
 	peer := newRecorder("server-owner")
 	srv := listen(t, SocketConfig{}, peer)
-	cl, err := NewClient(SocketConfig{})
+	cl, err := NewClient(SocketConfig{}, Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,14 +72,12 @@ func ParseByteSize(s string) (ByteSize, error) {
 	return ByteSize(n * mult), nil
 }
 
-// UnmarshalYAML accepts an integer or a string with a unit.
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a byte size such as 16KiB", n.Line)
-	}
-	v, err := ParseByteSize(n.Value)
+// UnmarshalText accepts an integer or a number with a unit, as
+// ParseByteSize does (configuration files spell byte sizes so).
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	v, err := ParseByteSize(string(text))
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return err
 	}
 	*b = v
 	return nil
@@ -243,24 +241,47 @@ type SocketConfig struct {
 
 	// TLS, when set, makes the socket speak TLS (crypto/tls), as a server
 	// or a client: the handshake runs on the manager's handshake stage (so
-	// Manager is required) and the application gets the connection once it
+	// Env.Manager is required) and the application gets the connection once it
 	// succeeded (a client: ConnectFailed otherwise); records are decrypted
 	// as packets arrive and writes are encrypted. See TLSConfig.
 	TLS *TLSConfig `yaml:"tls"`
 
 	// Name names the socket in metrics and logs (default: derived from the
-	// address).
+	// address; Config.Socket sets the socket's name in the file).
 	Name string `yaml:"-"`
+}
+
+// Env is what a socket is plugged into. It is wiring, passed in code
+// beside the SocketConfig (which configuration files set), never read
+// from a file. The zero Env is usable: no manager, no metrics, no logs.
+type Env struct {
 	// Manager, when set, registers the socket's metrics in the manager's
-	// registry, and a server stops accepting when the manager raises
-	// stage.SignalShutdownStarted.
-	Manager *stage.Manager `yaml:"-"`
+	// registry, makes a server stop accepting when the manager raises
+	// stage.SignalShutdownStarted, and runs TLS handshakes on the
+	// manager's handshake stage (a TLS socket needs it).
+	Manager *stage.Manager
 	// Metrics is the registry for the socket's metrics (default: the
 	// Manager's, if any).
-	Metrics metrics.Registry `yaml:"-"`
+	Metrics metrics.Registry
 	// Logger receives the socket's logs and gnet's (nil: the Manager's
 	// logger, else discard).
-	Logger *slog.Logger `yaml:"-"`
+	Logger *slog.Logger
+}
+
+// withDefaults returns env with the Manager's registry and logger where
+// it gives none.
+func (env Env) withDefaults() Env {
+	if env.Metrics == nil && env.Manager != nil {
+		env.Metrics = env.Manager.Metrics()
+	}
+	if env.Logger == nil {
+		if env.Manager != nil {
+			env.Logger = env.Manager.Logger()
+		} else {
+			env.Logger = slog.New(slog.DiscardHandler)
+		}
+	}
+	return env
 }
 
 // Validate reports the first invalid field, wrapping ErrInvalidConfig.
@@ -348,16 +369,6 @@ func (c SocketConfig) withDefaults() SocketConfig {
 	}
 	if c.ReadRate.Burst == 0 {
 		c.ReadRate.Burst = 100 * time.Millisecond
-	}
-	if c.Metrics == nil && c.Manager != nil {
-		c.Metrics = c.Manager.Metrics()
-	}
-	if c.Logger == nil {
-		if c.Manager != nil {
-			c.Logger = c.Manager.Logger()
-		} else {
-			c.Logger = slog.New(slog.DiscardHandler)
-		}
 	}
 	return c
 }
@@ -473,13 +484,18 @@ func (e *configError) Error() string   { return e.err.Error() }
 func (e *configError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
 
 // ParseConfig decodes an aio block strictly: an unknown key, a bad size or
-// duration is an error naming the line and key path (path is the block's
-// own key path, e.g. "global.aio"). A nil or empty node gives the defaults.
-// Errors wrap ErrInvalidConfig.
-func ParseConfig(n *yaml.Node, path string) (Config, error) {
-	cfg, err := parseConfig(n, path)
+// duration is an error naming the file, line and key path. An absent or
+// null block gives the defaults. Errors wrap ErrInvalidConfig and
+// stage.ErrInvalidConfig. Linking aio in registers it as the section
+// "aio", so that stage.ParseConfig (Load, Parse) calls it.
+func ParseConfig(d stage.Decoder) (Config, error) {
+	var n yaml.Node
+	if err := d.Decode(&n); err != nil {
+		return Config{}, err
+	}
+	cfg, err := parseConfig(&n, d.Path())
 	if err != nil {
-		return Config{}, &configError{err}
+		return Config{}, &stage.ConfigError{File: d.File(), Err: &configError{err}}
 	}
 	return cfg, nil
 }
@@ -547,16 +563,23 @@ func lookupKey(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// ConfigOf decodes the `global.aio` block of the configuration m was built
-// from (defaults if m has none). Errors name the file, line and key.
+// sectionName is aio's section of `global:`.
+const sectionName = "aio"
+
+// ConfigOf returns the `global.aio` block of the configuration m was built
+// from, as the load decoded it (defaults if m has none). It fails only if
+// the section was set in Go to a value that is not a Config.
 func ConfigOf(m *stage.Manager) (Config, error) {
 	if m == nil || m.Config() == nil {
 		return Config{}, nil
 	}
-	mc := m.Config()
-	cfg, err := ParseConfig(&mc.Global.AIO, "global.aio")
-	if err != nil {
-		return cfg, &stage.ConfigError{File: mc.File, Err: err}
+	v, ok := m.Config().Global.Section(sectionName)
+	if !ok {
+		return Config{}, nil
+	}
+	cfg, ok := v.(Config)
+	if !ok {
+		return Config{}, fmt.Errorf("%w: section %s holds a %T, not an aio.Config", ErrInvalidConfig, sectionName, v)
 	}
 	return cfg, nil
 }

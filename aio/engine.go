@@ -30,6 +30,7 @@ type engine struct {
 	gnet.BuiltinEventEngine
 
 	cfg    SocketConfig // defaults applied
+	env    Env          // defaults applied
 	name   string
 	log    *slog.Logger
 	server *Server    // nil for a client
@@ -65,11 +66,12 @@ type engine struct {
 	metricNames  []string
 }
 
-func newEngine(cfg SocketConfig, name string) *engine {
+func newEngine(cfg SocketConfig, env Env, name string) *engine {
 	e := &engine{
 		cfg:   cfg,
+		env:   env,
 		name:  name,
-		log:   cfg.Logger.With("socket", name),
+		log:   env.Logger.With("socket", name),
 		conns: map[*Connection]struct{}{},
 		held:  map[*Connection]struct{}{},
 		watch: map[*Connection]int64{},

@@ -41,7 +41,7 @@ func TestOnOpenAttachesBeforePublishing(t *testing.T) {
 			name = "client"
 		}
 		t.Run(name, func(t *testing.T) {
-			e := newEngine(SocketConfig{InboundPolicy: InboundClose}.withDefaults(), "t")
+			e := newEngine(SocketConfig{InboundPolicy: InboundClose}.withDefaults(), Env{}.withDefaults(), "t")
 			owner := newRecorder("owner")
 			fc := &fakeGnetConn{}
 			if client {

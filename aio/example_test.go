@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -68,7 +66,7 @@ func ExampleListen() {
 	self = echo.Sink()
 	_ = m.Start(context.Background())
 
-	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0", Manager: m}, echo.Sink())
+	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, echo.Sink(), aio.Env{Manager: m})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -92,7 +90,7 @@ func ExampleListen() {
 // everything queued before it.
 func ExampleConnection_Enqueue() {
 	accepted := make(chanSink, 8)
-	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, accepted)
+	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, accepted, aio.Env{})
 	defer srv.Close()
 	client, _ := net.Dial("tcp", srv.Addr().String())
 	defer client.Close()
@@ -114,10 +112,10 @@ func ExampleConnection_Enqueue() {
 
 func ExampleClient_Connect() {
 	accepted := make(chanSink, 8)
-	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, accepted)
+	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0"}, accepted, aio.Env{})
 	defer srv.Close()
 
-	cl, _ := aio.NewClient(aio.SocketConfig{})
+	cl, _ := aio.NewClient(aio.SocketConfig{}, aio.Env{})
 	defer cl.Close()
 	events := make(chanSink, 8)
 	_ = cl.Connect(srv.Addr().String(), events, "my request")
@@ -200,14 +198,15 @@ func ExampleFileIO_Open() {
 }
 
 func ExampleParseConfig() {
-	var doc yaml.Node
-	_ = yaml.Unmarshal([]byte(strings.TrimSpace(`
+	// A configuration file's global.aio block reaches ParseConfig through
+	// stage.ParseConfig; a block read on its own, through a stage.Decoder.
+	doc, _ := stage.NewDecoder([]byte(strings.TrimSpace(`
 readBuffer: 16KiB
 idleTimeout: 60s
 sockets:
   http: {addr: "127.0.0.1:8080", clogPolicy: close}
-`)), &doc)
-	cfg, err := aio.ParseConfig(&doc, "global.aio")
+`)), "aio.yaml", "global.aio")
+	cfg, err := aio.ParseConfig(doc)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -215,11 +214,10 @@ sockets:
 	http, _ := cfg.Socket("http")
 	fmt.Println(http.Addr, http.ReadBuffer, http.IdleTimeout, http.ClogPolicy)
 
-	var bad yaml.Node
-	_ = yaml.Unmarshal([]byte("sockets:\n  http: {adress: x}\n"), &bad)
-	_, err = aio.ParseConfig(&bad, "global.aio")
+	bad, _ := stage.NewDecoder([]byte("sockets:\n  http: {adress: x}\n"), "aio.yaml", "global.aio")
+	_, err = aio.ParseConfig(bad)
 	fmt.Println(err)
 	// Output:
 	// 127.0.0.1:8080 16KiB 1m0s close
-	// line 2: global.aio.sockets.http.adress: unknown key (known: addr, clogPolicy, closeTimeout, connectTimeout, eventLoops, idleTimeout, inboundPolicy, keepAlive, lingerTimeout, maxConnections, maxInbound, outputBudget, pollInterval, readBuffer, readRate, recvBuffer, reusePort, sendBuffer, tls, writeThreshold, writeTimeout, writeWindow)
+	// aio.yaml: line 2: global.aio.sockets.http.adress: unknown key (known: addr, clogPolicy, closeTimeout, connectTimeout, eventLoops, idleTimeout, inboundPolicy, keepAlive, lingerTimeout, maxConnections, maxInbound, outputBudget, pollInterval, readBuffer, readRate, recvBuffer, reusePort, sendBuffer, tls, writeThreshold, writeTimeout, writeWindow)
 }

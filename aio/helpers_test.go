@@ -199,12 +199,16 @@ func checkLeaks(t *testing.T) {
 }
 
 // listen starts a loopback server for a test and closes it at the end.
-func listen(t *testing.T, cfg SocketConfig, s sink.Sink) *Server {
+func listen(t *testing.T, cfg SocketConfig, s sink.Sink, env ...Env) *Server {
 	t.Helper()
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
-	srv, err := Listen(cfg, s)
+	var e Env
+	if len(env) > 0 {
+		e = env[0]
+	}
+	srv, err := Listen(cfg, s, e)
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
 	}

@@ -108,7 +108,7 @@ var metricsMu sync.Mutex
 // free "aio.<socket>-2", "-3" … prefix (see MetricsPrefix) instead of
 // replacing them; a name someone else registered is left alone.
 func (e *engine) registerMetrics() {
-	reg := e.cfg.Metrics
+	reg := e.env.Metrics
 	if reg == nil {
 		return
 	}

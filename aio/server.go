@@ -60,8 +60,9 @@ type Server struct {
 // Listen starts a server socket on cfg.Addr. It returns once the socket
 // listens (or failed to: the error is also delivered to s as ListenFailed).
 // Connections are delivered to s as *Connection events; if s rejects one,
-// that connection is closed at once (admission control at accept).
-func Listen(cfg SocketConfig, s Receiver) (*Server, error) {
+// that connection is closed at once (admission control at accept). env is
+// what the socket is plugged into (see Env; the zero Env will do).
+func Listen(cfg SocketConfig, s Receiver, env Env) (*Server, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: Listen with a nil sink", ErrInvalidConfig)
 	}
@@ -76,7 +77,7 @@ func Listen(cfg SocketConfig, s Receiver) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	cfg = cfg.withDefaults()
+	cfg, env = cfg.withDefaults(), env.withDefaults()
 	name := cfg.Name
 	if name == "" {
 		name = defaultName("server", cfg.Addr)
@@ -86,10 +87,10 @@ func Listen(cfg SocketConfig, s Receiver) (*Server, error) {
 		return fail(fmt.Errorf("aio: listen on %s: %w", cfg.Addr, err))
 	}
 	srv := &Server{sink: s, lns: lns, addr: lns[0].Addr(), quit: make(chan struct{}), enrolling: make(chan struct{}, 256)}
-	e := newEngine(cfg, name)
+	e := newEngine(cfg, env, name)
 	e.server = srv
 	if cfg.TLS != nil {
-		if e.tls, err = newTLSServer(cfg); err != nil {
+		if e.tls, err = newTLSServer(cfg, env.Manager); err != nil {
 			for _, ln := range lns {
 				_ = ln.Close()
 			}
@@ -113,8 +114,8 @@ func Listen(cfg SocketConfig, s Receiver) (*Server, error) {
 	srv.cli = cli
 	e.start()
 	e.box.send(delivery{to: s, ev: ListenSucceeded{Server: srv, Addr: srv.addr}})
-	if cfg.Manager != nil {
-		srv.unsub = cfg.Manager.Subscribe(stage.SignalShutdownStarted, signalSink(func(sink.Event) { srv.SuspendAccept() }))
+	if env.Manager != nil {
+		srv.unsub = env.Manager.Subscribe(stage.SignalShutdownStarted, signalSink(func(sink.Event) { srv.SuspendAccept() }))
 	}
 	for _, ln := range lns {
 		srv.acceptW.Add(1)

@@ -59,7 +59,7 @@ func startEchoStage(t *testing.T) (*stage.Manager, *stage.Stage) {
 func TestEchoThousandConnections(t *testing.T) {
 	checkLeaks(t)
 	m, st := startEchoStage(t)
-	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", Manager: m, Name: "echo", EventLoops: 2}, st.Sink())
+	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", Name: "echo", EventLoops: 2}, st.Sink(), Env{Manager: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestListenEventsAndFailure(t *testing.T) {
 	}
 	// The same port again fails, with an event and an error.
 	rec2 := newRecorder("second")
-	_, err := Listen(SocketConfig{Addr: srv.Addr().String()}, rec2)
+	_, err := Listen(SocketConfig{Addr: srv.Addr().String()}, rec2, Env{})
 	if err == nil {
 		t.Fatal("second Listen on a busy port succeeded")
 	}
@@ -149,7 +149,7 @@ func TestListenEventsAndFailure(t *testing.T) {
 	}
 	// Bad addresses fail up front.
 	for _, addr := range []string{"", "nohostport", "udp://127.0.0.1:1", "unix://"} {
-		if _, err := Listen(SocketConfig{Addr: addr}, newRecorder("bad")); !errors.Is(err, ErrInvalidConfig) {
+		if _, err := Listen(SocketConfig{Addr: addr}, newRecorder("bad"), Env{}); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("Listen(%q): err %v, want ErrInvalidConfig", addr, err)
 		}
 	}
@@ -641,7 +641,7 @@ func TestManagerShutdownStopsAccepting(t *testing.T) {
 	if err := m.Start(ctxTimeout(t)); err != nil {
 		t.Fatal(err)
 	}
-	srv := listen(t, SocketConfig{Manager: m}, newRecorder("owner"))
+	srv := listen(t, SocketConfig{}, newRecorder("owner"), Env{Manager: m})
 	if err := m.Shutdown(ctxTimeout(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -770,9 +770,9 @@ func TestConnectionSinkContract(t *testing.T) {
 func TestMetricsOfSameNamedSocketsDoNotCollide(t *testing.T) {
 	checkLeaks(t)
 	reg := metrics.NewRegistry()
-	cfg := SocketConfig{Name: "twin", Metrics: reg}
-	a := listen(t, cfg, newRecorder("a"))
-	b := listen(t, cfg, newRecorder("b"))
+	cfg, env := SocketConfig{Name: "twin"}, Env{Metrics: reg}
+	a := listen(t, cfg, newRecorder("a"), env)
+	b := listen(t, cfg, newRecorder("b"), env)
 	if a.MetricsPrefix() != "aio.twin" || b.MetricsPrefix() != "aio.twin-2" {
 		t.Fatalf("prefixes %q and %q, want aio.twin and aio.twin-2", a.MetricsPrefix(), b.MetricsPrefix())
 	}
@@ -797,7 +797,7 @@ func TestMetricsOfSameNamedSocketsDoNotCollide(t *testing.T) {
 		t.Fatal("closing b removed a's metrics or left its own")
 	}
 	// The freed prefix is taken again.
-	c := listen(t, cfg, newRecorder("c"))
+	c := listen(t, cfg, newRecorder("c"), env)
 	if c.MetricsPrefix() != "aio.twin-2" {
 		t.Fatalf("third socket's prefix %q, want aio.twin-2", c.MetricsPrefix())
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // This file wires a tlsSession into a Connection (thesis ch. 5 §7): the
@@ -27,26 +29,26 @@ type tlsServer struct {
 	hs     *Handshakes
 }
 
-func newTLSServer(cfg SocketConfig) (*tlsServer, error) {
-	if cfg.Manager == nil {
-		return nil, fmt.Errorf("%w: a TLS socket needs a Manager (its handshake stage)", ErrInvalidConfig)
+func newTLSServer(cfg SocketConfig, m *stage.Manager) (*tlsServer, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: a TLS socket needs an Env.Manager (its handshake stage)", ErrInvalidConfig)
 	}
 	tc, store, err := cfg.TLS.serverConfig()
 	if err != nil {
 		return nil, err
 	}
-	hs, err := TLSHandshakes(cfg.Manager, *cfg.TLS)
+	hs, err := TLSHandshakes(m, *cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
 	return &tlsServer{cfg: tc, store: store, hs: hs}, nil
 }
 
-func newTLSClient(cfg SocketConfig) (*tlsServer, error) {
-	if cfg.Manager == nil {
-		return nil, fmt.Errorf("%w: a TLS socket needs a Manager (its handshake stage)", ErrInvalidConfig)
+func newTLSClient(cfg SocketConfig, m *stage.Manager) (*tlsServer, error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: a TLS socket needs an Env.Manager (its handshake stage)", ErrInvalidConfig)
 	}
-	hs, err := TLSHandshakes(cfg.Manager, *cfg.TLS)
+	hs, err := TLSHandshakes(m, *cfg.TLS)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func tlsEcho(t *testing.T, cfg aio.TLSConfig) (string, *x509.CertPool, *aio.Hand
 		t.Fatal(err)
 	}
 	closed := &closedCount{}
-	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0", Manager: m, TLS: &cfg}, aio.Func(func(e sink.Event) error {
+	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0", TLS: &cfg}, aio.Func(func(e sink.Event) error {
 		c, ok := e.(*aio.Connection)
 		if !ok {
 			return nil
@@ -51,7 +51,7 @@ func tlsEcho(t *testing.T, cfg aio.TLSConfig) (string, *x509.CertPool, *aio.Hand
 			}
 			return nil
 		}))
-	}))
+	}), aio.Env{Manager: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestTLSClientSocket(t *testing.T) {
 		defer c()
 		_ = m.Shutdown(sctx)
 	}()
-	cl, err := aio.NewClient(aio.SocketConfig{Manager: m, TLS: &aio.TLSConfig{Config: &tls.Config{RootCAs: roots}}})
+	cl, err := aio.NewClient(aio.SocketConfig{TLS: &aio.TLSConfig{Config: &tls.Config{RootCAs: roots}}}, aio.Env{Manager: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestTLSClientSocket(t *testing.T) {
 	}
 
 	// A server whose certificate the client does not trust: ConnectFailed.
-	cl2, err := aio.NewClient(aio.SocketConfig{Manager: m, TLS: &aio.TLSConfig{}, Name: "untrusting"})
+	cl2, err := aio.NewClient(aio.SocketConfig{TLS: &aio.TLSConfig{}, Name: "untrusting"}, aio.Env{Manager: m})
 	if err != nil {
 		t.Fatal(err)
 	}

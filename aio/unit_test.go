@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -218,13 +216,9 @@ func FuzzParseByteSize(f *testing.F) {
 	})
 }
 
-func parseYAML(t testing.TB, src string) (*yaml.Node, error) {
+func parseYAML(t testing.TB, src string) (stage.Decoder, error) {
 	t.Helper()
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(src), &n); err != nil {
-		return nil, err
-	}
-	return &n, nil
+	return stage.NewDecoder([]byte(src), "", "global.aio")
 }
 
 func TestParseConfig(t *testing.T) {
@@ -244,7 +238,7 @@ file:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig(n, "global.aio")
+	cfg, err := ParseConfig(n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +258,8 @@ file:
 	if cfg.File.ThreadPool.Max != 8 || cfg.File.MaxReadFile != 16<<20 {
 		t.Fatalf("file %+v", cfg.File)
 	}
-	if cfg, err := ParseConfig(nil, "global.aio"); err != nil || cfg.Sockets != nil {
+	empty, _ := parseYAML(t, "")
+	if cfg, err := ParseConfig(empty); err != nil || cfg.Sockets != nil {
 		t.Fatalf("nil node: %+v, %v", cfg, err)
 	}
 }
@@ -293,7 +288,7 @@ func TestParseConfigErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = ParseConfig(n, "global.aio")
+		_, err = ParseConfig(n)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: error %v, want it to mention %q", tt.src, err, tt.want)
 			continue
@@ -315,11 +310,11 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
-		var n yaml.Node
-		if yaml.Unmarshal([]byte(src), &n) != nil {
+		n, err := parseYAML(t, src)
+		if err != nil {
 			return
 		}
-		cfg, err := ParseConfig(&n, "global.aio")
+		cfg, err := ParseConfig(n)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
@@ -375,7 +370,7 @@ func TestSocketConfigDefaults(t *testing.T) {
 	c := SocketConfig{}.withDefaults()
 	if c.ReadBuffer != DefaultReadBuffer || c.MaxInbound != DefaultMaxInbound || c.WriteThreshold.Bytes != DefaultMaxWriteBytes ||
 		c.WriteThreshold.Writes != DefaultMaxWrites || c.ClogPolicy != ClogReject || c.InboundPolicy != InboundPause || c.CloseTimeout != DefaultCloseTimeout ||
-		c.PollInterval != DefaultPollInterval || c.ConnectTimeout != DefaultConnectTimeout || c.Logger == nil {
+		c.PollInterval != DefaultPollInterval || c.ConnectTimeout != DefaultConnectTimeout || (Env{}).withDefaults().Logger == nil {
 		t.Fatalf("defaults %+v", c)
 	}
 	f := FileConfig{}.withDefaults()
@@ -389,7 +384,7 @@ func TestSocketConfigDefaults(t *testing.T) {
 }
 
 func TestWatchHeap(t *testing.T) {
-	e := newEngine(SocketConfig{}.withDefaults(), "t")
+	e := newEngine(SocketConfig{}.withDefaults(), Env{}.withDefaults(), "t")
 	a, b, c := &Connection{}, &Connection{}, &Connection{}
 	e.armAt(a, 300)
 	e.armAt(b, 100)

@@ -98,7 +98,7 @@ func TestCostFromYAML(t *testing.T) {
 		}
 		return &n
 	}
-	p, err := FromYAML(node("{type: cost, limit: 12}"), "p", Env{})
+	p, err := fromYAML(node("{type: cost, limit: 12}"), "p", Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestCostFromYAML(t *testing.T) {
 		"{type: cost, limit: lot}": "p.limit: want a float64 value",
 		"{type: cost, limt: 3}":    "p.limt: unknown key",
 	} {
-		_, err := FromYAML(node(doc), "p", Env{})
+		_, err := fromYAML(node(doc), "p", Env{})
 		if !errors.Is(err, yamlstrict.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", doc, err, want)
 		}

@@ -94,5 +94,5 @@
 // controllers are tested on a fake clock. No policy here starts
 // a goroutine: time-driven updates happen lazily inside Accept and Done.
 //
-// FromYAML builds any policy from a stage's `predicate:` configuration block.
+// FromSpec builds any policy from a stage's `predicate:` configuration block.
 package enqueuepred

@@ -54,7 +54,7 @@ func TestEventSamplers(t *testing.T) {
 	if err := yaml.Unmarshal([]byte("{type: rate, rate: 10, modifiers: [{sampler: wait, value: {50: 1}}, {sampler: arrivals, value: {100: 1}}]}"), &n); err != nil {
 		t.Fatal(err)
 	}
-	p, err := FromYAML(&n, "p", Env{})
+	p, err := fromYAML(&n, "p", Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

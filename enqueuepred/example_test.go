@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 func ExampleNewThreshold() {
@@ -134,8 +133,7 @@ func ExampleNewAll() {
 	// true false
 }
 
-func ExampleFromYAML() {
-	var doc yaml.Node
+func ExampleFromSpec() {
 	src := `
 type: all
 of:
@@ -146,23 +144,25 @@ of:
     modifiers:
       - {sampler: cpu, value: {80: 1, 90: 2, 100: 3}, factor: 20}
 `
-	if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
+	// A runtime hands over the block of its configuration file; package
+	// stage's decoders are Specs.
+	spec, err := stage.NewDecoder([]byte(src), "", "stages.Echo.predicate")
+	if err != nil {
 		panic(err)
 	}
 	env := enqueuepred.Env{Stage: "Echo", Shared: enqueuepred.NewShared()}
-	p, err := enqueuepred.FromYAML(&doc, "stages.Echo.predicate", env)
+	p, err := enqueuepred.FromSpec(spec, env)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println(sink.PredicateName(p), p.Accept("hello"))
 
-	bad := `{type: rate, rate: 5000, dept: 100}`
-	_ = yaml.Unmarshal([]byte(bad), &doc)
-	_, err = enqueuepred.FromYAML(&doc, "stages.Echo.predicate", env)
+	bad, _ := stage.NewDecoder([]byte(`{type: rate, rate: 5000, dept: 100}`), "", "stages.Echo.predicate")
+	_, err = enqueuepred.FromSpec(bad, env)
 	fmt.Println(err)
 	// Output:
 	// all true
-	// line 1: stages.Echo.predicate.dept: unknown key (did you mean "depth"? known: depth, modifiers, rate, shards)
+	// line 1: stages.Echo.predicate.dept: unknown key (did you mean "depth"? known: depth, modifiers, rate, shards, type)
 }
 
 func ExampleInspector() {

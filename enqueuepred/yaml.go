@@ -14,7 +14,7 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// Env is what FromYAML needs from the stage runtime.
+// Env is what FromSpec needs from the stage runtime.
 type Env struct {
 	Stage  string           // the stage the predicate guards (for messages)
 	Now    func() time.Time // nil: time.Now
@@ -67,7 +67,7 @@ func init() {
 	}
 }
 
-// Types returns the predicate types FromYAML knows, sorted.
+// Types returns the predicate types FromSpec knows, sorted.
 func Types() []string {
 	out := make([]string, 0, len(builders))
 	for k := range builders {
@@ -77,10 +77,32 @@ func Types() []string {
 	return out
 }
 
-// FromYAML builds a predicate from a configuration block such as
-// `{type: rate, rate: 5000, depth: 100}`. n is the block's mapping node and
-// path its dotted key path, used with n's line in errors (which wrap
-// yamlstrict.ErrInvalid). Known types:
+// Spec is a predicate block of a configuration file, such as
+// `{type: rate, rate: 5000, depth: 100}`: package stage's Decoder for the
+// block (stage.StageConfig.PredicateSpec) is one. Decode decodes the block
+// into a value of this package's own choosing (its decoding reads the
+// block's structure and lines, so it needs a decoder of YAML); Path is the
+// block's dotted key path.
+type Spec interface {
+	Decode(v any) error
+	Path() string
+}
+
+// specNode returns the YAML node of spec.
+func specNode(spec Spec) (*yaml.Node, error) {
+	var n yaml.Node
+	if err := spec.Decode(&n); err != nil {
+		return nil, err
+	}
+	if n.Kind == 0 {
+		return nil, nil
+	}
+	return &n, nil
+}
+
+// FromSpec builds a predicate from a configuration block. Errors name the
+// block's line and dotted key path (and wrap yamlstrict.ErrInvalid, as
+// stage.ErrInvalidConfig does). Known types:
 //
 //	threshold  {limit: N, modifiers: [...]}
 //	rate       {rate: R, depth: D, shards: N, modifiers: [...]}
@@ -117,7 +139,16 @@ func Types() []string {
 // heap MiB, goroutines count, queue events, rt milliseconds; arrivals
 // (events/s), service and wait (mean ms) are fed by the guarded stage's
 // own events (EventFed).
-func FromYAML(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+func FromSpec(spec Spec, env Env) (sink.Predicate, error) {
+	n, err := specNode(spec)
+	if err != nil {
+		return nil, err
+	}
+	return fromYAML(n, spec.Path(), env)
+}
+
+// fromYAML builds the predicate of block n at path.
+func fromYAML(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if n == nil {
 		return nil, yamlstrict.Errorf(nil, path, "missing predicate block")
 	}
@@ -317,15 +348,23 @@ func buildGroup(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	return c.group(n, path, env)
 }
 
-// DeclareGroups creates in env.Shared the group rates that predicate block n
-// (as given to FromYAML, with path its key path) gives a rate, including
+// DeclareGroups creates in env.Shared the group rates that predicate block
+// spec (as given to FromSpec) gives a rate, including
 // group blocks nested in all, any and session. A runtime calls it on every
 // block of a configuration before building any predicate, so that a group
 // block without a rate may come before, or after, the block that sets the
 // group's rate: file order does not matter. Blocks of other types are left
-// for FromYAML to check; a malformed group block is an error located as
-// FromYAML's would be.
-func DeclareGroups(n *yaml.Node, path string, env Env) error {
+// for FromSpec to check; a malformed group block is an error located as
+// FromSpec's would be.
+func DeclareGroups(spec Spec, env Env) error {
+	n, err := specNode(spec)
+	if err != nil {
+		return err
+	}
+	return declareGroups(n, spec.Path(), env)
+}
+
+func declareGroups(n *yaml.Node, path string, env Env) error {
 	if n == nil {
 		return nil
 	}
@@ -351,14 +390,14 @@ func DeclareGroups(n *yaml.Node, path string, env Env) error {
 		_, err = c.group(n, path, env)
 		return err
 	case "session":
-		return DeclareGroups(child(n, "of"), yamlstrict.Join(path, "of"), env)
+		return declareGroups(child(n, "of"), yamlstrict.Join(path, "of"), env)
 	case "all", "any":
 		of := child(n, "of")
 		if of == nil || of.Kind != yaml.SequenceNode {
 			return nil
 		}
 		for i, cn := range of.Content {
-			if err := DeclareGroups(cn, fmt.Sprintf("%s[%d]", yamlstrict.Join(path, "of"), i), env); err != nil {
+			if err := declareGroups(cn, fmt.Sprintf("%s[%d]", yamlstrict.Join(path, "of"), i), env); err != nil {
 				return err
 			}
 		}
@@ -536,7 +575,7 @@ func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if c.Of == nil {
 		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "of"), "session needs the predicate deciding each new session, e.g. of: {type: rt, target: 1s}")
 	}
-	inner, err := FromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
+	inner, err := fromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
 	if err != nil {
 		return nil, err
 	}
@@ -556,7 +595,7 @@ func buildAccount(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	}
 	var inner sink.Predicate
 	if c.Of != nil {
-		p, err := FromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
+		p, err := fromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
 		if err != nil {
 			return nil, err
 		}
@@ -579,7 +618,7 @@ func buildSaturated(n *yaml.Node, path string, env Env) (sink.Predicate, error) 
 	if c.Of == nil {
 		return nil, yamlstrict.Errorf(n, yamlstrict.Join(path, "of"), "saturated needs the predicate applied once the pool is full, e.g. of: {type: rt, target: 1s}")
 	}
-	inner, err := FromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
+	inner, err := fromYAML(child(n, "of"), yamlstrict.Join(path, "of"), env)
 	if err != nil {
 		return nil, err
 	}
@@ -617,7 +656,7 @@ func buildChildren(n *yaml.Node, path string, env Env) ([]sink.Predicate, error)
 	}
 	ps := make([]sink.Predicate, 0, len(of.Content))
 	for i, cn := range of.Content {
-		p, err := FromYAML(cn, fmt.Sprintf("%s[%d]", yamlstrict.Join(path, "of"), i), env)
+		p, err := fromYAML(cn, fmt.Sprintf("%s[%d]", yamlstrict.Join(path, "of"), i), env)
 		if err != nil {
 			return nil, err
 		}

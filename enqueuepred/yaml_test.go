@@ -154,7 +154,7 @@ modifiers:
 	for _, tt := range tests {
 		t.Run(tt.doc, func(t *testing.T) {
 			env := Env{Stage: "S", Shared: NewShared()}
-			p, err := FromYAML(parse(t, tt.doc), "stages.S.predicate", env)
+			p, err := fromYAML(parse(t, tt.doc), "stages.S.predicate", env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func TestFromYAMLErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.doc, func(t *testing.T) {
-			_, err := FromYAML(parse(t, tt.doc), "p", Env{Shared: NewShared()})
+			_, err := fromYAML(parse(t, tt.doc), "p", Env{Shared: NewShared()})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v\nwant it to contain %q", err, tt.want)
 			}
@@ -244,22 +244,22 @@ func TestFromYAMLErrors(t *testing.T) {
 
 func TestFromYAMLGroupSharedAcrossStages(t *testing.T) {
 	env := Env{Shared: NewShared()}
-	a, err := FromYAML(parse(t, "{type: group, group: g, rate: 10, depth: 3}"), "a", env)
+	a, err := fromYAML(parse(t, "{type: group, group: g, rate: 10, depth: 3}"), "a", env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := FromYAML(parse(t, "{type: group, name: g}"), "b", env)
+	b, err := fromYAML(parse(t, "{type: group, name: g}"), "b", env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if count(a, 1, 2)+count(b, 1, 2) != 3 {
 		t.Fatal("stages do not share the group's bucket")
 	}
-	if _, err := FromYAML(parse(t, "{type: group, group: g, rate: 20}"), "c", env); err == nil ||
+	if _, err := fromYAML(parse(t, "{type: group, group: g, rate: 20}"), "c", env); err == nil ||
 		!strings.Contains(err.Error(), "conflicting") {
 		t.Fatalf("conflict: %v", err)
 	}
-	if _, err := FromYAML(parse(t, "{type: group, group: g, rate: 20}"), "c", Env{}); err == nil {
+	if _, err := fromYAML(parse(t, "{type: group, group: g, rate: 20}"), "c", Env{}); err == nil {
 		t.Fatal("group without Env.Shared accepted")
 	}
 }
@@ -268,29 +268,29 @@ func TestFromYAMLGroupSharedAcrossStages(t *testing.T) {
 // giving the table another window is an error at its table key.
 func TestFromYAMLSessionTableShared(t *testing.T) {
 	env := Env{Shared: NewShared()}
-	a, err := FromYAML(parse(t, "{type: session, table: shop, window: 5s, of: {type: threshold, limit: 10}}"), "a", env)
+	a, err := fromYAML(parse(t, "{type: session, table: shop, window: 5s, of: {type: threshold, limit: 10}}"), "a", env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := FromYAML(parse(t, "{type: session, table: shop, window: 5s, of: {type: counter, limit: 3}}"), "b", env)
+	b, err := fromYAML(parse(t, "{type: session, table: shop, window: 5s, of: {type: counter, limit: 3}}"), "b", env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.(*Session).Table() != b.(*Session).Table() {
 		t.Fatal("two session blocks naming table shop do not share it")
 	}
-	own, err := FromYAML(parse(t, "{type: session, window: 5s, of: {type: counter, limit: 3}}"), "c", env)
+	own, err := fromYAML(parse(t, "{type: session, window: 5s, of: {type: counter, limit: 3}}"), "c", env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if own.(*Session).Table() == a.(*Session).Table() {
 		t.Fatal("a session block without a table shares one")
 	}
-	_, err = FromYAML(parse(t, "{type: session, table: shop, of: {type: counter, limit: 3}}"), "d", env)
+	_, err = fromYAML(parse(t, "{type: session, table: shop, of: {type: counter, limit: 3}}"), "d", env)
 	if err == nil || !strings.Contains(err.Error(), "d.table") || !strings.Contains(err.Error(), "conflicting") {
 		t.Fatalf("a block giving table shop the default window: %v, want a conflict at d.table", err)
 	}
-	if _, err := FromYAML(parse(t, "{type: session, table: shop, of: {type: counter, limit: 3}}"), "e", Env{}); err == nil {
+	if _, err := fromYAML(parse(t, "{type: session, table: shop, of: {type: counter, limit: 3}}"), "e", Env{}); err == nil {
 		t.Fatal("a shared table without Env.Shared was accepted")
 	}
 }
@@ -315,7 +315,7 @@ func TestDeclareGroupsOrderDoesNotMatter(t *testing.T) {
 			now := time.Unix(0, 0) // a still clock: no tokens refill
 			env := Env{Shared: NewShared(), Now: func() time.Time { return now }}
 			for i, b := range tt.blocks {
-				if err := DeclareGroups(parse(t, b), fmt.Sprint("s", i), env); err != nil {
+				if err := declareGroups(parse(t, b), fmt.Sprint("s", i), env); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -324,7 +324,7 @@ func TestDeclareGroupsOrderDoesNotMatter(t *testing.T) {
 			}
 			var ps []sink.Predicate
 			for i, b := range tt.blocks {
-				p, err := FromYAML(parse(t, b), fmt.Sprint("s", i), env)
+				p, err := fromYAML(parse(t, b), fmt.Sprint("s", i), env)
 				if err != nil {
 					t.Fatalf("block %d: %v", i, err)
 				}
@@ -349,7 +349,7 @@ func TestDeclareGroupsErrors(t *testing.T) {
 			env := Env{Shared: NewShared()}
 			var err error
 			for doc := range strings.SplitSeq(tt.doc, "\n---\n") {
-				if err = DeclareGroups(parse(t, doc), "p", env); err != nil {
+				if err = declareGroups(parse(t, doc), "p", env); err != nil {
 					break
 				}
 			}
@@ -360,7 +360,7 @@ func TestDeclareGroupsErrors(t *testing.T) {
 	}
 	// other types and malformed blocks are FromYAML's to report
 	for _, doc := range []string{"{type: threshold, limit: x}", "{type: nope}", "[1]", "{type: all, of: 3}", "{type: group, group: g}"} {
-		if err := DeclareGroups(parse(t, doc), "p", Env{Shared: NewShared()}); err != nil {
+		if err := declareGroups(parse(t, doc), "p", Env{Shared: NewShared()}); err != nil {
 			t.Errorf("%s: %v", doc, err)
 		}
 	}
@@ -391,7 +391,7 @@ func FuzzFromYAML(f *testing.F) {
 		if yaml.Unmarshal([]byte(doc), &n) != nil {
 			return
 		}
-		p, err := FromYAML(&n, "p", Env{Shared: NewShared(), Lookup: func(string) (sink.Sink, bool) { return nil, false }})
+		p, err := fromYAML(&n, "p", Env{Shared: NewShared(), Lookup: func(string) (sink.Sink, bool) { return nil, false }})
 		if err != nil {
 			if !errors.Is(err, yamlstrict.ErrInvalid) && !errors.Is(err, ErrBadConfig) {
 				t.Fatalf("error %v wraps neither ErrInvalid nor ErrBadConfig", err)

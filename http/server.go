@@ -53,7 +53,7 @@ var (
 // timeout means none.
 type ServerConfig struct {
 	// Socket is the listening socket (Addr, event loops, write threshold,
-	// ...). Its Manager, Logger and Name default to the fields below.
+	// ...). Its Name defaults to the field below.
 	Socket aio.SocketConfig
 	// Name names the server in metrics ("http.<name>.<counter>") and logs
 	// (default "http").
@@ -134,16 +134,6 @@ type ServerConfig struct {
 	// event loop's other connections, wait for it. Requests it answers
 	// count in ServerStats.Requests like the others.
 	Inline func(*Request) bool
-	// Manager, if set, registers the server's counters in its metrics
-	// registry, and the server starts draining (responses close their
-	// connections, idle connections are closed) when the manager raises
-	// stage.SignalShutdownStarted.
-	Manager *stage.Manager
-	// Metrics is the registry for the counters (default: the Manager's).
-	Metrics metrics.Registry
-	// Logger receives the server's logs (nil: the Manager's, else
-	// discard).
-	Logger *slog.Logger
 
 	// TimerInterval is how often timeouts are checked (0: a quarter of the
 	// smallest timeout, within 5ms..1s).
@@ -193,15 +183,6 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	if c.InlineBody == 0 {
 		c.InlineBody = DefaultInlineBody
 	}
-	if c.Logger == nil && c.Manager != nil {
-		c.Logger = c.Manager.Logger()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Metrics == nil && c.Manager != nil {
-		c.Metrics = c.Manager.Metrics()
-	}
 	if c.TimerInterval <= 0 {
 		smallest := time.Second * 4
 		for _, d := range []time.Duration{c.RequestTimeout, c.IdleTimeout, c.WriteTimeout, c.ResponseTimeout} {
@@ -213,15 +194,6 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	}
 	if c.Socket.Name == "" {
 		c.Socket.Name = c.Name
-	}
-	if c.Socket.Manager == nil {
-		c.Socket.Manager = c.Manager
-	}
-	if c.Socket.Metrics == nil {
-		c.Socket.Metrics = c.Metrics
-	}
-	if c.Socket.Logger == nil {
-		c.Socket.Logger = c.Logger
 	}
 	return c
 }
@@ -272,6 +244,7 @@ type serverCounters struct {
 // and Retry-After: overload never hangs a client.
 type Server struct {
 	cfg      ServerConfig
+	env      aio.Env // defaults applied
 	requests sink.Sink
 	sock     *aio.Server
 	log      *slog.Logger
@@ -293,26 +266,42 @@ type Server struct {
 
 // Listen starts an HTTP server on cfg.Socket.Addr that enqueues the
 // requests it parses on requests. It returns once the socket listens.
-func Listen(cfg ServerConfig, requests sink.Sink) (*Server, error) {
+// env is what the server and its socket are plugged into (the zero Env
+// will do): with a Manager, the server's counters go to its metrics
+// registry (unless env.Metrics names another) and the server starts
+// draining (responses close their connections, idle connections are
+// closed) when the manager raises stage.SignalShutdownStarted; the logger
+// is env.Logger, else the Manager's, else none.
+func Listen(cfg ServerConfig, requests sink.Sink, env aio.Env) (*Server, error) {
 	if requests == nil {
 		return nil, fmt.Errorf("http: Listen with a nil request sink")
 	}
 	cfg = cfg.withDefaults()
+	if env.Metrics == nil && env.Manager != nil {
+		env.Metrics = env.Manager.Metrics()
+	}
+	if env.Logger == nil && env.Manager != nil {
+		env.Logger = env.Manager.Logger()
+	}
+	if env.Logger == nil {
+		env.Logger = slog.New(slog.DiscardHandler)
+	}
 	s := &Server{
 		cfg:      cfg,
+		env:      env,
 		requests: requests,
-		log:      cfg.Logger.With("server", cfg.Name),
+		log:      env.Logger.With("server", cfg.Name),
 		conns:    map[*Connection]struct{}{},
 	}
 	s.format.Server = cfg.ServerHeader
-	sock, err := aio.Listen(cfg.Socket, aio.Func(s.onAcceptEvent))
+	sock, err := aio.Listen(cfg.Socket, aio.Func(s.onAcceptEvent), env)
 	if err != nil {
 		return nil, fmt.Errorf("http: %w", err)
 	}
 	s.sock = sock
 	s.registerMetrics()
-	if cfg.Manager != nil {
-		s.unsub = cfg.Manager.Subscribe(stage.SignalShutdownStarted, signalSink{name: cfg.Name + ".signal", f: s.Drain})
+	if env.Manager != nil {
+		s.unsub = env.Manager.Subscribe(stage.SignalShutdownStarted, signalSink{name: cfg.Name + ".signal", f: s.Drain})
 	}
 	return s, nil
 }
@@ -546,7 +535,7 @@ func (s *Server) onReaderEvent(e sink.Event) error {
 // ---- metrics ----
 
 func (s *Server) registerMetrics() {
-	reg := s.cfg.Metrics
+	reg := s.env.Metrics
 	if reg == nil {
 		return
 	}
@@ -581,7 +570,7 @@ func (s *Server) registerMetrics() {
 
 func (s *Server) unregisterMetrics() {
 	for _, n := range s.metricNames {
-		s.cfg.Metrics.Unregister(n)
+		s.env.Metrics.Unregister(n)
 	}
 	s.metricNames = nil
 }

@@ -44,7 +44,7 @@ func benchServer(b *testing.B, body []byte, inline bool) (string, func()) {
 	if err := m.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	srv, err := http.Listen(http.ServerConfig{Socket: aio.SocketConfig{Addr: "127.0.0.1:0"}, Manager: m}, target)
+	srv, err := http.Listen(http.ServerConfig{Socket: aio.SocketConfig{Addr: "127.0.0.1:0"}}, target, aio.Env{Manager: m})
 	if err != nil {
 		b.Fatal(err)
 	}

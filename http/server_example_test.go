@@ -26,7 +26,7 @@ func ExampleListen() {
 	}), stage.StageConfig{})
 	_ = m.Start(context.Background())
 
-	srv, err := http.Listen(http.ServerConfig{Socket: aio.SocketConfig{Addr: "127.0.0.1:0"}, Manager: m}, hello.Sink())
+	srv, err := http.Listen(http.ServerConfig{Socket: aio.SocketConfig{Addr: "127.0.0.1:0"}}, hello.Sink(), aio.Env{Manager: m})
 	if err != nil {
 		fmt.Println(err)
 		return

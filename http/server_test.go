@@ -47,8 +47,7 @@ func startServer(t *testing.T, cfg http.ServerConfig, handle func(*http.Request)
 	if cfg.Socket.Addr == "" {
 		cfg.Socket.Addr = "127.0.0.1:0"
 	}
-	cfg.Manager = m
-	srv, err := http.Listen(cfg, st.Sink())
+	srv, err := http.Listen(cfg, st.Sink(), aio.Env{Manager: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +299,7 @@ func (rejectAll) Enqueue(sink.Event) error {
 
 func TestRejectedRequestGets503(t *testing.T) {
 	srv, err := http.Listen(http.ServerConfig{Socket: aio.SocketConfig{Addr: "127.0.0.1:0"}, RetryAfter: 2 * time.Second},
-		rejectAll{sink.NewQueue(1)})
+		rejectAll{sink.NewQueue(1)}, aio.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 package profiler
 
 import (
+	"fmt"
 	"net"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -48,55 +46,50 @@ func (c Config) withDefaults() Config {
 // active reports whether the profiler has anything to do.
 func (c Config) active() bool { return c.Enabled || c.HTTP != "" }
 
-const configPath = "global.profiler"
-
 // DecodeConfig decodes a `global.profiler` block strictly: an unknown key, a
 // value of the wrong type, a bad or negative duration or a malformed listen
-// address is an error naming file (may be ""), line and key. It wraps
-// stage.ErrInvalidConfig. An absent block (nil or zero node) gives the
-// zero Config.
-func DecodeConfig(n *yaml.Node, file string) (Config, error) {
+// address is an error naming the file, line and key. It wraps
+// stage.ErrInvalidConfig. An absent or null block gives the zero Config.
+// Linking the profiler in registers it as the section "profiler", so that
+// stage.ParseConfig (Load, Parse) calls it.
+func DecodeConfig(d stage.Decoder) (Config, error) {
 	var c Config
-	if n == nil || n.Kind == 0 {
+	if !d.Present() {
 		return c, nil
 	}
-	fail := func(err error) (Config, error) { return Config{}, &stage.ConfigError{File: file, Err: err} }
-	if err := yamlstrict.Decode(n, configPath, &c); err != nil {
-		return fail(err)
+	if err := d.Decode(&c); err != nil {
+		return Config{}, err
 	}
 	if c.Interval < 0 {
-		return fail(yamlstrict.Errorf(lookup(n, "interval"), configPath+".interval", "negative duration %v", c.Interval))
+		return Config{}, d.Key("interval").Errorf("negative duration %v", c.Interval)
 	}
 	if c.HTTP != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP); err != nil {
-			return fail(yamlstrict.Errorf(lookup(n, "http"), configPath+".http",
-				"bad listen address %q (want host:port such as 127.0.0.1:9090, or \"\" for off)", c.HTTP))
+			return Config{}, d.Key("http").Errorf(
+				"bad listen address %q (want host:port such as 127.0.0.1:9090, or \"\" for off)", c.HTTP)
 		}
 	}
 	return c, nil
 }
 
-// ConfigFrom decodes the profiler block of the configuration m was built
-// from; a manager built from Go (no configuration) gives the zero Config.
+// ConfigFrom returns the profiler block of the configuration m was built
+// from, as the load decoded it; a manager built from Go (no
+// configuration), or from a file without the block, gives the zero Config.
 func ConfigFrom(m *stage.Manager) (Config, error) {
 	cfg := m.Config()
 	if cfg == nil {
 		return Config{}, nil
 	}
-	return DecodeConfig(&cfg.Global.Profiler, cfg.File)
+	v, ok := cfg.Global.Section(sectionName)
+	if !ok {
+		return Config{}, nil
+	}
+	c, ok := v.(Config)
+	if !ok {
+		return Config{}, fmt.Errorf("%w: section %s holds a %T, not a profiler.Config", stage.ErrInvalidConfig, sectionName, v)
+	}
+	return c, nil
 }
 
-// lookup returns the value node of key in mapping n, or n itself.
-func lookup(n *yaml.Node, key string) *yaml.Node {
-	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
-		n = n.Content[0]
-	}
-	if n.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				return n.Content[i+1]
-			}
-		}
-	}
-	return n
-}
+// sectionName is the profiler's section of `global:`.
+const sectionName = "profiler"

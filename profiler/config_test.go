@@ -6,19 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
-func node(t testing.TB, doc string) *yaml.Node {
+func block(t testing.TB, doc, file string) stage.Decoder {
 	t.Helper()
-	var n yaml.Node
-	if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
+	d, err := stage.NewDecoder([]byte(doc), file, "global.profiler")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &n
+	return d
 }
 
 func TestDecodeConfig(t *testing.T) {
@@ -42,7 +40,7 @@ func TestDecodeConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := profiler.DecodeConfig(node(t, tt.doc), "conf.yaml")
+			got, err := profiler.DecodeConfig(block(t, tt.doc, "conf.yaml"))
 			if tt.err == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -124,11 +122,11 @@ func FuzzDecodeConfig(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
-		var n yaml.Node
-		if yaml.Unmarshal([]byte(doc), &n) != nil {
+		d, err := stage.NewDecoder([]byte(doc), "f.yaml", "global.profiler")
+		if err != nil {
 			return
 		}
-		cfg, err := profiler.DecodeConfig(&n, "f.yaml")
+		cfg, err := profiler.DecodeConfig(d)
 		if err != nil {
 			if !errors.Is(err, stage.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "f.yaml: ") {
 				t.Fatalf("bad error %v", err)

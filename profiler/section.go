@@ -1,8 +1,6 @@
 package profiler
 
 import (
-	"gopkg.in/yaml.v3"
-
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -11,10 +9,9 @@ import (
 // managers built by stage.Load and stage.Parse run the profiler the block
 // switches on.
 func init() {
-	stage.RegisterSection("profiler", func(n *yaml.Node, _ string) error {
-		_, err := DecodeConfig(n, "")
-		return err
-	})
+	stage.RegisterSection(sectionName, stage.SectionFunc(func(d stage.Decoder) (any, error) {
+		return DecodeConfig(d)
+	}))
 	// A manager made by stage.Load or stage.Parse runs the profiler its
 	// file configures: the profile log, the graph and the dashboard, with
 	// the manager's logger.

@@ -5,9 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -62,49 +59,126 @@ func (c ClusterConfig) Validate() error {
 	return nil
 }
 
-func init() {
-	stage.RegisterSection("cluster", func(n *yaml.Node, path string) error {
-		_, err := decodeCluster(n, path)
-		return err
-	})
+// Delivery modes of a stage's `remote:` block.
+const (
+	ModeRequest = "request" // core NATS: verdict at once, retransmission with an idempotency key
+	ModeDurable = "durable" // a JetStream work-queue stream: ack after the handler succeeded
+)
+
+// StageConfig is a stage's `remote:` block: how other nodes reach the
+// stage when it is hosted elsewhere (its `nodes:` say where; see
+// stage.StageConfig.Nodes). Linking remote in registers the key with
+// stage (stage.RegisterStageSection); stage.StageConfig.Section("remote")
+// returns the decoded block, and StageConfigOf it with defaults. Zero
+// fields take the defaults.
+type StageConfig struct {
+	// Mode is "request" (default) or "durable".
+	Mode string `yaml:"mode"`
+	// Timeout bounds a sender's wait for a verdict (request mode,
+	// retransmissions included; default 2s) or, in durable mode, how long
+	// a replica may take to acknowledge a delivered event before it is
+	// redelivered (default 30s).
+	Timeout time.Duration `yaml:"timeout"`
+	// Retries is how many times a request is retransmitted (same
+	// idempotency key) after a per-attempt timeout; 0 takes the default
+	// (2), -1 means none.
+	Retries int `yaml:"retries"`
+	// Duplicates is the window in which a replica (request) or the stream
+	// (durable) recognises a retransmitted event (default 2m).
+	Duplicates time.Duration `yaml:"duplicates"`
+	// NakDelay is how long a durable event a replica's predicate refused
+	// waits before it is redelivered (default 1s).
+	NakDelay time.Duration `yaml:"nakDelay"`
 }
 
-func decodeCluster(n *yaml.Node, path string) (ClusterConfig, error) {
+// Section names: the cluster block of `global:` and the remote block of a
+// stage.
+const (
+	clusterSection = "cluster"
+	remoteSection  = "remote"
+)
+
+func init() {
+	stage.RegisterSection(clusterSection, stage.SectionFunc(func(d stage.Decoder) (any, error) {
+		if !d.Present() {
+			return nil, nil // a null cluster block: no cluster, as if absent
+		}
+		return decodeCluster(d)
+	}))
+	stage.RegisterStageSection(remoteSection, stage.SectionFunc(func(d stage.Decoder) (any, error) {
+		if !d.Present() {
+			return nil, nil
+		}
+		return decodeStage(d)
+	}))
+}
+
+func decodeCluster(d stage.Decoder) (ClusterConfig, error) {
 	var c ClusterConfig
-	if err := yamlstrict.Decode(n, path, &c); err != nil {
+	if err := d.Decode(&c); err != nil {
 		return c, err
 	}
 	if err := c.Validate(); err != nil {
-		return c, yamlstrict.Errorf(n, path, "%v", err)
+		return c, d.Errorf("%v", err)
 	}
 	return c, nil
 }
 
-// ClusterFrom returns the configuration's `global.cluster` block, and
-// false if it has none (one process, no NATS).
+// decodeStage decodes and checks a stage's remote block.
+func decodeStage(d stage.Decoder) (StageConfig, error) {
+	var r StageConfig
+	if err := d.Decode(&r); err != nil {
+		return r, err
+	}
+	switch r.Mode {
+	case "", ModeRequest, ModeDurable:
+	default:
+		return r, d.Key("mode").Errorf("unknown remote mode %q (known: request, durable)", r.Mode)
+	}
+	switch {
+	case r.Timeout < 0:
+		return r, d.Key("timeout").Errorf("negative duration %v", r.Timeout)
+	case r.Retries < -1:
+		return r, d.Key("retries").Errorf("retries %d below -1", r.Retries)
+	case r.Duplicates < 0:
+		return r, d.Key("duplicates").Errorf("negative duration %v", r.Duplicates)
+	case r.NakDelay < 0:
+		return r, d.Key("nakDelay").Errorf("negative duration %v", r.NakDelay)
+	}
+	return r, nil
+}
+
+// ClusterFrom returns the configuration's `global.cluster` block, as the
+// load decoded it, and false if it has none (one process, no NATS).
 func ClusterFrom(cfg *stage.Config) (ClusterConfig, bool, error) {
-	n := &cfg.Global.Cluster
-	if n.Kind == 0 || n.Tag == "!!null" {
+	v, ok := cfg.Global.Section(clusterSection)
+	if !ok {
 		return ClusterConfig{}, false, nil
 	}
-	c, err := decodeCluster(n, "global.cluster")
-	if err != nil {
-		return c, true, &stage.ConfigError{File: cfg.File, Err: err}
+	c, ok := v.(ClusterConfig)
+	if !ok {
+		return ClusterConfig{}, true, fmt.Errorf("%w: section %s holds a %T, not a remote.ClusterConfig", stage.ErrInvalidConfig, clusterSection, v)
 	}
 	return c, true, nil
 }
 
-// remoteConfig returns a stage's remote block with defaults.
-func remoteConfig(sc *stage.StageConfig) stage.RemoteConfig {
-	var r stage.RemoteConfig
-	if sc.Remote != nil {
-		r = *sc.Remote
+// StageConfigOf returns a stage's remote block with defaults applied (all
+// defaults if it has none).
+func StageConfigOf(sc *stage.StageConfig) StageConfig {
+	var r StageConfig
+	if v, ok := sc.Section(remoteSection); ok {
+		r, _ = v.(StageConfig)
 	}
+	return r.withDefaults()
+}
+
+// withDefaults returns r with its zero fields filled in.
+func (r StageConfig) withDefaults() StageConfig {
 	if r.Mode == "" {
-		r.Mode = stage.RemoteRequest
+		r.Mode = ModeRequest
 	}
 	if r.Timeout == 0 {
-		if r.Mode == stage.RemoteDurable {
+		if r.Mode == ModeDurable {
 			r.Timeout = 30 * time.Second
 		} else {
 			r.Timeout = 2 * time.Second

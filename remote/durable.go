@@ -22,7 +22,7 @@ import (
 // stage: its size limit is the stage's queue threshold (in messages; an
 // EnqueueMany is one message), a full stream refuses new messages, and
 // publishes with one id inside the duplicates window are stored once.
-func (n *Node) ensureStream(name string, sc *stage.StageConfig, rc stage.RemoteConfig) error {
+func (n *Node) ensureStream(name string, sc *stage.StageConfig, rc StageConfig) error {
 	limit := int64(sc.Queue.Threshold)
 	if limit <= 0 {
 		limit = -1
@@ -66,7 +66,7 @@ type durableSender struct {
 
 var _ sink.Sink = (*durableSender)(nil)
 
-func (n *Node) durableSink(name string, sc *stage.StageConfig, rc stage.RemoteConfig) (sink.Sink, error) {
+func (n *Node) durableSink(name string, sc *stage.StageConfig, rc StageConfig) (sink.Sink, error) {
 	if err := n.ensureStream(name, sc, rc); err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ type durableReplica struct {
 	n     *Node
 	name  string
 	st    *stage.Stage
-	rc    stage.RemoteConfig
+	rc    StageConfig
 	sub   *nats.Subscription
 	stopC chan struct{}
 	once  sync.Once
@@ -238,7 +238,7 @@ func (n *Node) wrapDurable(cfg *stage.Config, r *stage.Registry) (*stage.Registr
 	for i := range cfg.Stages {
 		ns := &cfg.Stages[i]
 		sc := &ns.Config
-		if !sc.HostedOn(n.node) || len(sc.Nodes) == 0 || remoteConfig(sc).Mode != stage.RemoteDurable {
+		if !sc.HostedOn(n.node) || len(sc.Nodes) == 0 || StageConfigOf(sc).Mode != ModeDurable {
 			continue
 		}
 		f, ok := r.Lookup(sc.Handler)
@@ -252,7 +252,7 @@ func (n *Node) wrapDurable(cfg *stage.Config, r *stage.Registry) (*stage.Registr
 				wrapped.Register(name, g)
 			}
 		}
-		d := &durableReplica{n: n, name: ns.Name, rc: remoteConfig(sc), pending: map[any][]*delivery{}, stopC: make(chan struct{})}
+		d := &durableReplica{n: n, name: ns.Name, rc: StageConfigOf(sc), pending: map[any][]*delivery{}, stopC: make(chan struct{})}
 		name := "remote.durable/" + ns.Name
 		wrapped.Register(name, func() stage.Handler { return wrapAcking(f(), d) })
 		sc.Handler = name
@@ -278,7 +278,7 @@ func (n *Node) durableFor(name string) *durableReplica {
 }
 
 // serveDurable starts pulling a hosted durable stage's stream.
-func (n *Node) serveDurable(st *stage.Stage, rc stage.RemoteConfig) error {
+func (n *Node) serveDurable(st *stage.Stage, rc StageConfig) error {
 	d := n.durableFor(st.Name())
 	if d == nil {
 		return fmt.Errorf("remote: durable stage %q was not built by Node.NewManager", st.Name())

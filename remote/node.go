@@ -276,8 +276,8 @@ func (n *Node) NewManager(cfg *stage.Config, r *stage.Registry, o stage.Options)
 
 // sinkFor returns the remote sink of a stage hosted elsewhere.
 func (n *Node) sinkFor(name string, sc *stage.StageConfig) (sink.Sink, error) {
-	rc := remoteConfig(sc)
-	if rc.Mode == stage.RemoteDurable {
+	rc := StageConfigOf(sc)
+	if rc.Mode == ModeDurable {
 		return n.durableSink(name, sc, rc)
 	}
 	return n.StageSink(name, rc)

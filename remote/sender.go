@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sandstorm-go/sandstorm/sink"
-	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // SinkStats counts a remote sink's traffic.
@@ -65,13 +64,13 @@ var (
 // StageSink returns the request-mode remote sink of a stage other nodes
 // host. NewManager makes one for every such stage; call StageSink for
 // producers outside any manager.
-func (n *Node) StageSink(name string, rc stage.RemoteConfig) (sink.Sink, error) {
+func (n *Node) StageSink(name string, rc StageConfig) (sink.Sink, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if s, ok := n.senders[name]; ok {
 		return s, nil
 	}
-	rc = remoteConfig(&stage.StageConfig{Remote: &rc})
+	rc = rc.withDefaults()
 	s := &stageSender{senderCore: senderCore{n: n, stage: name, cfg: rc, latency: newLatencies()},
 		group: n.stageSubject(name), replicas: map[string]*replicaState{}}
 	sub, err := n.nc.Subscribe(n.loadSubject(name), s.heartbeat)
@@ -90,7 +89,7 @@ type refSink struct {
 }
 
 func (n *Node) refSink(r SinkRef) sink.Sink {
-	s := &stageSender{senderCore: senderCore{n: n, stage: r.Name, cfg: remoteConfig(&stage.StageConfig{})},
+	s := &stageSender{senderCore: senderCore{n: n, stage: r.Name, cfg: StageConfig{}.withDefaults()},
 		fixed: n.refSubject(r.Inst), ref: r.ID}
 	return &refSink{stageSender: s, ref: r}
 }

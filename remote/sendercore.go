@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
-	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // senderCore is what the two remote sinks (stageSender in request mode,
@@ -16,7 +15,7 @@ import (
 type senderCore struct {
 	n       *Node
 	stage   string
-	cfg     stage.RemoteConfig
+	cfg     StageConfig
 	pred    atomic.Pointer[predBox]
 	seq     atomic.Uint64
 	latency *latencies

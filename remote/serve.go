@@ -43,8 +43,8 @@ func (n *Node) serve(m *stage.Manager, name string, sc *stage.StageConfig) error
 	if !ok {
 		return fmt.Errorf("remote: hosted stage %q not in the manager", name)
 	}
-	rc := remoteConfig(sc)
-	if rc.Mode == stage.RemoteDurable {
+	rc := StageConfigOf(sc)
+	if rc.Mode == ModeDurable {
 		return n.serveDurable(st, rc)
 	}
 	r := &replica{n: n, name: name, st: st, seen: newDedup(rc.Duplicates), txns: map[string]*heldTxn{},

@@ -4,41 +4,12 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
-
-// Remote delivery modes of a stage's `remote:` block.
-const (
-	RemoteRequest = "request" // core NATS: verdict at once, retransmission with an idempotency key
-	RemoteDurable = "durable" // a JetStream work-queue stream: ack after the handler succeeded
-)
-
-// RemoteConfig is a stage's `remote:` block: how other nodes reach the
-// stage when it is hosted elsewhere (package remote implements it). Zero
-// fields take the defaults package remote documents.
-type RemoteConfig struct {
-	// Mode is "request" (default) or "durable".
-	Mode string `yaml:"mode"`
-	// Timeout bounds a sender's wait for a verdict (request mode,
-	// retransmissions included) or, in durable mode, how long a replica
-	// may take to acknowledge a delivered event before it is redelivered.
-	Timeout time.Duration `yaml:"timeout"`
-	// Retries is how many times a request is retransmitted (same
-	// idempotency key) after a per-attempt timeout; 0 takes the default,
-	// -1 means none.
-	Retries int `yaml:"retries"`
-	// Duplicates is the window in which a replica (request) or the stream
-	// (durable) recognises a retransmitted event.
-	Duplicates time.Duration `yaml:"duplicates"`
-	// NakDelay is how long a durable event a replica's predicate refused
-	// waits before it is redelivered.
-	NakDelay time.Duration `yaml:"nakDelay"`
-}
 
 // HostedOn reports whether the stage runs on the named node: it does if its
 // `nodes:` list is empty (every node) or names node. Every stage is hosted
@@ -47,28 +18,14 @@ func (sc *StageConfig) HostedOn(node string) bool {
 	return node == "" || len(sc.Nodes) == 0 || slices.Contains(sc.Nodes, node)
 }
 
-// validateCluster checks a stage's `nodes:` and `remote:` keys.
-func validateCluster(sc *StageConfig, n *yaml.Node, path string) error {
+// validateNodes checks a stage's `nodes:` key.
+func validateNodes(sc *StageConfig, n *yaml.Node, path string) error {
 	for i, node := range sc.Nodes {
 		if node == "" {
 			return check(false, n, path, []string{"nodes"}, "empty node name at index %d", i)
 		}
 	}
-	r := sc.Remote
-	if r == nil {
-		return nil
-	}
-	switch r.Mode {
-	case "", RemoteRequest, RemoteDurable:
-	default:
-		return check(false, n, path, []string{"remote", "mode"}, "unknown remote mode %q (known: request, durable)", r.Mode)
-	}
-	return firstError([]error{
-		check(r.Timeout >= 0, n, path, []string{"remote", "timeout"}, "negative duration %v", r.Timeout),
-		check(r.Retries >= -1, n, path, []string{"remote", "retries"}, "retries %d below -1", r.Retries),
-		check(r.Duplicates >= 0, n, path, []string{"remote", "duplicates"}, "negative duration %v", r.Duplicates),
-		check(r.NakDelay >= 0, n, path, []string{"remote", "nakDelay"}, "negative duration %v", r.NakDelay),
-	})
+	return nil
 }
 
 // remoteSinks holds the sinks of the stages this manager does not host

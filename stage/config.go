@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -107,24 +106,29 @@ func (b BatchingConfig) batchingConfig() batching.Config {
 // which is on with thrashing detection because Max exceeds Min
 // (ThreadPool.Min = Max pins the size; a SingleThreaded handler gets one
 // goroutine), batches of up to 1000.
+//
+// Keys of a stage's block that packages above stage own (package remote's
+// `remote:`) are sections registered with RegisterStageSection; Section
+// returns their decoded values.
 type StageConfig struct {
 	// Handler is the registry name of the handler (configuration files only).
 	Handler string      `yaml:"handler"`
 	Queue   QueueConfig `yaml:"queue"`
 	// Predicate is the admission predicate for stages created from Go.
 	Predicate sink.Predicate `yaml:"-"`
-	// PredicateSpec is the predicate block from a configuration file
-	// ({type: rate, rate: 5000, ...}); see package enqueuepred.
-	PredicateSpec yaml.Node        `yaml:"predicate"`
+	// PredicateSpec is the `predicate:` block of a configuration file
+	// ({type: rate, rate: 5000, ...}; see package enqueuepred), or the
+	// global one the stage inherits; nil: none. Predicate, if set, wins.
+	PredicateSpec Decoder          `yaml:"-"`
 	ThreadPool    ThreadPoolConfig `yaml:"threadpool"`
 	Batching      BatchingConfig   `yaml:"batching"`
-	// Args are decoded by the handler's Init with Context.DecodeArgs.
-	Args yaml.Node `yaml:"args"`
+	// Args is the stage's `args:` block (nil: none), which the handler's
+	// Init decodes with Context.DecodeArgs.
+	Args Decoder `yaml:"-"`
 
 	// Scheduler orders the queued events (zero: FIFO). In files it is the
-	// `scheduler:` key, read through SchedulerSpec.
-	Scheduler     SchedulerConfig `yaml:"-"`
-	SchedulerSpec yaml.Node       `yaml:"scheduler"`
+	// `scheduler:` key: a type name or a block.
+	Scheduler SchedulerConfig `yaml:"-"`
 	// Ordering makes events with the same key sequential.
 	Ordering OrderingConfig `yaml:"ordering"`
 	// Keyed is short for Ordering.Key = "event".
@@ -136,12 +140,14 @@ type StageConfig struct {
 	// Factory makes a fresh handler when a supervisor restarts the stage.
 	// Configuration files use the registry's factory.
 	Factory Factory `yaml:"-"`
-	// Nodes lists the cluster nodes hosting the stage (empty: every
-	// node); Remote says how the others reach it. See package remote.
-	Nodes  []string      `yaml:"nodes"`
-	Remote *RemoteConfig `yaml:"remote"`
+	// Nodes lists the nodes (processes) hosting the stage when one
+	// configuration describes a graph spread over several (empty: every
+	// node); see Config.Node and HostedOn. How the other nodes reach the
+	// stage is the business of the package that connects them.
+	Nodes []string `yaml:"nodes"`
 
-	path        string // key path in the configuration file, for errors
+	sections    sectionValues // decoded registered stage sections
+	path        string        // key path in the configuration file, for errors
 	file        string
 	handlerLine int
 }
@@ -156,117 +162,50 @@ type ThreadManagerConfig struct {
 }
 
 // GlobalConfig is the `global:` block: defaults for every stage plus the
-// settings of the manager's services.
+// settings of the manager's services. The sections packages above stage
+// own (the profiler's, aio's, the cluster's) are registered with
+// RegisterSection; Section returns their decoded values.
 type GlobalConfig struct {
-	Queue         QueueConfig         `yaml:"queue"`
-	Predicate     yaml.Node           `yaml:"predicate"`
+	Queue QueueConfig `yaml:"queue"`
+	// Predicate is the default `predicate:` block of every stage (nil:
+	// none).
+	Predicate     Decoder             `yaml:"-"`
 	ThreadPool    ThreadPoolConfig    `yaml:"threadpool"`
 	Batching      BatchingConfig      `yaml:"batching"`
 	ThreadManager ThreadManagerConfig `yaml:"threadManager"`
-	// Profiler and AIO are decoded by packages profiler and aio, which
-	// register validators for them with RegisterSection.
-	Profiler yaml.Node `yaml:"profiler"`
-	AIO      yaml.Node `yaml:"aio"`
-	// Cluster is decoded by package remote (absent: no cluster, no NATS).
-	Cluster yaml.Node `yaml:"cluster"`
 	// Shutdown bounds a graceful shutdown by the command that runs the
 	// manager (0 → 10s).
 	Shutdown time.Duration `yaml:"shutdown"`
+
+	sections sectionValues // decoded registered sections
 }
 
-// section returns the raw block of a section other packages own, or nil if
-// name is not one.
-func (g *GlobalConfig) section(name string) *yaml.Node {
-	switch name {
-	case "profiler":
-		return &g.Profiler
-	case "aio":
-		return &g.AIO
-	case "cluster":
-		return &g.Cluster
+// parseGlobal reads the global: block n into g.
+func parseGlobal(g *GlobalConfig, n *yaml.Node, file string) (ok bool, errs []error) {
+	skip, secs, errs := splitKeys(n, "global", yamlKeys[GlobalConfig](), []string{"predicate"}, registered.global)
+	if err := yamlstrict.Decode(n, "global", g, skip...); err != nil {
+		return false, append(errs, err)
 	}
-	return nil
-}
-
-// sectionNames lists the sections of GlobalConfig that RegisterSection
-// accepts.
-var sectionNames = []string{"aio", "cluster", "profiler"}
-
-// SectionValidator checks a `global:` section owned by another package. n is
-// the section's node and path its dotted key path ("global.aio"). Errors
-// should be located, as yamlstrict errors or *ConfigError values are; any
-// other error is reported at the section's own line.
-type SectionValidator func(n *yaml.Node, path string) error
-
-// sections holds the registered validators. It is written from init
-// functions and read by ParseConfig; the lock makes the rare late
-// registration safe.
-var sections = struct {
-	sync.RWMutex
-	m map[string]SectionValidator
-}{m: map[string]SectionValidator{}}
-
-// RegisterSection makes ParseConfig (and so LoadConfig, Load and Parse)
-// check the section `global.<name>` with validate whenever a configuration
-// has that section, so that a mistake there fails the load with its file,
-// line and key instead of surfacing when the owner decodes the block.
-// Stage cannot import the packages that own these sections (they import
-// stage); they register from init, as database/sql drivers do:
-//
-//	func init() {
-//		stage.RegisterSection("aio", func(n *yaml.Node, path string) error {
-//			_, err := ParseConfig(n, path)
-//			return err
-//		})
-//	}
-//
-// name is one of the raw sections of GlobalConfig: "aio", "cluster" or
-// "profiler". A section nobody registered a validator for (its package is not linked in)
-// is kept as is, unchecked, for its owner to decode later. RegisterSection
-// panics if name is not such a section, if validate is nil, or if name is
-// registered twice.
-func RegisterSection(name string, validate SectionValidator) {
-	if !slices.Contains(sectionNames, name) {
-		panic(fmt.Sprintf("stage: RegisterSection: no section %q in global: (known: %s)", name, strings.Join(sectionNames, ", ")))
+	if p := lookup(n, "predicate"); p != nil {
+		g.Predicate = newDecoder(p, "global.predicate", file)
 	}
-	if validate == nil {
-		panic("stage: RegisterSection: nil validator for " + name)
+	if err := validateGlobal(g, n); err != nil {
+		return false, append(errs, err)
 	}
-	sections.Lock()
-	defer sections.Unlock()
-	if _, dup := sections.m[name]; dup {
-		panic("stage: RegisterSection called twice for section " + name)
-	}
-	sections.m[name] = validate
-}
-
-// validateSections runs the registered validators over the sections g has.
-func validateSections(g *GlobalConfig) error {
-	for _, name := range sectionNames {
-		n := g.section(name)
-		if n.Kind == 0 {
+	for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
+		name := n.Content[i].Value
+		v, ok := secs[name]
+		if !ok {
 			continue
 		}
-		sections.RLock()
-		validate := sections.m[name]
-		sections.RUnlock()
-		if validate == nil {
+		val, err := decodeSection(sectionOf(registered.global, name), v, yamlstrict.Join("global", name), file)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		path := yamlstrict.Join("global", name)
-		err := validate(n, path)
-		if err == nil {
-			continue
-		}
-		if ce, ok := err.(*ConfigError); ok {
-			err = ce.Err // ParseConfig adds the file
-		}
-		if _, ok := errors.AsType[*yamlstrict.Error](err); !ok {
-			err = yamlstrict.Errorf(n, path, "%v", err)
-		}
-		return err
+		g.sections.set(name, val)
 	}
-	return nil
+	return len(errs) == 0, errs
 }
 
 // stageDefaults returns a StageConfig holding the global defaults.
@@ -326,15 +265,8 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		k, v := root.Content[i], root.Content[i+1]
 		switch k.Value {
 		case "global":
-			if err := yamlstrict.Decode(v, "global", &cfg.Global); err != nil {
-				errs, globalOK = append(errs, err), false
-				continue
-			}
-			if err := validateGlobal(&cfg.Global, v); err != nil {
-				errs, globalOK = append(errs, err), false
-				continue
-			}
-			errs = append(errs, validateSections(&cfg.Global))
+			ok, gerrs := parseGlobal(&cfg.Global, v, file)
+			errs, globalOK = append(errs, gerrs...), ok
 		case "stages":
 			stagesNode = v
 		case "supervisors":
@@ -408,15 +340,40 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool)
 		}
 		seen[name] = k.Line
 		sc := cfg.Global.stageDefaults()
-		if err := yamlstrict.Decode(v, path, &sc); err != nil {
+		skip, secs, kerrs := splitKeys(v, path, yamlKeys[StageConfig](), []string{"args", "predicate", "scheduler"}, registered.stage)
+		errs = append(errs, kerrs...)
+		if err := yamlstrict.Decode(v, path, &sc, skip...); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !globalOK {
+		if len(kerrs) > 0 || !globalOK {
 			continue
+		}
+		if a := lookup(v, "args"); a != nil {
+			sc.Args = newDecoder(a, yamlstrict.Join(path, "args"), file)
+		}
+		if p := lookup(v, "predicate"); p != nil {
+			sc.PredicateSpec = newDecoder(p, yamlstrict.Join(path, "predicate"), file)
 		}
 		if err := validateStage(&sc, v, path); err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		serrs := errs
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			key := v.Content[j].Value
+			sn, ok := secs[key]
+			if !ok {
+				continue
+			}
+			val, err := decodeSection(sectionOf(registered.stage, key), sn, yamlstrict.Join(path, key), file)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			sc.sections.set(key, val)
+		}
+		if len(errs) > len(serrs) {
 			continue
 		}
 		sc.ThreadPool.Controller.Disabled = !sc.ThreadPool.Controller.Enabled
@@ -565,7 +522,7 @@ func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
 	if err := validatePool(sc.ThreadPool, sc.Batching, n, path); err != nil {
 		return err
 	}
-	if err := validateCluster(sc, n, path); err != nil {
+	if err := validateNodes(sc, n, path); err != nil {
 		return err
 	}
 	spec := lookup(n, "scheduler")
@@ -703,12 +660,11 @@ func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
 func declareGroups(m *Manager, cfg *Config) error {
 	for _, ns := range cfg.Stages {
 		sc := &ns.Config
-		spec := &sc.PredicateSpec
-		if sc.Predicate != nil || spec.Kind == 0 || spec.Tag == "!!null" {
+		if sc.Predicate != nil || !present(sc.PredicateSpec) {
 			continue
 		}
 		env := enqueuepred.Env{Stage: ns.Name, Shared: m.predicateShared()}
-		if err := enqueuepred.DeclareGroups(spec, sc.path+".predicate", env); err != nil {
+		if err := enqueuepred.DeclareGroups(sc.PredicateSpec, env); err != nil {
 			return &ConfigError{File: cfg.File, Err: err}
 		}
 	}

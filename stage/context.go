@@ -6,9 +6,7 @@ import (
 	"log/slog"
 
 	metrics "github.com/rcrowley/go-metrics"
-	"gopkg.in/yaml.v3"
 
-	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -20,8 +18,8 @@ var ErrNoStage = errors.New("stage: no such stage")
 type Context struct {
 	mgr   *Manager
 	stage *Stage
-	args  *yaml.Node
-	path  string // key path of args, for errors
+	args  Decoder // nil: none
+	path  string  // key path of args, for errors
 	file  string
 	log   *slog.Logger
 }
@@ -53,7 +51,7 @@ func (c *Context) Profile(name string, f func() float64) {
 }
 
 // HasArgs reports whether the stage was given args.
-func (c *Context) HasArgs() bool { return c.args != nil && c.args.Kind != 0 }
+func (c *Context) HasArgs() bool { return present(c.args) }
 
 // DecodeArgs decodes the stage's args strictly into v (a pointer to the
 // handler's own struct, pre-filled with its defaults): an unknown key, a
@@ -62,10 +60,7 @@ func (c *Context) DecodeArgs(v any) error {
 	if !c.HasArgs() {
 		return nil
 	}
-	if err := yamlstrict.Decode(c.args, c.path, v); err != nil {
-		return &ConfigError{File: c.file, Err: err}
-	}
-	return nil
+	return c.args.Decode(v)
 }
 
 // Sink returns the sink of the named stage for this stage to enqueue on.

@@ -22,6 +22,18 @@
 // arrives in an event (where to reply) is passed through Context.Traced, so
 // that the reply is traced from the stage that sends it.
 //
+// Stage knows none of the packages built on it. The blocks of a
+// configuration they own — sections of `global:` such as aio's, the
+// profiler's and the cluster's, and keys of a stage's block such as
+// remote's — are registered from their init functions (RegisterSection,
+// RegisterStageSection, as database/sql drivers register), so linking a
+// package in is all a program does; the loader decodes each with its
+// Section, locates its errors (file, line, key), and gives the values back
+// (GlobalConfig.Section, StageConfig.Section). A key no linked-in package
+// registered is an unknown key. Blocks are read through Decoder, which
+// also decodes a handler's args (Context.DecodeArgs) and predicate blocks;
+// wiring (which manager, which registry) is passed in code.
+//
 // Load and Parse take NewManager's Options (logger, failure hook, clock);
 // a manager they make also runs what the file's global block configures:
 // the services of linked-in packages (the profiler and its dashboard, see

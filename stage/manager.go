@@ -335,7 +335,7 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 		s.bindPool(pred)
 	}
 	s.metrics = newStageMetrics(m.metrics, s)
-	s.ctx = &Context{mgr: m, stage: s, args: &s.cfg.Args, path: cfg.path + ".args", file: cfg.file,
+	s.ctx = &Context{mgr: m, stage: s, args: s.cfg.Args, path: cfg.path + ".args", file: cfg.file,
 		log: m.log.With("stage", name)}
 	s.created = make(chan struct{})
 	defer close(s.created)

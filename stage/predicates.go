@@ -13,11 +13,11 @@ func (m *Manager) buildPredicate(s *Stage) (sink.Predicate, error) {
 	if s.cfg.Predicate != nil {
 		return s.cfg.Predicate, nil
 	}
-	spec := &s.cfg.PredicateSpec
-	if spec.Kind == 0 || spec.Tag == "!!null" {
+	spec := s.cfg.PredicateSpec
+	if !present(spec) {
 		return nil, nil
 	}
-	p, err := enqueuepred.FromYAML(spec, s.cfg.path+".predicate", enqueuepred.Env{
+	p, err := enqueuepred.FromSpec(spec, enqueuepred.Env{
 		Stage:  s.name,
 		Logger: m.log,
 		Lookup: func(name string) (sink.Sink, bool) {
@@ -31,7 +31,10 @@ func (m *Manager) buildPredicate(s *Stage) (sink.Predicate, error) {
 		Shared:       m.predicateShared(),
 	})
 	if err != nil {
-		return nil, &ConfigError{File: s.cfg.file, Err: err}
+		if _, ok := err.(*ConfigError); !ok {
+			err = &ConfigError{File: spec.File(), Err: err}
+		}
+		return nil, err
 	}
 	return p, nil
 }

@@ -70,7 +70,7 @@ func checkReferences(cfg *Config, r *Registry) error {
 			continue
 		}
 		for _, key := range r.stageArgKeys(sc.Handler) {
-			walkArgs(&sc.Args, sc.path+".args", strings.Split(key, "."), func(n *yaml.Node, path string) {
+			walkArgs(nodeOf(sc.Args), sc.path+".args", strings.Split(key, "."), func(n *yaml.Node, path string) {
 				if n.Kind != yaml.ScalarNode || n.Value == "" || slices.Contains(names, n.Value) {
 					return
 				}
@@ -135,7 +135,7 @@ func walkArgs(n *yaml.Node, path string, keys []string, f func(*yaml.Node, strin
 //		return c.ArgError(fmt.Errorf("must not be negative, got %d", a.MaxConnections), "maxConnections")
 //	}
 func (c *Context) ArgError(err error, keys ...string) error {
-	n, path := c.args, c.path
+	n, path := nodeOf(c.args), c.path
 	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
 		n = n.Content[0]
 	}
@@ -175,7 +175,7 @@ func (c *Context) sinkError(name string, err error) error {
 	}
 	var at *yaml.Node
 	var atPath string
-	walkArgs(c.args, c.path, nil, func(root *yaml.Node, _ string) {
+	walkArgs(nodeOf(c.args), c.path, nil, func(root *yaml.Node, _ string) {
 		var find func(n *yaml.Node, path string)
 		find = func(n *yaml.Node, path string) {
 			if at != nil {

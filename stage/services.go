@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sandstorm-go/sandstorm/batching"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
@@ -339,19 +337,7 @@ func newLoaded(cfg *Config, r *Registry, opts []Options) (*Manager, error) {
 			m.services = append(m.services, &namedService{name: name, svc: svc})
 		}
 	}
-	if _, linked := builders["profiler"]; !linked && profilerOn(&cfg.Global.Profiler) {
-		m.log.Warn(`global.profiler is set but package profiler is not linked in: import _ "github.com/sandstorm-go/sandstorm/profiler"`)
-	}
 	return m, nil
-}
-
-// profilerOn reports whether a profiler block switches the profiler on.
-func profilerOn(n *yaml.Node) bool {
-	if e := lookup(n, "enabled"); e != nil && e.Value == "true" {
-		return true
-	}
-	h := lookup(n, "http")
-	return h != nil && h.Value != ""
 }
 
 // startServices starts the services after the stages.

@@ -100,8 +100,8 @@ func (c *catcher) Init(ctx *stage.Context) error {
 		return err
 	}
 	sock, _ := acfg.Socket(a.Socket)
-	sock.Manager, sock.Logger, sock.Name = c.m, c.log, a.Socket+"-out"
-	if c.client, err = aio.NewClient(sock); err != nil {
+	sock.Name = a.Socket + "-out"
+	if c.client, err = aio.NewClient(sock, aio.Env{Manager: c.m, Logger: c.log}); err != nil {
 		return err
 	}
 	if err := c.node.setClient(c.client); err != nil {

@@ -84,8 +84,8 @@ func (s *server) Init(c *stage.Context) error {
 	case sock.Addr == "":
 		sock.Addr = DefaultAddr
 	}
-	sock.Manager, sock.Logger, sock.Name = c.Manager(), s.log, s.args.Socket
-	srv, err := aio.Listen(sock, s.self)
+	sock.Name = s.args.Socket
+	srv, err := aio.Listen(sock, s.self, aio.Env{Manager: c.Manager(), Logger: s.log})
 	if err != nil {
 		return err
 	}

@@ -152,15 +152,13 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		MaxPipeline:     a.MaxPipeline,
 		RetryAfter:      a.RetryAfter,
 		SkipBody:        h.skipBody,
-		Manager:         h.m,
-		Logger:          h.log,
 	}
 	c.Profile("requests.inline", func() float64 { return float64(h.inline.Load()) })
 	if a.Combine {
 		h.self = c.Stage().Sink()
 		hcfg.Inline = h.answerInline
 	}
-	hs, err := http.Listen(hcfg, c.Stage().Sink())
+	hs, err := http.Listen(hcfg, c.Stage().Sink(), h.env())
 	if err != nil {
 		return err
 	}

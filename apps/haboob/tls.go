@@ -29,6 +29,9 @@ type tlsArgs struct {
 	Stage            aio.HandshakeStageConfig `yaml:"stage"`
 }
 
+// env is what HttpRecv's servers are plugged into: its manager and logger.
+func (h *httpRecv) env() aio.Env { return aio.Env{Manager: h.m, Logger: h.log} }
+
 // listenTLS opens the HTTPS listener if one is configured (HttpRecv's
 // Init, after the HTTP listener).
 func (h *httpRecv) listenTLS(c *stage.Context, base http.ServerConfig) error {
@@ -70,7 +73,7 @@ func (h *httpRecv) listenTLS(c *stage.Context, base http.ServerConfig) error {
 	cfg.Socket.Name = ""
 	cfg.Socket.Addr = a.Addr
 	cfg.Socket.TLS = &aio.TLSConfig{Store: store, HandshakeTimeout: a.HandshakeTimeout, Stage: a.Stage}
-	hs, err := http.Listen(cfg, c.Stage().Sink())
+	hs, err := http.Listen(cfg, c.Stage().Sink(), h.env())
 	if err != nil {
 		return err
 	}

@@ -309,17 +309,17 @@ func (in *instance) shutdown(ctx context.Context) error {
 // arg of its CacheMiss stage, or "".
 func configRoot(cfg *stage.Config) (string, error) {
 	for _, st := range cfg.Stages {
-		if st.Config.Handler != haboob.HandlerCacheMiss || st.Config.Args.Kind == 0 {
+		if st.Config.Handler != haboob.HandlerCacheMiss || st.Config.Args == nil {
 			continue
 		}
-		var args struct {
-			Root string `yaml:"root"`
+		// the handler's Init decodes (and checks) the whole block: only
+		// root is read here
+		var root string
+		if err := st.Config.Args.Key("root").Decode(&root); err != nil {
+			return "", err
 		}
-		if err := st.Config.Args.Decode(&args); err != nil {
-			return "", &stage.ConfigError{File: cfg.File, Err: fmt.Errorf("stages.%s.args: %w", st.Name, err)}
-		}
-		if args.Root != "" {
-			return args.Root, nil
+		if root != "" {
+			return root, nil
 		}
 	}
 	return "", nil

@@ -4,6 +4,7 @@
 package yamlstrict
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"math"
@@ -61,6 +62,7 @@ var (
 	durationType    = reflect.TypeFor[time.Duration]()
 	nodeType        = reflect.TypeFor[yaml.Node]()
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+	textType        = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
 // UnknownKey is the error for key k, not one of known: it suggests the
@@ -209,7 +211,8 @@ var parserProblems = map[string]bool{
 // decodes it. Fields already set in *v keep their value when n does not
 // mention them, so a struct pre-filled with defaults is overridden key by key.
 // skip lists top-level keys of n to ignore (for example a "type"
-// discriminator decoded elsewhere).
+// discriminator decoded elsewhere); an unknown key's error lists them among
+// the known keys.
 func Decode(n *yaml.Node, path string, v any, skip ...string) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
@@ -273,6 +276,16 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 		}
 		return nil
 	}
+	if reflect.PointerTo(t).Implements(textType) {
+		// a scalar the type parses itself (yaml.v3 hands it the text)
+		if n.Kind != yaml.ScalarNode {
+			return Errorf(n, path, "want a %s value, got %s", t.Name(), kindName(n))
+		}
+		if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			return Errorf(n, path, "%v", err)
+		}
+		return nil
+	}
 	if t == durationType {
 		if n.Kind != yaml.ScalarNode {
 			return Errorf(n, path, "want a duration such as 500ms or 2s")
@@ -292,6 +305,13 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 			return Errorf(n, path, "want a mapping, got %s", kindName(n))
 		}
 		fields := fieldsOf(t)
+		known := sortedKeys(fields)
+		if len(skip) > 0 {
+			for _, k := range skip {
+				fields[k] = nil
+			}
+			known = sortedKeys(fields)
+		}
 		var errs []error
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
@@ -300,7 +320,7 @@ func check(n *yaml.Node, path string, t reflect.Type, skip []string) error {
 			}
 			ft, ok := fields[k.Value]
 			if !ok {
-				errs = append(errs, UnknownKey(k, Join(path, k.Value), sortedKeys(fields)))
+				errs = append(errs, UnknownKey(k, Join(path, k.Value), known))
 				continue
 			}
 			errs = append(errs, check(val, Join(path, k.Value), ft, nil))
