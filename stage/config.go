@@ -246,7 +246,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 		return fail(yamlstrict.SyntaxError(err))
 	}
 	cfg := &Config{File: file}
-	// Files get the defaults README lists: the thread-pool controller on,
+	// Files get the defaults docs/yaml.md lists: the thread-pool controller on,
 	// with thrashing detection; `enabled: false` turns it off.
 	cfg.Global.ThreadPool.Controller.Enabled = true
 	cfg.Global.ThreadPool.Controller.AutoMaxDetect = true

@@ -15,7 +15,7 @@
 // stage's predicate and contains their failures (an error or a panic is
 // recovered, counted, logged and reported, and the stage goes on).
 //
-// A graph is wired in YAML (see Load and the README's schema) with handlers
+// A graph is wired in YAML (see Load and docs/yaml.md) with handlers
 // named in a Registry, or built from Go with Manager.CreateStage. Inside a
 // handler, Context.Sink gives the sinks of other stages; enqueues through
 // them are traced as edges of the stage graph (Manager.Edges). A sink that

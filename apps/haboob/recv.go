@@ -55,7 +55,7 @@ type recvArgs struct {
 	// Requests answered this way are counted as HttpRecv's
 	// `requests.inline` (profiler, metrics, /stats). Default true: at 64
 	// connections it costs less CPU and fewer context switches per
-	// request; at 1024 it gains nothing (README, Haboob against nginx).
+	// request; at 1024 it gains nothing (docs/haboob-bench.md).
 	Combine bool `yaml:"combine"`
 	// TLS opens an HTTPS listener beside the HTTP one.
 	TLS tlsArgs `yaml:"tls"`

@@ -1,5 +1,5 @@
 // Command arashi-load is the Arashi client load generator of the SEDA
-// thesis (§6.3.4, package arashi/load) and the driver of its experiments.
+// thesis (§6.3.4, package apps/arashi/load) and the driver of its experiments.
 //
 //	arashi-load [-addr HOST:PORT] [-users N] [-high N] [-duration D] [-warmup D] [-degrade MODE] [-split]
 //	arashi-load -experiment sweep|classes|spike|degrade|types [-o DIR] [-points 1,4,16,...] [-duration D]

@@ -3,6 +3,7 @@
 // default, embedded in the binary).
 //
 //	haboob [-config FILE] [-root DIR] [-addr HOST:PORT] [-profiler HOST:PORT]
+//	       [-tls-addr HOST:PORT [-tls-cert FILE -tls-key FILE]] [-debug]
 //	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT]
 //
 // With no flags it serves a small bundled site on 127.0.0.1:8080, so that
