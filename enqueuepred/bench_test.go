@@ -68,7 +68,7 @@ func BenchmarkCounter(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			c.Accept(e)
-			c.Done(e, 0, 0)
+			sink.Done(c, e, 0, 0)
 		}
 	})
 }
@@ -89,7 +89,7 @@ func BenchmarkResponseTime(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				r.Accept(e)
-				r.Done(e, time.Millisecond, time.Millisecond)
+				sink.Done(r, e, time.Millisecond, time.Millisecond)
 			}
 		})
 	})

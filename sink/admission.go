@@ -62,8 +62,8 @@ type Admission struct {
 type admBox struct {
 	p   Predicate // nil: every event admitted
 	err *RejectError
-	// hooks of p, found once (see hooksOf).
-	batch  BatchPredicate
+	// The hooks of every predicate of p's tree (Composite), found once:
+	// a Ticket completes an event on all of them.
 	done   []Completer
 	cancel []Canceler
 	shed   []Shedder
@@ -149,7 +149,10 @@ func (b *admBox) sheds(e Event, waited time.Duration) bool {
 const historyLen = 8
 
 // SetPredicate installs p (nil: admit everything) for the sink self that
-// holds a: if p is a Binder it is bound to self first. Rejections name
+// holds a: every Binder of p's tree (p, and through Composite the
+// predicates it is built from) is bound to self first, and the
+// Completers, Cancelers and Shedders of the tree are looked up once, so
+// that a Ticket completes an event on each of them. Rejections name
 // self by its Name method, else its String method. Events admitted by
 // the predicate p replaces still complete on it (their Tickets hold it).
 func (a *Admission) SetPredicate(self Sink, p Predicate) {
@@ -192,13 +195,6 @@ func (a *Admission) AdmitMany(es []Event) (Ticket, error) {
 	if b == nil || b.p == nil || len(es) == 0 {
 		return Ticket{}, nil
 	}
-	if b.batch != nil {
-		if !b.batch.AcceptMany(es) {
-			a.rejected.Add(uint64(len(es)))
-			return Ticket{}, b.err
-		}
-		return Ticket{b}, nil
-	}
 	t := Ticket{b}
 	for i, e := range es {
 		if !b.p.Accept(e) {
@@ -221,21 +217,20 @@ func newAdmBox(self Sink, p Predicate) *admBox {
 	if p == nil {
 		return nb
 	}
-	if b, ok := p.(Binder); ok {
-		b.Bind(self)
-	}
+	Bind(p, self)
 	nb.p = p
 	nb.err = &RejectError{Sink: sinkName(self), Predicate: PredicateName(p), Reason: "admission refused"}
-	nb.batch, _ = p.(BatchPredicate)
-	if c, ok := p.(Completer); ok {
-		nb.done = []Completer{c}
-	}
-	if c, ok := p.(Canceler); ok {
-		nb.cancel = []Canceler{c}
-	}
-	if s, ok := p.(Shedder); ok {
-		nb.shed = []Shedder{s}
-	}
+	Walk(p, func(q Predicate) {
+		if c, ok := q.(Completer); ok {
+			nb.done = append(nb.done, c)
+		}
+		if c, ok := q.(Canceler); ok {
+			nb.cancel = append(nb.cancel, c)
+		}
+		if s, ok := q.(Shedder); ok {
+			nb.shed = append(nb.shed, s)
+		}
+	})
 	return nb
 }
 
