@@ -52,3 +52,6 @@ func TestQueue(t *testing.T) {
 	t.Run("unbounded", func(t *testing.T) { sinktest.Run(t, queueHarness(0)) })
 	t.Run("bounded", func(t *testing.T) { sinktest.Run(t, queueHarness(1000)) })
 }
+
+// TestMailbox runs the suite on the example's sink (example_test.go).
+func TestMailbox(t *testing.T) { mailboxConformance(t) }
