@@ -118,3 +118,31 @@ func BenchmarkQueueEnqueue(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdmissionTicket is one admission decision and its completion
+// through sink.Admission, as every sink makes them: a counter alone, and
+// the same counter inside wrappers, whose hooks the Admission found once
+// at SetPredicate (no forwarding per event).
+func BenchmarkAdmissionTicket(b *testing.B) {
+	var e sink.Event = 1
+	for _, tt := range []struct {
+		name string
+		p    sink.Predicate
+	}{
+		{"counter", NewCounter(1 << 30)},
+		{"session(all(counter))", NewSession(NewAll(NewCounter(1<<30)), SessionConfig{})},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			var a sink.Admission
+			a.SetPredicate(nil, tt.p)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				t, err := a.Admit(e)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t.Done(e, 0, 0)
+			}
+		})
+	}
+}
