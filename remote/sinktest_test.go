@@ -106,3 +106,75 @@ func counterLimit(n int) (sink.Predicate, func() int) {
 
 func TestSinktestRequest(t *testing.T) { sinktest.Run(t, remoteHarness("request")) }
 func TestSinktestDurable(t *testing.T) { sinktest.Run(t, remoteHarness("durable")) }
+
+// TestSenderCreditOnTransportFailures: events the sender-side predicate
+// admitted but no replica took (none up, then a replica refusing for a
+// full queue, then the stream full) give their credit back.
+func TestSenderCreditOnTransportFailures(t *testing.T) {
+	t.Run("no replica", func(t *testing.T) {
+		c := &cluster{t: t}
+		ma, _ := c.node(requestGraph, "a", nil)
+		s := remoteSink(t, ma, "Work")
+		l := sinktest.NewLimiter(2)
+		s.SetPredicate(l)
+		for i := 0; i < 5; i++ {
+			if err := s.Enqueue(i); !errors.Is(err, sink.ErrRejected) {
+				t.Fatalf("no replica: %v", err)
+			}
+		}
+		if err := s.EnqueueMany([]sink.Event{10, 11}); !errors.Is(err, sink.ErrRejected) {
+			t.Fatalf("no replica: %v", err)
+		}
+		if _, err := s.Prepare([]sink.Event{12}); !errors.Is(err, sink.ErrRejected) {
+			t.Fatalf("no replica: %v", err)
+		}
+		if n := l.InFlight(); n != 0 || l.Err() != nil {
+			t.Fatalf("%d events hold credit (%v)", n, l.Err())
+		}
+	})
+	t.Run("replica full", func(t *testing.T) {
+		c := &cluster{t: t}
+		ma, _ := c.node(requestGraph, "a", nil)
+		gate := make(chan struct{})
+		defer close(gate)
+		_, _ = c.node(requestGraph, "b", map[string]stage.Handler{"Work": &recorder{gate: gate}})
+		s := remoteSink(t, ma, "Work")
+		waitFor(t, "a replica", func() bool { return s.Enqueue("probe") == nil })
+		l := sinktest.NewLimiter(100)
+		s.SetPredicate(l)
+		refused := 0
+		for i := 0; i < 10; i++ {
+			if err := s.Enqueue(i); errors.Is(err, sink.ErrRejected) {
+				refused++
+			}
+		}
+		if refused == 0 {
+			t.Fatal("a held replica with a queue of 4 took 10 events")
+		}
+		if n := l.InFlight(); n != 0 || l.Err() != nil {
+			t.Fatalf("%d events hold credit (%v)", n, l.Err())
+		}
+	})
+	t.Run("stream full", func(t *testing.T) {
+		c := &cluster{t: t}
+		ma, _ := c.node(durableGraph, "a", nil)
+		gate := make(chan struct{})
+		defer close(gate)
+		_, _ = c.node(durableGraph, "b", map[string]stage.Handler{"Work": &recorder{gate: gate}})
+		s := remoteSink(t, ma, "Work")
+		l := sinktest.NewLimiter(100)
+		s.SetPredicate(l)
+		refused := 0
+		for i := 0; i < 10; i++ {
+			if err := s.Enqueue(i); errors.Is(err, sink.ErrRejected) {
+				refused++
+			}
+		}
+		if refused == 0 {
+			t.Fatal("a stream of 3 took 10 events")
+		}
+		if n := l.InFlight(); n != 0 || l.Err() != nil {
+			t.Fatalf("%d events hold credit (%v)", n, l.Err())
+		}
+	})
+}
