@@ -96,6 +96,10 @@ func (n *Node) refSink(r SinkRef) sink.Sink {
 	return &refSink{stageSender: s, ref: r}
 }
 
+// SetPredicate sets a predicate run on this node before an event is sent
+// (nil: none), bound to the reference sink itself.
+func (s *refSink) SetPredicate(p sink.Predicate) { s.adm.SetPredicate(s, p) }
+
 func (s *refSink) String() string {
 	return fmt.Sprintf("remote ref %s@%s#%d", s.ref.Name, s.ref.Node, s.ref.ID)
 }
