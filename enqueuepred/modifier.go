@@ -106,12 +106,12 @@ type ModifiedConfig struct {
 // Modified applies sampler-driven modifiers to a Scalable regulator: the
 // reductions of all modifiers add up (capped at 100%) and scale the
 // regulator's nominal limit. While Run runs (the stage runtime runs it for
-// a stage's own predicate) the modifiers are sampled in the background,
-// never by a decision: a sampler may read /proc or compute percentiles,
-// and a decision runs under the stage's queue lock. Without Run (a
-// Modified nested in a composite, or used on its own) sampling is lazy: a
-// decision that finds a modifier due samples it, at most one goroutine at a
-// time.
+// every Modified of a stage's predicate tree, nested in composites too)
+// the modifiers are sampled in the background, never by a decision: a
+// sampler may read /proc or compute percentiles, and a decision runs
+// under the stage's queue lock. Without Run (a Modified used on its own,
+// outside a stage) sampling is lazy: a decision that finds a modifier due
+// samples it, at most one goroutine at a time.
 type Modified struct {
 	inner      Scalable
 	kids       []sink.Predicate // inner, for Children

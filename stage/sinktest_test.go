@@ -3,6 +3,7 @@ package stage_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,5 +73,38 @@ func TestStageSinkConformance(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestNestedModifiedRunsInBackground: the runtime runs the background
+// loop of a Modified nested in a composite (it reaches the predicate
+// tree through sink.Composite), so its samplers are read with no traffic
+// at all, never by a decision under the queue's lock.
+func TestNestedModifiedRunsInBackground(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	started(t, m)
+	st, err := m.CreateStage("Work", stage.HandlerFunc(func([]sink.Event) error { return nil }), stage.StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples atomic.Int64
+	mod, err := enqueuepred.NewModified(enqueuepred.NewCounter(10), enqueuepred.ModifiedConfig{Modifiers: []enqueuepred.Modifier{{
+		Sampler: enqueuepred.SamplerFunc{Label: "count", Fn: func(time.Time) (float64, error) {
+			samples.Add(1)
+			return 0, nil
+		}},
+		Template: enqueuepred.Template{Value: []enqueuepred.Step{{At: 1, Degree: 1}}},
+		Interval: 5 * time.Millisecond,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Sink().SetPredicate(enqueuepred.NewAll(enqueuepred.NewSession(mod, enqueuepred.SessionConfig{})))
+	deadline := time.Now().Add(10 * time.Second)
+	for samples.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the nested Modified was sampled %d times with no traffic: its Run loop is not running", samples.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
