@@ -178,3 +178,39 @@ func TestSenderCreditOnTransportFailures(t *testing.T) {
 		}
 	})
 }
+
+// TestSinktestRef runs the suite on a reference sink: node b exports a
+// local queue, node a imports the reference and enqueues through it.
+// Close closes the queue on b: its node answers "closed". References take
+// no transactions (NoTxn).
+func TestSinktestRef(t *testing.T) {
+	sinktest.Run(t, func(t *testing.T) sinktest.Harness {
+		c := &cluster{t: t}
+		_, na := c.node(requestGraph, "a", nil)
+		_, nb := c.node(requestGraph, "b", nil)
+		q := sink.NewNamedQueue("replies", 0)
+		ref, err := nb.Wire().ExportSink(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := na.Wire().ImportSink(ref)
+		return sinktest.Harness{
+			Sink: s,
+			Consume: func() (sink.Event, bool) {
+				buf := make([]sink.Event, 1)
+				deadline := time.Now().Add(10 * time.Second)
+				for q.Dequeue(buf, nil) == 0 {
+					if time.Now().After(deadline) {
+						return nil, false
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				return buf[0], true
+			},
+			Close:             q.Close,
+			ConsumeAfterClose: true,
+			NoTxn:             true,
+			Limit:             counterLimit,
+		}
+	})
+}
