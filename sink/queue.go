@@ -199,10 +199,13 @@ func (q *Queue) Enqueue(e Event) error {
 		q.rejectedFull.Add(1)
 		return q.full
 	}
-	t, err := q.adm.Admit(e)
-	if err != nil {
+	// q.adm.Admit(e), inlined on the hop's path: no call while no
+	// predicate is installed.
+	b := q.adm.box.Load()
+	if b != nil && b.p != nil && !b.p.Accept(e) {
 		q.mu.Unlock()
-		return err
+		q.adm.rejected.Add(1)
+		return b.err
 	}
 	q.enqueued++
 	if n := len(q.waiters); n > 0 && q.count == 0 && !q.slow {
@@ -214,12 +217,12 @@ func (q *Queue) Enqueue(e Event) error {
 		q.waiters = q.waiters[:n-1]
 		q.dequeued++
 		q.batches++
-		stamp := q.stampLocked(t.b)
+		stamp := q.stampLocked(b)
 		q.mu.Unlock()
 		w.C <- sinkrt.Handoff{Ev: e, Stamp: stamp, OK: true}
 		return nil
 	}
-	q.push(e, q.stampLocked(t.b))
+	q.push(e, q.stampLocked(b))
 	w := q.popWaiterLocked()
 	long := q.count > softBound && q.capacity <= 0
 	q.mu.Unlock()
