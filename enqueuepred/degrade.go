@@ -90,11 +90,11 @@ func NewDegrader(rt *ResponseTime, cfg DegraderConfig) (*Degrader, error) {
 	return &Degrader{cfg: cfg, rt: rt, q: 1}, nil
 }
 
-// ResponseTimeOf returns the first ResponseTime in p's tree (in Walk's
+// ResponseTimeOf returns the first ResponseTime in p's tree (in sink.Walk's
 // order), or nil: the predicate a Degrader reads on a stage.
 func ResponseTimeOf(p sink.Predicate) *ResponseTime {
 	var found *ResponseTime
-	Walk(p, func(q sink.Predicate) {
+	sink.Walk(p, func(q sink.Predicate) {
 		if rt, ok := q.(*ResponseTime); ok && found == nil {
 			found = rt
 		}

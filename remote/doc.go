@@ -41,6 +41,17 @@
 //     fails, and a replica that dies leaves its unacknowledged events to
 //     be redelivered to another after remote.timeout.
 //
+// SetPredicate on a remote sink sets a predicate run on the sending node
+// before anything is sent (the replicas' own predicates still decide),
+// held in a sink.Admission like every sink's: a refusal is a
+// *sink.RejectError, and every event it admits is completed once its
+// fate is known: Done when a replica took it (its verdict, or the
+// stream's acknowledgement; the round trip is the service time), Cancel
+// when none did (refused, no replica, no verdict in time, transport
+// error, transaction aborted or refused at commit). So a concurrency
+// limit on a remote sink bounds the events in flight to the cluster and
+// leaks nothing. Both modes pass package sinktest.
+//
 // Events cross nodes through Codecs keyed by Go type (Register: JSON, or
 // encoding.BinaryMarshaler when the type has it; RegisterFunc for your
 // own). An event of an unregistered type is refused at Enqueue with an

@@ -18,8 +18,8 @@ type ageLimit struct {
 // Shedder is implemented by predicates that also shed events already
 // queued (CoDel's dequeue-side drop): the runtime asks, through
 // Queue.Expire, for each dequeued event before handling it, how long it
-// waited; true means drop it. The installed predicate is asked (not
-// composites' children).
+// waited; true means drop it. Every Shedder of the installed predicate's
+// tree is asked (a CoDel inside a composite sheds too).
 type Shedder interface {
 	Shed(e Event, waited time.Duration) bool
 }
@@ -47,8 +47,8 @@ func (q *Queue) sheds() bool {
 	if q.age.on() {
 		return true
 	}
-	b := q.pred.Load()
-	return b != nil && b.sheds
+	b := q.adm.box.Load()
+	return b != nil && len(b.shed) > 0
 }
 
 // Expire is called by the runtime on a batch it dequeued (events and their
@@ -62,9 +62,9 @@ func (q *Queue) sheds() bool {
 // batch. Unstamped events (stamp 0) are never removed.
 func (q *Queue) expire(events []Event, stamps []int64, now int64) (kept int) {
 	limit := q.age.max.Load()
-	var shedder Shedder
-	if b := q.pred.Load(); b != nil {
-		shedder, _ = b.p.(Shedder)
+	var shedder *admBox // nil: the predicate sheds nothing
+	if b := q.adm.box.Load(); b != nil && len(b.shed) > 0 {
+		shedder = b
 	}
 	if limit <= 0 && shedder == nil {
 		return len(events)
@@ -77,7 +77,7 @@ func (q *Queue) expire(events []Event, stamps []int64, now int64) (kept int) {
 			switch waited := now - s; {
 			case limit > 0 && waited > limit:
 				expired++
-			case shedder != nil && shedder.Shed(e, time.Duration(waited)):
+			case shedder != nil && shedder.sheds(e, time.Duration(waited)):
 				shed++
 			default:
 				events[kept], stamps[kept] = e, s

@@ -346,7 +346,8 @@ func invoke(h Handler, events []sink.Event) (err error) {
 	return h.HandleEvents(events)
 }
 
-// startPredicate runs the predicate's background loop, if it has one.
+// startPredicate runs the background loop of every predicate of p's tree
+// that has one (a Modified, also inside a composite: sink.Composite).
 func (s *Stage) startPredicate(ctx context.Context, p sink.Predicate) {
 	s.predMu.Lock()
 	defer s.predMu.Unlock()
@@ -354,17 +355,27 @@ func (s *Stage) startPredicate(ctx context.Context, p sink.Predicate) {
 		s.predCancel()
 		s.predCancel = nil
 	}
-	r, ok := p.(interface{ Run(ctx context.Context) })
-	if !ok || ctx == nil {
+	if ctx == nil {
+		return
+	}
+	var runners []interface{ Run(ctx context.Context) }
+	sink.Walk(p, func(q sink.Predicate) {
+		if r, ok := q.(interface{ Run(ctx context.Context) }); ok {
+			runners = append(runners, r)
+		}
+	})
+	if len(runners) == 0 {
 		return
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	s.predCancel = cancel
-	s.predWG.Add(1)
-	go func() {
-		defer s.predWG.Done()
-		r.Run(pctx)
-	}()
+	for _, r := range runners {
+		s.predWG.Add(1)
+		go func() {
+			defer s.predWG.Done()
+			r.Run(pctx)
+		}()
+	}
 }
 
 func (s *Stage) stopPredicate() {

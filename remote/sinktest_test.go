@@ -1,0 +1,216 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/sink/sinktest"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// handed is a handler that hands every event to the test and waits for
+// its outcome: true handled, false failed.
+type handed struct {
+	out     chan sink.Event
+	verdict chan bool
+}
+
+func newHanded() *handed {
+	return &handed{out: make(chan sink.Event), verdict: make(chan bool)}
+}
+
+func (h *handed) HandleEvents(batch []sink.Event) error {
+	var errs []error
+	for i, e := range batch {
+		h.out <- e
+		if !<-h.verdict {
+			errs = append(errs, stage.FailEvent(i, errors.New("failing on purpose")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// take is Harness.Consume (ok true) or Fail (ok false).
+func (h *handed) take(ok bool) (sink.Event, bool) {
+	select {
+	case e := <-h.out:
+		h.verdict <- ok
+		return e, true
+	case <-time.After(10 * time.Second):
+		return nil, false
+	}
+}
+
+const sinktestGraph = `
+global:
+  cluster: {node: a}
+stages:
+  Work:
+    handler: t.Work
+    nodes: [b]
+    remote: {mode: %s, timeout: 2s, nakDelay: 10ms}
+`
+
+// remoteHarness runs the sink of stage Work, hosted on node b, from node
+// a. Close shuts node b's manager down: its replica answers "closed".
+func remoteHarness(mode string) func(t *testing.T) sinktest.Harness {
+	return func(t *testing.T) sinktest.Harness {
+		graph := fmt.Sprintf(sinktestGraph, mode)
+		c := &cluster{t: t}
+		ma, na := c.node(graph, "a", nil)
+		work := newHanded()
+		mb, _ := c.node(graph, "b", map[string]stage.Handler{"Work": work})
+		s := remoteSink(t, ma, "Work")
+		waitFor(t, "a replica of Work", func() bool { return s.Enqueue(0) == nil })
+		if e, ok := work.take(true); !ok || e != 0 {
+			t.Fatalf("probe event: %v %v", e, ok)
+		}
+		h := sinktest.Harness{
+			Sink:    s,
+			Limit:   counterLimit,
+			Consume: func() (sink.Event, bool) { return work.take(true) },
+			Close: func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := mb.Shutdown(ctx); err != nil {
+					t.Errorf("shut down node b's manager: %v", err)
+				}
+			},
+		}
+		if mode == "request" {
+			// A failure is the replica's business: the sender's
+			// predicate was done with the event at the verdict.
+			h.Fail = func() (sink.Event, bool) { return work.take(false) }
+		} else {
+			// The stream stores what it is sent whether or not a
+			// replica runs: shutting the replica down does not close
+			// the sink; closing the stream's connection refuses.
+			h.Close = func() { _ = na.Close() }
+			h.ClosedErr = sink.ErrRejected
+		}
+		return h
+	}
+}
+
+// counterLimit is enqueuepred's concurrency counter, for the suite's
+// credit tests.
+func counterLimit(n int) (sink.Predicate, func() int) {
+	c := enqueuepred.NewCounter(n)
+	return c, func() int { return int(c.InFlight()) }
+}
+
+func TestSinktestRequest(t *testing.T) { sinktest.Run(t, remoteHarness("request")) }
+func TestSinktestDurable(t *testing.T) { sinktest.Run(t, remoteHarness("durable")) }
+
+// TestSenderCreditOnTransportFailures: events the sender-side predicate
+// admitted but no replica took (none up, then a replica refusing for a
+// full queue, then the stream full) give their credit back.
+func TestSenderCreditOnTransportFailures(t *testing.T) {
+	t.Run("no replica", func(t *testing.T) {
+		c := &cluster{t: t}
+		ma, _ := c.node(requestGraph, "a", nil)
+		s := remoteSink(t, ma, "Work")
+		l := sinktest.NewLimiter(2)
+		s.SetPredicate(l)
+		for i := 0; i < 5; i++ {
+			if err := s.Enqueue(i); !errors.Is(err, sink.ErrRejected) {
+				t.Fatalf("no replica: %v", err)
+			}
+		}
+		if err := s.EnqueueMany([]sink.Event{10, 11}); !errors.Is(err, sink.ErrRejected) {
+			t.Fatalf("no replica: %v", err)
+		}
+		if _, err := s.Prepare([]sink.Event{12}); !errors.Is(err, sink.ErrRejected) {
+			t.Fatalf("no replica: %v", err)
+		}
+		if n := l.InFlight(); n != 0 || l.Err() != nil {
+			t.Fatalf("%d events hold credit (%v)", n, l.Err())
+		}
+	})
+	t.Run("replica full", func(t *testing.T) {
+		c := &cluster{t: t}
+		ma, _ := c.node(requestGraph, "a", nil)
+		gate := make(chan struct{})
+		defer close(gate)
+		_, _ = c.node(requestGraph, "b", map[string]stage.Handler{"Work": &recorder{gate: gate}})
+		s := remoteSink(t, ma, "Work")
+		waitFor(t, "a replica", func() bool { return s.Enqueue("probe") == nil })
+		l := sinktest.NewLimiter(100)
+		s.SetPredicate(l)
+		refused := 0
+		for i := 0; i < 10; i++ {
+			if err := s.Enqueue(i); errors.Is(err, sink.ErrRejected) {
+				refused++
+			}
+		}
+		if refused == 0 {
+			t.Fatal("a held replica with a queue of 4 took 10 events")
+		}
+		if n := l.InFlight(); n != 0 || l.Err() != nil {
+			t.Fatalf("%d events hold credit (%v)", n, l.Err())
+		}
+	})
+	t.Run("stream full", func(t *testing.T) {
+		c := &cluster{t: t}
+		ma, _ := c.node(durableGraph, "a", nil)
+		gate := make(chan struct{})
+		defer close(gate)
+		_, _ = c.node(durableGraph, "b", map[string]stage.Handler{"Work": &recorder{gate: gate}})
+		s := remoteSink(t, ma, "Work")
+		l := sinktest.NewLimiter(100)
+		s.SetPredicate(l)
+		refused := 0
+		for i := 0; i < 10; i++ {
+			if err := s.Enqueue(i); errors.Is(err, sink.ErrRejected) {
+				refused++
+			}
+		}
+		if refused == 0 {
+			t.Fatal("a stream of 3 took 10 events")
+		}
+		if n := l.InFlight(); n != 0 || l.Err() != nil {
+			t.Fatalf("%d events hold credit (%v)", n, l.Err())
+		}
+	})
+}
+
+// TestSinktestRef runs the suite on a reference sink: node b exports a
+// local queue, node a imports the reference and enqueues through it.
+// Close closes the queue on b: its node answers "closed". References take
+// no transactions (NoTxn).
+func TestSinktestRef(t *testing.T) {
+	sinktest.Run(t, func(t *testing.T) sinktest.Harness {
+		c := &cluster{t: t}
+		_, na := c.node(requestGraph, "a", nil)
+		_, nb := c.node(requestGraph, "b", nil)
+		q := sink.NewNamedQueue("replies", 0)
+		ref, err := nb.Wire().ExportSink(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := na.Wire().ImportSink(ref)
+		return sinktest.Harness{
+			Sink: s,
+			Consume: func() (sink.Event, bool) {
+				buf := make([]sink.Event, 1)
+				deadline := time.Now().Add(10 * time.Second)
+				for q.Dequeue(buf, nil) == 0 {
+					if time.Now().After(deadline) {
+						return nil, false
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				return buf[0], true
+			},
+			Close:             q.Close,
+			ConsumeAfterClose: true,
+			NoTxn:             true,
+			Limit:             counterLimit,
+		}
+	})
+}

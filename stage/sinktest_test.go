@@ -1,0 +1,110 @@
+package stage_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/sink/sinktest"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// handOver is a handler that hands every event to the test and waits for
+// its outcome: true handled, false failed (FailEvent).
+type handOver struct {
+	out     chan sink.Event
+	verdict chan bool
+}
+
+func (h *handOver) HandleEvents(batch []sink.Event) error {
+	var errs []error
+	for i, e := range batch {
+		h.out <- e
+		if !<-h.verdict {
+			errs = append(errs, stage.FailEvent(i, errors.New("failing on purpose")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h *handOver) take(ok bool) (sink.Event, bool) {
+	select {
+	case e := <-h.out:
+		h.verdict <- ok
+		return e, true
+	case <-time.After(10 * time.Second):
+		return nil, false
+	}
+}
+
+// TestStageSinkConformance runs sinktest on a stage's sink, its events
+// handled (or failed) by the runtime's workers: the runtime reports
+// every admitted event's completion to the predicate that admitted it.
+func TestStageSinkConformance(t *testing.T) {
+	for _, tm := range []string{"pool", "shared"} {
+		t.Run(tm, func(t *testing.T) {
+			sinktest.Run(t, func(t *testing.T) sinktest.Harness {
+				m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 2}})
+				started(t, m)
+				h := &handOver{out: make(chan sink.Event), verdict: make(chan bool)}
+				st, err := m.CreateStage("Work", h, stage.StageConfig{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return sinktest.Harness{
+					Sink:    st.Sink(),
+					Consume: func() (sink.Event, bool) { return h.take(true) },
+					Fail:    func() (sink.Event, bool) { return h.take(false) },
+					Close: func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						defer cancel()
+						if err := m.Shutdown(ctx); err != nil {
+							t.Errorf("shutdown: %v", err)
+						}
+					},
+					Limit: func(n int) (sink.Predicate, func() int) {
+						c := enqueuepred.NewCounter(n)
+						return c, c.InFlight
+					},
+				}
+			})
+		})
+	}
+}
+
+// TestNestedModifiedRunsInBackground: the runtime runs the background
+// loop of a Modified nested in a composite (it reaches the predicate
+// tree through sink.Composite), so its samplers are read with no traffic
+// at all, never by a decision under the queue's lock.
+func TestNestedModifiedRunsInBackground(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	started(t, m)
+	st, err := m.CreateStage("Work", stage.HandlerFunc(func([]sink.Event) error { return nil }), stage.StageConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples atomic.Int64
+	mod, err := enqueuepred.NewModified(enqueuepred.NewCounter(10), enqueuepred.ModifiedConfig{Modifiers: []enqueuepred.Modifier{{
+		Sampler: enqueuepred.SamplerFunc{Label: "count", Fn: func(time.Time) (float64, error) {
+			samples.Add(1)
+			return 0, nil
+		}},
+		Template: enqueuepred.Template{Value: []enqueuepred.Step{{At: 1, Degree: 1}}},
+		Interval: 5 * time.Millisecond,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Sink().SetPredicate(enqueuepred.NewAll(enqueuepred.NewSession(mod, enqueuepred.SessionConfig{})))
+	deadline := time.Now().Add(10 * time.Second)
+	for samples.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the nested Modified was sampled %d times with no traffic: its Run loop is not running", samples.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
