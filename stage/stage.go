@@ -121,10 +121,11 @@ type Stage struct {
 	predWG     sync.WaitGroup
 
 	created chan struct{} // closed when CreateStage is done with the stage
-	// lifeMu serializes replacing the handler (supervisor restarts) with
-	// ending the stage (DestroyStage, Shutdown).
-	lifeMu sync.Mutex
-	ended  bool // guarded by lifeMu: the stage's last handler was destroyed
+	// ended: the stage's last handler has been handed to its end
+	// (DestroyStage, Shutdown) and no supervisor makes it a new one.
+	// Owned by the supervision state's owner (supervise.go), like the
+	// supervision tree.
+	ended bool
 	// restartOn is the RestartOn of the stage's supervisor (nil:
 	// unsupervised, or its root gave up); set by the supervision tree's
 	// owner, read by fail to decide on its own whether to pause the queue
@@ -303,7 +304,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	if s.cfg.Ordering.Linked {
 		s.failLinked(fs)
 	}
-	s.mgr.sup.report(s, inst.n, err, paused)
+	s.mgr.sup.report(s, inst.n, false, err, paused)
 }
 
 // eventErrors returns the EventErrors that make up err (one, or several

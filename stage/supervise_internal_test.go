@@ -5,15 +5,19 @@ import (
 	"testing"
 )
 
-// treeOwned reports whether the supervisor goroutine owns the tree (it is
-// not under sv.mu).
+// treeOwned reports whether the supervisor goroutine owns the state (it
+// is not in sv.idle). Only for a test that runs nothing else meanwhile.
 func (sv *supervision) treeOwned() bool {
-	sv.mu.Lock()
-	defer sv.mu.Unlock()
-	return sv.tree == nil
+	select {
+	case st := <-sv.idle:
+		sv.idle <- st
+		return false
+	default:
+		return true
+	}
 }
 
-// TestSupervisionHandsTheTreeOver: the tree is under sv.mu before Start,
+// TestSupervisionHandsTheTreeOver: the state is in sv.idle before Start,
 // owned by the supervisor goroutine while it runs, and handed back when
 // it returns at Shutdown.
 func TestSupervisionHandsTheTreeOver(t *testing.T) {

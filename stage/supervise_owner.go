@@ -1,0 +1,586 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// supState is everything supervision knows. It has one owner at a time
+// (see supervise.go): the supervisor goroutine while it runs, else the
+// caller of supervision.run that took it from supervision.idle.
+type supState struct {
+	tree supTree
+	// started: Start has handed the state to the supervisor goroutine
+	// (groups are set up before).
+	started bool
+	// holds is the stages restart workers have taken: they are replacing
+	// their handlers, and end them if DestroyStage or Shutdown asks
+	// meanwhile.
+	holds map[*Stage]*restartHold
+	// Stage.ended, on each stage, is part of the state too.
+}
+
+// restartHold is a stage a restart worker holds.
+type restartHold struct {
+	// step is what the restart is doing, for errors. Written by the
+	// worker only (it is the worker's progress), read by the owner.
+	step atomic.Pointer[string]
+	// enders wait for the worker to end the stage: DestroyStage,
+	// Shutdown. Non-empty: the stage ends once the restart is done.
+	enders []*endWait
+}
+
+func (h *restartHold) setStep(step string) { h.step.Store(&step) }
+
+func (h *restartHold) stepName() string {
+	if p := h.step.Load(); p != nil {
+		return *p
+	}
+	return "waiting for its turn in the restart"
+}
+
+// endWait is a DestroyStage or Shutdown waiting for a restart worker to
+// end stage st. Its fields other than st, destroy and done belong to
+// supState's owner.
+type endWait struct {
+	st      *Stage
+	destroy bool       // destroy the stage's handler (it is not running)
+	done    chan error // gets the end's result, once; buffered: never blocks the owner
+	left    bool       // the waiter's context ended: it no longer waits
+	sent    bool       // done has the result
+}
+
+// supNote is a failure for the supervisor to deal with. Its stage's queue
+// is paused (by supervision.pause) until the note is dealt with.
+type supNote struct {
+	st       *Stage
+	instance uint64
+	err      error
+	// healthy: the failed handler had handled events successfully since
+	// it started (a rare poison event, not a crash loop).
+	healthy bool
+}
+
+// supervision is the manager's side of supervision: what goroutines other
+// than the supervisor call (CreateStage, DestroyStage, Supervise, a
+// failing batch, Start, Shutdown), turned into messages to supState's
+// owner. See supervise.go.
+type supervision struct {
+	m *Manager
+	// ctl carries messages to the supervisor goroutine while it runs.
+	// Unbuffered: a message sent is one the supervisor has taken, so none
+	// is left behind when it returns.
+	ctl chan func(*supervisor)
+	// idle holds the state while no supervisor goroutine runs (capacity
+	// one): before Start, and after the supervisor returned.
+	idle chan *supState
+	done chan struct{} // closed when the supervisor goroutine has returned
+	// wg counts the supervisor goroutine and its workers. Shutdown
+	// waits for them (wait); a worker stuck in a hung Destroy or Init
+	// outlives a Shutdown whose context ended, and ends its stages when
+	// the call returns.
+	wg sync.WaitGroup
+}
+
+func (sv *supervision) init(m *Manager) {
+	sv.m = m
+	sv.ctl = make(chan func(*supervisor))
+	sv.done = make(chan struct{})
+	sv.idle = make(chan *supState, 1)
+	sv.idle <- &supState{
+		tree:  supTree{nodes: map[string]*supNode{}, parentOf: map[*Stage]*supNode{}},
+		holds: map[*Stage]*restartHold{},
+	}
+}
+
+// run runs f by the state's owner and waits for it: in the supervisor
+// goroutine (l is then the supervisor) while it runs, else here (l nil),
+// holding the state meanwhile. f must not block; the supervisor goroutine
+// and its helpers never call run.
+func (sv *supervision) run(f func(st *supState, l *supervisor)) {
+	reply := make(chan struct{})
+	select {
+	case sv.ctl <- func(l *supervisor) { f(l.st, l); close(reply) }:
+		<-reply
+	case st := <-sv.idle:
+		defer func() { sv.idle <- st }()
+		f(st, nil)
+	}
+}
+
+// addOwn gives s its own supervisor.
+func (sv *supervision) addOwn(s *Stage, cfg SupervisorConfig) error {
+	var err error
+	sv.run(func(st *supState, _ *supervisor) { err = st.tree.addOwn(s, cfg) })
+	return err
+}
+
+// removeStage takes a destroyed stage out of the tree. Failures of s
+// still waiting are then dropped and its queue resumed; a restart that
+// has not yet taken s leaves it alone.
+func (sv *supervision) removeStage(s *Stage) {
+	sv.run(func(st *supState, _ *supervisor) { st.tree.remove(s) })
+}
+
+// pause pauses the queue of a supervised stage whose handler has just
+// crashed (err counts as a crash for its supervisor's RestartOn), before
+// anyone hears of the failure: an event enqueued by a monitor (or anyone)
+// once it knows goes to the restarted handler, not to the failed one. It
+// decides from s.restartOn, without asking the supervisor. It reports
+// whether it paused; report then hands the pause to the supervisor.
+func (sv *supervision) pause(s *Stage, err error) bool {
+	on := s.restartOn.Load()
+	if on == nil || (*on != RestartOnError && !errors.Is(err, ErrHandlerPanic)) {
+		return false // unsupervised, or not a crash: contained like any failure
+	}
+	s.queue.Pause()
+	return true
+}
+
+// report hands a failure of s's handler number instance, with s's queue
+// paused by pause (paused), to the supervisor, which resumes the queue
+// once it has dealt with the failure. healthy: the handler had handled
+// events since it started. It waits for nothing but the owner taking the
+// message.
+func (sv *supervision) report(s *Stage, instance uint64, healthy bool, err error, paused bool) {
+	if !paused {
+		return
+	}
+	n := supNote{st: s, instance: instance, err: err, healthy: healthy}
+	sv.run(func(_ *supState, l *supervisor) {
+		if l == nil {
+			s.queue.Resume() // supervision has ended
+			return
+		}
+		l.failed(n)
+	})
+}
+
+// start hands the state to the supervisor goroutine, which supervises
+// until stop, the end of ctx, or a root that gives up with onGiveUp stop.
+func (sv *supervision) start(ctx context.Context) {
+	st := <-sv.idle
+	st.started = true
+	ctx, cancel := context.WithCancel(ctx)
+	seed := uint64(time.Now().UnixNano())
+	r := sv.m.opts.Rand
+	if r == nil {
+		r = rand.New(rand.NewPCG(seed, seed>>1|1))
+	}
+	l := &supervisor{sv: sv, m: sv.m, st: st, ctx: ctx, end: cancel, rand: r, trees: map[*supNode]*treeWork{}}
+	sv.wg.Add(1)
+	go l.run()
+}
+
+// stop ends supervision: no more restarts, and workers give up their
+// waits (backoff, running batches); the stages they were about to restart
+// resume with the handlers they have. A worker already in a handler's
+// Destroy or Init goes on: Shutdown ends its stages through it
+// (Manager.endStages).
+func (sv *supervision) stop() {
+	sv.run(func(_ *supState, l *supervisor) {
+		if l != nil {
+			l.stop()
+		}
+	})
+}
+
+// wait waits for the supervisor goroutine and its workers to return,
+// until ctx ends; past it, it still waits unless a restart worker holds
+// a stage (hung in a handler's Destroy or Init: it returns when the call
+// does, and the supervisor goroutine after it). Called after stop.
+func (sv *supervision) wait(ctx context.Context) {
+	var started bool
+	sv.run(func(st *supState, _ *supervisor) { started = st.started })
+	if !started {
+		return
+	}
+	select {
+	case <-sv.done:
+		sv.wg.Wait()
+		return
+	case <-ctx.Done():
+	}
+	var held bool
+	sv.run(func(st *supState, _ *supervisor) { held = len(st.holds) > 0 })
+	if held {
+		return
+	}
+	// Every worker left is at a wait that ends with supervision, failing
+	// a root's stages (which waits for nothing) or reporting.
+	<-sv.done
+	sv.wg.Wait()
+}
+
+// claim asks the owner for the end of stages (DestroyStage, Shutdown):
+// each stage not yet ended is marked ended and either returned in mine,
+// for the caller to end (it holds the last handler), or, if a restart
+// worker holds it, in waits: the worker ends it (destroying its handler
+// if destroy) once its restart is done.
+func (sv *supervision) claim(stages []*Stage, destroy bool) (mine []*Stage, waits []*endWait) {
+	sv.run(func(st *supState, _ *supervisor) {
+		for _, s := range stages {
+			if s.ended {
+				continue
+			}
+			if h := st.holds[s]; h != nil {
+				w := &endWait{st: s, destroy: destroy, done: make(chan error, 1)}
+				h.enders = append(h.enders, w)
+				waits = append(waits, w)
+				continue
+			}
+			s.ended = true
+			mine = append(mine, s)
+		}
+	})
+	return mine, waits
+}
+
+// leave is a waiter whose context ended: it stops waiting. It returns
+// the step the restart is at, or ok false if the result came meanwhile
+// (it is in w.done).
+func (sv *supervision) leave(w *endWait) (step string, ok bool) {
+	sv.run(func(st *supState, _ *supervisor) {
+		if w.sent {
+			return
+		}
+		w.left, ok = true, true
+		if h := st.holds[w.st]; h != nil {
+			step = h.stepName()
+		}
+	})
+	return step, ok
+}
+
+// take hands stages over to a restart worker (after their batches
+// ended): the live ones, still supervised and not ended, are returned
+// with their holds, for the worker to record its steps in; none once
+// supervision has ended.
+func (sv *supervision) take(stages []*Stage) (live []*Stage, holds []*restartHold) {
+	sv.run(func(st *supState, l *supervisor) {
+		if l == nil || l.ended {
+			return
+		}
+		for _, s := range stages {
+			if s.ended || st.tree.parentOf[s] == nil {
+				continue // destroyed meanwhile
+			}
+			h := &restartHold{}
+			st.holds[s] = h
+			live, holds = append(live, s), append(holds, h)
+		}
+	})
+	return live, holds
+}
+
+// release hands stages back from a restart worker. It returns, by index
+// in stages, the waiters of the stages DestroyStage or Shutdown asked to
+// end meanwhile: those the worker ends now, and hands over with ended.
+// The others are free again.
+func (sv *supervision) release(stages []*Stage) (ends [][]*endWait) {
+	sv.run(func(st *supState, _ *supervisor) {
+		for i, s := range stages {
+			h := st.holds[s]
+			if h == nil || len(h.enders) == 0 {
+				delete(st.holds, s)
+				continue
+			}
+			if ends == nil {
+				ends = make([][]*endWait, len(stages))
+			}
+			ends[i] = h.enders
+			s.ended = true
+			h.setStep("ending the stage: in its handler's Destroy")
+		}
+	})
+	return ends
+}
+
+// ended reports the end of stages (release's ends, errs by index) to
+// their waiters and forgets the holds. It reports whether a waiter had
+// stopped waiting: the worker then logs what it did.
+func (sv *supervision) ended(stages []*Stage, ends [][]*endWait, errs []error) (left bool) {
+	sv.run(func(st *supState, _ *supervisor) {
+		for i, s := range stages {
+			delete(st.holds, s)
+			for _, w := range ends[i] {
+				if w.left {
+					left = true
+					continue
+				}
+				w.sent = true
+				w.done <- errs[i]
+			}
+		}
+	})
+	return left
+}
+
+// endStages ends stages for good (DestroyStage, Shutdown), in the order
+// given: each one's last handler is destroyed once, if destroy, and no
+// supervisor makes it a new one. A stage a restart holds is ended by the
+// restart's worker when it is done; endStages waits for that until ctx
+// ends, and then returns an error wrapping ErrNotStopped and ctx's cause
+// that names the restart's step (the worker ends the stage when the hung
+// call returns, and logs it). who names the caller in the log.
+func (m *Manager) endStages(ctx context.Context, who string, stages []*Stage, destroy bool) error {
+	mine, waits := m.sup.claim(stages, destroy)
+	var errs []error
+	if destroy {
+		for _, s := range mine {
+			if d, ok := s.Handler().(Destroyer); ok {
+				errs = append(errs, m.destroyHandler(s, d))
+			}
+		}
+	}
+	var left, steps []string
+	for _, w := range waits {
+		select {
+		case err := <-w.done:
+			errs = append(errs, err)
+			continue
+		case <-ctx.Done():
+		}
+		step, ok := m.sup.leave(w)
+		if !ok {
+			errs = append(errs, <-w.done)
+			continue
+		}
+		left = append(left, w.st.name)
+		steps = append(steps, step)
+		errs = append(errs, fmt.Errorf("stage %q: %w: waiting for its supervisor restart, %s: %w",
+			w.st.name, ErrNotStopped, step, context.Cause(ctx)))
+	}
+	if len(left) > 0 {
+		m.log.Error(who+" abandoned a supervisor restart: its worker ends the stages when the hung call returns",
+			"stages", left, "waiting", steps, "err", context.Cause(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// supervisor is the state of the supervisor goroutine (run), as in
+// suture's serviceLoop: only that goroutine touches it, and it never
+// blocks on anything but its next message. Failures are dealt with per
+// supervision tree (a root and everything under it), one at a time and in
+// order within a tree, because a strategy or an escalation may restart
+// any stage of the tree and counts restarts for the whole of it. What
+// takes time (a backoff, waiting for running batches, Destroy and Init,
+// failing a root's stages) runs in a worker goroutine that reports back
+// with a message, so other trees, and the tree's own new failures
+// (queued), never wait for it.
+type supervisor struct {
+	sv    *supervision
+	m     *Manager
+	st    *supState
+	ctx   context.Context // ends with supervision: workers give up their waits
+	end   context.CancelFunc
+	rand  *rand.Rand             // jitter of crash-loop backoffs
+	ended bool                   // no more restarts: failures resume at once
+	trees map[*supNode]*treeWork // by root: the trees with failures to deal with
+	busy  int                    // workers running
+}
+
+// treeWork is one tree's failures being dealt with.
+type treeWork struct {
+	root   *supNode
+	notes  []supNote // failures waiting, in order
+	busy   bool      // a worker is dealing with the current failure
+	paused []*Stage  // the queues paused for the current failure
+}
+
+// run is the supervisor goroutine. It returns once supervision has ended
+// and its workers have reported back, handing the state back to idle.
+func (l *supervisor) run() {
+	defer l.sv.wg.Done()
+	for !l.ended || l.busy > 0 {
+		var end <-chan struct{}
+		if !l.ended {
+			end = l.ctx.Done()
+		}
+		select {
+		case f := <-l.sv.ctl:
+			f(l)
+		case <-end:
+			l.stop()
+		}
+	}
+	l.sv.idle <- l.st
+	close(l.sv.done)
+}
+
+// stop ends supervision: no more restarts; workers give up their waits.
+// The failures still waiting resume their stages as their turn comes.
+func (l *supervisor) stop() {
+	l.ended = true
+	l.end()
+}
+
+func (l *supervisor) now() time.Time {
+	if l.m.opts.Now != nil {
+		return l.m.opts.Now()
+	}
+	return time.Now()
+}
+
+// failed takes a failure reported by a failing batch.
+func (l *supervisor) failed(n supNote) {
+	p := l.st.tree.parentOf[n.st]
+	if l.ended || p == nil {
+		n.st.queue.Resume()
+		return
+	}
+	root := p.root()
+	tw := l.trees[root]
+	if tw == nil {
+		tw = &treeWork{root: root}
+		l.trees[root] = tw
+	}
+	tw.notes = append(tw.notes, n)
+	l.next(tw)
+}
+
+// next deals with tw's waiting failures in order until one needs a
+// worker; the tree leaves l.trees once it has none.
+func (l *supervisor) next(tw *treeWork) {
+	for !tw.busy && len(tw.notes) > 0 {
+		n := tw.notes[0]
+		tw.notes = tw.notes[1:]
+		tw.paused = append(tw.paused, n.st) // the pause report handed over
+		l.handle(tw, n)
+		if !tw.busy {
+			l.settle(tw)
+		}
+	}
+	if !tw.busy {
+		delete(l.trees, tw.root)
+	}
+}
+
+// settle resumes the queues paused for tw's current failure: it has been
+// dealt with.
+func (l *supervisor) settle(tw *treeWork) {
+	for _, s := range tw.paused {
+		s.queue.Resume()
+	}
+	tw.paused = tw.paused[:0]
+}
+
+// handle takes up one failure.
+func (l *supervisor) handle(tw *treeWork, n supNote) {
+	p := l.st.tree.parentOf[n.st]
+	if l.ended || p == nil || p.root().failed {
+		return // ended, left the tree, or its tree failed for good
+	}
+	if n.instance != n.st.instanceNumber() {
+		return // the handler that failed was already replaced
+	}
+	l.escalate(tw, p, supChild{st: n.st}, n.err, n.healthy)
+}
+
+// escalate applies the supervisors' strategies to a failure of child of
+// node: restart (in a worker), or give up and escalate, up to the root.
+// healthy: the failed handler had handled events (no crash loop).
+func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause error, healthy bool) {
+	for node != nil {
+		if !l.allow(node) {
+			l.m.log.Error("supervisor gave up", "supervisor", node.name, "restarts", node.cfg.MaxRestarts,
+				"period", node.cfg.Period, "err", cause)
+			if node.parent == nil && node.cfg.OnGiveUp == GiveUpStop {
+				l.stop()
+				l.m.gaveUp(node.name, cause)
+				return
+			}
+			if node.parent == nil {
+				node.failed = true
+				stages := supChild{node: node}.stages(nil)
+				for _, s := range stages {
+					s.restartOn.Store(nil) // their failures are failures only now
+				}
+				name := node.name
+				l.work(tw, node, func() (*Stage, error) {
+					l.m.failStages(name, cause, stages)
+					return nil, nil
+				})
+				return
+			}
+			child, node = supChild{node: node}, node.parent
+			continue
+		}
+		targets := affected(node, child)
+		if targets == nil {
+			return // the child left the tree meanwhile
+		}
+		var stages []*Stage
+		for _, c := range targets {
+			c.reset()
+			stages = c.stages(stages)
+		}
+		for _, s := range stages {
+			s.queue.Pause()
+			tw.paused = append(tw.paused, s)
+		}
+		delay, ctx, name := node.restartDelay(healthy, l.rand.Float64()), l.ctx, node.name
+		l.work(tw, node, func() (*Stage, error) {
+			if !l.m.sleep(ctx, delay) {
+				return nil, nil // stopping: the stages resume with the handlers they have
+			}
+			return l.m.restart(ctx, name, stages)
+		})
+		return
+	}
+}
+
+// work runs job, which deals with tw's current failure for node, in a
+// worker goroutine that reports back to worked. The supervisor goroutine
+// owns the worker: it runs until every worker has reported.
+func (l *supervisor) work(tw *treeWork, node *supNode, job func() (*Stage, error)) {
+	tw.busy = true
+	l.busy++
+	ctl := l.sv.ctl
+	l.sv.wg.Add(1)
+	go func() {
+		defer l.sv.wg.Done()
+		failed, err := job()
+		ctl <- func(l *supervisor) { l.worked(tw, node, failed, err) }
+	}()
+}
+
+// worked takes a worker's report: failed is a stage whose fresh handler
+// failed Init (err), another failure of node's child that holds it, and
+// a crash loop (the handler handled nothing).
+func (l *supervisor) worked(tw *treeWork, node *supNode, failed *Stage, err error) {
+	l.busy--
+	tw.busy = false
+	if failed != nil && !l.ended {
+		for _, c := range node.children {
+			if c.contains(failed) {
+				l.escalate(tw, node, c, err, false)
+				break
+			}
+		}
+	}
+	if !tw.busy {
+		l.settle(tw)
+		l.next(tw)
+	}
+}
+
+// allow records a restart by node now and reports whether its intensity
+// permits it.
+func (l *supervisor) allow(node *supNode) bool {
+	now := l.now()
+	cut := now.Add(-node.cfg.Period)
+	h := node.history[:0]
+	for _, t := range node.history {
+		if t.After(cut) {
+			h = append(h, t)
+		}
+	}
+	node.history = append(h, now)
+	return len(node.history) <= node.cfg.MaxRestarts
+}
