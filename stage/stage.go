@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
+	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,40 @@ var ErrHandlerPanic = errors.New("stage: handler panicked")
 // PanicError carries a recovered panic. It wraps ErrHandlerPanic.
 type PanicError struct {
 	Value any
+	// Stack is the panicking goroutine's stack from the panic up (for a
+	// handler's panic in HandleEvents): a function per frame, then its
+	// file and line, without argument values (cheaper to capture than
+	// runtime/debug.Stack: a stage hit by rare poison events pays it on
+	// every one).
 	Stack []byte
+}
+
+// stackDepth bounds the frames panicStack records.
+const stackDepth = 64
+
+// panicStack formats the stack of a goroutine that is panicking, from
+// the panic up, called from the deferred function that recovered it.
+func panicStack() []byte {
+	var pcs [stackDepth]uintptr
+	n := runtime.Callers(3, pcs[:]) // skip Callers, panicStack, the deferred function
+	frames := runtime.CallersFrames(pcs[:n])
+	b := make([]byte, 0, 128*n)
+	for {
+		f, more := frames.Next()
+		b = append(b, f.Function...)
+		b = append(b, "()\n\t"...)
+		b = append(b, f.File...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(f.Line), 10)
+		b = append(b, '\n')
+		if !more {
+			break
+		}
+	}
+	if n == stackDepth {
+		b = append(b, "...\n"...)
+	}
+	return b
 }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("stage: handler panicked: %v", e.Value) }
@@ -146,6 +180,17 @@ func (s *Stage) Sink() sink.Sink { return s.external }
 type instance struct {
 	h Handler
 	n uint64
+	// ok: a batch of h's has succeeded. Set once by handleBatch, read
+	// when h fails: a handler that fails before it has handled anything
+	// is in a crash loop, and its supervisor backs off.
+	ok atomic.Bool
+}
+
+// handledOK records that a batch of inst's handler succeeded.
+func (inst *instance) handledOK() {
+	if !inst.ok.Load() { // a load only, once set: no write on the hot path
+		inst.ok.Store(true)
+	}
 }
 
 // Handler returns the stage's current handler (a supervisor may replace it).
@@ -249,6 +294,8 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	if !completes && !timed {
 		if err := invoke(inst.h, batch); err != nil {
 			s.fail(inst, err, orig)
+		} else {
+			inst.handledOK()
 		}
 		return
 	}
@@ -269,6 +316,8 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	}
 	if err != nil {
 		s.fail(inst, err, orig)
+	} else {
+		inst.handledOK()
 	}
 }
 
@@ -282,7 +331,11 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	now := time.Now()
 	var fs []Failure
+	// healthy: the handler has handled events, in an earlier batch or in
+	// this one (the events its EventErrors do not name).
+	healthy := inst.ok.Load()
 	if ees := eventErrors(err, len(events)); ees != nil {
+		healthy = healthy || len(ees) < len(events)
 		fs = make([]Failure, len(ees))
 		for i, ee := range ees {
 			cause := ee.Err
@@ -304,7 +357,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	if s.cfg.Ordering.Linked {
 		s.failLinked(fs)
 	}
-	s.mgr.sup.report(s, inst.n, false, err, paused)
+	s.mgr.sup.report(s, inst.n, healthy, err, paused)
 }
 
 // eventErrors returns the EventErrors that make up err (one, or several
@@ -341,7 +394,7 @@ func eventErrors(err error, n int) []*EventError {
 func invoke(h Handler, events []sink.Event) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
+			err = &PanicError{Value: r, Stack: panicStack()}
 		}
 	}()
 	return h.HandleEvents(events)

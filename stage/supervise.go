@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
 )
 
 // Supervision is split by responsibility:
@@ -29,9 +33,9 @@ import (
 // way in: it hands a function to the supervisor goroutine as a message if
 // it runs, else takes the state from idle, runs it and puts it back.
 // Failures, adding and removing supervised stages, Supervisors, a
-// worker's taking and handing back of stages, DestroyStage's and
-// Shutdown's ends of a stage, stop and give-ups are all such messages.
-// There is no lock beside it.
+// worker's report (which hands back the stages the owner gave it),
+// DestroyStage's and Shutdown's ends of a stage, stop and give-ups are
+// all such messages. There is no lock beside it.
 //
 // The supervisor goroutine never waits on anything but its next message.
 // What takes time (a backoff, waiting for a restarted stage's running
@@ -42,12 +46,14 @@ import (
 //
 // Ending a stage (DestroyStage, Shutdown) is one message too: the owner
 // marks the stage ended and hands its last handler to the caller to
-// destroy, unless a restart worker holds the stage (it is replacing the
-// handler). Then the caller waits, until its context ends, for the worker
-// to end the stage once its restart is done; a caller that stops waiting
-// gets an error naming the restart's step, and the worker ends the stage
-// when the hung call returns. Shutdown and DestroyStageContext deal with
-// a hung restart this one way (Manager.endStages).
+// destroy, unless a restart worker holds the stage (from its dispatch to
+// its report: its backoff, the wait for running batches, Destroy and
+// Init). Then the caller waits, until its context ends, for the stage to
+// be ended once the restart is done (by an ender worker the owner starts
+// on the restart's report); a caller that stops waiting gets an error
+// naming the restart's step, and the stage is ended when the hung call
+// returns. Shutdown and DestroyStageContext deal with a hung restart this
+// one way (Manager.endStages).
 
 // Strategy is how a supervisor restarts its children when one fails
 // (Erlang/OTP's restart strategies, as in Whirlwind's supervisor library).
@@ -112,6 +118,10 @@ const (
 	DefaultMaxBackoff  = time.Second
 )
 
+// NoBackoff as SupervisorConfig.Backoff turns crash-loop backoff off
+// (any negative value does; YAML: `backoff: off` or an explicit 0).
+const NoBackoff time.Duration = -1
+
 // SupervisorConfig configures a supervisor: a stage's own (the stage's
 // `supervisor:` block, StageConfig.Supervisor) or a group of stages and
 // other supervisors (the top-level `supervisors:` block, Manager.Supervise).
@@ -129,10 +139,17 @@ const (
 // ErrGaveUp).
 //
 // Only panics are crashes by default (RestartOn panic); returned errors and
-// FailEvent restart the handler only with RestartOn error. Restarts back
-// off: the n-th restart by a supervisor within its Period waits
-// Backoff·2^(n-1), at most MaxBackoff, on Options.After's clock; its
-// stages' queues keep their events meanwhile.
+// FailEvent restart the handler only with RestartOn error.
+//
+// Only crash loops back off: a restarted handler that fails before it has
+// handled anything successfully, within Period of the supervisor's
+// previous restart. The k-th restart of such a loop waits Backoff·2^(k-1),
+// at most MaxBackoff, with jitter (a uniform wait between half of that
+// and all of it; Options.Rand), on Options.After's clock; its stages'
+// queues keep their events meanwhile. A handler that has handled events
+// and then fails (a rare poison event) is restarted at once, however many
+// restarts came before, and ends the loop. Backoff off (NoBackoff, YAML
+// `backoff: off`) restarts a crash loop at once too.
 //
 // A restart first waits for the batches of the stages it restarts that are
 // still running. Failures within one supervision tree (a root and
@@ -149,10 +166,13 @@ type SupervisorConfig struct {
 	// (returned errors, FailEvent among them, restart too). It applies
 	// to the supervisor's stage children.
 	RestartOn RestartOn `yaml:"restartOn"`
-	// Backoff is the wait before the first restart within Period; each
-	// further one doubles it (0 → 10ms).
+	// Backoff is the wait before the first restart of a crash loop;
+	// each further one doubles it, with jitter (see above). Zero or
+	// absent → 10ms. Negative (NoBackoff) → off: no wait. In YAML,
+	// `backoff: off` and an explicit `backoff: 0` (or 0s) turn it off
+	// and a negative duration is an error.
 	Backoff time.Duration `yaml:"backoff"`
-	// MaxBackoff bounds the wait (0 → 1s).
+	// MaxBackoff bounds the wait (0 → 1s, at least Backoff).
 	MaxBackoff time.Duration `yaml:"maxBackoff"`
 	// OnGiveUp is fail (default) or stop: what a root supervisor does
 	// when it gives up (see GiveUpFail, GiveUpStop). A supervisor with a
@@ -203,13 +223,10 @@ func checkSupervisor(c SupervisorConfig, group bool) *problem {
 	if c.RestartOn != "" && !slices.Contains(restartOns, string(c.RestartOn)) {
 		return &problem{[]string{"restartOn"}, fmt.Sprintf("unknown value %q (known: %s)", c.RestartOn, strings.Join(restartOns, ", "))}
 	}
-	if c.Backoff < 0 {
-		return &problem{[]string{"backoff"}, fmt.Sprintf("negative duration %v", c.Backoff)}
-	}
 	if c.MaxBackoff < 0 {
 		return &problem{[]string{"maxBackoff"}, fmt.Sprintf("negative duration %v", c.MaxBackoff)}
 	}
-	if c.MaxBackoff > 0 && c.Backoff > c.MaxBackoff {
+	if c.MaxBackoff > 0 && c.Backoff > c.MaxBackoff { // a negative Backoff is off
 		return &problem{[]string{"backoff"}, fmt.Sprintf("backoff %v above maxBackoff %v", c.Backoff, c.MaxBackoff)}
 	}
 	if c.OnGiveUp != "" && !slices.Contains(giveUps, string(c.OnGiveUp)) {
@@ -222,6 +239,50 @@ func checkSupervisor(c SupervisorConfig, group bool) *problem {
 		return &problem{[]string{"children"}, "a stage's own supervisor has no children; group stages under the top-level supervisors: block"}
 	}
 	return nil
+}
+
+// yamlBackoffs reads the `backoff` keys of a file's supervisor blocks
+// (stages.NAME.supervisor and supervisors.NAME) before they are decoded:
+// `off` and an explicit zero turn backoff off (they become NoBackoff), a
+// negative duration is an error located at its key. Other values are
+// left to decoding.
+func yamlBackoffs(stages, groups *yaml.Node) error {
+	var errs []error
+	read := func(block *yaml.Node, path string) {
+		b := lookup(block, "backoff")
+		if b == nil || b.Kind != yaml.ScalarNode {
+			return
+		}
+		off := b.Value == "off"
+		if !off {
+			d, err := time.ParseDuration(b.Value)
+			if err != nil && b.Value != "0" {
+				return
+			}
+			if d < 0 {
+				errs = append(errs, yamlstrict.Errorf(b, yamlstrict.Join(path, "backoff"),
+					"negative duration %v (write off to turn backoff off)", d))
+				return
+			}
+			off = d == 0
+		}
+		if off {
+			b.Value, b.Tag, b.Style = NoBackoff.String(), "!!str", 0
+		}
+	}
+	each := func(n *yaml.Node, f func(name string, v *yaml.Node)) {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			f(n.Content[i].Value, n.Content[i+1])
+		}
+	}
+	each(stages, func(name string, v *yaml.Node) {
+		read(lookup(v, "supervisor"), yamlstrict.Join(yamlstrict.Join("stages", name), "supervisor"))
+	})
+	each(groups, func(name string, v *yaml.Node) { read(v, yamlstrict.Join("supervisors", name)) })
+	return yamlstrict.Collect(errs...)
 }
 
 // Errors of supervision.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,9 +19,10 @@ type supState struct {
 	// started: Start has handed the state to the supervisor goroutine
 	// (groups are set up before).
 	started bool
-	// holds is the stages restart workers have taken: they are replacing
-	// their handlers, and end them if DestroyStage or Shutdown asks
-	// meanwhile.
+	// holds is the stages restart workers hold, from their dispatch to
+	// their report: they are replacing their handlers. A stage that
+	// DestroyStage or Shutdown asks to end meanwhile is ended after the
+	// restart (supervisor.worked, endTaken).
 	holds map[*Stage]*restartHold
 	// Stage.ended, on each stage, is part of the state too.
 }
@@ -257,67 +259,24 @@ func (sv *supervision) leave(w *endWait) (step string, ok bool) {
 	return step, ok
 }
 
-// take hands stages over to a restart worker (after their batches
-// ended): the live ones, still supervised and not ended, are returned
-// with their holds, for the worker to record its steps in; none once
-// supervision has ended.
-func (sv *supervision) take(stages []*Stage) (live []*Stage, holds []*restartHold) {
-	sv.run(func(st *supState, l *supervisor) {
-		if l == nil || l.ended {
-			return
+// stagesEnded reports the end of stages by an ender worker (errs by index) to
+// their waiters (ends, by index) and forgets the holds. It reports
+// whether a waiter had stopped waiting: the worker then logs what it did.
+func (l *supervisor) stagesEnded(stages []*Stage, ends [][]*endWait, errs []error) (left bool) {
+	for i, s := range stages {
+		if ends[i] == nil {
+			continue
 		}
-		for _, s := range stages {
-			if s.ended || st.tree.parentOf[s] == nil {
-				continue // destroyed meanwhile
-			}
-			h := &restartHold{}
-			st.holds[s] = h
-			live, holds = append(live, s), append(holds, h)
-		}
-	})
-	return live, holds
-}
-
-// release hands stages back from a restart worker. It returns, by index
-// in stages, the waiters of the stages DestroyStage or Shutdown asked to
-// end meanwhile: those the worker ends now, and hands over with ended.
-// The others are free again.
-func (sv *supervision) release(stages []*Stage) (ends [][]*endWait) {
-	sv.run(func(st *supState, _ *supervisor) {
-		for i, s := range stages {
-			h := st.holds[s]
-			if h == nil || len(h.enders) == 0 {
-				delete(st.holds, s)
+		delete(l.st.holds, s)
+		for _, w := range ends[i] {
+			if w.left {
+				left = true
 				continue
 			}
-			if ends == nil {
-				ends = make([][]*endWait, len(stages))
-			}
-			ends[i] = h.enders
-			s.ended = true
-			h.setStep("ending the stage: in its handler's Destroy")
+			w.sent = true
+			w.done <- errs[i]
 		}
-	})
-	return ends
-}
-
-// ended reports the end of stages (release's ends, errs by index) to
-// their waiters and forgets the holds. It reports whether a waiter had
-// stopped waiting: the worker then logs what it did.
-func (sv *supervision) ended(stages []*Stage, ends [][]*endWait, errs []error) (left bool) {
-	sv.run(func(st *supState, _ *supervisor) {
-		for i, s := range stages {
-			delete(st.holds, s)
-			for _, w := range ends[i] {
-				if w.left {
-					left = true
-					continue
-				}
-				w.sent = true
-				w.done <- errs[i]
-			}
-		}
-	})
+	}
 	return left
 }
 
@@ -502,9 +461,9 @@ func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause
 					s.restartOn.Store(nil) // their failures are failures only now
 				}
 				name := node.name
-				l.work(tw, node, func() (*Stage, error) {
+				l.work(tw, node, func() workResult {
 					l.m.failStages(name, cause, stages)
-					return nil, nil
+					return workResult{}
 				})
 				return
 			}
@@ -520,46 +479,88 @@ func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause
 			c.reset()
 			stages = c.stages(stages)
 		}
-		for _, s := range stages {
+		stages = slices.DeleteFunc(stages, func(s *Stage) bool { return s.ended })
+		// The worker holds the stages from now on (see supState.holds).
+		holds := make([]*restartHold, len(stages))
+		for i, s := range stages {
 			s.queue.Pause()
 			tw.paused = append(tw.paused, s)
+			holds[i] = &restartHold{}
+			holds[i].setStep("waiting for its backoff")
+			l.st.holds[s] = holds[i]
 		}
 		delay, ctx, name := node.restartDelay(healthy, l.rand.Float64()), l.ctx, node.name
-		l.work(tw, node, func() (*Stage, error) {
+		l.work(tw, node, func() workResult {
+			res := workResult{taken: stages, initialized: make([]bool, len(stages))}
 			if !l.m.sleep(ctx, delay) {
-				return nil, nil // stopping: the stages resume with the handlers they have
+				// Stopping: the stages resume with the handlers they have.
+				for i := range res.initialized {
+					res.initialized[i] = true
+				}
+				return res
 			}
-			return l.m.restart(ctx, name, stages)
+			res.failed, res.err = l.m.restart(ctx, name, stages, holds, res.initialized)
+			return res
 		})
 		return
 	}
 }
 
+// workResult is a worker's report. taken are the stages a restart held,
+// with whether each one's handler is initialized (the new one, or the old
+// one if the restart did not happen); failed is the first stage whose
+// fresh handler failed Init, with its error err.
+type workResult struct {
+	taken       []*Stage
+	initialized []bool
+	failed      *Stage
+	err         error
+}
+
 // work runs job, which deals with tw's current failure for node, in a
 // worker goroutine that reports back to worked. The supervisor goroutine
 // owns the worker: it runs until every worker has reported.
-func (l *supervisor) work(tw *treeWork, node *supNode, job func() (*Stage, error)) {
+func (l *supervisor) work(tw *treeWork, node *supNode, job func() workResult) {
 	tw.busy = true
 	l.busy++
 	ctl := l.sv.ctl
 	l.sv.wg.Add(1)
 	go func() {
 		defer l.sv.wg.Done()
-		failed, err := job()
-		ctl <- func(l *supervisor) { l.worked(tw, node, failed, err) }
+		res := job()
+		ctl <- func(l *supervisor) { l.worked(tw, node, res) }
 	}()
 }
 
-// worked takes a worker's report: failed is a stage whose fresh handler
-// failed Init (err), another failure of node's child that holds it, and
-// a crash loop (the handler handled nothing).
-func (l *supervisor) worked(tw *treeWork, node *supNode, failed *Stage, err error) {
+// worked takes a worker's report. The stages it held are free again,
+// but those DestroyStage or Shutdown asked to end meanwhile, which an
+// ender worker ends (endTaken). A stage whose fresh handler failed Init
+// is another failure of node's child that holds it, and a crash loop
+// (the handler handled nothing).
+func (l *supervisor) worked(tw *treeWork, node *supNode, res workResult) {
 	l.busy--
 	tw.busy = false
-	if failed != nil && !l.ended {
+	var ends [][]*endWait
+	for i, s := range res.taken {
+		h := l.st.holds[s]
+		if h == nil || len(h.enders) == 0 {
+			delete(l.st.holds, s)
+			continue
+		}
+		if ends == nil {
+			ends = make([][]*endWait, len(res.taken))
+		}
+		ends[i] = h.enders
+		s.ended = true
+		h.setStep("ending the stage: in its handler's Destroy")
+	}
+	if ends != nil {
+		l.endTaken(res.taken, res.initialized, ends)
+	}
+	if res.failed != nil && !l.ended && !res.failed.ended {
 		for _, c := range node.children {
-			if c.contains(failed) {
-				l.escalate(tw, node, c, err, false)
+			if c.contains(res.failed) {
+				l.escalate(tw, node, c, res.err, false)
 				break
 			}
 		}
@@ -568,6 +569,42 @@ func (l *supervisor) worked(tw *treeWork, node *supNode, failed *Stage, err erro
 		l.settle(tw)
 		l.next(tw)
 	}
+}
+
+// endTaken ends, in an ender worker, the stages a restart held that
+// DestroyStage or Shutdown asked to end meanwhile (ends, by index): their
+// handlers that are initialized are destroyed, and the waiters get the
+// result (stagesEnded). If a waiter had stopped waiting (its context ended
+// while the restart hung), the worker logs what it did.
+func (l *supervisor) endTaken(stages []*Stage, initialized []bool, ends [][]*endWait) {
+	l.busy++
+	l.sv.wg.Add(1)
+	m, ctl := l.m, l.sv.ctl
+	go func() {
+		defer l.sv.wg.Done()
+		errs := make([]error, len(stages))
+		var names []string
+		for i, s := range stages {
+			if ends[i] == nil {
+				continue
+			}
+			names = append(names, s.name)
+			destroy := false
+			for _, w := range ends[i] {
+				destroy = destroy || w.destroy
+			}
+			if d, ok := s.Handler().(Destroyer); ok && destroy && initialized[i] {
+				errs[i] = m.destroyHandler(s, d)
+			}
+		}
+		ctl <- func(l *supervisor) {
+			l.busy--
+			if l.stagesEnded(stages, ends, errs) {
+				m.log.Warn("abandoned restart finished: the stages are ended and their handlers destroyed",
+					"stages", names, "err", errors.Join(errs...))
+			}
+		}
+	}()
 }
 
 // allow records a restart by node now and reports whether its intensity

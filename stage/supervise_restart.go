@@ -2,8 +2,8 @@ package stage
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -13,15 +13,26 @@ import (
 // in a worker goroutine owned by the supervisor goroutine (see
 // supervise.go), never in the owner.
 
-// restartDelay is how long node waits before the restart allow just
-// recorded: Backoff doubled for each earlier restart within the period,
-// at most MaxBackoff.
+// restartDelay decides how long node waits before the restart allow has
+// just recorded (the last of node.history), with u, uniform in [0, 1),
+// for the jitter. Only a crash loop waits: the failed handler handled
+// nothing since it started (healthy false) and node restarted before
+// within its Period. The k-th restart of a loop waits Backoff·2^(k-1), at
+// most MaxBackoff, jittered to [d/2, d). Any other restart (a healthy
+// handler hit by a rare poison event, the first restart in a period)
+// waits nothing and ends the loop; so does a negative Backoff (off).
 func (n *supNode) restartDelay(healthy bool, u float64) time.Duration {
-	d, limit := n.cfg.Backoff, n.cfg.MaxBackoff
-	for i := 1; i < len(n.history) && d < limit; i++ {
+	if healthy || len(n.history) < 2 || n.cfg.Backoff < 0 {
+		n.loop = 0
+		return 0
+	}
+	n.loop++
+	d, limit := n.cfg.Backoff, max(n.cfg.MaxBackoff, n.cfg.Backoff)
+	for i := 1; i < n.loop && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, limit)
+	d = min(d, limit)
+	return d/2 + time.Duration(u*float64(d-d/2))
 }
 
 // sleep waits d on the manager's clock (Options.After); it reports false
@@ -63,25 +74,24 @@ func (m *Manager) failStages(root string, cause error, stages []*Stage) {
 		"stages", names, "discarded", lost, "err", cause)
 }
 
-// restart replaces the handlers of stages (paused by the caller) by fresh
-// ones: it waits for their running batches, takes the stages from the
-// owner (those not destroyed meanwhile), destroys the old handlers in
-// reverse order, then makes and initializes new ones in order, and hands
-// the stages back. A stage that DestroyStage or Shutdown asked to end
-// meanwhile is ended here, once the restart is done (endTaken). It
-// returns the first stage whose new handler failed Init.
-func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stage) (*Stage, error) {
-	for _, s := range stages {
+// restart replaces the handlers of stages (paused and held for this
+// worker by the owner, holds by index): it waits for their running
+// batches, destroys the old handlers in reverse order, then makes and
+// initializes new ones in order, recording which initialized. A stage
+// that DestroyStage or Shutdown asked to end meanwhile is ended once the
+// restart is done (supervisor.worked). It returns the first stage whose
+// new handler failed Init.
+func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stage, holds []*restartHold, initialized []bool) (*Stage, error) {
+	for i, s := range stages {
+		holds[i].setStep("waiting for its running batches")
 		if err := s.waitIdle(ctx, supervisor); err != nil {
 			m.log.Warn("restart abandoned", "supervisor", supervisor, "stage", s.name, "err", err)
+			for i := range initialized {
+				initialized[i] = true // the stages keep the handlers they have
+			}
 			return nil, nil
 		}
 	}
-	stages, holds := m.sup.take(stages)
-	if len(stages) == 0 {
-		return nil, nil // supervision ended, or the stages were destroyed
-	}
-	initialized := make([]bool, len(stages))
 	for i := len(stages) - 1; i >= 0; i-- {
 		s := stages[i]
 		if d, ok := s.Handler().(Destroyer); ok {
@@ -123,38 +133,11 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 		m.log.Info("stage restarted", "stage", s.name, "supervisor", supervisor, "instance", inst.n)
 		m.notify(s, StageRestarted{Stage: s.name, Supervisor: supervisor, Instance: inst.n, Time: time.Now()}, false)
 	}
-	if ends := m.sup.release(stages); ends != nil {
-		m.endTaken(supervisor, stages, initialized, ends)
-	}
 	return failed, failErr
 }
 
-// endTaken ends the stages of a restart that DestroyStage or Shutdown
-// asked to end while the restart held them (ends, by index): their
-// handlers that initialized are destroyed, and the waiters get the
-// result. If a waiter had stopped waiting (its context ended while the
-// restart hung), it logs what it did.
-func (m *Manager) endTaken(supervisor string, stages []*Stage, initialized []bool, ends [][]*endWait) {
-	errs := make([]error, len(stages))
-	var names []string
-	for i, s := range stages {
-		if ends[i] == nil {
-			continue
-		}
-		names = append(names, s.name)
-		destroy := false
-		for _, w := range ends[i] {
-			destroy = destroy || w.destroy
-		}
-		if d, ok := s.Handler().(Destroyer); ok && destroy && initialized[i] {
-			errs[i] = m.destroyHandler(s, d)
-		}
-	}
-	if m.sup.ended(stages, ends, errs) {
-		m.log.Warn("abandoned restart finished: the stages are ended and their handlers destroyed", "supervisor", supervisor,
-			"stages", names, "err", errors.Join(errs...))
-	}
-}
+// idleSpins is how many times waitIdle yields before it sleeps.
+const idleSpins = 64
 
 // restartWaitWarn is how long a restart waits for a running batch before
 // it logs that it is still waiting.
@@ -165,6 +148,13 @@ const restartWaitWarn = 5 * time.Second
 // restart, and with it its supervision tree (not others), until the
 // manager stops; a warning names the stage after restartWaitWarn.
 func (s *Stage) waitIdle(ctx context.Context, supervisor string) error {
+	// The batch that failed is usually all that runs, and it ends as
+	// soon as its report is taken: yield to it a few times before
+	// sleeping (a timer's wake-up costs tens of microseconds, which a
+	// stage hit by rare poison events pays on every restart).
+	for i := 0; i < idleSpins && s.queue.InService() != 0; i++ {
+		runtime.Gosched()
+	}
 	wait := 20 * time.Microsecond
 	var waited time.Duration
 	warned := false

@@ -15,6 +15,7 @@ type supNode struct {
 	parent   *supNode
 	children []supChild
 	history  []time.Time // restarts within the period
+	loop     int         // restarts of the current crash loop (restartDelay)
 	failed   bool        // a root that gave up and failed its stages
 }
 
@@ -68,6 +69,7 @@ func (c supChild) reset() {
 		return
 	}
 	c.node.history = c.node.history[:0]
+	c.node.loop = 0
 	for _, cc := range c.node.children {
 		cc.reset()
 	}
