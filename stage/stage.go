@@ -29,16 +29,45 @@ type PanicError struct {
 	Stack []byte
 }
 
-// stackDepth bounds the frames panicStack records.
+func (e *PanicError) Error() string { return fmt.Sprintf("stage: handler panicked: %v", e.Value) }
+
+// Unwrap returns ErrHandlerPanic.
+func (e *PanicError) Unwrap() error { return ErrHandlerPanic }
+
+// stackDepth bounds the frames a PanicError's Stack records.
 const stackDepth = 64
 
-// panicStack formats the stack of a goroutine that is panicking, from
-// the panic up, called from the deferred function that recovered it.
-func panicStack() []byte {
+// stackMemo formats the stacks of a stage's panics. It keeps the text of
+// each program counter's frames, which never changes, so that a stage hit
+// again and again by the same poison event pays runtime.CallersFrames
+// (microseconds for a frame's file and line) only once per frame.
+// Its zero value is ready; it is safe for concurrent use.
+type stackMemo struct{ frames sync.Map } // uintptr → []byte
+
+// stack formats the stack of a goroutine that is panicking, from the
+// panic up; it is called from the deferred function that recovered it.
+func (sm *stackMemo) stack() []byte {
 	var pcs [stackDepth]uintptr
-	n := runtime.Callers(3, pcs[:]) // skip Callers, panicStack, the deferred function
-	frames := runtime.CallersFrames(pcs[:n])
+	n := runtime.Callers(3, pcs[:]) // skip Callers, stack, the deferred function
 	b := make([]byte, 0, 128*n)
+	for _, pc := range pcs[:n] {
+		text, ok := sm.frames.Load(pc)
+		if !ok {
+			text, _ = sm.frames.LoadOrStore(pc, formatFrames(pc))
+		}
+		b = append(b, text.([]byte)...)
+	}
+	if n == stackDepth {
+		b = append(b, "...\n"...)
+	}
+	return b
+}
+
+// formatFrames formats the frames of return address pc (more than one
+// where calls were inlined): the function, then its file and line.
+func formatFrames(pc uintptr) []byte {
+	frames := runtime.CallersFrames([]uintptr{pc})
+	var b []byte
 	for {
 		f, more := frames.Next()
 		b = append(b, f.Function...)
@@ -48,19 +77,10 @@ func panicStack() []byte {
 		b = strconv.AppendInt(b, int64(f.Line), 10)
 		b = append(b, '\n')
 		if !more {
-			break
+			return b
 		}
 	}
-	if n == stackDepth {
-		b = append(b, "...\n"...)
-	}
-	return b
 }
-
-func (e *PanicError) Error() string { return fmt.Sprintf("stage: handler panicked: %v", e.Value) }
-
-// Unwrap returns ErrHandlerPanic.
-func (e *PanicError) Unwrap() error { return ErrHandlerPanic }
 
 // EventError pins a handler's failure on one event of its batch: a handler
 // returns it (as is, or several joined with errors.Join) to say that the
@@ -149,6 +169,7 @@ type Stage struct {
 	metrics  *stageMetrics
 
 	monitors monitors
+	stacks   stackMemo // formats PanicError.Stack
 
 	predMu     sync.Mutex
 	predCancel context.CancelFunc
@@ -292,7 +313,7 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	completes := s.queue.MayComplete()
 	timed := stamps[0] != 0
 	if !completes && !timed {
-		if err := invoke(inst.h, batch); err != nil {
+		if err := invoke(inst.h, batch, &s.stacks); err != nil {
 			s.fail(inst, err, orig)
 		} else {
 			inst.handledOK()
@@ -300,7 +321,7 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 		return
 	}
 	start := sink.Nanotime()
-	err := invoke(inst.h, batch)
+	err := invoke(inst.h, batch, &s.stacks)
 	service := time.Duration(sink.Nanotime() - start)
 	if completes {
 		// Each event completes on the predicate that admitted it, which
@@ -391,10 +412,10 @@ func eventErrors(err error, n int) []*EventError {
 	return out
 }
 
-func invoke(h Handler, events []sink.Event) (err error) {
+func invoke(h Handler, events []sink.Event, stacks *stackMemo) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: panicStack()}
+			err = &PanicError{Value: r, Stack: stacks.stack()}
 		}
 	}()
 	return h.HandleEvents(events)

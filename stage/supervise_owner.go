@@ -147,20 +147,20 @@ func (sv *supervision) pause(s *Stage, err error) bool {
 // report hands a failure of s's handler number instance, with s's queue
 // paused by pause (paused), to the supervisor, which resumes the queue
 // once it has dealt with the failure. healthy: the handler had handled
-// events since it started. It waits for nothing but the owner taking the
-// message.
+// events since it started. It waits for nothing but the supervisor
+// taking the message (not for it to be dealt with).
 func (sv *supervision) report(s *Stage, instance uint64, healthy bool, err error, paused bool) {
 	if !paused {
 		return
 	}
 	n := supNote{st: s, instance: instance, err: err, healthy: healthy}
-	sv.run(func(_ *supState, l *supervisor) {
-		if l == nil {
-			s.queue.Resume() // supervision has ended
-			return
-		}
-		l.failed(n)
-	})
+	select {
+	case sv.ctl <- func(l *supervisor) { l.failed(n) }:
+		// Taken: the supervisor deals with it while the batch ends.
+	case st := <-sv.idle:
+		sv.idle <- st
+		s.queue.Resume() // supervision has ended
+	}
 }
 
 // start hands the state to the supervisor goroutine, which supervises
