@@ -102,8 +102,8 @@ func (sv *supervision) init(m *Manager) {
 
 // run runs f by the state's owner and waits for it: in the supervisor
 // goroutine (l is then the supervisor) while it runs, else here (l nil),
-// holding the state meanwhile. f must not block; the supervisor goroutine
-// and its helpers never call run.
+// holding the state meanwhile. f must not block, and code that the
+// supervisor goroutine runs never calls run (it would wait for itself).
 func (sv *supervision) run(f func(st *supState, l *supervisor)) {
 	reply := make(chan struct{})
 	select {
@@ -124,7 +124,8 @@ func (sv *supervision) addOwn(s *Stage, cfg SupervisorConfig) error {
 
 // removeStage takes a destroyed stage out of the tree. Failures of s
 // still waiting are then dropped and its queue resumed; a restart that
-// has not yet taken s leaves it alone.
+// holds s goes on, and ends s once done if DestroyStage asks
+// (Manager.endStages).
 func (sv *supervision) removeStage(s *Stage) {
 	sv.run(func(st *supState, _ *supervisor) { st.tree.remove(s) })
 }

@@ -9,9 +9,10 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// The restart workers of supervise_owner.go: what takes time runs here,
-// in a worker goroutine owned by the supervisor goroutine (see
-// supervise.go), never in the owner.
+// Restarts: the backoff decision (restartDelay, made by the supervisor
+// goroutine when it dispatches a restart) and what the restart workers of
+// supervise_owner.go do. What takes time runs in a worker goroutine owned
+// by the supervisor goroutine (see supervise.go), never in the owner.
 
 // restartDelay decides how long node waits before the restart allow has
 // just recorded (the last of node.history), with u, uniform in [0, 1),
