@@ -817,6 +817,14 @@ func eventAttr(e sink.Event) slog.Attr {
 
 func (m *Manager) reportFailure(f Failure) {
 	m.failures.Add(1)
+	if !m.log.Enabled(context.Background(), slog.LevelError) {
+		// Nothing to log: spare building the record (a stage hit by
+		// rare poison events reports one every few dozen events).
+		if m.opts.OnFailure != nil {
+			m.opts.OnFailure(f)
+		}
+		return
+	}
 	var first sink.Event
 	if len(f.Events) > 0 {
 		first = f.Events[0]

@@ -484,8 +484,10 @@ func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause
 		// The worker holds the stages from now on (see supState.holds).
 		holds := make([]*restartHold, len(stages))
 		for i, s := range stages {
-			s.queue.Pause()
-			tw.paused = append(tw.paused, s)
+			if !slices.Contains(tw.paused, s) { // the failed stage paused itself
+				s.queue.Pause()
+				tw.paused = append(tw.paused, s)
+			}
 			holds[i] = &restartHold{}
 			holds[i].setStep("waiting for its backoff")
 			l.st.holds[s] = holds[i]
@@ -613,12 +615,12 @@ func (l *supervisor) endTaken(stages []*Stage, initialized []bool, ends [][]*end
 func (l *supervisor) allow(node *supNode) bool {
 	now := l.now()
 	cut := now.Add(-node.cfg.Period)
-	h := node.history[:0]
-	for _, t := range node.history {
-		if t.After(cut) {
-			h = append(h, t)
-		}
+	// The history is in time order: drop its head up to the cut (no copy
+	// of the rest; append reallocates the array as it fills).
+	i := 0
+	for i < len(node.history) && !node.history[i].After(cut) {
+		i++
 	}
-	node.history = append(h, now)
+	node.history = append(node.history[i:], now)
 	return len(node.history) <= node.cfg.MaxRestarts
 }
