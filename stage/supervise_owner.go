@@ -177,7 +177,7 @@ func (sv *supervision) start(ctx context.Context) {
 	}
 	l := &supervisor{sv: sv, m: sv.m, st: st, ctx: ctx, end: cancel, rand: r, trees: map[*supNode]*treeWork{}}
 	sv.wg.Add(1)
-	go l.run()
+	go l.run() // owned by supervision: Shutdown stops it (stop) and waits for it (wait)
 }
 
 // stop ends supervision: no more restarts, and workers give up their
@@ -528,7 +528,7 @@ func (l *supervisor) work(tw *treeWork, node *supNode, job func() workResult) {
 	l.busy++
 	ctl := l.sv.ctl
 	l.sv.wg.Add(1)
-	go func() {
+	go func() { // owned by the supervisor goroutine, which runs until it reports
 		defer l.sv.wg.Done()
 		res := job()
 		ctl <- func(l *supervisor) { l.worked(tw, node, res) }
@@ -583,7 +583,7 @@ func (l *supervisor) endTaken(stages []*Stage, initialized []bool, ends [][]*end
 	l.busy++
 	l.sv.wg.Add(1)
 	m, ctl := l.m, l.sv.ctl
-	go func() {
+	go func() { // owned by the supervisor goroutine, which runs until it reports
 		defer l.sv.wg.Done()
 		errs := make([]error, len(stages))
 		var names []string

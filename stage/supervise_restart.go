@@ -199,7 +199,7 @@ func (m *Manager) gaveUp(root string, cause error) {
 		return // a shutdown is under way and will close Done
 	}
 	bound := m.ShutdownBound()
-	go func() {
+	go func() { // owned by Done's observers: closing Done is its last act
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		defer cancel()
 		err := m.shutdown(ctx)
