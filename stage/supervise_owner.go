@@ -27,8 +27,16 @@ type supState struct {
 	// Stage.ended, on each stage, is part of the state too.
 }
 
+// restartJob is one restart worker's job: its stages, and the end of its
+// waits (backoff, running batches), for when all of them are ended.
+type restartJob struct {
+	stages []*Stage
+	cancel context.CancelFunc
+}
+
 // restartHold is a stage a restart worker holds.
 type restartHold struct {
+	job *restartJob
 	// step is what the restart is doing, for errors. Written by the
 	// worker only (it is the worker's progress), read by the owner.
 	step atomic.Pointer[string]
@@ -235,6 +243,13 @@ func (sv *supervision) claim(stages []*Stage, destroy bool) (mine []*Stage, wait
 				w := &endWait{st: s, destroy: destroy, done: make(chan error, 1)}
 				h.enders = append(h.enders, w)
 				waits = append(waits, w)
+				if st.allEnding(h.job) {
+					// No stage of the job is to be restarted: end its
+					// backoff or its wait for running batches now. (Once
+					// the handlers are being swapped it is too late, and
+					// the swap finishes first.)
+					h.job.cancel()
+				}
 				continue
 			}
 			s.ended = true
@@ -242,6 +257,16 @@ func (sv *supervision) claim(stages []*Stage, destroy bool) (mine []*Stage, wait
 		}
 	})
 	return mine, waits
+}
+
+// allEnding reports whether every stage of job is to be ended.
+func (st *supState) allEnding(job *restartJob) bool {
+	for _, s := range job.stages {
+		if h := st.holds[s]; h == nil || len(h.enders) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // leave is a waiter whose context ended: it stops waiting. It returns
@@ -482,21 +507,24 @@ func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause
 		}
 		stages = slices.DeleteFunc(stages, func(s *Stage) bool { return s.ended })
 		// The worker holds the stages from now on (see supState.holds).
+		ctx, cancel := context.WithCancel(l.ctx)
+		job := &restartJob{stages: stages, cancel: cancel}
 		holds := make([]*restartHold, len(stages))
 		for i, s := range stages {
 			if !slices.Contains(tw.paused, s) { // the failed stage paused itself
 				s.queue.Pause()
 				tw.paused = append(tw.paused, s)
 			}
-			holds[i] = &restartHold{}
+			holds[i] = &restartHold{job: job}
 			holds[i].setStep("waiting for its backoff")
 			l.st.holds[s] = holds[i]
 		}
-		delay, ctx, name := node.restartDelay(healthy, l.rand.Float64()), l.ctx, node.name
+		delay, name := node.restartDelay(healthy, l.rand.Float64()), node.name
 		l.work(tw, node, func() workResult {
-			res := workResult{taken: stages, initialized: make([]bool, len(stages))}
+			res := workResult{job: job, taken: stages, initialized: make([]bool, len(stages))}
 			if !l.m.sleep(ctx, delay) {
-				// Stopping: the stages resume with the handlers they have.
+				// Stopping, or the stages are being ended: they keep the
+				// handlers they have.
 				for i := range res.initialized {
 					res.initialized[i] = true
 				}
@@ -514,6 +542,7 @@ func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause
 // one if the restart did not happen); failed is the first stage whose
 // fresh handler failed Init, with its error err.
 type workResult struct {
+	job         *restartJob
 	taken       []*Stage
 	initialized []bool
 	failed      *Stage
@@ -543,6 +572,9 @@ func (l *supervisor) work(tw *treeWork, node *supNode, job func() workResult) {
 func (l *supervisor) worked(tw *treeWork, node *supNode, res workResult) {
 	l.busy--
 	tw.busy = false
+	if res.job != nil {
+		res.job.cancel()
+	}
 	var ends [][]*endWait
 	for i, s := range res.taken {
 		h := l.st.holds[s]

@@ -245,3 +245,37 @@ func TestSupervisionOutlivesItsGoroutine(t *testing.T) {
 		t.Fatalf("after Shutdown: %v", got)
 	}
 }
+
+// TestDestroyDuringBackoff: DestroyStage of a crash-looping stage whose
+// restart waits for its backoff (a fake timer that never fires) does not
+// wait for the backoff: the restart is called off, and the stage's last
+// handler is destroyed once.
+func TestDestroyDuringBackoff(t *testing.T) {
+	timers := make(fakeTimers, 1)
+	m := stage.NewManager(stage.Options{After: timers.After})
+	life := &lifeCount{}
+	st, err := m.CreateSupervised("S", func() stage.Handler { return &mortal{life} }, stage.StageConfig{
+		Supervisor: &stage.SupervisorConfig{MaxRestarts: 10, Period: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := newChanSink(100)
+	_, _ = m.Monitor("S", mon)
+	started(t, m)
+	_ = st.Sink().Enqueue("crash")
+	mon.until(t, isRestarted) // the first restart: no backoff
+	_ = st.Sink().Enqueue("crash")
+	timers.next(t) // the crash loop's backoff, never fired
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.DestroyStageContext(ctx, "S"); err != nil {
+		t.Fatalf("DestroyStageContext: %v", err)
+	}
+	if in, de := life.inits.Load(), life.destroys.Load(); in != 2 || de != 2 {
+		t.Fatalf("%d handlers initialized, %d destroyed; want 2 and 2", in, de)
+	}
+	if r := st.Stats().Restarts; r != 1 {
+		t.Fatalf("%d restarts, want 1 (the second called off)", r)
+	}
+}
