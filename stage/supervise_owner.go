@@ -519,7 +519,11 @@ func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause
 			holds[i].setStep("waiting for its backoff")
 			l.st.holds[s] = holds[i]
 		}
-		delay, name := node.restartDelay(healthy, l.rand.Float64()), node.name
+		// The worker undoes the failure's pauses itself once the restart
+		// has succeeded (or is called off), so that the stages run again
+		// without waiting for the supervisor to take its report; settle
+		// then has nothing left to resume.
+		delay, name, paused := node.restartDelay(healthy, l.rand.Float64()), node.name, slices.Clone(tw.paused)
 		l.work(tw, node, func() workResult {
 			res := workResult{job: job, taken: stages, initialized: make([]bool, len(stages))}
 			if !l.m.sleep(ctx, delay) {
@@ -528,9 +532,15 @@ func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause
 				for i := range res.initialized {
 					res.initialized[i] = true
 				}
-				return res
+			} else {
+				res.failed, res.err = l.m.restart(ctx, name, stages, holds, res.initialized)
 			}
-			res.failed, res.err = l.m.restart(ctx, name, stages, holds, res.initialized)
+			if res.failed == nil {
+				for _, s := range paused {
+					s.queue.Resume()
+				}
+				res.resumed = true
+			}
 			return res
 		})
 		return
@@ -543,6 +553,7 @@ func (l *supervisor) escalate(tw *treeWork, node *supNode, child supChild, cause
 // fresh handler failed Init, with its error err.
 type workResult struct {
 	job         *restartJob
+	resumed     bool // the worker resumed the queues paused for the failure
 	taken       []*Stage
 	initialized []bool
 	failed      *Stage
@@ -574,6 +585,9 @@ func (l *supervisor) worked(tw *treeWork, node *supNode, res workResult) {
 	tw.busy = false
 	if res.job != nil {
 		res.job.cancel()
+	}
+	if res.resumed {
+		tw.paused = tw.paused[:0]
 	}
 	var ends [][]*endWait
 	for i, s := range res.taken {
