@@ -42,7 +42,9 @@ import (
 // batches, Destroy and Init, failing a root's stages) runs in a worker
 // goroutine, one at a time per tree, owned (started and waited for) by
 // the supervisor goroutine, which runs until its last worker has
-// reported back.
+// reported back. The supervisor hands a restart worker the stages it
+// restarts and the pauses to undo: the worker resumes the queues once the
+// restart has succeeded, without waiting for its report to be taken.
 //
 // Ending a stage (DestroyStage, Shutdown) is one message too: the owner
 // marks the stage ended and hands its last handler to the caller to
