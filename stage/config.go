@@ -275,6 +275,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 			errs = append(errs, yamlstrict.UnknownKey(k, k.Value, []string{"global", "stages", "supervisors"}))
 		}
 	}
+	errs = append(errs, yamlBackoffs(stagesNode, supNode)) // `backoff: off` (supervise.go)
 	errs = append(errs, parseStages(cfg, stagesNode, file, globalOK))
 	errs = append(errs, parseSupervisors(cfg, supNode, stageNames(stagesNode)))
 	if err := inFileOrder(errs); err != nil {

@@ -63,7 +63,7 @@ func TestDestroyStageContextAbandonsHungRestart(t *testing.T) {
 	if i, d := inits.Load(), destroys.Load(); i != 2 || d != 2 {
 		t.Fatalf("%d handlers initialized, %d destroyed; want 2 and 2", i, d)
 	}
-	if !strings.Contains(logs.String(), "stage ended after DestroyStage stopped waiting for it") {
+	if !strings.Contains(logs.String(), "abandoned restart finished") {
 		t.Fatalf("late end of the stage not logged:\n%s", logs.String())
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -110,14 +110,15 @@ func TestDestroyStageContextWithoutRestart(t *testing.T) {
 	}
 }
 
-// waitingForStage reports whether a goroutine of endStageContext is still
-// waiting for a stage's lifeMu.
+// waitingForStage reports whether a goroutine is still waiting for a
+// stage's end: endStages (DestroyStage, Shutdown) or a restart worker.
 func waitingForStage() bool {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Contains(string(buf[:n]), "stage.(*Manager).endStageContext.func")
+			s := string(buf[:n])
+			return strings.Contains(s, "stage.(*Manager).endStages") || strings.Contains(s, "stage.(*Manager).endTaken")
 		}
 		buf = make([]byte, 2*len(buf))
 	}

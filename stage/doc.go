@@ -76,8 +76,12 @@
 //     panic is a crash unless `restartOn: error`: returned errors and
 //     FailEvent are failures of their events. A crashed stage is paused
 //     until its supervisor acts, so the failed handler gets no new batch,
-//     and its queue is kept for the fresh handler; restarts back off
-//     (`backoff`, `maxBackoff`). Beyond the restart intensity (MaxRestarts
+//     and its queue is kept for the fresh handler. Only crash loops back
+//     off (`backoff`, `maxBackoff`, with jitter): a restarted handler
+//     that fails before it has handled anything; a handler that has
+//     handled events and then meets a rare poison event is restarted at
+//     once. `backoff: off` (or an explicit 0; NoBackoff in Go) turns
+//     backoff off. Beyond the restart intensity (MaxRestarts
 //     in Period) a supervisor gives up and its parent restarts the whole
 //     subtree; a root that gives up fails its own stages (their queues
 //     close: enqueues get sink.ErrClosed), or with `onGiveUp: stop` stops

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -54,6 +55,11 @@ type Options struct {
 	// that delivers once d has passed (nil: a time.Timer). Tests pass a
 	// fake one beside Now.
 	After func(d time.Duration) <-chan time.Time
+	// Rand is the supervisors' random source for the jitter of crash-loop
+	// backoffs (nil: one seeded from the clock). Only the manager's
+	// supervisor goroutine uses it: give each manager its own. Tests pass
+	// a seeded one, such as rand.New(rand.NewPCG(1, 2)).
+	Rand *rand.Rand
 }
 
 type managerState int32
@@ -572,70 +578,12 @@ func (m *Manager) DestroyStageContext(ctx context.Context, name string) error {
 		err = fmt.Errorf("stage: destroy %q before start: %d queued events lost: %w", name, lost, ErrEventsDiscarded)
 	}
 	s.stopPredicate()
-	err = errors.Join(err, m.endStageContext(ctx, s, destroy))
+	err = errors.Join(err, m.endStages(ctx, "destroy", []*Stage{s}, destroy))
 	s.metrics.unregister()
 	m.signals.dropStage(s)
 	m.log.Info("stage destroyed", "stage", name)
 	m.notify(s, StageTerminated{Stage: name, Reason: ReasonDestroyed, Time: time.Now()}, true)
 	return err
-}
-
-// endStage ends s's handler for good, once: it runs the current handler's
-// Destroy if destroy is set (the handler was initialized), and keeps a
-// supervisor from installing a new handler afterwards.
-func (m *Manager) endStage(s *Stage, destroy bool) error {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	return m.endStageLocked(s, destroy)
-}
-
-// endStageContext is endStage waiting for s's lifeMu only until ctx ends:
-// a supervisor restart holds it while it destroys the old handler and
-// initializes a new one, and either may hang. If ctx ends first, the
-// error names the restart's step, and a goroutine ends the stage once the
-// restart lets go of it (logging what Destroy returns).
-func (m *Manager) endStageContext(ctx context.Context, s *Stage, destroy bool) error {
-	if s.lifeMu.TryLock() {
-		defer s.lifeMu.Unlock()
-		return m.endStageLocked(s, destroy)
-	}
-	done, gaveUp := make(chan error), make(chan struct{})
-	go func() {
-		s.lifeMu.Lock()
-		err := m.endStageLocked(s, destroy)
-		s.lifeMu.Unlock()
-		select {
-		case done <- err:
-		case <-gaveUp:
-			m.log.Warn("stage ended after DestroyStage stopped waiting for it", "stage", s.name, "err", err)
-		}
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		close(gaveUp)
-	}
-	what := "the end of its handler under way elsewhere" // Shutdown's, or a restart letting go just now
-	if step, ok := m.sup.restartStepOf(s); ok {
-		what = "its supervisor restart, " + step
-	}
-	return fmt.Errorf("stage: destroy %q: %w: waiting for %s: %w", s.name, ErrNotStopped, what, ctx.Err())
-}
-
-// endStageLocked is endStage once the caller holds s.lifeMu.
-func (m *Manager) endStageLocked(s *Stage, destroy bool) error {
-	if s.ended {
-		return nil
-	}
-	s.ended = true
-	if !destroy {
-		return nil
-	}
-	if d, ok := s.Handler().(Destroyer); ok {
-		return m.destroyHandler(s, d)
-	}
-	return nil
 }
 
 func (m *Manager) destroyHandler(s *Stage, d Destroyer) (err error) {
@@ -710,12 +658,9 @@ func (m *Manager) shutdown(ctx context.Context) error {
 	if err := m.quiesce(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	// A restart stuck in a handler's Destroy or Init holds its stages:
-	// Shutdown leaves them to the restart (held) once ctx has ended.
-	held, err := m.sup.stop(ctx)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	// No more restarts; a restart already in a handler's Destroy or Init
+	// goes on, and ends its stages for endStages below.
+	m.sup.stop()
 	stages := m.Stages()
 	// Monitors hear of the end before the queues close, so that monitoring
 	// stages still get the news.
@@ -756,6 +701,7 @@ func (m *Manager) shutdown(ctx context.Context) error {
 		}
 	}
 	m.bg.Wait()
+	var ending []*Stage // in reverse creation order
 	for i := len(stages) - 1; i >= 0; i-- {
 		s := stages[i]
 		s.stopPredicate()
@@ -763,14 +709,12 @@ func (m *Manager) shutdown(ctx context.Context) error {
 			m.log.Warn("stage not destroyed: its handler is still running", "stage", s.name)
 			continue
 		}
-		if slices.Contains(held, s) {
-			m.log.Warn("stage not destroyed: its supervisor's restart is still running and destroys it when done", "stage", s.name)
-			continue
-		}
-		if err := m.endStage(s, true); err != nil {
-			errs = append(errs, err)
-		}
+		ending = append(ending, s)
 	}
+	if err := m.endStages(ctx, "shutdown", ending, true); err != nil {
+		errs = append(errs, err)
+	}
+	m.sup.wait(ctx)
 	if err := m.stopServices(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -873,6 +817,14 @@ func eventAttr(e sink.Event) slog.Attr {
 
 func (m *Manager) reportFailure(f Failure) {
 	m.failures.Add(1)
+	if !m.log.Enabled(context.Background(), slog.LevelError) {
+		// Nothing to log: spare building the record (a stage hit by
+		// rare poison events reports one every few dozen events).
+		if m.opts.OnFailure != nil {
+			m.opts.OnFailure(f)
+		}
+		return
+	}
 	var first sink.Event
 	if len(f.Events) > 0 {
 		first = f.Events[0]

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
+	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,11 @@ var ErrHandlerPanic = errors.New("stage: handler panicked")
 // PanicError carries a recovered panic. It wraps ErrHandlerPanic.
 type PanicError struct {
 	Value any
+	// Stack is the panicking goroutine's stack from the panic up (for a
+	// handler's panic in HandleEvents): a function per frame, then its
+	// file and line, without argument values (cheaper to capture than
+	// runtime/debug.Stack: a stage hit by rare poison events pays it on
+	// every one).
 	Stack []byte
 }
 
@@ -27,6 +33,54 @@ func (e *PanicError) Error() string { return fmt.Sprintf("stage: handler panicke
 
 // Unwrap returns ErrHandlerPanic.
 func (e *PanicError) Unwrap() error { return ErrHandlerPanic }
+
+// stackDepth bounds the frames a PanicError's Stack records.
+const stackDepth = 64
+
+// stackMemo formats the stacks of a stage's panics. It keeps the text of
+// each program counter's frames, which never changes, so that a stage hit
+// again and again by the same poison event pays runtime.CallersFrames
+// (microseconds for a frame's file and line) only once per frame.
+// Its zero value is ready; it is safe for concurrent use.
+type stackMemo struct{ frames sync.Map } // uintptr → []byte
+
+// stack formats the stack of a goroutine that is panicking, from the
+// panic up; it is called from the deferred function that recovered it.
+func (sm *stackMemo) stack() []byte {
+	var pcs [stackDepth]uintptr
+	n := runtime.Callers(3, pcs[:]) // skip Callers, stack, the deferred function
+	b := make([]byte, 0, 128*n)
+	for _, pc := range pcs[:n] {
+		text, ok := sm.frames.Load(pc)
+		if !ok {
+			text, _ = sm.frames.LoadOrStore(pc, formatFrames(pc))
+		}
+		b = append(b, text.([]byte)...)
+	}
+	if n == stackDepth {
+		b = append(b, "...\n"...)
+	}
+	return b
+}
+
+// formatFrames formats the frames of return address pc (more than one
+// where calls were inlined): the function, then its file and line.
+func formatFrames(pc uintptr) []byte {
+	frames := runtime.CallersFrames([]uintptr{pc})
+	var b []byte
+	for {
+		f, more := frames.Next()
+		b = append(b, f.Function...)
+		b = append(b, "()\n\t"...)
+		b = append(b, f.File...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(f.Line), 10)
+		b = append(b, '\n')
+		if !more {
+			return b
+		}
+	}
+}
 
 // EventError pins a handler's failure on one event of its batch: a handler
 // returns it (as is, or several joined with errors.Join) to say that the
@@ -115,16 +169,18 @@ type Stage struct {
 	metrics  *stageMetrics
 
 	monitors monitors
+	stacks   stackMemo // formats PanicError.Stack
 
 	predMu     sync.Mutex
 	predCancel context.CancelFunc
 	predWG     sync.WaitGroup
 
 	created chan struct{} // closed when CreateStage is done with the stage
-	// lifeMu serializes replacing the handler (supervisor restarts) with
-	// ending the stage (DestroyStage, Shutdown).
-	lifeMu sync.Mutex
-	ended  bool // guarded by lifeMu: the stage's last handler was destroyed
+	// ended: the stage's last handler has been handed to its end
+	// (DestroyStage, Shutdown) and no supervisor makes it a new one.
+	// Owned by the supervision state's owner (supervise.go), like the
+	// supervision tree.
+	ended bool
 	// restartOn is the RestartOn of the stage's supervisor (nil:
 	// unsupervised, or its root gave up); set by the supervision tree's
 	// owner, read by fail to decide on its own whether to pause the queue
@@ -145,6 +201,17 @@ func (s *Stage) Sink() sink.Sink { return s.external }
 type instance struct {
 	h Handler
 	n uint64
+	// ok: a batch of h's has succeeded. Set once by handleBatch, read
+	// when h fails: a handler that fails before it has handled anything
+	// is in a crash loop, and its supervisor backs off.
+	ok atomic.Bool
+}
+
+// handledOK records that a batch of inst's handler succeeded.
+func (inst *instance) handledOK() {
+	if !inst.ok.Load() { // a load only, once set: no write on the hot path
+		inst.ok.Store(true)
+	}
 }
 
 // Handler returns the stage's current handler (a supervisor may replace it).
@@ -246,13 +313,15 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	completes := s.queue.MayComplete()
 	timed := stamps[0] != 0
 	if !completes && !timed {
-		if err := invoke(inst.h, batch); err != nil {
+		if err := invoke(inst.h, batch, &s.stacks); err != nil {
 			s.fail(inst, err, orig)
+		} else {
+			inst.handledOK()
 		}
 		return
 	}
 	start := sink.Nanotime()
-	err := invoke(inst.h, batch)
+	err := invoke(inst.h, batch, &s.stacks)
 	service := time.Duration(sink.Nanotime() - start)
 	if completes {
 		// Each event completes on the predicate that admitted it, which
@@ -268,6 +337,8 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	}
 	if err != nil {
 		s.fail(inst, err, orig)
+	} else {
+		inst.handledOK()
 	}
 }
 
@@ -281,7 +352,11 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	now := time.Now()
 	var fs []Failure
+	// healthy: the handler has handled events, in an earlier batch or in
+	// this one (the events its EventErrors do not name).
+	healthy := inst.ok.Load()
 	if ees := eventErrors(err, len(events)); ees != nil {
+		healthy = healthy || len(ees) < len(events)
 		fs = make([]Failure, len(ees))
 		for i, ee := range ees {
 			cause := ee.Err
@@ -303,7 +378,7 @@ func (s *Stage) fail(inst *instance, err error, events []sink.Event) {
 	if s.cfg.Ordering.Linked {
 		s.failLinked(fs)
 	}
-	s.mgr.sup.report(s, inst.n, err, paused)
+	s.mgr.sup.report(s, inst.n, healthy, err, paused)
 }
 
 // eventErrors returns the EventErrors that make up err (one, or several
@@ -337,10 +412,10 @@ func eventErrors(err error, n int) []*EventError {
 	return out
 }
 
-func invoke(h Handler, events []sink.Event) (err error) {
+func invoke(h Handler, events []sink.Event, stacks *stackMemo) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
+			err = &PanicError{Value: r, Stack: stacks.stack()}
 		}
 	}()
 	return h.HandleEvents(events)

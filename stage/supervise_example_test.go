@@ -111,3 +111,32 @@ func (lines) HandleEvents(batch []sink.Event) error {
 	}
 	return nil
 }
+
+// ExampleSupervisorConfig_backoff: only crash loops back off (a restarted
+// handler that fails before it has handled anything); `backoff: off` (or
+// an explicit 0) restarts even those at once, and a negative duration is
+// an error at its line.
+func ExampleSupervisorConfig_backoff() {
+	cfg, err := stage.ParseConfig([]byte(`
+stages:
+  Parser:   # crash loops wait about 10ms, 20ms, 40ms ... up to 1s
+    handler: parse
+    supervisor: {maxRestarts: 100, period: 1m}
+  Cache:
+    handler: cache
+    supervisor: {maxRestarts: 100, period: 1m, backoff: off}
+`), "app.yaml")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range cfg.Stages {
+		fmt.Println(s.Name, "backoff off:", s.Config.Supervisor.Backoff == stage.NoBackoff)
+	}
+	_, err = stage.ParseConfig([]byte("stages:\n  Cache:\n    handler: cache\n    supervisor: {backoff: -1s}\n"), "app.yaml")
+	fmt.Println(err)
+	// Output:
+	// Parser backoff off: false
+	// Cache backoff off: true
+	// app.yaml: line 4: stages.Cache.supervisor.backoff: negative duration -1s (write off to turn backoff off)
+}

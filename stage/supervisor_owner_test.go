@@ -14,8 +14,8 @@ import (
 )
 
 // TestHeldRestartLeavesSupervisorResponsive: while S1's restart is held
-// up, by a backoff timer that has not fired or by a batch that does not
-// return, the supervisor goroutine that owns every tree still answers:
+// up, by the backoff timer of a crash loop that has not fired or by a
+// batch that does not return, the supervisor goroutine that owns every tree still answers:
 // S2 (another tree) fails and restarts, Supervisors answers, supervised
 // stages are created and destroyed. S1 restarts once released, and the
 // event queued meanwhile reaches its new handler. The fake timers decide
@@ -52,19 +52,29 @@ func TestHeldRestartLeavesSupervisorResponsive(t *testing.T) {
 				}
 			}()
 
+			held := "queued@2"
+			var t1 fakeTimer
 			if hold == "hung batch" {
 				_ = s1.Sink().Enqueue("hang")
 				<-entered
-			}
-			_ = s1.Sink().Enqueue("boom")
-			t1 := timers.next(t) // S1's backoff
-			if hold == "hung batch" {
-				t1.fire <- time.Time{} // the restart now waits for "hang"
+				// The first restart waits no backoff: it waits for "hang".
+				_ = s1.Sink().Enqueue("boom")
+				// The queue is paused before monitors hear of the failure:
+				// "queued" waits for the restart.
+				mon1.until(t, func(e sink.Event) bool { _, ok := e.(stage.StageFailed); return ok })
+			} else {
+				// A crash loop: the restarted handler fails before it
+				// handled anything, so its restart backs off.
+				_ = s1.Sink().Enqueue("boom")
+				mon1.until(t, isRestarted)
+				_ = s1.Sink().Enqueue("boom")
+				t1 = timers.next(t) // S1's backoff, held until fired below
+				held = "queued@3"
 			}
 			_ = s1.Sink().Enqueue("queued")
+			restarts := s1.Stats().Restarts
 
-			_ = s2.Sink().Enqueue("boom")
-			timers.next(t).fire <- time.Time{}
+			_ = s2.Sink().Enqueue("boom") // its first restart: no backoff
 			mon2.until(t, isRestarted)
 			_ = s2.Sink().Enqueue("after")
 
@@ -84,8 +94,8 @@ func TestHeldRestartLeavesSupervisorResponsive(t *testing.T) {
 			if got := m.Supervisors(); !slices.Equal(got, []string{"S1", "S2"}) {
 				t.Fatalf("supervisors %v", got)
 			}
-			if r := s1.Stats().Restarts; r != 0 {
-				t.Fatalf("S1 restarted %d times while held", r)
+			if r := s1.Stats().Restarts; r != restarts {
+				t.Fatalf("S1 restarted %d times while held", r-restarts)
 			}
 
 			if hold == "backoff" {
@@ -96,7 +106,7 @@ func TestHeldRestartLeavesSupervisorResponsive(t *testing.T) {
 			}
 			mon1.until(t, isRestarted)
 			shutdown(t, m)
-			if got := handled1(); !slices.Equal(got, []string{"queued@2"}) {
+			if got := handled1(); !slices.Equal(got, []string{held}) {
 				t.Fatalf("S1 handled %v", got)
 			}
 			if got := handled2(); !slices.Equal(got, []string{"after@2"}) {
@@ -233,5 +243,39 @@ func TestSupervisionOutlivesItsGoroutine(t *testing.T) {
 	shutdown(t, m)
 	if got := m.Supervisors(); !slices.Equal(got, []string{"B"}) {
 		t.Fatalf("after Shutdown: %v", got)
+	}
+}
+
+// TestDestroyDuringBackoff: DestroyStage of a crash-looping stage whose
+// restart waits for its backoff (a fake timer that never fires) does not
+// wait for the backoff: the restart is called off, and the stage's last
+// handler is destroyed once.
+func TestDestroyDuringBackoff(t *testing.T) {
+	timers := make(fakeTimers, 1)
+	m := stage.NewManager(stage.Options{After: timers.After})
+	life := &lifeCount{}
+	st, err := m.CreateSupervised("S", func() stage.Handler { return &mortal{life} }, stage.StageConfig{
+		Supervisor: &stage.SupervisorConfig{MaxRestarts: 10, Period: time.Hour},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := newChanSink(100)
+	_, _ = m.Monitor("S", mon)
+	started(t, m)
+	_ = st.Sink().Enqueue("crash")
+	mon.until(t, isRestarted) // the first restart: no backoff
+	_ = st.Sink().Enqueue("crash")
+	timers.next(t) // the crash loop's backoff, never fired
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.DestroyStageContext(ctx, "S"); err != nil {
+		t.Fatalf("DestroyStageContext: %v", err)
+	}
+	if in, de := life.inits.Load(), life.destroys.Load(); in != 2 || de != 2 {
+		t.Fatalf("%d handlers initialized, %d destroyed; want 2 and 2", in, de)
+	}
+	if r := st.Stats().Restarts; r != 1 {
+		t.Fatalf("%d restarts, want 1 (the second called off)", r)
 	}
 }
