@@ -331,6 +331,15 @@ func (c *Connection) Close() error {
 	return nil
 }
 
+// Closing reports whether the connection's output is closing or closed:
+// a graceful close or a lingering one was asked for (Close, Linger, a
+// CloseRequest), it was aborted, or it closed. Writes fail from then on.
+func (c *Connection) Closing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state != stateOpen
+}
+
 // Abort closes the connection now, dropping unsent output.
 func (c *Connection) Abort() error {
 	c.closeWith(ClosedLocal, nil)
