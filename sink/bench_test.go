@@ -96,3 +96,65 @@ func BenchmarkEnqueue(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdmission measures one admission decision through
+// sink.Admission (DESIGN §7: ≤ 50 ns, no allocation), with no predicate,
+// with a plain predicate, and with a counting predicate completed at once.
+func BenchmarkAdmission(b *testing.B) {
+	var ev sink.Event = 1
+	b.Run("none", func(b *testing.B) {
+		var a sink.Admission
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := a.Admit(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("predicate", func(b *testing.B) {
+		var a sink.Admission
+		a.SetPredicate(nil, sink.PredicateFunc(func(sink.Event) bool { return true }))
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := a.Admit(ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reject", func(b *testing.B) {
+		var a sink.Admission
+		a.SetPredicate(nil, sink.PredicateFunc(func(sink.Event) bool { return false }))
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := a.Admit(ev); err == nil {
+				b.Fatal("admitted")
+			}
+		}
+	})
+	b.Run("counter+done", func(b *testing.B) {
+		var a sink.Admission
+		a.SetPredicate(nil, &credit{limit: 1 << 40})
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			t, err := a.Admit(ev)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.Done(ev, 0, 0)
+		}
+	})
+	b.Run("counter+done/parallel", func(b *testing.B) {
+		var a sink.Admission
+		a.SetPredicate(nil, &credit{limit: 1 << 40})
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				t, err := a.Admit(ev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t.Done(ev, 0, 0)
+			}
+		})
+	})
+}

@@ -1,0 +1,174 @@
+package sink_test
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// credit is a concurrency limit that records its hooks: admitted events
+// hold a credit until Done or Cancel gives it back.
+type credit struct {
+	limit    int64
+	inFlight atomic.Int64
+	done     atomic.Int64
+	canceled atomic.Int64
+	bound    atomic.Pointer[sink.Sink]
+	name     string
+}
+
+func (c *credit) Accept(sink.Event) bool {
+	if c.inFlight.Add(1) > c.limit {
+		c.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+func (c *credit) Done(sink.Event, time.Duration, time.Duration) { c.done.Add(1); c.inFlight.Add(-1) }
+func (c *credit) Cancel(sink.Event)                             { c.canceled.Add(1); c.inFlight.Add(-1) }
+func (c *credit) Bind(s sink.Sink)                              { c.bound.Store(&s) }
+func (c *credit) Name() string                                  { return c.name }
+
+// named is a Sink that is not a queue, to hold an Admission.
+type named struct {
+	sink.Sink
+	adm sink.Admission
+}
+
+func (n *named) String() string                          { return "conn 1" }
+func (n *named) SetPredicate(p sink.Predicate)           { n.adm.SetPredicate(n, p) }
+func (n *named) Predicate() sink.Predicate               { return n.adm.Predicate() }
+func (n *named) admit(e sink.Event) (sink.Ticket, error) { return n.adm.Admit(e) }
+
+func TestAdmissionZeroValueAdmitsAll(t *testing.T) {
+	var a sink.Admission
+	tk, err := a.Admit(1)
+	if err != nil || tk.Predicate() != nil {
+		t.Fatalf("zero Admission: %v, %v", tk.Predicate(), err)
+	}
+	tk.Done(1, 0, 0) // completes nothing, must not panic
+	tk.Cancel(1)
+	if _, err := a.AdmitMany([]sink.Event{1, 2}); err != nil || a.Rejected() != 0 || a.Predicate() != nil {
+		t.Fatal("zero Admission refused a batch")
+	}
+}
+
+func TestAdmissionBindsRejectsCompletes(t *testing.T) {
+	s := &named{}
+	c := &credit{limit: 2, name: "counter"}
+	s.SetPredicate(c)
+	if b := c.bound.Load(); b == nil || *b != sink.Sink(s) {
+		t.Fatal("SetPredicate did not bind the predicate to the sink first")
+	}
+	if s.Predicate() != c {
+		t.Fatal("Predicate does not return the installed predicate")
+	}
+	t1, err1 := s.admit("a")
+	t2, err2 := s.admit("b")
+	_, err3 := s.admit("c")
+	if err1 != nil || err2 != nil || err3 == nil {
+		t.Fatalf("limit 2: %v %v %v", err1, err2, err3)
+	}
+	var re *sink.RejectError
+	if !errors.Is(err3, sink.ErrRejected) || !errors.As(err3, &re) || re.Sink != "conn 1" || re.Predicate != "counter" {
+		t.Fatalf("rejection %#v", err3)
+	}
+	if s.adm.Rejected() != 1 {
+		t.Fatalf("Rejected = %d", s.adm.Rejected())
+	}
+	t1.Done("a", time.Millisecond, time.Millisecond)
+	t2.Cancel("b")
+	if c.inFlight.Load() != 0 || c.done.Load() != 1 || c.canceled.Load() != 1 {
+		t.Fatalf("in flight %d, done %d, cancelled %d", c.inFlight.Load(), c.done.Load(), c.canceled.Load())
+	}
+}
+
+func TestAdmissionAdmitManyAllOrNothing(t *testing.T) {
+	var a sink.Admission
+	c := &credit{limit: 3}
+	a.SetPredicate(nil, c)
+	if _, err := a.AdmitMany([]sink.Event{1, 2, 3, 4}); !errors.Is(err, sink.ErrRejected) {
+		t.Fatalf("4 events under a limit of 3: %v", err)
+	}
+	if c.inFlight.Load() != 0 || a.Rejected() != 4 {
+		t.Fatalf("refused batch left %d in flight, %d rejected", c.inFlight.Load(), a.Rejected())
+	}
+	tk, err := a.AdmitMany([]sink.Event{1, 2, 3})
+	if err != nil || c.inFlight.Load() != 3 {
+		t.Fatalf("3 events: %v, %d in flight", err, c.inFlight.Load())
+	}
+	for _, e := range []sink.Event{1, 2, 3} {
+		tk.Done(e, 0, 0)
+	}
+	if c.inFlight.Load() != 0 {
+		t.Fatalf("%d in flight", c.inFlight.Load())
+	}
+}
+
+func TestAdmissionTicketFollowsReplacement(t *testing.T) {
+	var a sink.Admission
+	old, next := &credit{limit: 10}, &credit{limit: 10}
+	a.SetPredicate(nil, old)
+	tk, _ := a.Admit(1)
+	a.SetPredicate(nil, next)
+	tk2, _ := a.Admit(2)
+	tk.Done(1, 0, 0)
+	tk2.Cancel(2)
+	if old.inFlight.Load() != 0 || old.done.Load() != 1 || next.inFlight.Load() != 0 || next.canceled.Load() != 1 {
+		t.Fatal("a completion went to the wrong predicate")
+	}
+	a.SetPredicate(nil, nil)
+	if tk, err := a.Admit(3); err != nil || tk.Predicate() != nil {
+		t.Fatal("nil predicate must admit everything")
+	}
+}
+
+func TestAdmissionConcurrent(t *testing.T) {
+	var a sink.Admission
+	preds := []*credit{{limit: 5}, {limit: 50}, {limit: 1}}
+	a.SetPredicate(nil, preds[0])
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			a.SetPredicate(nil, preds[i%len(preds)])
+		}
+	}()
+	var workers sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for i := 0; i < 2000; i++ {
+				tk, err := a.Admit(i)
+				if err != nil {
+					continue
+				}
+				if i%2 == 0 {
+					tk.Done(i, 0, 0)
+				} else {
+					tk.Cancel(i)
+				}
+			}
+		}()
+	}
+	workers.Wait()
+	close(stop)
+	wg.Wait()
+	for i, p := range preds {
+		if n := p.inFlight.Load(); n != 0 {
+			t.Errorf("predicate %d: %d in flight", i, n)
+		}
+	}
+}
