@@ -30,8 +30,6 @@ const (
 
 type sinkRef struct{ s Receiver }
 
-type predRef struct{ p sink.Predicate }
-
 // Connection is an open TCP (or Unix) connection. It is a sink.Sink of
 // outgoing buffers: enqueue []byte, WriteRequest or CloseRequest events.
 // Incoming bytes are delivered as Packet events to the sink given to

@@ -132,7 +132,7 @@ func (c *Connection) completedLocked(fl int64) []pendingWrite {
 		if w.n == 0 {
 			c.flushes--
 		}
-		if w.done != nil || w.fn != nil {
+		if w.owes() {
 			c.waiters--
 			done = append(done, w)
 		}
@@ -142,12 +142,20 @@ func (c *Connection) completedLocked(fl int64) []pendingWrite {
 
 // complete delivers the completions of done (c.mu not held).
 func (c *Connection) complete(done []pendingWrite) {
+	var now int64
 	for _, w := range done {
-		if w.fn != nil {
-			w.fn(nil)
-			continue
+		if w.adm.owed() {
+			if now == 0 {
+				now = sink.Nanotime()
+			}
+			w.adm.tk.Done(w.adm.ev, time.Duration(now-w.adm.at), 0)
 		}
-		c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
+		switch {
+		case w.fn != nil:
+			w.fn(nil)
+		case w.done != nil:
+			c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
+		}
 	}
 }
 
@@ -451,7 +459,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	ev := SinkClosed{Conn: c, Reason: reason, Err: rerr, Unsent: c.queued - fl}
 	var failed []pendingWrite
 	for c.ring.len() > 0 {
-		if w := c.ring.pop(); w.done != nil || w.fn != nil {
+		if w := c.ring.pop(); w.owes() {
 			failed = append(failed, w)
 		}
 	}
@@ -486,11 +494,15 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 			ferr = fmt.Errorf("%w (%s): %w", ErrConnClosed, reason, rerr)
 		}
 		for _, w := range failed {
-			if w.fn != nil {
-				w.fn(ferr)
-				continue
+			if w.adm.owed() {
+				w.adm.tk.Cancel(w.adm.ev)
 			}
-			c.box.send(delivery{to: w.done, ev: WriteFailed{Conn: c, Tag: w.tag, Bytes: w.n, Err: ferr}})
+			switch {
+			case w.fn != nil:
+				w.fn(ferr)
+			case w.done != nil:
+				c.box.send(delivery{to: w.done, ev: WriteFailed{Conn: c, Tag: w.tag, Bytes: w.n, Err: ferr}})
+			}
 		}
 	}
 	if !announced {

@@ -33,8 +33,13 @@ import (
 // region rather than buffers (sendfile) fits the same window, budget,
 // threshold and completion accounting.
 type outbox struct {
-	// Admission of Enqueue/EnqueueMany/Prepare; any goroutine (atomic).
-	pred atomic.Pointer[predRef]
+	// Admission of the events of Enqueue, EnqueueMany and Prepare (not
+	// of Write or Flush, which are not sink events); any goroutine. Every
+	// event it admits is completed exactly once: Done once its bytes
+	// are written to the kernel (a CloseRequest: once accepted), Cancel
+	// if it is refused after admission (threshold, closed) or the
+	// connection closes with it unsent.
+	adm sink.Admission
 
 	mu sync.Mutex
 
@@ -90,7 +95,11 @@ type pendingWrite struct {
 	done Receiver
 	fn   func(error)
 	tag  any
+	adm  admitted
 }
+
+// owes reports whether the request's completion is owed to someone.
+func (w *pendingWrite) owes() bool { return w.done != nil || w.fn != nil || w.adm.owed() }
 
 // writeOp is one parsed write request.
 type writeOp struct {
@@ -100,13 +109,65 @@ type writeOp struct {
 	done Receiver
 	fn   func(error)
 	tag  any
+	adm  admitted
+}
+
+// admitted is the admission of the sink event a write request came from:
+// its Ticket is completed exactly once (see outbox.adm). The zero value
+// (no predicate installed, or not a sink event) owes nothing and costs
+// nothing.
+type admitted struct {
+	tk sink.Ticket
+	ev sink.Event
+	at int64 // sink.Nanotime of the admission
+}
+
+func (a *admitted) owed() bool { return a.tk != (sink.Ticket{}) }
+
+// admitOps admits es, whose parsed requests are ops (one per event, in
+// order, but for a closing CloseRequest, which has none): it returns the
+// Ticket, or the predicate's RejectError.
+func (c *Connection) admitOps(es []sink.Event, ops []writeOp) (sink.Ticket, error) {
+	var tk sink.Ticket
+	var err error
+	if len(es) == 1 {
+		tk, err = c.adm.Admit(es[0])
+	} else {
+		tk, err = c.adm.AdmitMany(es)
+	}
+	if err != nil || tk == (sink.Ticket{}) {
+		return tk, err
+	}
+	now := sink.Nanotime()
+	for i := range ops {
+		ops[i].adm = admitted{tk: tk, ev: es[i], at: now}
+	}
+	return tk, nil
+}
+
+// settle completes the admission of es after submit: on failure every
+// event is cancelled; on success the CloseRequest ending es (it has no
+// bytes to wait for) is done.
+func settle(tk sink.Ticket, es []sink.Event, closeAfter bool, err error) {
+	if tk == (sink.Ticket{}) {
+		return
+	}
+	if err != nil {
+		for _, e := range es {
+			tk.Cancel(e)
+		}
+		return
+	}
+	if closeAfter {
+		tk.Done(es[len(es)-1], 0, 0)
+	}
 }
 
 // split returns the first k bytes of op (0 < k < op.n) and the rest; the
 // completion stays with the rest.
 func (op writeOp) split(k int) (head, tail writeOp) {
 	head.n, tail.n = k, op.n-k
-	tail.done, tail.fn, tail.tag = op.done, op.fn, op.tag
+	tail.done, tail.fn, tail.tag, tail.adm = op.done, op.fn, op.tag, op.adm
 	left := k
 	take := func(b []byte) {
 		switch {
@@ -143,10 +204,14 @@ func (c *Connection) Enqueue(e sink.Event) error {
 	if err != nil {
 		return err
 	}
-	if p := c.pred.Load(); p != nil && !p.p.Accept(e) {
-		return c.predicateRefused(p.p)
+	es := [1]sink.Event{e}
+	tk, err := c.admitOps(es[:], ops)
+	if err != nil {
+		return err
 	}
-	return c.submit(ops, closeAfter, 0, 0, true)
+	err = c.submit(ops, closeAfter, 0, 0, true)
+	settle(tk, es[:], closeAfter, err)
+	return err
 }
 
 // EnqueueMany queues all of es or none of them. A CloseRequest may only
@@ -156,10 +221,13 @@ func (c *Connection) EnqueueMany(es []sink.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := c.admitPredicate(es); err != nil {
+	tk, err := c.admitOps(es, ops)
+	if err != nil {
 		return err
 	}
-	return c.submit(ops, closeAfter, 0, 0, true)
+	err = c.submit(ops, closeAfter, 0, 0, true)
+	settle(tk, es, closeAfter, err)
+	return err
 }
 
 // EnqueueLossy is Enqueue reporting only whether the event was accepted.
@@ -172,30 +240,36 @@ func (c *Connection) Prepare(es []sink.Event) (sink.Txn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.admitPredicate(es); err != nil {
+	tk, err := c.admitOps(es, ops)
+	if err != nil {
 		return nil, err
 	}
 	total, count := sizeOf(ops)
 	c.mu.Lock()
 	if c.state != stateOpen {
 		c.mu.Unlock()
-		return nil, c.closedErr()
+		err := c.closedErr()
+		settle(tk, es, closeAfter, err)
+		return nil, err
 	}
 	if count > 0 {
 		if err, ev := c.admitLocked(total, count); err != nil {
 			c.mu.Unlock()
 			c.reportClog(ev)
+			settle(tk, es, closeAfter, err)
 			return nil, err
 		}
 	}
 	c.reservedBytes += total
 	c.reservedWrites += count
 	c.mu.Unlock()
-	return &connTxn{c: c, ops: ops, closeAfter: closeAfter, bytes: total, writes: count}, nil
+	return &connTxn{c: c, es: es, tk: tk, ops: ops, closeAfter: closeAfter, bytes: total, writes: count}, nil
 }
 
 type connTxn struct {
 	c          *Connection
+	es         []sink.Event
+	tk         sink.Ticket
 	ops        []writeOp
 	closeAfter bool
 	bytes      int64
@@ -205,7 +279,9 @@ type connTxn struct {
 
 func (t *connTxn) Commit() {
 	t.once.Do(func() {
-		if err := t.c.submit(t.ops, t.closeAfter, t.bytes, t.writes, false); err != nil {
+		err := t.c.submit(t.ops, t.closeAfter, t.bytes, t.writes, false)
+		settle(t.tk, t.es, t.closeAfter, err)
+		if err != nil {
 			// The connection closed between Prepare and Commit.
 			for _, op := range t.ops {
 				if op.done != nil {
@@ -222,6 +298,7 @@ func (t *connTxn) Abort() {
 		t.c.reservedBytes -= t.bytes
 		t.c.reservedWrites -= t.writes
 		t.c.mu.Unlock()
+		settle(t.tk, t.es, t.closeAfter, sink.ErrRejected)
 	})
 }
 
@@ -232,26 +309,16 @@ func (c *Connection) Len() int {
 	return c.ring.len()
 }
 
-// SetPredicate installs an admission predicate run on every enqueue (nil:
-// none).
-func (c *Connection) SetPredicate(p sink.Predicate) {
-	if p == nil {
-		c.pred.Store(nil)
-		return
-	}
-	if b, ok := p.(sink.Binder); ok {
-		b.Bind(c)
-	}
-	c.pred.Store(&predRef{p})
-}
+// SetPredicate installs an admission predicate run on every enqueued
+// event (nil: none), bound to c first if it is a sink.Binder. A
+// predicate that counts what it admitted (sink.Completer, sink.Canceler)
+// gets each event back once: done when its bytes are written to the
+// kernel, cancelled if the connection refuses it after all or closes
+// with it unsent.
+func (c *Connection) SetPredicate(p sink.Predicate) { c.adm.SetPredicate(c, p) }
 
 // Predicate returns the installed predicate, or nil.
-func (c *Connection) Predicate() sink.Predicate {
-	if p := c.pred.Load(); p != nil {
-		return p.p
-	}
-	return nil
-}
+func (c *Connection) Predicate() sink.Predicate { return c.adm.Predicate() }
 
 // Send queues data and, if done is not nil, has done receive SinkDrained
 // with tag once it is sent.
@@ -392,29 +459,6 @@ func (c *Connection) closedErr() error {
 	return fmt.Errorf("%w: %w", ErrConnClosed, &sink.ClosedError{Sink: c.String()})
 }
 
-func (c *Connection) predicateRefused(p sink.Predicate) error {
-	return &sink.RejectError{Sink: c.String(), Predicate: sink.PredicateName(p), Reason: "admission refused"}
-}
-
-func (c *Connection) admitPredicate(es []sink.Event) error {
-	pr := c.pred.Load()
-	if pr == nil {
-		return nil
-	}
-	if bp, ok := pr.p.(sink.BatchPredicate); ok {
-		if !bp.AcceptMany(es) {
-			return c.predicateRefused(pr.p)
-		}
-		return nil
-	}
-	for _, e := range es {
-		if !pr.p.Accept(e) {
-			return c.predicateRefused(pr.p)
-		}
-	}
-	return nil
-}
-
 func parseWrite(e sink.Event, ops []writeOp) ([]writeOp, bool, error) {
 	switch v := e.(type) {
 	case []byte:
@@ -544,16 +588,17 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 	hasDone := false
 	pushed := 0
 	for _, op := range ops {
-		if op.n == 0 && op.done == nil {
+		if op.n == 0 && op.done == nil && !op.adm.owed() {
 			continue // nothing to send, nobody to tell
 		}
 		c.queued += int64(op.n)
-		c.ring.push(pendingWrite{end: c.queued, n: op.n, done: op.done, fn: op.fn, tag: op.tag})
+		w := pendingWrite{end: c.queued, n: op.n, done: op.done, fn: op.fn, tag: op.tag, adm: op.adm}
+		c.ring.push(w)
 		if op.n == 0 {
 			c.flushes++
 		}
 		pushed++
-		if op.done != nil || op.fn != nil {
+		if w.owes() {
 			c.waiters++
 			hasDone = true
 		}
@@ -567,7 +612,7 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 			c.queued = start
 			for range pushed {
 				w := c.ring.popBack()
-				if w.done != nil || w.fn != nil {
+				if w.owes() {
 					c.waiters--
 				}
 				if w.n == 0 {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
@@ -32,6 +31,12 @@ type Reply struct {
 	// Stream, if set, supplies the payload piece by piece (see Stream);
 	// Body and Resp.Body are then nil.
 	Stream *Stream
+
+	// tracked: Done also completes the reply's admission (the
+	// Connection's predicate admitted it), so it is called once the
+	// reply's own bytes are written to the kernel, even when they were
+	// copied.
+	tracked bool
 }
 
 // Respond sends resp as the answer to req on req's connection.
@@ -66,8 +71,6 @@ type doneCall struct {
 	err error
 }
 
-type predRef struct{ p sink.Predicate }
-
 // Connection is an HTTP connection of a Server (Sandstorm's
 // httpConnection). Every Request carries its Connection in Request.Conn.
 // A Connection is a sink.Sink of Reply events: enqueue the answer to each
@@ -100,8 +103,9 @@ type Connection struct {
 	id        uint64
 	overLimit bool // beyond MaxConnections: every request gets 503, then close
 
-	// Admission of replies; any goroutine (atomic).
-	pred atomic.Pointer[predRef]
+	// Admission of replies; any goroutine. Every reply it admits is
+	// completed exactly once, through the reply's Done (see track).
+	adm sink.Admission
 
 	mu sync.Mutex
 	pipeline
@@ -206,11 +210,12 @@ func (c *Connection) Enqueue(e sink.Event) error {
 	if err != nil {
 		return err
 	}
-	if p := c.pred.Load(); p != nil && !p.p.Accept(e) {
-		err := &sink.RejectError{Sink: c.String(), Predicate: sink.PredicateName(p.p), Reason: "admission refused"}
+	tk, err := c.adm.Admit(e)
+	if err != nil {
 		finish(r.Done, err)
 		return err
 	}
+	track(&r, tk, e)
 	return c.reply(r)
 }
 
@@ -238,23 +243,26 @@ func (c *Connection) Send(r *Reply) error {
 	if r == nil {
 		return fmt.Errorf("%w: nil *Reply", ErrBadReply)
 	}
-	if p := c.pred.Load(); p != nil && !p.p.Accept(r) {
-		err := &sink.RejectError{Sink: c.String(), Predicate: sink.PredicateName(p.p), Reason: "admission refused"}
+	tk, err := c.adm.Admit(r)
+	if err != nil {
 		finish(r.Done, err)
 		return err
 	}
-	return c.reply(*r)
+	cp := *r
+	track(&cp, tk, r)
+	return c.reply(cp)
 }
 
 // EnqueueMany queues every reply of es, or none if one is not a valid
 // Reply or the predicate refuses one.
 func (c *Connection) EnqueueMany(es []sink.Event) error {
-	rs, err := c.admit(es)
+	rs, tk, err := c.admit(es)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, r := range rs {
+	for i, r := range rs {
+		track(&r, tk, es[i])
 		if err := c.reply(r); err != nil {
 			errs = append(errs, err)
 		}
@@ -269,46 +277,81 @@ func (c *Connection) EnqueueLossy(e sink.Event) bool { return c.Enqueue(e) == ni
 // them. A Connection reserves nothing: it never refuses a valid reply for
 // lack of room.
 func (c *Connection) Prepare(es []sink.Event) (sink.Txn, error) {
-	rs, err := c.admit(es)
+	rs, tk, err := c.admit(es)
 	if err != nil {
 		return nil, err
 	}
-	return &replyTxn{c: c, rs: rs}, nil
+	return &replyTxn{c: c, rs: rs, es: es, tk: tk}, nil
 }
 
 type replyTxn struct {
 	c    *Connection
 	rs   []Reply
+	es   []sink.Event
+	tk   sink.Ticket
 	once sync.Once
 }
 
 func (t *replyTxn) Commit() {
 	t.once.Do(func() {
-		for _, r := range t.rs {
+		for i, r := range t.rs {
+			track(&r, t.tk, t.es[i])
 			_ = t.c.reply(r)
 		}
 	})
 }
 
-func (t *replyTxn) Abort() { t.once.Do(func() {}) }
+// Abort gives the replies' admission back; their Done is not called
+// (nothing of them was taken).
+func (t *replyTxn) Abort() {
+	t.once.Do(func() {
+		if t.tk == (sink.Ticket{}) {
+			return
+		}
+		for _, e := range t.es {
+			t.tk.Cancel(e)
+		}
+	})
+}
 
-func (c *Connection) admit(es []sink.Event) ([]Reply, error) {
+// admit checks that es are replies and admits them all, or none.
+func (c *Connection) admit(es []sink.Event) ([]Reply, sink.Ticket, error) {
 	rs := make([]Reply, 0, len(es))
 	for _, e := range es {
 		r, err := asReply(e)
 		if err != nil {
-			return nil, err
+			return nil, sink.Ticket{}, err
 		}
 		rs = append(rs, r)
 	}
-	if p := c.pred.Load(); p != nil {
-		for _, e := range es {
-			if !p.p.Accept(e) {
-				return nil, &sink.RejectError{Sink: c.String(), Predicate: sink.PredicateName(p.p), Reason: "admission refused"}
-			}
+	tk, err := c.adm.AdmitMany(es)
+	if err != nil {
+		return nil, sink.Ticket{}, err
+	}
+	return rs, tk, nil
+}
+
+// track has r's Done complete its admission too: Done (with the time
+// since admission) when the reply is written, Cancel when it fails or is
+// dropped. The Connection calls a reply's Done exactly once whatever
+// happens to it, so the ticket is completed exactly once. It costs one
+// closure per admitted reply, and nothing when no predicate is installed.
+func track(r *Reply, tk sink.Ticket, e sink.Event) {
+	if tk == (sink.Ticket{}) {
+		return
+	}
+	done, at := r.Done, sink.Nanotime()
+	r.Done = func(err error) {
+		if err != nil {
+			tk.Cancel(e)
+		} else {
+			tk.Done(e, time.Duration(sink.Nanotime()-at), 0)
+		}
+		if done != nil {
+			done(err)
 		}
 	}
-	return rs, nil
+	r.tracked = true
 }
 
 // Len is the number of replies waiting for earlier ones. (A reply whose
@@ -321,22 +364,15 @@ func (c *Connection) Len() int {
 }
 
 // SetPredicate installs an admission predicate run on every enqueued reply
-// (nil: none).
-func (c *Connection) SetPredicate(p sink.Predicate) {
-	if p == nil {
-		c.pred.Store(nil)
-		return
-	}
-	c.pred.Store(&predRef{p})
-}
+// (nil: none), bound to c first if it is a sink.Binder. A predicate that
+// counts what it admitted (sink.Completer, sink.Canceler) gets each reply
+// back once: done when the reply's bytes are written to the kernel (a
+// streamed reply: its header), cancelled when it is refused after
+// admission (not valid here), dropped or left unsent by a close.
+func (c *Connection) SetPredicate(p sink.Predicate) { c.adm.SetPredicate(c, p) }
 
 // Predicate returns the installed predicate, or nil.
-func (c *Connection) Predicate() sink.Predicate {
-	if p := c.pred.Load(); p != nil {
-		return p.p
-	}
-	return nil
-}
+func (c *Connection) Predicate() sink.Predicate { return c.adm.Predicate() }
 
 // Close stops reading requests and closes the connection once the replies
 // already sent are written (a Stream being sent included: its remaining

@@ -163,31 +163,31 @@ func (c *Connection) emitLocked(r Reply) {
 	inline := srv.cfg.InlineBody
 	sends := resp.SendsBody(req)
 	var w outWrite
+	copied := true // the reply's buffers are not needed after formatting
 	switch {
-	case !sends:
+	case !sends, r.Stream != nil:
 		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
-		c.calls = append(c.calls, doneCall{r.Done, nil})
-	case r.Stream != nil:
-		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
-		c.calls = append(c.calls, doneCall{r.Done, nil})
 	case resp.Body != nil && len(resp.Body) <= inline:
 		w.data = srv.format.Append(make([]byte, 0, headerSize(resp)+len(resp.Body)), resp, req, now)
-		c.calls = append(c.calls, doneCall{r.Done, nil})
 	case resp.Body != nil:
 		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
 		w.bufs = [][]byte{resp.Body}
-		w.done = r.Done
+		copied = false
 	case resp.ContentLength <= int64(inline):
 		buf := srv.format.AppendHeader(make([]byte, 0, headerSize(resp)+int(resp.ContentLength)), resp, req, now)
 		for _, b := range r.Body {
 			buf = append(buf, b...)
 		}
 		w.data = buf
-		c.calls = append(c.calls, doneCall{r.Done, nil})
 	default:
 		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
 		w.bufs = r.Body
-		w.done = r.Done
+		copied = false
+	}
+	if copied && !r.tracked {
+		c.calls = append(c.calls, doneCall{r.Done, nil})
+	} else {
+		w.done = r.Done // when the bytes are written (or dropped)
 	}
 	if err := c.writeLocked(w); err != nil {
 		c.dropStreamLocked(r.Stream, err)
