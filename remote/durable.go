@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,10 +77,21 @@ func (n *Node) durableSink(name string, sc *stage.StageConfig, rc stage.RemoteCo
 
 func (s *durableSender) String() string { return "remote durable stage " + s.stage }
 
+// publish runs the sender-side predicate on es, stores them and settles
+// the predicate's tickets.
 func (s *durableSender) publish(es []sink.Event) error {
-	if err := s.admitLocally(es); err != nil {
+	t, err := s.admit(es)
+	if err != nil {
 		return err
 	}
+	start := time.Now()
+	err = s.store(es)
+	complete(t, es, err, start)
+	return err
+}
+
+// store publishes es to the stream as one message.
+func (s *durableSender) store(es []sink.Event) error {
 	data, err := s.n.wire.encodeEvents(nil, s.stage, es)
 	if err != nil {
 		s.rejected.Add(1)
@@ -123,35 +135,50 @@ func (s *durableSender) EnqueueMany(es []sink.Event) error {
 // EnqueueLossy is Enqueue reporting only whether e was stored.
 func (s *durableSender) EnqueueLossy(e sink.Event) bool { return s.lossy(s.Enqueue(e)) }
 
-// Prepare checks that es can be encoded and the stream has room; Commit
-// publishes them (a stream cannot hold room for later), so a Commit can
-// still meet a full stream: that is logged and counted as a rejection.
+// Prepare runs the sender-side predicate on es, checks that they can be
+// encoded and the stream has room; Commit publishes them (a stream cannot
+// hold room for later), so a Commit can still meet a full stream: that is
+// logged and counted as a rejection, and the predicate gets the events
+// back (Cancel), as it does on Abort.
 func (s *durableSender) Prepare(es []sink.Event) (sink.Txn, error) {
-	if _, err := s.n.wire.encodeEvents(nil, s.stage, es); err != nil {
-		s.rejected.Add(1)
+	tk, err := s.admit(es)
+	if err != nil {
 		return nil, err
 	}
-	if s.limit > 0 && s.Len()+1 > s.limit {
-		return nil, s.reject(fmt.Sprintf("stream full (queue threshold %d)", s.limit))
+	start := time.Now()
+	if _, err = s.n.wire.encodeEvents(nil, s.stage, es); err != nil {
+		s.rejected.Add(1)
+	} else if s.limit > 0 && s.Len()+1 > s.limit {
+		err = s.reject(fmt.Sprintf("stream full (queue threshold %d)", s.limit))
 	}
-	return &durableTxn{s: s, es: es}, nil
+	if err != nil {
+		complete(tk, es, err, start)
+		return nil, err
+	}
+	return &durableTxn{s: s, es: slices.Clone(es), ticket: tk, start: start}, nil
 }
 
 type durableTxn struct {
-	s    *durableSender
-	es   []sink.Event
-	once sync.Once
+	s      *durableSender
+	es     []sink.Event
+	ticket sink.Ticket
+	start  time.Time
+	once   sync.Once
 }
 
 func (t *durableTxn) Commit() {
 	t.once.Do(func() {
-		if err := t.s.publish(t.es); err != nil {
+		err := t.s.store(t.es)
+		if err != nil {
 			t.s.n.log.Error("remote: durable commit refused", "stage", t.s.stage, "events", len(t.es), "err", err)
 		}
+		complete(t.ticket, t.es, err, t.start)
 	})
 }
 
-func (t *durableTxn) Abort() { t.once.Do(func() {}) }
+func (t *durableTxn) Abort() {
+	t.once.Do(func() { complete(t.ticket, t.es, sink.ErrRejected, t.start) })
+}
 
 // Len returns the number of messages in the stream (queued or in
 // service), refreshed at most once per heartbeat.
@@ -198,7 +225,7 @@ func (s *durableSender) redelivered() uint64 {
 }
 
 // SetPredicate sets a predicate run before publishing (nil: none).
-func (s *durableSender) SetPredicate(p sink.Predicate) { s.setPredicate(s, p) }
+func (s *durableSender) SetPredicate(p sink.Predicate) { s.adm.SetPredicate(s, p) }
 
 // ---- replica ----
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,10 +258,17 @@ func (s *stageSender) roundTrip(data []byte, to *replicaState) (*verdict, *repli
 // replica that does not answer is asked again with the same idempotency
 // key (it admits the event once) until the stage's remote timeout.
 func (s *stageSender) Enqueue(e sink.Event) error {
-	if err := s.admitLocally([]sink.Event{e}); err != nil {
+	t, err := s.adm.Admit(e)
+	if err != nil {
+		s.rejected.Add(1)
 		return err
 	}
-	return s.comb.enqueue(s, e)
+	start := time.Now()
+	err = s.comb.enqueue(s, e)
+	if t.Predicate() != nil {
+		complete(t, []sink.Event{e}, err, start)
+	}
+	return err
 }
 
 // EnqueueMany sends es in one message to one replica, which admits all of
@@ -269,9 +277,17 @@ func (s *stageSender) EnqueueMany(es []sink.Event) error {
 	if len(es) == 0 {
 		return nil
 	}
-	if err := s.admitLocally(es); err != nil {
+	t, err := s.admit(es)
+	if err != nil {
 		return err
 	}
+	start := time.Now()
+	err = s.enqueueMany(es)
+	complete(t, es, err, start)
+	return err
+}
+
+func (s *stageSender) enqueueMany(es []sink.Event) error {
 	v, _, err := s.call(opEnqueue, "", es, nil)
 	if err != nil {
 		return err
@@ -291,27 +307,41 @@ func (s *stageSender) EnqueueLossy(e sink.Event) bool { return s.lossy(s.Enqueue
 // Commit makes them visible there, Abort gives the room back. A replica
 // aborts a transaction nobody committed within the duplicates window.
 func (s *stageSender) Prepare(es []sink.Event) (sink.Txn, error) {
-	if err := s.admitLocally(es); err != nil {
-		return nil, err
-	}
-	id := s.newID()
-	v, rs, err := s.call(opPrepare, id, es, nil)
+	tk, err := s.admit(es)
 	if err != nil {
 		return nil, err
 	}
-	if err := v.err(); err != nil {
-		s.rejected.Add(1)
+	start := time.Now()
+	id := s.newID()
+	v, rs, err := s.call(opPrepare, id, es, nil)
+	if err == nil {
+		if err = v.err(); err != nil {
+			s.rejected.Add(1)
+		}
+	}
+	if err != nil {
+		complete(tk, es, err, start)
 		return nil, err
 	}
-	return &remoteTxn{s: s, id: id, rs: rs, n: len(es)}, nil
+	txn := &remoteTxn{s: s, id: id, rs: rs, n: len(es), ticket: tk, start: start}
+	if tk.Predicate() != nil {
+		txn.es = slices.Clone(es) // the caller may reuse es
+	}
+	return txn, nil
 }
 
+// remoteTxn is a transaction a replica prepared. Its events hold the
+// sender-side predicate's credit (ticket) until Commit (Done once the
+// replica confirms, else Cancel) or Abort (Cancel).
 type remoteTxn struct {
-	s    *stageSender
-	id   string
-	rs   *replicaState
-	n    int
-	once sync.Once
+	s      *stageSender
+	id     string
+	rs     *replicaState
+	n      int
+	es     []sink.Event // for the predicate, if any
+	ticket sink.Ticket
+	start  time.Time
+	once   sync.Once
 }
 
 func (t *remoteTxn) finish(op byte) {
@@ -322,11 +352,13 @@ func (t *remoteTxn) finish(op byte) {
 		}
 		if err != nil {
 			t.s.n.log.Error("remote: transaction outcome not delivered", "stage", t.s.stage, "op", op, "err", err)
-			return
-		}
-		if op == opCommit {
+		} else if op == opCommit {
 			t.s.events.Add(uint64(t.n))
 		}
+		if op == opAbort {
+			err = sink.ErrRejected // not kept, whatever the replica answered
+		}
+		complete(t.ticket, t.es, err, t.start)
 	})
 }
 
@@ -349,7 +381,7 @@ func (s *stageSender) Len() int {
 
 // SetPredicate sets a predicate run on this node before an event is sent
 // (nil: none); the replicas' own predicates still decide.
-func (s *stageSender) SetPredicate(p sink.Predicate) { s.setPredicate(s, p) }
+func (s *stageSender) SetPredicate(p sink.Predicate) { s.adm.SetPredicate(s, p) }
 
 // Stats returns the counters of a remote sink (one of this package's), and
 // false for any other sink.

@@ -13,18 +13,24 @@ import (
 // durableSender) keep and do alike: the sender-side predicate, the
 // counters Stats reports, the round-trip latencies and the idempotency
 // keys. Each sink embeds it and adds its own transport.
+//
+// The sender-side predicate lives in adm (sink.Admission): every event
+// it admits gets exactly one Done or Cancel, through complete, once the
+// sink knows its fate: Done when a replica took it (its verdict, or the
+// stream's acknowledgement), with the round trip as its service time;
+// Cancel when it was not taken (refused by the replica, no replica, no
+// verdict in time, a transport or encoding error, a transaction aborted
+// or refused at commit).
 type senderCore struct {
 	n       *Node
 	stage   string
 	cfg     stage.RemoteConfig
-	pred    atomic.Pointer[predBox]
+	adm     sink.Admission
 	seq     atomic.Uint64
 	latency *latencies
 
 	sent, events, rejected, retrans, dropped atomic.Uint64
 }
-
-type predBox struct{ p sink.Predicate }
 
 // reject counts a rejection and returns it.
 func (c *senderCore) reject(reason string) error {
@@ -32,20 +38,38 @@ func (c *senderCore) reject(reason string) error {
 	return &RejectError{Stage: c.stage, Reason: reason}
 }
 
-// admitLocally runs the sender-side predicate, if any, on es: nil if it
-// accepts every rejectable event, else a counted rejection.
-func (c *senderCore) admitLocally(es []sink.Event) error {
-	b := c.pred.Load()
-	if b == nil || b.p == nil {
-		return nil
+// admit runs the sender-side predicate on es, all or nothing: the Ticket
+// to complete them with, or a counted rejection.
+func (c *senderCore) admit(es []sink.Event) (sink.Ticket, error) {
+	var t sink.Ticket
+	var err error
+	if len(es) == 1 {
+		t, err = c.adm.Admit(es[0])
+	} else {
+		t, err = c.adm.AdmitMany(es)
 	}
-	for _, e := range es {
-		if !sink.IsNonRejectable(e) && !b.p.Accept(e) {
-			c.rejected.Add(1)
-			return &RejectError{Stage: c.stage, Predicate: sink.PredicateName(b.p), Reason: "refused by the sender's own predicate"}
+	if err != nil {
+		c.rejected.Add(1)
+	}
+	return t, err
+}
+
+// complete settles es, admitted with t, once their fate is known: Done
+// (service: the time since start) if err is nil, else Cancel.
+func complete(t sink.Ticket, es []sink.Event, err error, start time.Time) {
+	if t.Predicate() == nil {
+		return
+	}
+	if err != nil {
+		for _, e := range es {
+			t.Cancel(e)
 		}
+		return
 	}
-	return nil
+	d := time.Since(start)
+	for _, e := range es {
+		t.Done(e, 0, d)
+	}
 }
 
 // newID returns a new idempotency key, unique to this node's instance.
@@ -63,21 +87,8 @@ func (c *senderCore) lossy(err error) bool {
 	return true
 }
 
-// setPredicate binds p to self, the sink that embeds c, and sets it.
-func (c *senderCore) setPredicate(self sink.Sink, p sink.Predicate) {
-	if b, ok := p.(sink.Binder); ok {
-		b.Bind(self)
-	}
-	c.pred.Store(&predBox{p: p})
-}
-
 // Predicate returns the sender-side predicate, or nil.
-func (c *senderCore) Predicate() sink.Predicate {
-	if b := c.pred.Load(); b != nil {
-		return b.p
-	}
-	return nil
-}
+func (c *senderCore) Predicate() sink.Predicate { return c.adm.Predicate() }
 
 // Stats returns the sink's counters.
 func (c *senderCore) Stats() SinkStats {

@@ -114,6 +114,36 @@ func (t Ticket) Predicate() Predicate {
 	return t.b.p
 }
 
+// completer returns what completes b's events: its one Completer, b
+// itself when its predicate tree has several, nil when none (or b is
+// nil).
+func (b *admBox) completer() Completer {
+	switch {
+	case b == nil || len(b.done) == 0:
+		return nil
+	case len(b.done) == 1:
+		return b.done[0]
+	}
+	return b
+}
+
+// Done completes e on every Completer of b.
+func (b *admBox) Done(e Event, queued, service time.Duration) {
+	for _, c := range b.done {
+		c.Done(e, queued, service)
+	}
+}
+
+// sheds reports whether a Shedder of b sheds e after waited in the queue.
+func (b *admBox) sheds(e Event, waited time.Duration) bool {
+	for _, s := range b.shed {
+		if s.Shed(e, waited) {
+			return true
+		}
+	}
+	return false
+}
+
 // historyLen bounds the chain of replaced predicates an Admission keeps
 // for sinks that find the predicate of an event by its stamp (Queue).
 const historyLen = 8

@@ -47,8 +47,8 @@ func (q *Queue) sheds() bool {
 	if q.age.on() {
 		return true
 	}
-	b := q.pred.Load()
-	return b != nil && b.sheds
+	b := q.adm.box.Load()
+	return b != nil && len(b.shed) > 0
 }
 
 // Expire is called by the runtime on a batch it dequeued (events and their
@@ -62,9 +62,9 @@ func (q *Queue) sheds() bool {
 // batch. Unstamped events (stamp 0) are never removed.
 func (q *Queue) expire(events []Event, stamps []int64, now int64) (kept int) {
 	limit := q.age.max.Load()
-	var shedder Shedder
-	if b := q.pred.Load(); b != nil {
-		shedder, _ = b.p.(Shedder)
+	var shedder *admBox // nil: the predicate sheds nothing
+	if b := q.adm.box.Load(); b != nil && len(b.shed) > 0 {
+		shedder = b
 	}
 	if limit <= 0 && shedder == nil {
 		return len(events)
@@ -77,7 +77,7 @@ func (q *Queue) expire(events []Event, stamps []int64, now int64) (kept int) {
 			switch waited := now - s; {
 			case limit > 0 && waited > limit:
 				expired++
-			case shedder != nil && shedder.Shed(e, time.Duration(waited)):
+			case shedder != nil && shedder.sheds(e, time.Duration(waited)):
 				shed++
 			default:
 				events[kept], stamps[kept] = e, s

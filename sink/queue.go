@@ -34,33 +34,6 @@ type entry struct {
 	stamp int64
 }
 
-// predicateBox lets SetPredicate swap predicate and its cached rejection
-// error atomically while traffic flows.
-type predicateBox struct {
-	p   Predicate // nil: every event admitted
-	err *RejectError
-	// completer is p as a Completer (nil if it is not one); it is told
-	// each event's queueing time, so every event is stamped on entry.
-	completer Completer
-	// cancels: p is a Canceler; events are stamped so that a cancel goes
-	// back to the predicate that admitted them (see predicateAt).
-	cancels bool
-	// sheds: p is a Shedder (looked up once, not per batch).
-	sheds bool
-	// since is the stamp from which events were admitted by p: events
-	// stamped earlier were admitted by prev (or older), and their
-	// completions go there, not to p (see completerAt).
-	since int64
-	prev  atomic.Pointer[predicateBox] // cut, never rewritten otherwise, once published
-	// completes: this box or one in its history has a Completer.
-	completes bool
-}
-
-// predicateHistory bounds the chain of replaced predicates kept so that
-// events admitted before a replacement complete on the predicate that
-// admitted them.
-const predicateHistory = 8
-
 // stampSample: without a Completer predicate, one event in this many is
 // stamped on entry (reading the clock costs ~30 ns), enough for the
 // sampled queueing-time metrics. Unstamped events carry stamp 0.
@@ -95,9 +68,13 @@ type Queue struct {
 	enqueued, dequeued, batches uint64
 
 	length atomic.Int64
-	pred   atomic.Pointer[predicateBox]
-	full   *RejectError
-	shut   *ClosedError
+	// adm holds the predicate. Installs happen under mu, so that entry
+	// stamps order events against predicate replacements: an event
+	// stamped before an install was admitted by an older predicate
+	// (admBox.since), and its completion goes there.
+	adm  Admission
+	full *RejectError
+	shut *ClosedError
 
 	isClosed atomic.Bool
 	ready    chan struct{} // token: events may be available
@@ -123,7 +100,7 @@ type Queue struct {
 	slowFlag atomic.Bool  // slow, readable without the lock
 	runnable atomic.Int64 // what Dequeue could hand out, when slow
 
-	rejectedFull, rejectedPred, rejectedClosed, dropped, removed atomic.Uint64
+	rejectedFull, rejectedClosed, dropped, removed atomic.Uint64
 	// finished counts dequeued events whose handling is over (Finish):
 	// dequeued − finished are in service.
 	finished atomic.Uint64
@@ -173,90 +150,41 @@ func (q *Queue) Len() int { return int(q.length.Load()) }
 // predicate's Accept runs under the queue's lock and must not call
 // SetPredicate on its own queue.
 func (q *Queue) SetPredicate(p Predicate) {
-	nb := &predicateBox{}
-	if p != nil {
-		if b, ok := p.(Binder); ok {
-			b.Bind(q)
-		}
-		nb.p = p
-		nb.err = &RejectError{Sink: q.name, Predicate: PredicateName(p), Reason: "admission refused"}
-		nb.completer, _ = p.(Completer)
-		_, nb.cancels = p.(Canceler)
-		_, nb.sheds = p.(Shedder)
-	}
+	nb := newAdmBox(q, p)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	old := q.pred.Load()
-	if old == nil && p == nil {
+	if p == nil && q.adm.box.Load() == nil {
 		return
 	}
 	// Every event stamped from now on has a stamp >= since, every event
 	// stamped before has a smaller one.
-	nb.since = max(Nanotime(), q.lastStamp+1)
-	q.lastStamp = nb.since
-	nb.prev.Store(old)
-	nb.completes = nb.completer != nil
-	for i, b := 1, old; b != nil; i, b = i+1, b.prev.Load() {
-		if i == predicateHistory {
-			b.prev.Store(nil) // older admissions are forgotten
-		}
-		nb.completes = nb.completes || b.completer != nil
-	}
-	q.pred.Store(nb)
+	since := max(Nanotime(), q.lastStamp+1)
+	q.lastStamp = since
+	q.adm.mu.Lock()
+	q.adm.installLocked(nb, since)
+	q.adm.mu.Unlock()
 }
 
 // mayComplete reports whether completions may be owed to a predicate:
 // the installed one, or one it replaced, is a Completer.
-func (q *Queue) mayComplete() bool {
-	b := q.pred.Load()
-	return b != nil && b.completes
-}
+func (q *Queue) mayComplete() bool { return q.adm.mayComplete() }
 
 // completerAt returns the Completer owed the completion of an event with
 // entry stamp stamp (from Dequeue): the predicate installed when the event
 // was admitted, if it is a Completer, else nil. Unstamped events (stamp 0)
 // were admitted while no Completer was installed.
 func (q *Queue) completerAt(stamp int64) Completer {
-	if b := q.predicateAt(stamp); b != nil {
-		return b.completer
-	}
-	return nil
-}
-
-// predicateAt returns the box of the predicate that admitted an event
-// stamped stamp: the installed one for an unstamped event (0), nil if it
-// is older than the history.
-func (q *Queue) predicateAt(stamp int64) *predicateBox {
-	b := q.pred.Load()
-	if stamp == 0 {
-		if b != nil && (b.completer != nil || b.cancels) {
-			return nil // its events are all stamped: this one is older
-		}
-		return b
-	}
-	for ; b != nil; b = b.prev.Load() {
-		if stamp >= b.since {
-			return b
-		}
-	}
-	return nil
+	return q.adm.at(stamp).completer()
 }
 
 // cancelAt gives e back to the predicate that admitted it (stamp as in
-// predicateAt).
+// completerAt).
 func (q *Queue) cancelAt(e Event, stamp int64) {
-	if b := q.predicateAt(stamp); b != nil && b.p != nil {
-		Cancel(b.p, e)
-	}
+	Ticket{q.adm.at(stamp)}.Cancel(e)
 }
 
 // Predicate returns the installed predicate or nil.
-func (q *Queue) Predicate() Predicate {
-	if b := q.pred.Load(); b != nil {
-		return b.p
-	}
-	return nil
-}
+func (q *Queue) Predicate() Predicate { return q.adm.Predicate() }
 
 // Enqueue adds e to the tail of the queue.
 func (q *Queue) Enqueue(e Event) error {
@@ -271,11 +199,10 @@ func (q *Queue) Enqueue(e Event) error {
 		q.rejectedFull.Add(1)
 		return q.full
 	}
-	b := q.pred.Load()
-	if b != nil && b.p != nil && !b.p.Accept(e) {
+	t, err := q.adm.Admit(e)
+	if err != nil {
 		q.mu.Unlock()
-		q.rejectedPred.Add(1)
-		return b.err
+		return err
 	}
 	q.enqueued++
 	if n := len(q.waiters); n > 0 && q.count == 0 && !q.slow {
@@ -287,12 +214,12 @@ func (q *Queue) Enqueue(e Event) error {
 		q.waiters = q.waiters[:n-1]
 		q.dequeued++
 		q.batches++
-		stamp := q.stampLocked(b)
+		stamp := q.stampLocked(t.b)
 		q.mu.Unlock()
 		w.C <- sinkrt.Handoff{Ev: e, Stamp: stamp, OK: true}
 		return nil
 	}
-	q.push(e, q.stampLocked(b))
+	q.push(e, q.stampLocked(t.b))
 	w := q.popWaiterLocked()
 	long := q.count > softBound && q.capacity <= 0
 	q.mu.Unlock()
@@ -367,27 +294,8 @@ func (q *Queue) admitLocked(es []Event) error {
 		q.rejectedFull.Add(uint64(n))
 		return q.full
 	}
-	b := q.pred.Load()
-	if b == nil || b.p == nil {
-		return nil
-	}
-	if bp, ok := b.p.(BatchPredicate); ok {
-		if !bp.AcceptMany(es) {
-			q.rejectedPred.Add(uint64(n))
-			return b.err
-		}
-		return nil
-	}
-	for i, e := range es {
-		if !b.p.Accept(e) {
-			for _, back := range es[:i] {
-				Cancel(b.p, back)
-			}
-			q.rejectedPred.Add(uint64(n))
-			return b.err
-		}
-	}
-	return nil
+	_, err := q.adm.AdmitMany(es)
+	return err
 }
 
 // Prepare admits es and reserves room for them without making them visible.
@@ -399,7 +307,7 @@ func (q *Queue) Prepare(es []Event) (Txn, error) {
 		return nil, err
 	}
 	q.reserved += len(es)
-	t := &txn{q: q, events: append([]Event(nil), es...), box: q.pred.Load(), stamp: q.nowLocked()}
+	t := &txn{q: q, events: append([]Event(nil), es...), box: q.adm.box.Load(), stamp: q.nowLocked()}
 	q.mu.Unlock()
 	return t, nil
 }
@@ -410,7 +318,7 @@ func (q *Queue) Prepare(es []Event) (Txn, error) {
 type txn struct {
 	q      *Queue
 	events []Event
-	box    *predicateBox
+	box    *admBox
 	stamp  int64
 	once   atomic.Bool
 }
@@ -418,10 +326,8 @@ type txn struct {
 // cancel gives the transaction's events back to the predicate that
 // admitted them.
 func (t *txn) cancel() {
-	if b := t.box; b != nil && b.p != nil {
-		for _, e := range t.events {
-			Cancel(b.p, e)
-		}
+	for _, e := range t.events {
+		Ticket{t.box}.Cancel(e)
 	}
 }
 
@@ -441,7 +347,7 @@ func (t *txn) Commit() {
 		return
 	}
 	now := t.stamp
-	if q.pred.Load() == t.box {
+	if q.adm.box.Load() == t.box {
 		now = q.nowLocked()
 	}
 	for _, e := range t.events {
@@ -472,16 +378,16 @@ func (t *txn) Abort() {
 // Nanotime when the predicate b needs every event's queueing time or may
 // get it back cancelled, or a scheduler is installed, or for one event in
 // stampSample; 0 otherwise.
-func (q *Queue) stampLocked(b *predicateBox) int64 {
+func (q *Queue) stampLocked(b *admBox) int64 {
 	q.pushes++
-	if (b != nil && (b.completer != nil || b.cancels)) || q.sched != nil || q.pushes%stampSample == 1 || q.age.on() {
+	if b.stamped() || q.sched != nil || q.pushes%stampSample == 1 || q.age.on() {
 		return q.nowLocked()
 	}
 	return 0
 }
 
 // nowLocked is Nanotime, never below the latest stamp given: stamps order
-// events against predicate replacements (predicateBox.since).
+// events against predicate replacements (admBox.since).
 func (q *Queue) nowLocked() int64 {
 	t := max(Nanotime(), q.lastStamp)
 	q.lastStamp = t
@@ -816,8 +722,8 @@ func (q *Queue) Discard() []Event {
 	for i, e := range out {
 		if stamps != nil {
 			q.cancelAt(e, stamps[i])
-		} else if b := q.pred.Load(); b != nil && b.p != nil {
-			Cancel(b.p, e) // a scheduler's events: the installed predicate
+		} else {
+			Ticket{q.adm.box.Load()}.Cancel(e) // a scheduler's events: the installed predicate
 		}
 	}
 	return out
@@ -831,7 +737,7 @@ func (q *Queue) Stats() Stats {
 	return Stats{
 		Enqueued:          enqueued,
 		RejectedFull:      q.rejectedFull.Load(),
-		RejectedPredicate: q.rejectedPred.Load(),
+		RejectedPredicate: q.adm.Rejected(),
 		RejectedClosed:    q.rejectedClosed.Load(),
 		Dropped:           q.dropped.Load(),
 		Dequeued:          dequeued,

@@ -142,10 +142,9 @@ func (q *Queue) removeIf(f func(Event) bool) []Event {
 	q.mu.Unlock()
 	if len(out) > 0 {
 		q.removed.Add(uint64(len(out)))
-		if b := q.pred.Load(); b != nil {
-			for _, e := range out {
-				Cancel(b.p, e)
-			}
+		t := Ticket{q.adm.box.Load()}
+		for _, e := range out {
+			t.Cancel(e)
 		}
 		q.signalSpace()
 	}

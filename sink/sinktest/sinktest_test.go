@@ -1,0 +1,54 @@
+package sinktest_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/sink/sinktest"
+)
+
+// queueHarness drives a bare sink.Queue as the runtime does: Consume
+// dequeues one event, reports it done to the predicate that admitted it
+// and finishes it.
+func queueHarness(capacity int) func(t *testing.T) sinktest.Harness {
+	return func(t *testing.T) sinktest.Harness {
+		q := sink.NewNamedQueue("q", capacity)
+		take := func() (sink.Event, bool) {
+			buf, stamps := make([]sink.Event, 1), make([]int64, 1)
+			deadline := time.After(5 * time.Second)
+			for q.Dequeue(buf, stamps) == 0 {
+				select {
+				case <-q.Ready():
+				case <-time.After(time.Millisecond):
+				case <-deadline:
+					return nil, false
+				}
+			}
+			rt := sinkrt.Of(q)
+			if c := rt.CompleterAt(stamps[0]); c != nil {
+				c.Done(buf[0], time.Duration(sink.Nanotime()-stamps[0]), 0)
+			}
+			rt.Finish(1)
+			return buf[0], true
+		}
+		return sinktest.Harness{
+			Sink:              q,
+			Consume:           take,
+			Close:             q.Close,
+			ConsumeAfterClose: true,
+			LenExact:          true,
+			Limit: func(n int) (sink.Predicate, func() int) {
+				c := enqueuepred.NewCounter(n)
+				return c, c.InFlight
+			},
+		}
+	}
+}
+
+func TestQueue(t *testing.T) {
+	t.Run("unbounded", func(t *testing.T) { sinktest.Run(t, queueHarness(0)) })
+	t.Run("bounded", func(t *testing.T) { sinktest.Run(t, queueHarness(1000)) })
+}

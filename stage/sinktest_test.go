@@ -1,0 +1,76 @@
+package stage_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/sink/sinktest"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
+
+// handOver is a handler that hands every event to the test and waits for
+// its outcome: true handled, false failed (FailEvent).
+type handOver struct {
+	out     chan sink.Event
+	verdict chan bool
+}
+
+func (h *handOver) HandleEvents(batch []sink.Event) error {
+	var errs []error
+	for i, e := range batch {
+		h.out <- e
+		if !<-h.verdict {
+			errs = append(errs, stage.FailEvent(i, errors.New("failing on purpose")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h *handOver) take(ok bool) (sink.Event, bool) {
+	select {
+	case e := <-h.out:
+		h.verdict <- ok
+		return e, true
+	case <-time.After(10 * time.Second):
+		return nil, false
+	}
+}
+
+// TestStageSinkConformance runs sinktest on a stage's sink, its events
+// handled (or failed) by the runtime's workers: the runtime reports
+// every admitted event's completion to the predicate that admitted it.
+func TestStageSinkConformance(t *testing.T) {
+	for _, tm := range []string{"pool", "shared"} {
+		t.Run(tm, func(t *testing.T) {
+			sinktest.Run(t, func(t *testing.T) sinktest.Harness {
+				m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 2}})
+				started(t, m)
+				h := &handOver{out: make(chan sink.Event), verdict: make(chan bool)}
+				st, err := m.CreateStage("Work", h, stage.StageConfig{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return sinktest.Harness{
+					Sink:    st.Sink(),
+					Consume: func() (sink.Event, bool) { return h.take(true) },
+					Fail:    func() (sink.Event, bool) { return h.take(false) },
+					Close: func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						defer cancel()
+						if err := m.Shutdown(ctx); err != nil {
+							t.Errorf("shutdown: %v", err)
+						}
+					},
+					Limit: func(n int) (sink.Predicate, func() int) {
+						c := enqueuepred.NewCounter(n)
+						return c, c.InFlight
+					},
+				}
+			})
+		})
+	}
+}
