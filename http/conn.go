@@ -254,15 +254,15 @@ func (c *Connection) Send(r *Reply) error {
 }
 
 // EnqueueMany queues every reply of es, or none if one is not a valid
-// Reply or the predicate refuses one.
+// Reply, the connection is closed or the predicate refuses one (then the
+// Done of each reply is called with the error).
 func (c *Connection) EnqueueMany(es []sink.Event) error {
-	rs, tk, err := c.admit(es)
+	rs, err := c.admit(es)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for i, r := range rs {
-		track(&r, tk, es[i])
+	for _, r := range rs {
 		if err := c.reply(r); err != nil {
 			errs = append(errs, err)
 		}
@@ -273,62 +273,75 @@ func (c *Connection) EnqueueMany(es []sink.Event) error {
 // EnqueueLossy is Enqueue reporting only whether the reply was accepted.
 func (c *Connection) EnqueueLossy(e sink.Event) bool { return c.Enqueue(e) == nil }
 
-// Prepare checks es (valid replies the predicate admits); Commit sends
-// them. A Connection reserves nothing: it never refuses a valid reply for
-// lack of room.
+// Prepare checks es (valid replies the predicate admits, the connection
+// open); Commit sends them, Abort calls their Done with an error. A
+// Connection reserves nothing: it never refuses a valid reply for lack
+// of room.
 func (c *Connection) Prepare(es []sink.Event) (sink.Txn, error) {
-	rs, tk, err := c.admit(es)
+	rs, err := c.admit(es)
 	if err != nil {
 		return nil, err
 	}
-	return &replyTxn{c: c, rs: rs, es: es, tk: tk}, nil
+	return &replyTxn{c: c, rs: rs}, nil
 }
 
 type replyTxn struct {
 	c    *Connection
 	rs   []Reply
-	es   []sink.Event
-	tk   sink.Ticket
 	once sync.Once
 }
 
 func (t *replyTxn) Commit() {
 	t.once.Do(func() {
-		for i, r := range t.rs {
-			track(&r, t.tk, t.es[i])
+		for _, r := range t.rs {
 			_ = t.c.reply(r)
 		}
 	})
 }
 
-// Abort gives the replies' admission back; their Done is not called
-// (nothing of them was taken).
+var errAborted = fmt.Errorf("http: reply transaction aborted: %w", sink.ErrRejected)
+
+// Abort drops the replies: their Done is called with an error (and
+// their admission is given back).
 func (t *replyTxn) Abort() {
 	t.once.Do(func() {
-		if t.tk == (sink.Ticket{}) {
-			return
-		}
-		for _, e := range t.es {
-			t.tk.Cancel(e)
+		for _, r := range t.rs {
+			finish(r.Done, errAborted)
 		}
 	})
 }
 
-// admit checks that es are replies and admits them all, or none.
-func (c *Connection) admit(es []sink.Event) ([]Reply, sink.Ticket, error) {
+// admit checks that es are replies and the connection open, and admits
+// them all, or none; the replies it returns are tracked (see track). On
+// refusal the Done of each reply of es is called with the error.
+func (c *Connection) admit(es []sink.Event) ([]Reply, error) {
 	rs := make([]Reply, 0, len(es))
+	var err error
 	for _, e := range es {
-		r, err := asReply(e)
-		if err != nil {
-			return nil, sink.Ticket{}, err
+		r, rerr := asReply(e)
+		if rerr != nil {
+			err = rerr
+			continue
 		}
 		rs = append(rs, r)
 	}
-	tk, err := c.adm.AdmitMany(es)
-	if err != nil {
-		return nil, sink.Ticket{}, err
+	if err == nil && c.Closed() {
+		err = c.closedErr()
 	}
-	return rs, tk, nil
+	var tk sink.Ticket
+	if err == nil {
+		tk, err = c.adm.AdmitMany(es)
+	}
+	if err != nil {
+		for _, r := range rs {
+			finish(r.Done, err)
+		}
+		return nil, err
+	}
+	for i := range rs {
+		track(&rs[i], tk, es[i])
+	}
+	return rs, nil
 }
 
 // track has r's Done complete its admission too: Done (with the time
