@@ -350,6 +350,13 @@ func (c *Connection) Flush(done Receiver, tag any) error {
 // Write returns an error (and done is not called) only if the
 // connection is closing or closed. The caller bounds what it queues (an
 // HTTP connection by its pipeline).
+//
+// Write, Close, Linger, Abort, Closing and Len take only the outbox's
+// leaf lock and never call done (or anything outside aio) on the
+// caller's goroutine, so a protocol layer may call them while holding its
+// own lock: that is how it keeps its writes in order without a queue of
+// its own in front of this one (lock order: the caller's lock, then the
+// outbox's).
 func (c *Connection) Write(data []byte, bufs [][]byte, done func(error)) error {
 	n := len(data)
 	for _, b := range bufs {
