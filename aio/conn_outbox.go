@@ -128,13 +128,7 @@ func (a *admitted) owed() bool { return a.tk != (sink.Ticket{}) }
 // order, but for a closing CloseRequest, which has none): it returns the
 // Ticket, or the predicate's RejectError.
 func (c *Connection) admitOps(es []sink.Event, ops []writeOp) (sink.Ticket, error) {
-	var tk sink.Ticket
-	var err error
-	if len(es) == 1 {
-		tk, err = c.adm.Admit(es[0])
-	} else {
-		tk, err = c.adm.AdmitMany(es)
-	}
+	tk, err := c.adm.AdmitMany(es)
 	if err != nil || tk == (sink.Ticket{}) {
 		return tk, err
 	}
@@ -204,13 +198,24 @@ func (c *Connection) Enqueue(e sink.Event) error {
 	if err != nil {
 		return err
 	}
-	es := [1]sink.Event{e}
-	tk, err := c.admitOps(es[:], ops)
+	// One event: admitted here rather than by admitOps, whose slice
+	// would cost an allocation per write.
+	tk, err := c.adm.Admit(e)
 	if err != nil {
 		return err
 	}
+	owed := tk != (sink.Ticket{})
+	if owed && len(ops) == 1 {
+		ops[0].adm = admitted{tk: tk, ev: e, at: sink.Nanotime()}
+	}
 	err = c.submit(ops, closeAfter, 0, 0, true)
-	settle(tk, es[:], closeAfter, err)
+	switch {
+	case !owed:
+	case err != nil:
+		tk.Cancel(e)
+	case closeAfter:
+		tk.Done(e, 0, 0)
+	}
 	return err
 }
 
