@@ -26,6 +26,7 @@ type AccountingConfig struct {
 // publishes as metrics <stage>.predicate.principal.<id>.<value>.
 type Accounting struct {
 	inner sink.Predicate
+	kids  []sink.Predicate // inner, for Children (nil without one)
 	max   int
 
 	mu   sync.RWMutex
@@ -45,10 +46,8 @@ type PrincipalUsage struct {
 
 var (
 	_ sink.Completer = (*Accounting)(nil)
-	_ sink.Canceler  = (*Accounting)(nil)
-	_ sink.Binder    = (*Accounting)(nil)
-	_ Charger        = (*Accounting)(nil)
-	_ Composite      = (*Accounting)(nil)
+	_ charger        = (*Accounting)(nil)
+	_ sink.Composite = (*Accounting)(nil)
 	_ Inspector      = (*Accounting)(nil)
 )
 
@@ -57,19 +56,18 @@ func NewAccounting(inner sink.Predicate, cfg AccountingConfig) *Accounting {
 	if cfg.Max <= 0 {
 		cfg.Max = 100
 	}
-	return &Accounting{inner: inner, max: cfg.Max, byID: map[string]*principalAccount{}}
+	a := &Accounting{inner: inner, max: cfg.Max, byID: map[string]*principalAccount{}}
+	if inner != nil {
+		a.kids = []sink.Predicate{inner}
+	}
+	return a
 }
 
 // Name implements sink.Namer.
 func (a *Accounting) Name() string { return "account" }
 
-// Children implements Composite.
-func (a *Accounting) Children() []sink.Predicate {
-	if a.inner == nil {
-		return nil
-	}
-	return []sink.Predicate{a.inner}
-}
+// Children implements sink.Composite: the wrapped predicate, if any.
+func (a *Accounting) Children() []sink.Predicate { return a.kids }
 
 func (a *Accounting) account(e sink.Event) *principalAccount {
 	id := "anonymous"
@@ -109,35 +107,21 @@ func (a *Accounting) Accept(e sink.Event) bool {
 	return false
 }
 
-// Charge implements Charger.
-func (a *Accounting) Charge(e sink.Event) {
-	Charge(a.inner, e)
+// charge implements charger.
+func (a *Accounting) charge(e sink.Event) {
+	if a.inner != nil {
+		charge(a.inner, e)
+	}
 	a.account(e).admitted.Add(1)
 }
 
-// Done implements sink.Completer.
+// Done implements sink.Completer: it accounts for e. (The wrapped
+// predicate gets its own Done from the sink, through sink.Composite.)
 func (a *Accounting) Done(e sink.Event, queued, service time.Duration) {
 	acc := a.account(e)
 	acc.done.Add(1)
 	acc.service.Add(int64(service))
 	acc.queued.Add(int64(queued))
-	if a.inner != nil {
-		sink.Done(a.inner, e, queued, service)
-	}
-}
-
-// Cancel implements sink.Canceler.
-func (a *Accounting) Cancel(e sink.Event) {
-	if a.inner != nil {
-		sink.Cancel(a.inner, e)
-	}
-}
-
-// Bind implements sink.Binder.
-func (a *Accounting) Bind(q sink.Sink) {
-	if b, ok := a.inner.(sink.Binder); ok {
-		b.Bind(q)
-	}
 }
 
 // Usage returns every principal's account.

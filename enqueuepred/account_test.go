@@ -3,6 +3,8 @@ package enqueuepred
 import (
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 func TestAccounting(t *testing.T) {
@@ -11,11 +13,11 @@ func TestAccounting(t *testing.T) {
 	if !a.Accept(alice) || !a.Accept(bob) || a.Accept(alice) {
 		t.Fatal("counter limit 2 not applied through the wrapper")
 	}
-	a.Done(alice, 3*time.Millisecond, 10*time.Millisecond)
+	sink.Done(a, alice, 3*time.Millisecond, 10*time.Millisecond)
 	if !a.Accept(carol) { // third principal: accounted as "other"
 		t.Fatal("carol refused")
 	}
-	a.Cancel(carol)
+	sink.Cancel(a, carol)
 	a.Accept(ev{}) // anonymous, also beyond Max: other
 	u := a.Usage()
 	want := map[string]PrincipalUsage{

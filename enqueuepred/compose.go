@@ -2,7 +2,6 @@ package enqueuepred
 
 import (
 	"slices"
-	"time"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 )
@@ -14,15 +13,13 @@ import (
 type All struct{ composed }
 
 // Any admits an event if at least one child admits it. Children are asked
-// in order until one admits; the others are then charged (Charger) so that
+// in order until one admits; the others are then charged (charger) so that
 // every child accounts for the event and the later Done balances.
 type Any struct{ composed }
 
 var (
-	_ sink.Completer = (*All)(nil)
-	_ Composite      = (*All)(nil)
-	_ sink.Completer = (*Any)(nil)
-	_ Composite      = (*Any)(nil)
+	_ sink.Composite = (*All)(nil)
+	_ sink.Composite = (*Any)(nil)
 )
 
 // NewAll returns the conjunction of ps (no children: accept everything).
@@ -38,7 +35,7 @@ func (a *All) Name() string { return "all" }
 // Accept implements sink.Predicate.
 func (a *All) Accept(e sink.Event) bool {
 	if IsNonRejectable(e) {
-		a.Charge(e)
+		a.charge(e)
 		return true
 	}
 	for i, c := range a.children {
@@ -58,14 +55,14 @@ func (a *Any) Name() string { return "any" }
 // Accept implements sink.Predicate.
 func (a *Any) Accept(e sink.Event) bool {
 	if IsNonRejectable(e) {
-		a.Charge(e)
+		a.charge(e)
 		return true
 	}
 	for i, c := range a.children {
 		if c.Accept(e) {
 			for j, other := range a.children {
 				if j != i {
-					Charge(other, e)
+					charge(other, e)
 				}
 			}
 			return a.yes()
@@ -74,8 +71,9 @@ func (a *Any) Accept(e sink.Event) bool {
 	return a.no()
 }
 
-// composed is what All and Any share: their children and every hook but
-// Accept, which passes each event on to every child alike.
+// composed is what All and Any share: their children, charging and
+// inspection. The runtime's hooks (Bind, Done, Cancel, Shed) reach the
+// children through sink.Composite, not through composed.
 type composed struct {
 	counts
 	children []sink.Predicate
@@ -90,38 +88,15 @@ func newComposed(ps []sink.Predicate) composed {
 	return composed{children: slices.Clone(ps), prefixes: prefixes}
 }
 
-// Children implements Composite.
-func (a *composed) Children() []sink.Predicate { return slices.Clone(a.children) }
+// Children implements sink.Composite.
+func (a *composed) Children() []sink.Predicate { return a.children }
 
-// Charge implements Charger.
-func (a *composed) Charge(e sink.Event) {
+// charge implements charger.
+func (a *composed) charge(e sink.Event) {
 	for _, c := range a.children {
-		Charge(c, e)
+		charge(c, e)
 	}
 	a.accepted.Add(1)
-}
-
-// Done implements sink.Completer.
-func (a *composed) Done(e sink.Event, queued, service time.Duration) {
-	for _, c := range a.children {
-		sink.Done(c, e, queued, service)
-	}
-}
-
-// Cancel implements sink.Canceler.
-func (a *composed) Cancel(e sink.Event) {
-	for _, c := range a.children {
-		sink.Cancel(c, e)
-	}
-}
-
-// Bind implements sink.Binder.
-func (a *composed) Bind(s sink.Sink) {
-	for _, p := range a.children {
-		if b, ok := p.(sink.Binder); ok {
-			b.Bind(s)
-		}
-	}
 }
 
 // Inspect implements Inspector.

@@ -51,10 +51,9 @@ type Cost struct {
 }
 
 var (
-	_ sink.Completer      = (*Cost)(nil)
-	_ sink.Canceler       = (*Cost)(nil)
-	_ sink.BatchPredicate = (*Cost)(nil)
-	_ Charger             = (*Cost)(nil)
+	_ sink.Completer = (*Cost)(nil)
+	_ sink.Canceler  = (*Cost)(nil)
+	_ charger        = (*Cost)(nil)
 )
 
 // NewCost returns a predicate admitting up to limit of outstanding cost.
@@ -73,7 +72,7 @@ func (c *Cost) Accept(e sink.Event) bool {
 		return c.yes()
 	}
 	if IsNonRejectable(e) {
-		c.Charge(e)
+		c.charge(e)
 		return true
 	}
 	return c.no()
@@ -92,30 +91,8 @@ func (c *Cost) take(units int64) bool {
 	}
 }
 
-// AcceptMany implements sink.BatchPredicate: all of es fit, or none is
-// charged (non-rejectable batches are charged regardless).
-func (c *Cost) AcceptMany(es []sink.Event) bool {
-	var units int64
-	forced := false
-	for _, e := range es {
-		units += costUnits(e)
-		forced = forced || IsNonRejectable(e)
-	}
-	if c.take(units) {
-		c.accepted.Add(uint64(len(es)))
-		return true
-	}
-	if forced {
-		c.outstanding.Add(units)
-		c.accepted.Add(uint64(len(es)))
-		return true
-	}
-	c.rejected.Add(uint64(len(es)))
-	return false
-}
-
-// Charge implements Charger: e's cost is taken even beyond the limit.
-func (c *Cost) Charge(e sink.Event) {
+// charge implements charger: e's cost is taken even beyond the limit.
+func (c *Cost) charge(e sink.Event) {
 	c.outstanding.Add(costUnits(e))
 	c.accepted.Add(1)
 }

@@ -66,20 +66,20 @@ func TestCostRejectsExpensiveFirst(t *testing.T) {
 	if !c.Accept(priced{cost: 5, must: true}) || c.Outstanding() != 17 {
 		t.Fatalf("non-rejectable: outstanding %v", c.Outstanding())
 	}
-	c.Done(full, 0, 0)
-	c.Cancel(priced{cost: 5})
+	sink.Done(c, full, 0, 0)
+	sink.Cancel(c, priced{cost: 5})
 	if c.Outstanding() != 2 || !c.Accept(full) {
 		t.Fatalf("after Done and Cancel: outstanding %v", c.Outstanding())
 	}
-	if c.AcceptMany([]sink.Event{low, low}) || c.Outstanding() != 12 {
+	if admitMany(c, []sink.Event{low, low}) || c.Outstanding() != 12 {
 		t.Fatalf("AcceptMany over the limit: outstanding %v", c.Outstanding())
 	}
-	c.Done(full, 0, 0)
-	if !c.AcceptMany([]sink.Event{low, low}) || c.Outstanding() != 4 {
+	sink.Done(c, full, 0, 0)
+	if !admitMany(c, []sink.Event{low, low}) || c.Outstanding() != 4 {
 		t.Fatalf("AcceptMany within the limit: outstanding %v", c.Outstanding())
 	}
 	for i := 0; i < 100; i++ { // more Done than admitted never goes below 0
-		c.Done(full, 0, 0)
+		sink.Done(c, full, 0, 0)
 	}
 	if c.Outstanding() != 0 {
 		t.Fatalf("outstanding %v", c.Outstanding())

@@ -3,6 +3,8 @@ package enqueuepred
 import (
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 func TestAdaptiveCost(t *testing.T) {
@@ -17,7 +19,7 @@ func TestAdaptiveCost(t *testing.T) {
 				t.Fatal("refused under the limit")
 			}
 			clk.Advance(10 * time.Millisecond)
-			c.Done(ev{}, rt/2, rt/2)
+			sink.Done(c, ev{}, rt/2, rt/2)
 		}
 	}
 	done(10, 300*time.Millisecond) // an interval (100 ms), p90 over target: cut
@@ -36,7 +38,7 @@ func TestAdaptiveCost(t *testing.T) {
 	}
 	for range 8 {
 		clk.Advance(10 * time.Millisecond)
-		c.Done(ev{}, 0, 10*time.Millisecond)
+		sink.Done(c, ev{}, 0, 10*time.Millisecond)
 	}
 	done(2, 10*time.Millisecond)
 	if got := c.Limit(); got < 8.79 || got > 8.81 {

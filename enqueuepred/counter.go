@@ -32,7 +32,7 @@ var (
 	_ sink.Completer = (*Counter)(nil)
 	_ sink.Canceler  = (*Counter)(nil)
 	_ Scalable       = (*Counter)(nil)
-	_ Charger        = (*Counter)(nil)
+	_ charger        = (*Counter)(nil)
 )
 
 // NewCounter returns a counter allowing limit events in service.
@@ -52,7 +52,7 @@ func (c *Counter) Accept(e sink.Event) bool {
 		n := c.inflight.Load()
 		if n >= limit {
 			if IsNonRejectable(e) {
-				c.Charge(e)
+				c.charge(e)
 				return true
 			}
 			return c.no()
@@ -63,32 +63,8 @@ func (c *Counter) Accept(e sink.Event) bool {
 	}
 }
 
-// AcceptMany implements sink.BatchPredicate.
-func (c *Counter) AcceptMany(es []sink.Event) bool {
-	k := int64(len(es))
-	limit := c.effective.Load()
-	for {
-		n := c.inflight.Load()
-		if n+k > limit {
-			for _, e := range es {
-				if !IsNonRejectable(e) {
-					c.rejected.Add(uint64(k))
-					return false
-				}
-			}
-			c.inflight.Add(k)
-			c.accepted.Add(uint64(k))
-			return true
-		}
-		if c.inflight.CompareAndSwap(n, n+k) {
-			c.accepted.Add(uint64(k))
-			return true
-		}
-	}
-}
-
-// Charge implements Charger: it takes a credit even beyond the limit.
-func (c *Counter) Charge(sink.Event) {
+// charge implements charger: it takes a credit even beyond the limit.
+func (c *Counter) charge(sink.Event) {
 	c.inflight.Add(1)
 	c.accepted.Add(1)
 }

@@ -77,8 +77,13 @@
 //   - Events reporting NonRejectable() == true (JOBS §6.4, e.g. a session
 //     teardown) bypass admission in every predicate here; they are still
 //     charged to counters and buckets so that accounting stays exact.
-//   - All and Any compose predicates. Composites forward Bind, Done, Cancel
-//     and Charge to their children.
+//   - All and Any compose predicates; Session, Saturated, Accounting and
+//     Modified wrap one. They implement sink.Composite and forward no
+//     runtime hook by hand: the sink binds, completes, cancels and asks
+//     to shed every predicate of the tree (sink.Admission), so a counter
+//     or a CoDel inside a composite works as it does alone. Within the
+//     package, composites charge their children for events they admit
+//     without asking them (non-rejectable events, Any's other children).
 //
 // Every predicate counts its rejections (and, except the token bucket whose
 // hot path is kept to one shared word, its admissions) and implements

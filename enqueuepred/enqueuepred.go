@@ -46,17 +46,15 @@ type Inspector interface {
 	Inspect(report func(name string, value float64))
 }
 
-// Charger is implemented by predicates that hold per-event resources
-// (credits, tokens). Charge accounts for e as admitted without deciding: it
-// is used for non-rejectable events and by composites, so that the later
-// sink.Done or sink.Cancel for e balances.
-type Charger interface {
-	Charge(e sink.Event)
-}
-
-// Composite is implemented by predicates built from other predicates.
-type Composite interface {
-	Children() []sink.Predicate
+// charger is implemented by this package's predicates, which hold
+// per-event resources (credits, tokens) or count admissions: charge
+// accounts for e as admitted without deciding. It is used for
+// non-rejectable events and by composites (Any charges the children that
+// did not decide; Session and Saturated charge the inner predicate when
+// they admit on their own), so that the later sink.Done or sink.Cancel
+// for e balances. It is not a runtime hook: the sink never calls it.
+type charger interface {
+	charge(e sink.Event)
 }
 
 // Scalable is implemented by regulators whose limit (rate, count, queue
@@ -97,23 +95,10 @@ func PriorityOf(e sink.Event) int {
 // IsNonRejectable reports whether e must bypass admission control.
 func IsNonRejectable(e sink.Event) bool { return sink.IsNonRejectable(e) }
 
-// Charge charges e to p if p implements Charger.
-func Charge(p sink.Predicate, e sink.Event) {
-	if c, ok := p.(Charger); ok {
-		c.Charge(e)
-	}
-}
-
-// Walk calls fn for p and, depth first, every predicate it is built from.
-func Walk(p sink.Predicate, fn func(sink.Predicate)) {
-	if p == nil {
-		return
-	}
-	fn(p)
-	if c, ok := p.(Composite); ok {
-		for _, child := range c.Children() {
-			Walk(child, fn)
-		}
+// charge charges e to p if p implements charger.
+func charge(p sink.Predicate, e sink.Event) {
+	if c, ok := p.(charger); ok {
+		c.charge(e)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // TestEventSamplers: a rate regulator whose limit is cut while the stage's
@@ -28,7 +30,7 @@ func TestEventSamplers(t *testing.T) {
 	m.Update() // first samples: no completion, no previous arrival sample
 	for range 10 {
 		m.Accept(ev{})
-		m.Done(ev{}, 80*time.Millisecond, 5*time.Millisecond)
+		sink.Done(m, ev{}, 80*time.Millisecond, 5*time.Millisecond)
 	}
 	clk.Advance(time.Second)
 	m.Update()

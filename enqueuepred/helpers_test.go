@@ -65,3 +65,13 @@ func inspectMap(p sink.Predicate) map[string]float64 {
 	Inspect(p, func(k string, v float64) { m[k] = v })
 	return m
 }
+
+// admitMany admits es through a sink.Admission, all or nothing, as
+// EnqueueMany does: each event is asked, and those admitted are
+// cancelled when one is refused.
+func admitMany(p sink.Predicate, es []sink.Event) bool {
+	var a sink.Admission
+	a.SetPredicate(nil, p)
+	_, err := a.AdmitMany(es)
+	return err == nil
+}

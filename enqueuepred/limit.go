@@ -88,7 +88,7 @@ type Limit struct {
 var (
 	_ sink.Completer = (*Limit)(nil)
 	_ sink.Canceler  = (*Limit)(nil)
-	_ Charger        = (*Limit)(nil)
+	_ charger        = (*Limit)(nil)
 	_ Inspector      = (*Limit)(nil)
 )
 
@@ -142,7 +142,7 @@ func (l *Limit) Accept(e sink.Event) bool {
 		n := l.inflight.Load()
 		if n >= l.limit.Load() {
 			if IsNonRejectable(e) {
-				l.Charge(e)
+				l.charge(e)
 				return true
 			}
 			return l.no()
@@ -153,8 +153,8 @@ func (l *Limit) Accept(e sink.Event) bool {
 	}
 }
 
-// Charge implements Charger.
-func (l *Limit) Charge(sink.Event) {
+// charge implements charger.
+func (l *Limit) charge(sink.Event) {
 	l.inflight.Add(1)
 	l.accepted.Add(1)
 }

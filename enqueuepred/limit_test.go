@@ -3,6 +3,8 @@ package enqueuepred
 import (
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 func TestLimitVegasArithmetic(t *testing.T) {
@@ -18,7 +20,7 @@ func TestLimitVegasArithmetic(t *testing.T) {
 	}
 	// rt = 2 × service: queue estimate = 10 × (1 − 1/2) = 5 > 6·log10(10)?
 	// no (6): inside [3, 6], unchanged.
-	l.Done(ev{}, 10*time.Millisecond, 10*time.Millisecond)
+	sink.Done(l, ev{}, 10*time.Millisecond, 10*time.Millisecond)
 	if l.Limit() != 10 {
 		t.Fatalf("limit %d, want 10 (queue 5 within [3, 6])", l.Limit())
 	}
@@ -26,26 +28,26 @@ func TestLimitVegasArithmetic(t *testing.T) {
 	// estimated queue passes 6 and the limit falls by log10(limit) per
 	// completion.
 	for range 9 {
-		l.Done(ev{}, 90*time.Millisecond, 10*time.Millisecond)
+		sink.Done(l, ev{}, 90*time.Millisecond, 10*time.Millisecond)
 	}
 	if l.Limit() >= 10 {
 		t.Fatalf("limit %d after slow completions, want < 10", l.Limit())
 	}
-	l.Cancel(ev{})
+	sink.Cancel(l, ev{})
 	if l.InFlight() != 0 {
 		t.Fatalf("in flight %d after every completion", l.InFlight())
 	}
 	// No queue while busy: +6·log10(limit).
 	l2, _ := NewLimit(LimitConfig{Algorithm: Vegas, Initial: 10})
 	count(l2, ev{}, 10)
-	l2.Done(ev{}, 0, 10*time.Millisecond)
+	sink.Done(l2, ev{}, 0, 10*time.Millisecond)
 	if l2.Limit() != 16 {
 		t.Fatalf("limit %d, want 16 (10 + 6·log10 10)", l2.Limit())
 	}
 	// Application-limited (1 of 16 in flight): no increase.
 	l3, _ := NewLimit(LimitConfig{Algorithm: Vegas, Initial: 16})
 	l3.Accept(ev{})
-	l3.Done(ev{}, 0, 10*time.Millisecond)
+	sink.Done(l3, ev{}, 0, 10*time.Millisecond)
 	if l3.Limit() != 16 {
 		t.Fatalf("limit %d grew while application-limited", l3.Limit())
 	}
@@ -60,7 +62,7 @@ func TestLimitGradientArithmetic(t *testing.T) {
 	// 0.2·12 = 15.2.
 	for range 10 {
 		clk.Advance(12 * time.Millisecond) // 10 completions over >= 100 ms
-		l.Done(ev{}, 20*time.Millisecond, 10*time.Millisecond)
+		sink.Done(l, ev{}, 20*time.Millisecond, 10*time.Millisecond)
 	}
 	if got := l.Limit(); got != 15 {
 		t.Fatalf("limit %d, want 15 (15.2)", got)

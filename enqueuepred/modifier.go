@@ -114,6 +114,7 @@ type ModifiedConfig struct {
 // time.
 type Modified struct {
 	inner      Scalable
+	kids       []sink.Predicate // inner, for Children
 	mods       []modState
 	clock      monoClock
 	log        *slog.Logger
@@ -136,7 +137,7 @@ type modState struct {
 }
 
 var (
-	_ Composite      = (*Modified)(nil)
+	_ sink.Composite = (*Modified)(nil)
 	_ sink.Completer = (*Modified)(nil)
 )
 
@@ -145,7 +146,7 @@ func NewModified(inner Scalable, c ModifiedConfig) (*Modified, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("%w: modifiers need a regulator", ErrBadConfig)
 	}
-	m := &Modified{inner: inner, clock: newMonoClock(c.Now), log: c.Logger, scale: 1}
+	m := &Modified{inner: inner, kids: []sink.Predicate{inner}, clock: newMonoClock(c.Now), log: c.Logger, scale: 1}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -178,8 +179,8 @@ func NewModified(inner Scalable, c ModifiedConfig) (*Modified, error) {
 // Name implements sink.Namer.
 func (m *Modified) Name() string { return sink.PredicateName(m.inner) }
 
-// Children implements Composite.
-func (m *Modified) Children() []sink.Predicate { return []sink.Predicate{m.inner} }
+// Children implements sink.Composite: the regulator.
+func (m *Modified) Children() []sink.Predicate { return m.kids }
 
 // Inner returns the modified regulator.
 func (m *Modified) Inner() Scalable { return m.inner }
@@ -281,41 +282,14 @@ func (m *Modified) Degree(i int) float64 {
 	return m.mods[i].degree
 }
 
-// Charge implements Charger.
-func (m *Modified) Charge(e sink.Event) { Charge(m.inner, e) }
+// charge implements charger.
+func (m *Modified) charge(e sink.Event) { charge(m.inner, e) }
 
-// Done implements sink.Completer.
+// Done implements sink.Completer: it feeds the event-fed samplers. The
+// regulator gets its own Done from the sink (sink.Composite).
 func (m *Modified) Done(e sink.Event, queued, service time.Duration) {
 	for _, f := range m.fed {
 		f.Completed(e, queued, service)
-	}
-	sink.Done(m.inner, e, queued, service)
-}
-
-// Cancel implements sink.Canceler.
-func (m *Modified) Cancel(e sink.Event) { sink.Cancel(m.inner, e) }
-
-// AcceptMany implements sink.BatchPredicate when the regulator does.
-func (m *Modified) AcceptMany(es []sink.Event) bool {
-	if bp, ok := m.inner.(sink.BatchPredicate); ok {
-		m.maybeUpdate()
-		return bp.AcceptMany(es)
-	}
-	for i, e := range es {
-		if !m.Accept(e) {
-			for _, back := range es[:i] {
-				sink.Cancel(m.inner, back)
-			}
-			return false
-		}
-	}
-	return true
-}
-
-// Bind implements sink.Binder.
-func (m *Modified) Bind(s sink.Sink) {
-	if b, ok := m.inner.(sink.Binder); ok {
-		b.Bind(s)
 	}
 }
 

@@ -160,7 +160,7 @@ func TestSamplers(t *testing.T) {
 	q2 := sink.NewQueue(0)
 	q2.SetPredicate(NewAll(NewThreshold(10), rt))
 	for i := 0; i < 100; i++ {
-		rt.Done(1, 0, 200*time.Millisecond)
+		sink.Done(rt, 1, 0, 200*time.Millisecond)
 	}
 	lookup := func(name string) (sink.Sink, bool) {
 		switch name {

@@ -55,7 +55,7 @@ type Multiclass struct {
 var (
 	_ sink.Completer = (*Multiclass)(nil)
 	_ sink.Canceler  = (*Multiclass)(nil)
-	_ Charger        = (*Multiclass)(nil)
+	_ charger        = (*Multiclass)(nil)
 	_ Inspector      = (*Multiclass)(nil)
 )
 
@@ -144,8 +144,8 @@ func (m *Multiclass) Accept(e sink.Event) bool {
 	return false
 }
 
-// Charge implements Charger.
-func (m *Multiclass) Charge(e sink.Event) {
+// charge implements charger.
+func (m *Multiclass) charge(e sink.Event) {
 	c := m.ctls[m.index(ClassOf(e))]
 	c.b.force(1)
 	c.inSystem.Add(1)

@@ -29,7 +29,7 @@ func TestThreshold(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			th := NewThreshold(tt.limit)
-			th.Bind(&lenSink{n: tt.length})
+			sink.Bind(th, &lenSink{n: tt.length})
 			th.Scale(tt.scale)
 			if got := th.Accept(tt.e); got != tt.want {
 				t.Fatalf("Accept = %v, want %v", got, tt.want)
@@ -126,10 +126,10 @@ func TestRateLongRunIsExact(t *testing.T) {
 func TestRateSettersCancelChargeBatch(t *testing.T) {
 	clk := newClock()
 	r := NewRate(RateConfig{Rate: 10, Depth: 2, Now: clk.Now})
-	if !r.AcceptMany([]sink.Event{1, 2}) || r.AcceptMany([]sink.Event{3}) {
+	if !admitMany(r, []sink.Event{1, 2}) || admitMany(r, []sink.Event{3}) {
 		t.Fatal("batch of depth admitted, next refused expected")
 	}
-	r.Cancel(1)
+	sink.Cancel(r, 1)
 	if !r.Accept(1) {
 		t.Fatal("cancelled token not returned")
 	}
@@ -167,11 +167,11 @@ func TestCounter(t *testing.T) {
 	if count(c, 1, 5) != 2 {
 		t.Fatal("want 2 in flight")
 	}
-	c.Done(1, time.Millisecond, time.Millisecond)
+	sink.Done(c, 1, time.Millisecond, time.Millisecond)
 	if !c.Accept(1) || c.Accept(1) {
 		t.Fatal("credit not returned by Done")
 	}
-	c.Cancel(1)
+	sink.Cancel(c, 1)
 	if !c.Accept(1) {
 		t.Fatal("credit not returned by Cancel")
 	}
@@ -179,12 +179,12 @@ func TestCounter(t *testing.T) {
 		t.Fatalf("non-rejectable must be charged beyond the limit, inflight=%d", c.InFlight())
 	}
 	for i := 0; i < 10; i++ {
-		c.Done(1, 0, 0) // more than were admitted: must not go negative
+		sink.Done(c, 1, 0, 0) // more than were admitted: must not go negative
 	}
 	if c.InFlight() != 0 {
 		t.Fatalf("inflight %d after excess Done", c.InFlight())
 	}
-	if !c.AcceptMany([]sink.Event{1, 2}) || c.AcceptMany([]sink.Event{3}) || c.InFlight() != 2 {
+	if !admitMany(c, []sink.Event{1, 2}) || admitMany(c, []sink.Event{3}) || c.InFlight() != 2 {
 		t.Fatal("AcceptMany all or nothing")
 	}
 	c.SetLimit(10)
@@ -220,7 +220,7 @@ func TestRED(t *testing.T) {
 				return float64(seed>>11) / (1 << 53)
 			}
 			r := NewRED(REDConfig{Min: 100, Max: 300, MaxP: 0.1, Weight: 1, Gentle: tt.gentle, Rand: rnd})
-			r.Bind(&lenSink{n: tt.length})
+			sink.Bind(r, &lenSink{n: tt.length})
 			const n = 10000
 			frac := float64(count(r, 1, n)) / n
 			if frac < tt.wantMin || frac > tt.wantMax {
@@ -236,7 +236,7 @@ func TestRED(t *testing.T) {
 func TestREDAveragesSlowly(t *testing.T) {
 	r := NewRED(REDConfig{Min: 10, Max: 20, Weight: 0.01, Rand: func() float64 { return 0 }})
 	l := &lenSink{n: 1000}
-	r.Bind(l)
+	sink.Bind(r, l)
 	// A short burst: the average stays under Min for the first few events.
 	if !r.Accept(1) {
 		t.Fatal("a single burst sample must not trigger drops")
@@ -250,7 +250,7 @@ func TestSojourn(t *testing.T) {
 	clk := newClock()
 	s := NewSojourn(SojournConfig{Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Now: clk.Now})
 	l := &lenSink{n: 10}
-	s.Bind(l)
+	sink.Bind(s, l)
 	steps := []struct {
 		queued time.Duration // every completion this window
 		want   bool          // decision after the window closes
@@ -261,7 +261,7 @@ func TestSojourn(t *testing.T) {
 	}
 	for i, st := range steps {
 		for k := 0; k < 10; k++ {
-			s.Done(1, st.queued+time.Duration(k)*time.Millisecond, time.Millisecond)
+			sink.Done(s, 1, st.queued+time.Duration(k)*time.Millisecond, time.Millisecond)
 			clk.Advance(10 * time.Millisecond)
 		}
 		clk.Advance(time.Millisecond)
@@ -285,11 +285,11 @@ func TestSojourn(t *testing.T) {
 func TestSojournBurstIsNotOverload(t *testing.T) {
 	clk := newClock()
 	s := NewSojourn(SojournConfig{Now: clk.Now})
-	s.Bind(&lenSink{n: 50})
+	sink.Bind(s, &lenSink{n: 50})
 	// One event waited 0ms (the queue was empty once), the others long.
-	s.Done(1, 0, 0)
+	sink.Done(s, 1, 0, 0)
 	for i := 0; i < 50; i++ {
-		s.Done(1, 50*time.Millisecond, 0)
+		sink.Done(s, 1, 50*time.Millisecond, 0)
 	}
 	clk.Advance(101 * time.Millisecond)
 	if !s.Accept(1) {
@@ -329,7 +329,7 @@ func TestPriority(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &lenSink{n: 50}
-	p.Bind(l)
+	sink.Bind(p, l)
 	tests := []struct {
 		e    sink.Event
 		want bool
@@ -373,8 +373,8 @@ func TestSession(t *testing.T) {
 	if !s.Accept(alice) || inner.InFlight() != 2 {
 		t.Fatalf("alice's second request, inflight %d", inner.InFlight())
 	}
-	s.Done(alice, 0, 0)
-	s.Done(alice, 0, 0)
+	sink.Done(s, alice, 0, 0)
+	sink.Done(s, alice, 0, 0)
 	// Bob stays rejected for the window even though credit is free now.
 	if s.Accept(bob) {
 		t.Fatal("bob's session decision must hold for the window")
@@ -424,17 +424,17 @@ func TestAllCancelsEarlierChildren(t *testing.T) {
 	if tok := r.Tokens(); tok != 3 {
 		t.Fatalf("rejected events kept tokens: %v left, want 3", tok)
 	}
-	a.Done(1, 0, 0)
+	sink.Done(a, 1, 0, 0)
 	if c.InFlight() != 1 {
 		t.Fatal("Done not forwarded")
 	}
-	a.Cancel(1)
+	sink.Cancel(a, 1)
 	if c.InFlight() != 0 || r.Tokens() != 4 {
 		t.Fatal("Cancel not forwarded")
 	}
 	th := NewThreshold(1)
 	a2 := NewAll(th, c)
-	a2.Bind(&lenSink{n: 5})
+	sink.Bind(a2, &lenSink{n: 5})
 	if a2.Accept(1) {
 		t.Fatal("Bind not forwarded")
 	}
@@ -460,7 +460,7 @@ func TestAnyChargesEveryChild(t *testing.T) {
 		t.Fatalf("both children charged: %d %d", c1.InFlight(), c2.InFlight())
 	}
 	for i := 0; i < 5; i++ {
-		a.Done(1, 0, 0)
+		sink.Done(a, 1, 0, 0)
 	}
 	if c1.InFlight() != 0 || c2.InFlight() != 0 {
 		t.Fatal("Done balances")
@@ -480,7 +480,7 @@ func TestWalk(t *testing.T) {
 	}
 	p := NewAll(NewThreshold(1), NewSession(rt, SessionConfig{}))
 	var names []string
-	Walk(p, func(x sink.Predicate) { names = append(names, sink.PredicateName(x)) })
+	sink.Walk(p, func(x sink.Predicate) { names = append(names, sink.PredicateName(x)) })
 	if len(names) != 4 || names[3] != "rt" {
 		t.Fatalf("walk %v", names)
 	}
@@ -599,10 +599,10 @@ func TestRateShards(t *testing.T) {
 	}
 	clk.Advance(time.Second)        // full again
 	batch := make([]sink.Event, 40) // more than a shard's 25
-	if !r.AcceptMany(batch) {
+	if !admitMany(r, batch) {
 		t.Fatal("a batch of 40 refused by a full bucket of depth 100")
 	}
-	if !r.AcceptMany(batch) || r.AcceptMany(batch) {
+	if !admitMany(r, batch) || admitMany(r, batch) {
 		t.Fatal("want the second batch of 40 admitted and a third refused (20 tokens left)")
 	}
 	if got := r.Tokens(); got < 19.5 || got > 20.5 {

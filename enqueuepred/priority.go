@@ -66,8 +66,8 @@ func (p *Priority) Accept(e sink.Event) bool {
 	return p.yes()
 }
 
-// Charge implements Charger.
-func (p *Priority) Charge(sink.Event) { p.accepted.Add(1) }
+// charge implements charger.
+func (p *Priority) charge(sink.Event) { p.accepted.Add(1) }
 
 // SetLimit changes the limit of a listed priority level while traffic flows.
 func (p *Priority) SetLimit(prio, limit int) error {

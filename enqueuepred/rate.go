@@ -56,10 +56,9 @@ type Rate struct {
 }
 
 var (
-	_ sink.BatchPredicate = (*Rate)(nil)
-	_ sink.Canceler       = (*Rate)(nil)
-	_ Scalable            = (*Rate)(nil)
-	_ Charger             = (*Rate)(nil)
+	_ sink.Canceler = (*Rate)(nil)
+	_ Scalable      = (*Rate)(nil)
+	_ charger       = (*Rate)(nil)
 )
 
 // NewRate returns a token bucket that starts full.
@@ -120,30 +119,15 @@ func (r *Rate) Accept(e sink.Event) bool {
 		return true // admissions are not counted here: the queue counts them
 	}
 	if IsNonRejectable(e) {
-		r.Charge(e)
+		r.charge(e)
 		return true
 	}
 	r.rejected.add(1)
 	return false
 }
 
-// AcceptMany implements sink.BatchPredicate: all of es or nothing.
-func (r *Rate) AcceptMany(es []sink.Event) bool {
-	if r.take(int64(len(es))) {
-		return true
-	}
-	for _, e := range es {
-		if !IsNonRejectable(e) {
-			r.rejected.add(uint64(len(es)))
-			return false
-		}
-	}
-	r.force(int64(len(es)))
-	return true
-}
-
-// Charge implements Charger: it takes a token even if that means debt.
-func (r *Rate) Charge(sink.Event) { r.force(1) }
+// charge implements charger: it takes a token even if that means debt.
+func (r *Rate) charge(sink.Event) { r.force(1) }
 
 // Cancel implements sink.Canceler: the token goes back.
 func (r *Rate) Cancel(sink.Event) {

@@ -121,8 +121,8 @@ func (r *RED) Accept(e sink.Event) bool {
 	return r.yes()
 }
 
-// Charge implements Charger.
-func (r *RED) Charge(sink.Event) { r.accepted.Add(1) }
+// charge implements charger.
+func (r *RED) charge(sink.Event) { r.accepted.Add(1) }
 
 // Average returns the current average queue length.
 func (r *RED) Average() float64 {

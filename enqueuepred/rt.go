@@ -399,7 +399,7 @@ type ResponseTime struct {
 var (
 	_ sink.Completer = (*ResponseTime)(nil)
 	_ sink.Canceler  = (*ResponseTime)(nil)
-	_ Charger        = (*ResponseTime)(nil)
+	_ charger        = (*ResponseTime)(nil)
 	_ Inspector      = (*ResponseTime)(nil)
 	_ sink.Binder    = (*ResponseTime)(nil)
 )
@@ -456,8 +456,8 @@ func (r *ResponseTime) Bind(s sink.Sink) {
 	}
 }
 
-// Charge implements Charger.
-func (r *ResponseTime) Charge(sink.Event) {
+// charge implements charger.
+func (r *ResponseTime) charge(sink.Event) {
 	r.c.b.force(1)
 	r.c.inSystem.Add(1)
 	r.c.accepted.Add(1)

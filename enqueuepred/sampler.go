@@ -186,15 +186,15 @@ func (q QueueSampler) Sample(time.Time) (float64, error) {
 	return float64(s.Len()), nil
 }
 
-// P90Reporter is implemented by predicates that estimate their stage's
+// p90Reporter is implemented by predicates that estimate their stage's
 // 90th-percentile response time (ResponseTime).
-type P90Reporter interface {
+type p90Reporter interface {
 	P90() time.Duration
 }
 
 // ResponseTimeSampler reports a stage's response time in milliseconds:
 // from ResponseTime when set (the runtime's own measurement), otherwise from
-// the first P90Reporter in the stage's predicate tree.
+// the first p90Reporter in the stage's predicate tree.
 type ResponseTimeSampler struct {
 	Stage        string
 	Lookup       func(stage string) (sink.Sink, bool)
@@ -218,9 +218,9 @@ func (r ResponseTimeSampler) Sample(time.Time) (float64, error) {
 	if !ok {
 		return 0, fmt.Errorf("%w: stage %q not found", ErrNoSample, r.Stage)
 	}
-	var rep P90Reporter
-	Walk(s.Predicate(), func(p sink.Predicate) {
-		if x, ok := p.(P90Reporter); ok && rep == nil {
+	var rep p90Reporter
+	sink.Walk(s.Predicate(), func(p sink.Predicate) {
+		if x, ok := p.(p90Reporter); ok && rep == nil {
 			rep = x
 		}
 	})

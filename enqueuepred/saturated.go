@@ -2,7 +2,6 @@ package enqueuepred
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -25,7 +24,7 @@ type PoolState interface {
 // Saturated composes admission control with the thread-pool controller
 // (thesis §8.2.1): the wrapped predicate decides only once the stage's
 // pool cannot grow any more and none of its workers is idle. Until then
-// every event is admitted and charged to the wrapped predicate (Charger),
+// every event is admitted and charged to the wrapped predicate (charger),
 // so that its later Done or Cancel balances.
 //
 // Bound to a pool (BindPool; package stage binds a stage's own pool), the
@@ -43,7 +42,8 @@ type PoolState interface {
 type Saturated struct {
 	counts
 	inner   sink.Predicate
-	threads int // 0: none
+	kids    []sink.Predicate // inner, for Children
+	threads int              // 0: none
 	q       atomic.Pointer[sinkBox]
 	pool    atomic.Pointer[poolBox]
 }
@@ -51,11 +51,9 @@ type Saturated struct {
 type poolBox struct{ p PoolState }
 
 var (
-	_ sink.Completer = (*Saturated)(nil)
-	_ sink.Canceler  = (*Saturated)(nil)
 	_ sink.Binder    = (*Saturated)(nil)
-	_ Charger        = (*Saturated)(nil)
-	_ Composite      = (*Saturated)(nil)
+	_ charger        = (*Saturated)(nil)
+	_ sink.Composite = (*Saturated)(nil)
 )
 
 // NewSaturated returns inner applied only once the pool bound with
@@ -63,14 +61,14 @@ var (
 // once threads events are in service (threads ≤ 0: inner always decides
 // then).
 func NewSaturated(inner sink.Predicate, threads int) *Saturated {
-	return &Saturated{inner: inner, threads: max(threads, 0)}
+	return &Saturated{inner: inner, kids: []sink.Predicate{inner}, threads: max(threads, 0)}
 }
 
 // Name implements sink.Namer.
 func (s *Saturated) Name() string { return "saturated" }
 
-// Children implements Composite.
-func (s *Saturated) Children() []sink.Predicate { return []sink.Predicate{s.inner} }
+// Children implements sink.Composite: the inner predicate.
+func (s *Saturated) Children() []sink.Predicate { return s.kids }
 
 // BindPool makes s follow pool, the thread pool serving the queue it
 // guards; nil unbinds it (Threads applies again).
@@ -128,7 +126,7 @@ func parked(q sink.Sink, locked bool) int {
 // Accept implements sink.Predicate.
 func (s *Saturated) Accept(e sink.Event) bool {
 	if s.canGrow(true) {
-		Charge(s.inner, e)
+		charge(s.inner, e)
 		return s.yes()
 	}
 	if s.inner.Accept(e) {
@@ -137,29 +135,19 @@ func (s *Saturated) Accept(e sink.Event) bool {
 	return s.no()
 }
 
-// Charge implements Charger.
-func (s *Saturated) Charge(e sink.Event) {
-	Charge(s.inner, e)
+// charge implements charger.
+func (s *Saturated) charge(e sink.Event) {
+	charge(s.inner, e)
 	s.accepted.Add(1)
 }
 
-// Done implements sink.Completer.
-func (s *Saturated) Done(e sink.Event, queued, service time.Duration) {
-	sink.Done(s.inner, e, queued, service)
-}
-
-// Cancel implements sink.Canceler.
-func (s *Saturated) Cancel(e sink.Event) { sink.Cancel(s.inner, e) }
-
-// Bind implements sink.Binder.
+// Bind implements sink.Binder: s reads the guarded queue. (The inner
+// predicate is bound by the sink, through sink.Composite.)
 func (s *Saturated) Bind(q sink.Sink) {
 	if q == nil {
 		s.q.Store(nil)
 	} else {
 		s.q.Store(&sinkBox{q})
-	}
-	if b, ok := s.inner.(sink.Binder); ok {
-		b.Bind(q)
 	}
 }
 

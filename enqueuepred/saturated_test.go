@@ -20,7 +20,7 @@ func TestSaturated(t *testing.T) {
 	c := NewCounter(1)
 	s := NewSaturated(c, 4)
 	q := &inService{n: 3}
-	s.Bind(q)
+	sink.Bind(s, q)
 	// The pool can still grow: everything admitted, charged to the counter.
 	if count(s, ev{}, 3) != 3 || c.InFlight() != 3 {
 		t.Fatalf("in flight %d", c.InFlight())
@@ -31,7 +31,7 @@ func TestSaturated(t *testing.T) {
 		t.Fatal("admitted with the pool full and the counter over its limit")
 	}
 	for range 3 {
-		s.Done(ev{}, 0, 0)
+		sink.Done(s, ev{}, 0, 0)
 	}
 	if !s.Accept(ev{}) || s.Accept(ev{}) {
 		t.Fatal("counter not deciding once the pool is full")
@@ -140,7 +140,7 @@ func TestSaturatedFollowsPool(t *testing.T) {
 func TestSaturatedUnbindPool(t *testing.T) {
 	q := &inService{n: 1}
 	s := NewSaturated(NewCounter(0), 2)
-	s.Bind(q)
+	sink.Bind(s, q)
 	s.BindPool(fakePool{size: 4, limit: 4})
 	if s.Accept(ev{}) {
 		t.Fatal("admitted with the pool at its limit and a zero counter")

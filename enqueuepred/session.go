@@ -75,6 +75,7 @@ func (t *SessionTable) sweepLocked(now int64) {
 type Session struct {
 	counts
 	inner sink.Predicate
+	kids  []sink.Predicate // inner, for Children
 	now   func() time.Time
 
 	t *SessionTable
@@ -85,10 +86,7 @@ type sessionEntry struct {
 	until int64 // UnixNano
 }
 
-var (
-	_ sink.Completer = (*Session)(nil)
-	_ Composite      = (*Session)(nil)
-)
+var _ sink.Composite = (*Session)(nil)
 
 // NewSession wraps inner.
 func NewSession(inner sink.Predicate, c SessionConfig) *Session {
@@ -96,7 +94,7 @@ func NewSession(inner sink.Predicate, c SessionConfig) *Session {
 	if t == nil {
 		t = NewSessionTable(c.Window, c.MaxSessions)
 	}
-	return &Session{inner: inner, now: nowFunc(c.Now), t: t}
+	return &Session{inner: inner, kids: []sink.Predicate{inner}, now: nowFunc(c.Now), t: t}
 }
 
 // Table returns the table holding the predicate's session decisions.
@@ -105,13 +103,13 @@ func (s *Session) Table() *SessionTable { return s.t }
 // Name implements sink.Namer.
 func (s *Session) Name() string { return "session" }
 
-// Children implements Composite.
-func (s *Session) Children() []sink.Predicate { return []sink.Predicate{s.inner} }
+// Children implements sink.Composite: the inner predicate.
+func (s *Session) Children() []sink.Predicate { return s.kids }
 
 // Accept implements sink.Predicate.
 func (s *Session) Accept(e sink.Event) bool {
 	if IsNonRejectable(e) {
-		s.Charge(e)
+		s.charge(e)
 		return true
 	}
 	pr, ok := PrincipalOf(e)
@@ -132,7 +130,7 @@ func (s *Session) Accept(e sink.Event) bool {
 		}
 		t.mu.Unlock()
 		if ent.admit {
-			Charge(s.inner, e)
+			charge(s.inner, e)
 			return s.yes()
 		}
 		return s.no()
@@ -157,25 +155,10 @@ func (s *Session) Accept(e sink.Event) bool {
 // every stage sharing the predicate's table.
 func (s *Session) Forget(id string) { s.t.Forget(id) }
 
-// Charge implements Charger.
-func (s *Session) Charge(e sink.Event) {
-	Charge(s.inner, e)
+// charge implements charger.
+func (s *Session) charge(e sink.Event) {
+	charge(s.inner, e)
 	s.accepted.Add(1)
-}
-
-// Done implements sink.Completer.
-func (s *Session) Done(e sink.Event, queued, service time.Duration) {
-	sink.Done(s.inner, e, queued, service)
-}
-
-// Cancel implements sink.Canceler.
-func (s *Session) Cancel(e sink.Event) { sink.Cancel(s.inner, e) }
-
-// Bind implements sink.Binder.
-func (s *Session) Bind(q sink.Sink) {
-	if b, ok := s.inner.(sink.Binder); ok {
-		b.Bind(q)
-	}
 }
 
 // SetWindow changes the decision window while traffic flows (for every

@@ -3,6 +3,8 @@ package enqueuepred
 import (
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // TestSojournShedControlLaw steps CoDel's dequeue-side law on a fake
@@ -13,7 +15,7 @@ func TestSojournShedControlLaw(t *testing.T) {
 	clk := newClock()
 	s := NewSojourn(SojournConfig{Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Shed: true, Now: clk.Now})
 	q := &lenSink{n: 10}
-	s.Bind(q)
+	sink.Bind(s, q)
 	slow := 20 * time.Millisecond
 	steps := []struct {
 		advance time.Duration
@@ -50,7 +52,7 @@ func TestSojournShedControlLaw(t *testing.T) {
 		t.Fatal("shed a non-rejectable event")
 	}
 	off := NewSojourn(SojournConfig{Now: clk.Now})
-	off.Bind(q)
+	sink.Bind(off, q)
 	for range 3 {
 		clk.Advance(time.Second)
 		if off.Shed(ev{}, time.Hour) {

@@ -96,8 +96,8 @@ func (s *Sojourn) Accept(e sink.Event) bool {
 	return s.no()
 }
 
-// Charge implements Charger.
-func (s *Sojourn) Charge(sink.Event) { s.accepted.Add(1) }
+// charge implements charger.
+func (s *Sojourn) charge(sink.Event) { s.accepted.Add(1) }
 
 // Done implements sink.Completer.
 func (s *Sojourn) Done(_ sink.Event, queued, _ time.Duration) {

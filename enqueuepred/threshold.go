@@ -47,8 +47,8 @@ func (t *Threshold) Accept(e sink.Event) bool {
 	return t.yes()
 }
 
-// Charge implements Charger (a threshold holds nothing per event).
-func (t *Threshold) Charge(sink.Event) { t.accepted.Add(1) }
+// charge implements charger (a threshold holds nothing per event).
+func (t *Threshold) charge(sink.Event) { t.accepted.Add(1) }
 
 // SetLimit changes the nominal limit while traffic flows.
 func (t *Threshold) SetLimit(limit int) {

@@ -28,14 +28,17 @@ import (
 // The contract, between the Admission, the sink that holds it and the
 // predicate p:
 //
-//   - SetPredicate binds p to the sink (Binder) before any Admit asks it,
-//     then installs it; Admit and AdmitMany may run concurrently with it.
+//   - SetPredicate binds p to the sink (every Binder of p's tree, see
+//     Composite) before any Admit asks it, then installs it; Admit and
+//     AdmitMany may run concurrently with it.
 //   - Admit and AdmitMany ask p. A refusal is returned as the predicate's
 //     *RejectError (it wraps ErrRejected and names the sink and p; the
 //     same value every time, so a rejection does not allocate) and
 //     counted in Rejected. Check the sink's own reasons to refuse (closed,
 //     full) before Admit where you can: then an event refused for them
-//     costs the predicate nothing.
+//     costs the predicate nothing; one refused after Admit is cancelled.
+//     Non-rejectable events (NonRejectable) are asked like any other
+//     (enqueuepred's predicates admit and charge them).
 //   - Every admitted event gets exactly one of Ticket.Done or
 //     Ticket.Cancel on the Ticket Admit returned. This is the sink's duty:
 //     Done once the event has been handled (a stage's handler ran on it,
@@ -47,7 +50,9 @@ import (
 //     refuses everything, and one that completes twice lets it admit too
 //     much. package sinktest checks it.
 //   - The Ticket remembers the predicate that admitted the event, so an
-//     event admitted before SetPredicate replaced p still completes on p.
+//     event admitted before SetPredicate replaced p still completes on p,
+//     and it reaches every Completer or Canceler of p's tree: wrappers
+//     and composites forward nothing themselves.
 //
 // Admit costs one atomic load and the predicate's Accept; it does not
 // allocate.
@@ -62,8 +67,8 @@ type Admission struct {
 type admBox struct {
 	p   Predicate // nil: every event admitted
 	err *RejectError
-	// hooks of p, found once (see hooksOf).
-	batch  BatchPredicate
+	// The hooks of every predicate of p's tree (Composite), found once:
+	// a Ticket completes an event on all of them.
 	done   []Completer
 	cancel []Canceler
 	shed   []Shedder
@@ -149,7 +154,10 @@ func (b *admBox) sheds(e Event, waited time.Duration) bool {
 const historyLen = 8
 
 // SetPredicate installs p (nil: admit everything) for the sink self that
-// holds a: if p is a Binder it is bound to self first. Rejections name
+// holds a (nil only outside a sink, in tests): every Binder of p's tree
+// (p, and through Composite the predicates it is built from) is bound to
+// self first, and the Completers, Cancelers and Shedders of the tree are
+// looked up once, so that a Ticket completes an event on each of them. Rejections name
 // self by its Name method, else its String method. Events admitted by
 // the predicate p replaces still complete on it (their Tickets hold it).
 func (a *Admission) SetPredicate(self Sink, p Predicate) {
@@ -192,13 +200,6 @@ func (a *Admission) AdmitMany(es []Event) (Ticket, error) {
 	if b == nil || b.p == nil || len(es) == 0 {
 		return Ticket{}, nil
 	}
-	if b.batch != nil {
-		if !b.batch.AcceptMany(es) {
-			a.rejected.Add(uint64(len(es)))
-			return Ticket{}, b.err
-		}
-		return Ticket{b}, nil
-	}
 	t := Ticket{b}
 	for i, e := range es {
 		if !b.p.Accept(e) {
@@ -221,21 +222,20 @@ func newAdmBox(self Sink, p Predicate) *admBox {
 	if p == nil {
 		return nb
 	}
-	if b, ok := p.(Binder); ok {
-		b.Bind(self)
-	}
+	Bind(p, self)
 	nb.p = p
 	nb.err = &RejectError{Sink: sinkName(self), Predicate: PredicateName(p), Reason: "admission refused"}
-	nb.batch, _ = p.(BatchPredicate)
-	if c, ok := p.(Completer); ok {
-		nb.done = []Completer{c}
-	}
-	if c, ok := p.(Canceler); ok {
-		nb.cancel = []Canceler{c}
-	}
-	if s, ok := p.(Shedder); ok {
-		nb.shed = []Shedder{s}
-	}
+	Walk(p, func(q Predicate) {
+		if c, ok := q.(Completer); ok {
+			nb.done = append(nb.done, c)
+		}
+		if c, ok := q.(Canceler); ok {
+			nb.cancel = append(nb.cancel, c)
+		}
+		if s, ok := q.(Shedder); ok {
+			nb.shed = append(nb.shed, s)
+		}
+	})
 	return nb
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -170,5 +171,97 @@ func TestAdmissionConcurrent(t *testing.T) {
 		if n := p.inFlight.Load(); n != 0 {
 			t.Errorf("predicate %d: %d in flight", i, n)
 		}
+	}
+}
+
+// wrapper is a predicate built on others that implements none of the
+// runtime's hooks itself: the sink must reach its children's.
+type wrapper struct{ kids []sink.Predicate }
+
+func (w *wrapper) Accept(e sink.Event) bool {
+	for i, k := range w.kids {
+		if !k.Accept(e) {
+			for _, back := range w.kids[:i] {
+				sink.Cancel(back, e)
+			}
+			return false
+		}
+	}
+	return true
+}
+func (w *wrapper) Children() []sink.Predicate { return w.kids }
+
+// shedAll sheds every event that waited at all.
+type shedAll struct{ credit }
+
+func (s *shedAll) Shed(_ sink.Event, waited time.Duration) bool { return waited > 0 }
+
+func TestAdmissionReachesChildren(t *testing.T) {
+	inner, other := &credit{limit: 1}, &credit{limit: 5}
+	tree := &wrapper{kids: []sink.Predicate{other, &wrapper{kids: []sink.Predicate{inner}}}}
+	s := &named{}
+	s.SetPredicate(tree)
+	for _, c := range []*credit{inner, other} {
+		if c.bound.Load() == nil {
+			t.Fatal("a nested Binder was not bound")
+		}
+	}
+	tk, err := s.admit(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admit(2); err == nil { // inner is full: other gets 2 back
+		t.Fatal("nested limit of 1 not applied")
+	}
+	if other.inFlight.Load() != 1 || other.canceled.Load() != 1 {
+		t.Fatalf("the refusal did not cancel the sibling that admitted: %d in flight", other.inFlight.Load())
+	}
+	tk.Done(1, 0, 0)
+	if inner.inFlight.Load() != 0 || other.inFlight.Load() != 0 || inner.done.Load() != 1 || other.done.Load() != 1 {
+		t.Fatal("Ticket.Done did not reach every Completer of the tree exactly once")
+	}
+	// The package functions walk the tree the same way.
+	if !tree.Accept(3) {
+		t.Fatal("refused")
+	}
+	sink.Cancel(tree, 3)
+	if inner.inFlight.Load() != 0 || other.inFlight.Load() != 0 {
+		t.Fatal("sink.Cancel did not reach the tree")
+	}
+	if !sink.Shed(&wrapper{kids: []sink.Predicate{&shedAll{}}}, 1, time.Second) {
+		t.Fatal("sink.Shed did not reach a nested Shedder")
+	}
+	var seen int
+	sink.Walk(tree, func(sink.Predicate) { seen++ })
+	if seen != 4 {
+		t.Fatalf("Walk visited %d predicates, want 4", seen)
+	}
+}
+
+// TestQueueShedsThroughComposites: a Shedder inside a composite sheds
+// queued events (it used to be asked only when installed on its own).
+func TestQueueShedsThroughComposites(t *testing.T) {
+	q := sink.NewQueue(0)
+	sh := &shedAll{credit: credit{limit: 10}}
+	q.SetPredicate(&wrapper{kids: []sink.Predicate{sh}})
+	for i := 0; i < 3; i++ {
+		if err := q.Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Millisecond)
+	rt := sinkrt.Of(q)
+	if !rt.Sheds() {
+		t.Fatal("the queue does not see the nested Shedder")
+	}
+	buf, stamps := make([]sink.Event, 3), make([]int64, 3)
+	n := q.Dequeue(buf, stamps)
+	kept := rt.Expire(buf[:n], stamps[:n], sink.Nanotime())
+	rt.Finish(n)
+	if kept != 0 || q.Shed() != 3 {
+		t.Fatalf("kept %d, shed %d; want every event shed", kept, q.Shed())
+	}
+	if sh.inFlight.Load() != 0 || sh.canceled.Load() != 3 {
+		t.Fatalf("shed events not cancelled on the nested predicate: %d in flight", sh.inFlight.Load())
 	}
 }

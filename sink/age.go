@@ -18,8 +18,8 @@ type ageLimit struct {
 // Shedder is implemented by predicates that also shed events already
 // queued (CoDel's dequeue-side drop): the runtime asks, through
 // Queue.Expire, for each dequeued event before handling it, how long it
-// waited; true means drop it. The installed predicate is asked (not
-// composites' children).
+// waited; true means drop it. Every Shedder of the installed predicate's
+// tree is asked (a CoDel inside a composite sheds too).
 type Shedder interface {
 	Shed(e Event, waited time.Duration) bool
 }

@@ -59,8 +59,17 @@ type Sink interface {
 	Predicate() Predicate
 }
 
+// The runtime's predicate hooks. A predicate implements the ones it
+// needs, found by type assertion: Binder, Completer, Canceler, Shedder
+// (age.go), and Composite if it is built on other predicates. A
+// predicate implements its own hooks only and never forwards them to its
+// children: the sink reaches every predicate of the tree through
+// Composite (Admission at SetPredicate; Bind, Done, Cancel and Shed
+// here). Namer only names a predicate.
+
 // Binder is implemented by predicates that need the sink they guard (for
-// example to read its length). SetPredicate calls Bind before installing.
+// example to read its length). SetPredicate binds every Binder of the
+// predicate's tree before installing it.
 type Binder interface {
 	Bind(s Sink)
 }
@@ -79,8 +88,19 @@ type Canceler interface {
 	Cancel(e Event)
 }
 
-// BatchPredicate is implemented by predicates that can decide for a batch at
-// once without consuming anything when the answer is no.
+// Composite is implemented by predicates built on others (a wrapper, a
+// conjunction): Children returns them, the same predicates every time;
+// callers must not modify the slice. The hooks of every predicate of the
+// tree are found through it, so a Composite forwards none of them.
+type Composite interface {
+	Children() []Predicate
+}
+
+// BatchPredicate is no longer consulted: EnqueueMany and Prepare ask a
+// predicate about each event and cancel those admitted when one is
+// refused (Admission.AdmitMany).
+//
+// Deprecated: implement Accept and Canceler.
 type BatchPredicate interface {
 	AcceptMany(es []Event) bool
 }
@@ -90,18 +110,72 @@ type Namer interface {
 	Name() string
 }
 
-// Done reports a completed event to p if p implements Completer.
+// Walk calls fn for p and, depth first, every predicate it is built from
+// (Composite). It does nothing for a nil p.
+func Walk(p Predicate, fn func(Predicate)) {
+	if p == nil {
+		return
+	}
+	fn(p)
+	if c, ok := p.(Composite); ok {
+		for _, child := range c.Children() {
+			Walk(child, fn)
+		}
+	}
+}
+
+// Bind binds every Binder of p's tree to s.
+func Bind(p Predicate, s Sink) {
+	if b, ok := p.(Binder); ok {
+		b.Bind(s)
+	}
+	if c, ok := p.(Composite); ok {
+		for _, child := range c.Children() {
+			Bind(child, s)
+		}
+	}
+}
+
+// Done reports a completed event to every Completer of p's tree. A sink
+// completes through the Ticket of the event's Admission instead.
 func Done(p Predicate, e Event, queued, service time.Duration) {
 	if c, ok := p.(Completer); ok {
 		c.Done(e, queued, service)
 	}
+	if c, ok := p.(Composite); ok {
+		for _, child := range c.Children() {
+			Done(child, e, queued, service)
+		}
+	}
 }
 
-// Cancel reports an admitted-but-not-kept event to p if p implements Canceler.
+// Cancel reports an admitted-but-not-kept event to every Canceler of p's
+// tree: a composite that refuses an event after some of its children
+// admitted it gives it back to them this way.
 func Cancel(p Predicate, e Event) {
 	if c, ok := p.(Canceler); ok {
 		c.Cancel(e)
 	}
+	if c, ok := p.(Composite); ok {
+		for _, child := range c.Children() {
+			Cancel(child, e)
+		}
+	}
+}
+
+// Shed reports whether a Shedder of p's tree sheds e, queued for waited.
+func Shed(p Predicate, e Event, waited time.Duration) bool {
+	if s, ok := p.(Shedder); ok && s.Shed(e, waited) {
+		return true
+	}
+	if c, ok := p.(Composite); ok {
+		for _, child := range c.Children() {
+			if Shed(child, e, waited) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // PredicateName returns p's Name if it has one, or its type.

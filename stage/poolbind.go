@@ -19,7 +19,7 @@ func (s *Stage) bindPool(p sink.Predicate) {
 	if s.pool == nil {
 		return
 	}
-	enqueuepred.Walk(p, func(q sink.Predicate) {
+	sink.Walk(p, func(q sink.Predicate) {
 		if sat, ok := q.(*enqueuepred.Saturated); ok {
 			sat.BindPool(s.pool)
 		}

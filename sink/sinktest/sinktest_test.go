@@ -13,9 +13,14 @@ import (
 // queueHarness drives a bare sink.Queue as the runtime does: Consume
 // dequeues one event, reports it done to the predicate that admitted it
 // and finishes it.
-func queueHarness(capacity int) func(t *testing.T) sinktest.Harness {
+func queueHarness(capacity int, sched func() sink.Scheduler) func(t *testing.T) sinktest.Harness {
 	return func(t *testing.T) sinktest.Harness {
 		q := sink.NewNamedQueue("q", capacity)
+		if sched != nil {
+			if err := q.SetScheduler(sched()); err != nil {
+				t.Fatal(err)
+			}
+		}
 		take := func() (sink.Event, bool) {
 			buf, stamps := make([]sink.Event, 1), make([]int64, 1)
 			deadline := time.After(5 * time.Second)
@@ -49,6 +54,15 @@ func queueHarness(capacity int) func(t *testing.T) sinktest.Harness {
 }
 
 func TestQueue(t *testing.T) {
-	t.Run("unbounded", func(t *testing.T) { sinktest.Run(t, queueHarness(0)) })
-	t.Run("bounded", func(t *testing.T) { sinktest.Run(t, queueHarness(1000)) })
+	t.Run("unbounded", func(t *testing.T) { sinktest.Run(t, queueHarness(0, nil)) })
+	t.Run("bounded", func(t *testing.T) { sinktest.Run(t, queueHarness(1000, nil)) })
+	t.Run("lifo", func(t *testing.T) { sinktest.Run(t, queueHarness(1000, sink.NewLIFO)) })
+	t.Run("priority", func(t *testing.T) {
+		sinktest.Run(t, queueHarness(0, func() sink.Scheduler {
+			return sink.NewPriority(func(e sink.Event) int { return e.(int) % 3 })
+		}))
+	})
 }
+
+// TestMailbox runs the suite on the example's sink (example_test.go).
+func TestMailbox(t *testing.T) { mailboxConformance(t) }
