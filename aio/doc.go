@@ -40,7 +40,7 @@
 //
 //   - Nothing blocks in a gnet callback. Deliveries use non-blocking
 //     enqueues; an event a sink rejects waits, in order, in the
-//     connection's outbox, and a goroutine per socket (the maintenance
+//     connection's postbox, and a goroutine per socket (the maintenance
 //     loop) retries it after PollInterval, backing off to 16 intervals
 //     while the sink keeps rejecting. The maintenance loop sleeps until the
 //     next connection is due, so an idle socket costs nothing.

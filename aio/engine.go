@@ -51,7 +51,7 @@ type engine struct {
 	wheap watchHeap             // the same, ordered; entries not matching watch are stale
 	kick  chan struct{}
 
-	box     outbox // socket-level events
+	box     postbox // socket-level events
 	boxWait atomic.Bool
 	nextID  atomic.Uint64
 

@@ -299,7 +299,7 @@ func (s *Server) admit(nc net.Conn) error {
 // OnBoot runs when the event loops start.
 func (e *engine) OnBoot(gnet.Engine) gnet.Action { return gnet.None }
 
-func (s *Server) box() *outbox { return &s.eng.box }
+func (s *Server) box() *postbox { return &s.eng.box }
 
 // Addr is the address the server listens on (with the real port when the
 // configured port was 0).

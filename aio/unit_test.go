@@ -97,7 +97,7 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 	rec.setReject(func(sink.Event) bool { return reject })
 	retries := 0
 	var lost []sink.Event
-	o := outbox{retry: func() { retries++ }, lost: func(d delivery, _ error) { lost = append(lost, d.ev) }}
+	o := postbox{retry: func() { retries++ }, lost: func(d delivery, _ error) { lost = append(lost, d.ev) }}
 	if o.send(delivery{to: rec, ev: 1}) {
 		t.Fatal("send reported delivery to a rejecting sink")
 	}

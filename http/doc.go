@@ -66,10 +66,11 @@
 //
 // A Connection is a parser plus a sequencer of pipelined replies, nothing
 // more: the output belongs to the [aio.Connection] underneath, which holds
-// the write window, the completions, the write timeout and the socket-wide
-// output budget. Formatted replies are handed to it with
-// [aio.Connection.Write] outside the Connection's lock, one goroutine at a
-// time, in order; the server's timeouts run on the socket's maintenance
+// the write window, the completions, the closing state, the write timeout
+// and the socket-wide output budget. There is one output queue per
+// connection, the aio one: each reply is written into it with
+// [aio.Connection.Write] as its turn comes, in order (the Connection's
+// lock, then aio's leaf lock); the server's timeouts run on the socket's maintenance
 // goroutine ([aio.Connection.SetTimer]): the server has no goroutine of
 // its own. A body too large to hold in memory
 // is sent as a [Stream]: the application writes it piece by piece, each

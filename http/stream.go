@@ -78,7 +78,10 @@ func (s *Stream) Write(b []byte, done func(error)) error {
 	if c.stream == s {
 		now := sink.Nanotime()
 		c.lastAct, c.streamAt = now, now
-		c.outq = append(c.outq, w)
+		if err := c.writeLocked(w); err != nil {
+			c.unlock()
+			return err
+		}
 		if s.left == 0 {
 			c.endStreamLocked()
 		}
@@ -137,10 +140,22 @@ func (c *Connection) startStreamLocked(s *Stream, sends bool) {
 	}
 	c.stream = s
 	c.streamAt = sink.Nanotime()
-	c.outq = append(c.outq, s.pieces...)
-	clear(s.pieces)
+	pieces := s.pieces
 	s.pieces = nil
-	if s.left == 0 {
+	for i, w := range pieces {
+		if err := c.writeLocked(w); err != nil {
+			// The connection failed (and dropped the stream): the pieces
+			// after this one are dropped too.
+			for _, w := range pieces[i+1:] {
+				c.srv.stats.dropped.Add(1)
+				if w.done != nil {
+					c.calls = append(c.calls, doneCall{w.done, err})
+				}
+			}
+			return
+		}
+	}
+	if s.left == 0 && c.stream == s {
 		c.stream = nil // complete already; the caller emits what follows
 	}
 }

@@ -13,11 +13,11 @@ type delivery struct {
 	ev sink.Event
 }
 
-// outbox delivers events to user sinks in order without ever blocking: an
+// postbox delivers events to user sinks in order without ever blocking: an
 // event a sink rejects waits, with everything after it, until retry (the
 // socket's maintenance loop calls drain again). Events refused for good (the
 // sink is closed) are handed to lost, which logs and counts them.
-type outbox struct {
+type postbox struct {
 	mu   sync.Mutex
 	q    deque[delivery]
 	busy bool // a goroutine is delivering; it will take what is appended
@@ -29,9 +29,9 @@ type outbox struct {
 }
 
 // send delivers d after everything already waiting. It reports whether
-// the outbox is empty afterwards (d and everything before it delivered or
+// the postbox is empty afterwards (d and everything before it delivered or
 // lost); if not, a retry is scheduled.
-func (o *outbox) send(d delivery) bool {
+func (o *postbox) send(d delivery) bool {
 	o.mu.Lock()
 	if o.busy || o.q.len() > 0 {
 		o.q.push(d)
@@ -72,7 +72,7 @@ func (o *outbox) send(d delivery) bool {
 // goroutine. For events raised on an application's call into the socket
 // (Enqueue, Commit): delivering there would run sinks, possibly the
 // caller's own, inside the call, which may hold the caller's locks.
-func (o *outbox) post(d delivery) {
+func (o *postbox) post(d delivery) {
 	o.mu.Lock()
 	o.q.push(d)
 	o.mu.Unlock()
@@ -89,7 +89,7 @@ func retryable(err error) bool {
 	return errors.Is(err, sink.ErrRejected) && !errors.Is(err, sink.ErrClosed)
 }
 
-func (o *outbox) rejectedOnce() {
+func (o *postbox) rejectedOnce() {
 	if o.rejected != nil {
 		o.rejected()
 	}
@@ -102,7 +102,7 @@ func (o *outbox) rejectedOnce() {
 // accepts it at once; otherwise it returns the refusal and keeps nothing.
 // Deliveries by sendNow may run concurrently (they carry independent
 // events, such as the connections accepted by different event loops).
-func (o *outbox) sendNow(d delivery) error {
+func (o *postbox) sendNow(d delivery) error {
 	o.mu.Lock()
 	waiting := o.q.len() > 0
 	o.mu.Unlock()
@@ -115,8 +115,8 @@ func (o *outbox) sendNow(d delivery) error {
 var errBacklog = errors.New("aio: earlier events still waiting for their sink")
 
 // drain delivers waiting events in order until one is rejected. It reports
-// whether the outbox is empty.
-func (o *outbox) drain() bool {
+// whether the postbox is empty.
+func (o *postbox) drain() bool {
 	o.mu.Lock()
 	if o.busy {
 		o.mu.Unlock()
@@ -146,14 +146,14 @@ func (o *outbox) drain() bool {
 }
 
 // empty reports whether nothing waits.
-func (o *outbox) empty() bool {
+func (o *postbox) empty() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.q.len() == 0 && !o.busy
 }
 
-// discard empties the outbox and returns what it held.
-func (o *outbox) discard() []delivery {
+// discard empties the postbox and returns what it held.
+func (o *postbox) discard() []delivery {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []delivery

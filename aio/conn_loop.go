@@ -1,0 +1,555 @@
+package aio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// This file is the event loop's side of a Connection (loopState): gnet's
+// callbacks for it, and the code they run.
+
+// takePumpLocked takes the bytes waiting behind the window that the
+// window now has room for, to be written by pump (event loop, with no
+// AsyncWrite pending, so they are written at once and in order). They
+// count as handed over from now on.
+func (c *Connection) takePumpLocked() []writeOp {
+	var ops []writeOp
+	for c.later.len() > 0 {
+		room := c.grantLocked(int64(c.later.front().n))
+		if room <= 0 {
+			break
+		}
+		var op writeOp
+		if f := c.later.front(); int64(f.n) <= room {
+			op = c.later.pop()
+		} else {
+			op, *f = f.split(int(room))
+		}
+		c.laterBytes -= int64(op.n)
+		c.handed += int64(op.n)
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// pump writes ops (from takePumpLocked) with c.mu not held, counting
+// what gnet took as applied, and reports whether every write succeeded. A
+// failed write makes gnet close the connection at once, on this
+// goroutine: OnClose (onClose) takes c.mu and accounts for the rest, so
+// the lock must not be held across a write.
+func (c *Connection) pump(gc gnet.Conn, ops []writeOp) bool {
+	var bufs [][]byte
+	for _, op := range ops {
+		bufs = bufs[:0]
+		if len(op.data) > 0 {
+			bufs = append(bufs, op.data)
+		}
+		bufs = append(bufs, op.bufs...)
+		if _, err := gc.Writev(bufs); err != nil {
+			return false
+		}
+		c.mu.Lock()
+		c.applied += int64(op.n)
+		c.mu.Unlock()
+	}
+	return true
+}
+
+// order, so the oldest hand-off is the one just applied.
+func (c *Connection) written(gc gnet.Conn, err error) error {
+	c.mu.Lock()
+	end := int64(-1)
+	if c.handoffs.len() > 0 {
+		end = c.handoffs.pop()
+	}
+	if err == nil && end >= 0 {
+		c.applied = end
+	}
+	c.mu.Unlock()
+	if err != nil || end < 0 {
+		return nil // the connection is closing; OnClose accounts for it
+	}
+	if c.readOff {
+		// gnet arms reading again when it buffers output.
+		c.gateReads(gc)
+	}
+	if c.progress(gc) {
+		c.mu.Lock()
+		c.closeDrainedLocked()
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// closeDrainedLocked ends a graceful close whose output has drained.
+func (c *Connection) closeDrainedLocked() {
+	if c.state != stateClosing {
+		return
+	}
+	if c.reason == 0 {
+		c.reason = ClosedLocal
+	}
+	c.state = stateAborting
+	_ = c.gc.Close()
+}
+
+// updateFlushedLocked learns from gnet's outbound buffer how many bytes
+// have been written to the kernel. Event loop only, c.mu held.
+func (c *Connection) updateFlushedLocked(gc gnet.Conn) int64 {
+	out := int64(gc.OutboundBuffered())
+	if fl := c.applied - out; fl > c.flushed.Load() {
+		c.setFlushedLocked(fl)
+		c.pollDelay = 0
+	}
+	return out
+}
+
+// setFlushedLocked records that the first fl bytes have been written to
+// the kernel.
+func (c *Connection) setFlushedLocked(fl int64) {
+	if old := c.flushed.Load(); fl > old {
+		c.flushed.Store(fl)
+		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.eng.stats.outPending.Add(old - fl)
+		now := sink.Nanotime()
+		c.activity.Store(now)
+		c.lastOut.Store(now)
+	}
+}
+
+// completedLocked takes the write requests whose bytes are all written
+// and that wait for a completion.
+func (c *Connection) completedLocked(fl int64) []pendingWrite {
+	var done []pendingWrite
+	for c.ring.len() > 0 && c.ring.front().end <= fl {
+		w := c.ring.pop()
+		if w.n == 0 {
+			c.flushes--
+		}
+		if w.owes() {
+			c.waiters--
+			done = append(done, w)
+		}
+	}
+	return done
+}
+
+// complete delivers the completions of done (c.mu not held).
+func (c *Connection) complete(done []pendingWrite) {
+	var now int64
+	for _, w := range done {
+		if w.adm.owed() {
+			if now == 0 {
+				now = sink.Nanotime()
+			}
+			w.adm.tk.Done(w.adm.ev, time.Duration(now-w.adm.at), 0)
+		}
+		switch {
+		case w.fn != nil:
+			w.fn(nil)
+		case w.done != nil:
+			c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
+		}
+	}
+}
+
+// progress updates write progress from gnet's outbound buffer, hands over
+// bytes waiting behind the window, completes the requests that are now
+// flushed and says whether a graceful close may proceed. Event loop only.
+func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
+	c.mu.Lock()
+	out := c.updateFlushedLocked(gc)
+	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
+		if ops := c.takePumpLocked(); len(ops) > 0 {
+			c.mu.Unlock()
+			ok := c.pump(gc, ops)
+			c.mu.Lock()
+			if !ok || c.state == stateClosed {
+				c.mu.Unlock()
+				return false // closed: OnClose accounted for the rest
+			}
+		}
+		out = c.updateFlushedLocked(gc)
+	}
+	fl := c.flushed.Load()
+	done := c.completedLocked(fl)
+	if c.clogged && c.unclogLocked(fl) {
+		c.clogged = false
+	}
+	closeNow = c.state == stateClosing && c.applied >= c.closeAt && out == 0
+	if closeNow && c.linger {
+		closeNow = !c.startLingerLocked(gc)
+	}
+	poll := !closeNow && (c.state == stateClosing || (out > 0 && (c.waiters > 0 || c.clogged)) || c.later.len() > 0)
+	if wt := c.cfg.WriteTimeout; !poll && out > 0 && wt > 0 {
+		// No need to watch the drain closely: a visit when the write
+		// timeout would pass is enough (the tick checks it).
+		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
+	}
+	c.mu.Unlock()
+	c.wantPoll.Store(poll)
+	if poll {
+		// Poll again soon while output moves, less often while it does not.
+		poll := c.eng.cfg.PollInterval
+		c.pollDelay = min(max(2*c.pollDelay, poll), maxDrainPolls*poll)
+		c.eng.armAt(c, sink.Nanotime()+int64(c.pollDelay))
+	}
+	c.complete(done)
+	return closeNow
+}
+
+// startLingerLocked ends a lingering close's first phase, all output
+// written: it sends FIN and starts discarding input. It reports false if
+// the socket cannot be half-closed (then it is closed at once).
+func (c *Connection) startLingerLocked(gc gnet.Conn) bool {
+	if err := shutdownWrite(gc.Fd()); err != nil {
+		return false
+	}
+	if c.reason == 0 {
+		c.reason = ClosedLocal
+	}
+	c.state = stateLingering
+	c.lingerBy = sink.Nanotime() + int64(c.cfg.LingerTimeout)
+	c.eng.stats.lingered.Add(1)
+	c.eng.armAt(c, c.lingerBy)
+	if c.readOff {
+		// Input is discarded now: read it, whatever delivery waits for.
+		if err := c.gate.set(true, false); err == nil {
+			c.readOff = false
+			c.stopped.Store(false)
+		}
+	}
+	_ = gc.Wake(nil) // discard what is buffered already
+	return true
+}
+
+// unclogLocked reports whether a clog episode is over: outstanding output
+// is back to half the threshold.
+func (c *Connection) unclogLocked(flushed int64) bool {
+	lim := c.cfg.WriteThreshold
+	out := c.queued - flushed
+	return (lim.Bytes <= 0 || out <= int64(lim.Bytes)/2) && (lim.Writes <= 0 || c.ring.len()-c.flushes <= lim.Writes/2)
+}
+
+func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
+	if c.progress(gc) {
+		c.mu.Lock()
+		if c.state == stateClosing {
+			if c.reason == 0 {
+				c.reason = ClosedLocal
+			}
+			c.state = stateAborting
+		}
+		c.mu.Unlock()
+		return gnet.Close
+	}
+	if c.lingering() {
+		_, _ = gc.Discard(gc.InboundBuffered())
+		return gnet.None
+	}
+	if c.tls != nil && !c.tls.ok.Load() {
+		if !c.handshakeInput(gc) {
+			return gnet.Close
+		}
+		return gnet.None
+	}
+	avail := gc.InboundBuffered()
+	if avail > c.seen {
+		c.activity.Store(sink.Nanotime())
+	}
+	if int64(avail) > c.maxUnread.Load() {
+		c.maxUnread.Store(int64(avail))
+	}
+	act := c.read(gc, avail)
+	if act == gnet.None {
+		c.seen = gc.InboundBuffered()
+		c.gateReads(gc)
+	}
+	return act
+}
+
+func (c *Connection) lingering() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state == stateLingering
+}
+
+// mustWait reports whether the socket must not be read for now: delivery
+// waits for the reader sink or the governor, or, before StartReader, a
+// read buffer's worth of bytes is waiting already.
+func (c *Connection) mustWait(gc gnet.Conn) bool {
+	if c.reader.Load() == nil {
+		return gc.InboundBuffered() >= int(c.cfg.ReadBuffer)
+	}
+	return c.paused.Load()
+}
+
+// gateReads stops polling the socket for input while delivery must wait
+// and resumes it when delivery goes on (InboundPause; event loop only).
+// While stopped, the stop is applied again on every visit: gnet arms
+// reading again when its outbound buffer drains.
+func (c *Connection) gateReads(gc gnet.Conn) {
+	if !c.gate.ok() {
+		return
+	}
+	stop := c.mustWait(gc)
+	if !stop && !c.readOff {
+		return
+	}
+	if err := c.gate.set(!stop, gc.OutboundBuffered() > 0); err != nil {
+		// The descriptor is gnet's and open (we are in its callback):
+		// this is not expected. Fall back to MaxInbound.
+		c.gate = readGate{}
+		c.eng.noGate(err)
+		c.readOff = false
+		c.stopped.Store(false)
+		return
+	}
+	if stop && !c.readOff {
+		c.readStops.Add(1)
+		c.eng.stats.readStops.Add(1)
+	}
+	if !stop && c.readOff {
+		// Reading resumes: the quiet time while the application was
+		// behind is not the peer's idleness.
+		c.activity.Store(sink.Nanotime())
+	}
+	c.readOff = stop
+	c.stopped.Store(stop)
+}
+
+// read hands buffered bytes to the reader as packets until the buffer is
+// empty, the reader rejects one, or the governor says wait.
+func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
+	r := c.reader.Load()
+	if r == nil {
+		return c.overflow(gc)
+	}
+	if !c.box.empty() {
+		// Earlier events still wait for their sink: keep the bytes.
+		c.paused.Store(true)
+		c.armRetry()
+		return c.overflow(gc)
+	}
+	if c.paused.Load() {
+		if at := c.resumeAt.Load(); at > sink.Nanotime() {
+			c.eng.armAt(c, at)
+			return c.overflow(gc)
+		}
+		c.paused.Store(false)
+	}
+	var now time.Time
+	if c.tls != nil && (c.tls.fresh.Swap(false) || c.tls.tr.Buffered() > 0) && !c.tlsDeliver(r, nil) {
+		return c.overflow(gc)
+	}
+	for avail > 0 {
+		n := min(avail, int(c.cfg.ReadBuffer))
+		if c.gov != nil {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			grant, wait := c.gov.Take(now, n)
+			if grant == 0 {
+				c.govPauses.Add(1)
+				c.eng.stats.governorPauses.Add(1)
+				at := sink.Nanotime() + int64(wait)
+				c.resumeAt.Store(at)
+				c.paused.Store(true)
+				c.eng.armAt(c, at)
+				break
+			}
+			n = grant
+		}
+		data := make([]byte, n)
+		m, _ := gc.Read(data)
+		if m <= 0 {
+			break
+		}
+		avail -= m
+		if c.tls != nil {
+			c.countIn(m)
+			if !c.tlsDeliver(r, data[:m]) {
+				break
+			}
+			continue
+		}
+		c.seq++
+		c.countIn(m)
+		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: data[:m]}}) {
+			// The packet waits in the postbox; so do the bytes behind it.
+			c.paused.Store(true)
+			c.armRetry()
+			break
+		}
+	}
+	return c.overflow(gc)
+}
+
+// armRetry has the maintenance goroutine look at c after the current
+// retry back-off.
+func (c *Connection) armRetry() {
+	c.eng.armAt(c, sink.Nanotime()+c.retryDelay.Load())
+}
+
+// overflow closes the connection if too many unread bytes wait.
+func (c *Connection) overflow(gc gnet.Conn) gnet.Action {
+	lim := int64(c.cfg.MaxInbound)
+	if lim <= 0 || int64(gc.InboundBuffered()) <= lim {
+		return gnet.None
+	}
+	c.mu.Lock()
+	if c.reason == 0 {
+		c.reason, c.reasonErr = ClosedOverflow, ErrInboundOverflow
+	}
+	c.state = stateAborting
+	c.mu.Unlock()
+	c.eng.stats.overflowClosed.Add(1)
+	return gnet.Close
+}
+
+// onClose runs in gnet's OnClose, while gnet still holds the buffers.
+func (c *Connection) onClose(gc gnet.Conn, err error) {
+	c.mu.Lock()
+	out := int64(gc.OutboundBuffered())
+	fl := c.applied - out
+	if old := c.flushed.Load(); fl > old {
+		c.flushed.Store(fl)
+		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.eng.stats.outPending.Add(old - fl)
+	}
+	c.mu.Unlock()
+	if c.tls != nil {
+		c.tls.tr.FeedEOF() // a handshake waiting for the peer ends now
+	}
+	// Bytes received and not yet taken by a reader are delivered, not lost.
+	var tail []Packet
+	var tailBytes int64
+	for gc.InboundBuffered() > 0 {
+		data := make([]byte, min(gc.InboundBuffered(), int(c.cfg.ReadBuffer)))
+		m, _ := gc.Read(data)
+		if m <= 0 {
+			break
+		}
+		c.seq++
+		tail = append(tail, Packet{Conn: c, Seq: c.seq, Data: data[:m]})
+		tailBytes += int64(m)
+	}
+	if c.tls != nil {
+		tail, tailBytes = c.decryptTail(tail)
+	}
+
+	c.mu.Lock()
+	if !c.released {
+		c.released = true
+		c.eng.stats.outPending.Add(-(c.handed - c.flushed.Load()))
+	}
+	c.later = deque[writeOp]{}
+	c.laterBytes = 0
+	reason, rerr := c.reason, c.reasonErr
+	if reason == 0 {
+		reason, rerr = c.closeCause(err)
+	}
+	c.state = stateClosed
+	ev := SinkClosed{Conn: c, Reason: reason, Err: rerr, Unsent: c.queued - fl}
+	var failed []pendingWrite
+	for c.ring.len() > 0 {
+		if w := c.ring.pop(); w.owes() {
+			failed = append(failed, w)
+		}
+	}
+	c.waiters = 0
+	c.flushes = 0
+	r := c.reader.Load()
+	announced := c.announced
+	hold := false
+	if announced && r == nil && len(tail) > 0 {
+		if reason == ClosedPeer || reason == ClosedError {
+			// The peer sent bytes and left before the application started
+			// reading: keep them for StartReader.
+			hold = true
+			c.tail, c.held = tail, &ev
+		} else {
+			ev.Unread = tailBytes
+		}
+	}
+	c.mu.Unlock()
+	c.wantPoll.Store(false)
+	c.paused.Store(false)
+	c.stopped.Store(false)
+	if c.timerAt.Swap(0) != 0 {
+		// A visit now takes the timer's place in the watch set, so that a
+		// closed connection does not keep the socket busy until it is due.
+		c.eng.armAt(c, sink.Nanotime())
+	}
+
+	if len(failed) > 0 {
+		ferr := fmt.Errorf("%w (%s)", ErrConnClosed, reason)
+		if rerr != nil {
+			ferr = fmt.Errorf("%w (%s): %w", ErrConnClosed, reason, rerr)
+		}
+		for _, w := range failed {
+			if w.adm.owed() {
+				w.adm.tk.Cancel(w.adm.ev)
+			}
+			switch {
+			case w.fn != nil:
+				w.fn(ferr)
+			case w.done != nil:
+				c.box.send(delivery{to: w.done, ev: WriteFailed{Conn: c, Tag: w.tag, Bytes: w.n, Err: ferr}})
+			}
+		}
+	}
+	if !announced {
+		return
+	}
+	if hold {
+		c.eng.hold(c)
+		return
+	}
+	if r != nil {
+		c.sendTail(r.s, tail)
+		c.box.send(delivery{to: r.s, ev: ev})
+		return
+	}
+	c.box.send(delivery{to: c.owner, ev: ev})
+}
+
+func (c *Connection) closeCause(err error) (CloseReason, error) {
+	switch {
+	case err == nil && c.eng.isClosing():
+		return ClosedShutdown, ErrSocketClosed
+	case err == nil:
+		return ClosedError, ErrSocketClosed // the gnet engine stopped by itself
+	case errors.Is(err, io.EOF):
+		return ClosedPeer, err
+	}
+	return ClosedError, err
+}
+
+// tlsDeliver decrypts ciphertext (nil: what is buffered) and delivers the
+// plaintext as packets (event loop). It reports false when delivery must
+// pause (the reader refused a packet, or the record layer failed).
+func (c *Connection) tlsDeliver(r *sinkRef, ciphertext []byte) bool {
+	ok := true
+	err := c.decrypt(ciphertext, func(p []byte) {
+		c.seq++
+		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: p}}) {
+			ok = false // the packet waits in the postbox, and so do the ones after it
+		}
+	})
+	if err != nil {
+		c.tlsReadFailed(err)
+		return false
+	}
+	if !ok {
+		c.paused.Store(true)
+		c.armRetry()
+	}
+	return ok
+}

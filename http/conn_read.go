@@ -1,0 +1,248 @@
+package http
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// This file is a Connection's request side (pipeline): what the socket's
+// event loop runs when bytes arrive, and the pump that parses them and
+// hands the requests to the application.
+
+func (c *Connection) onPacket(data []byte) error {
+	now := sink.Nanotime()
+	c.mu.Lock()
+	if c.closed || c.readDone {
+		// Input after the last request (or after an error) is discarded;
+		// the close lingers so that it does not reset the connection.
+		c.linger = true
+		c.mu.Unlock()
+		return nil
+	}
+	if c.heldBytes > 0 && c.heldBytes+len(data) > c.srv.cfg.MaxBuffered {
+		// The pipeline is full and MaxBuffered bytes wait unparsed: refuse
+		// the packet. The socket stops reading (TCP flow control holds the
+		// client back) and offers it again later.
+		c.mu.Unlock()
+		c.srv.stats.overflows.Add(1)
+		return errPipelineFull
+	}
+	c.lastAct = now
+	if c.reqStart == 0 {
+		c.reqStart = now
+	}
+	if c.held == nil {
+		c.held = c.heldBuf[:0]
+	}
+	c.held = append(c.held, data)
+	if cap(c.held) <= 4 {
+		c.heldBuf = c.held[:0:cap(c.held)]
+	}
+	c.heldBytes += len(data)
+	c.pump()
+	return nil
+}
+
+var errPipelineFull = fmt.Errorf("http: pipeline full: %w", sink.ErrRejected)
+
+func (c *Connection) stopReadingLocked() {
+	if len(c.held) > 0 || !c.parser.Idle() {
+		c.linger = true // input left unread
+	}
+	c.readDone = true
+	c.held = nil
+	c.heldBytes = 0
+}
+
+// pump parses held input and hands the requests to the application, one
+// goroutine at a time, keeping at most MaxPipeline of them unanswered:
+// parsed requests beyond that wait in ready, and input is parsed only when
+// ready is empty. It is called with c.mu held and releases it.
+func (c *Connection) pump() {
+	if c.pumping {
+		c.unlock()
+		return
+	}
+	c.pumping = true
+	limit := int64(c.srv.cfg.MaxPipeline)
+	for !c.closed {
+		if c.closing {
+			c.ready = ring[*Request]{} // the connection closes: nobody will read the answers
+			break
+		}
+		if room := limit - int64(c.delivered-c.nextOut); room > 0 && c.ready.len() > 0 {
+			batch := c.batch[:0]
+			for range min(room, int64(c.ready.len())) {
+				batch = append(batch, c.ready.pop())
+			}
+			c.delivered += uint64(len(batch))
+			c.batch = batch
+			c.mu.Unlock()
+			c.deliver(batch)
+			clear(batch)
+			c.mu.Lock()
+			continue
+		}
+		if c.ready.len() > 0 || c.readDone || len(c.held) == 0 {
+			break
+		}
+		data := c.held[0]
+		c.held[0] = nil
+		c.held = c.held[1:]
+		if len(c.held) == 0 {
+			c.held = c.heldBuf[:0] // reuse the backing array
+		}
+		c.heldBytes -= len(data)
+		reqs, err := c.parser.Feed(c.scratch[:0], data)
+		now := sink.Nanotime()
+		for i, r := range reqs {
+			if r.Method == "CONNECT" {
+				// A tunnel is nothing this server can answer; the
+				// connection must not stay open to carry other bytes.
+				clear(reqs[i:])
+				reqs = reqs[:i]
+				err = &Error{Status: StatusBadRequest, Err: ErrMethod, Detail: "CONNECT is not supported"}
+				break
+			}
+			c.nextIn++
+			c.waitq.push(waiting{req: r, at: now})
+			c.ready.push(r)
+		}
+		n := len(reqs)
+		clear(reqs)
+		c.scratch = reqs[:0]
+		if c.parser.Closed() {
+			c.stopReadingLocked()
+		}
+		if err != nil {
+			c.stopReadingLocked()
+			c.linger = true
+			c.srv.stats.parseErrors.Add(1)
+			c.srv.log.Debug("http: bad request", "conn", c.String(), "err", err)
+			resp := ErrorResponse(err)
+			if errors.Is(err, ErrBodyBudget) {
+				resp = ServiceUnavailable(c.srv.cfg.RetryAfter)
+				resp.Close = true
+			}
+			c.answerSelfLocked(resp, now)
+		}
+		if c.parser.TakeContinue() {
+			c.continueLocked()
+		}
+		switch {
+		case c.parser.Idle():
+			c.reqStart = 0
+		case n > 0 || c.reqStart == 0:
+			c.reqStart = now
+		}
+	}
+	c.pumping = false
+	c.unlock()
+}
+
+// deliver hands parsed requests to the application; a refusal is answered
+// with 503 at once. Only the pumping goroutine calls it, so requests reach
+// the application in order.
+func (c *Connection) deliver(reqs []*Request) {
+	srv := c.srv
+	for _, r := range reqs {
+		srv.stats.requests.Add(1)
+		if c.overLimit {
+			resp := ServiceUnavailable(srv.cfg.RetryAfter)
+			resp.Close = true
+			_ = c.reply(Reply{Req: r, Resp: resp})
+			continue
+		}
+		if f := srv.cfg.Principal; f != nil {
+			r.SetPrincipal(f(r))
+		}
+		if f := srv.cfg.Inline; f != nil && f(r) {
+			continue
+		}
+		if err := srv.requests.Enqueue(r); err != nil {
+			srv.stats.rejected.Add(1)
+			resp := ServiceUnavailable(srv.cfg.RetryAfter)
+			if errors.Is(err, sink.ErrClosed) {
+				resp.Close = true
+			}
+			_ = c.reply(Reply{Req: r, Resp: resp})
+		}
+	}
+}
+
+// answerSelfLocked answers, in order, a pseudo-request the connection
+// made up itself: a parse error or a request timeout.
+func (c *Connection) answerSelfLocked(resp *Response, now int64) {
+	seq := c.nextIn
+	c.nextIn++
+	c.delivered++
+	c.waitq.push(waiting{at: now})
+	_ = c.answerLocked(seq, Reply{Resp: resp})
+}
+
+// continueLocked sends "100 Continue" for the request being received, or
+// schedules it after the responses to the requests before it.
+func (c *Connection) continueLocked() {
+	if c.closing {
+		return
+	}
+	if c.nextOut == c.nextIn && c.stream == nil {
+		c.pushContinueLocked()
+		return
+	}
+	c.wantCont, c.contSeq = true, c.nextIn
+}
+
+func (c *Connection) pushContinueLocked() {
+	c.wantCont = false
+	if c.writeLocked(outWrite{data: AppendContinue(nil)}) == nil {
+		c.srv.stats.continues.Add(1)
+	}
+}
+
+// ---- request bodies (the server's BodyBudget) ----
+
+// reserveBody is the Parser's ReserveBody (called under c.mu): n more
+// body bytes for r, within the server's budget or this connection's fair
+// share of it.
+func (c *Connection) reserveBody(r *Request, n int64) bool {
+	srv := c.srv
+	budget := srv.cfg.BodyBudget
+	if budget < 0 {
+		return true
+	}
+	used := srv.stats.bodyBytes.Add(n)
+	if used > budget {
+		srv.mu.Lock()
+		open := max(srv.open, 1)
+		srv.mu.Unlock()
+		if c.bodies+n > max(budget/int64(open), minBodyShare) {
+			srv.stats.bodyBytes.Add(-n)
+			srv.stats.bodyRejected.Add(1)
+			srv.log.Debug("http: request body over budget", "conn", c.String(), "bytes", n, "buffered", used-n)
+			return false
+		}
+	}
+	c.bodies += n
+	return true
+}
+
+// releaseBodyLocked returns the budget held by the body of req, which is
+// being answered.
+func (c *Connection) releaseBodyLocked(req *Request) {
+	if n := min(int64(len(req.Body)), c.bodies); n > 0 {
+		c.bodies -= n
+		c.srv.stats.bodyBytes.Add(-n)
+	}
+}
+
+// releaseBodiesLocked returns all the budget the connection holds (it
+// closed).
+func (c *Connection) releaseBodiesLocked() {
+	if c.bodies > 0 {
+		c.srv.stats.bodyBytes.Add(-c.bodies)
+		c.bodies = 0
+	}
+}

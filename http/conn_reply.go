@@ -1,0 +1,293 @@
+package http
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// This file is a Connection's output owner (replies): answers put in
+// order, formatted and written into the socket's outbox, by whichever
+// goroutine answers.
+
+func (c *Connection) reply(r Reply) error {
+	if err := c.check(r); err != nil {
+		finish(r.Done, err)
+		return err
+	}
+	c.mu.Lock()
+	err := c.answerLocked(r.Req.Seq, r)
+	if (c.ready.len() > 0 || len(c.held) > 0 && !c.readDone) && !c.pumping {
+		c.pump() // the pipeline has room again
+		return err
+	}
+	c.unlock()
+	return err
+}
+
+func (c *Connection) check(r Reply) error {
+	switch {
+	case r.Req == nil:
+		return fmt.Errorf("%w: no request", ErrBadReply)
+	case r.Resp == nil:
+		return fmt.Errorf("%w: no response", ErrBadReply)
+	case r.Req.Conn != c:
+		return fmt.Errorf("%w: request of connection %v answered on %s", ErrBadReply, r.Req.Conn, c)
+	}
+	if s := r.Stream; s != nil {
+		switch {
+		case s.c != c:
+			return fmt.Errorf("%w: stream of another connection", ErrBadReply)
+		case r.Resp.Body != nil || r.Body != nil:
+			return fmt.Errorf("%w: a streamed reply with a body", ErrBadReply)
+		case s.length != max(r.Resp.ContentLength, 0):
+			return fmt.Errorf("%w: stream of %d bytes for Content-Length %d", ErrBadReply, s.length, r.Resp.ContentLength)
+		}
+		return nil
+	}
+	if r.Resp.Body == nil && r.Resp.SendsBody(r.Req) {
+		var n int64
+		for _, b := range r.Body {
+			n += int64(len(b))
+		}
+		if n != max(r.Resp.ContentLength, 0) {
+			return fmt.Errorf("%w: body of %d bytes for Content-Length %d", ErrBadReply, n, r.Resp.ContentLength)
+		}
+	}
+	return nil
+}
+
+func (c *Connection) closedErr() error {
+	return fmt.Errorf("http: connection closed: %w", &sink.ClosedError{Sink: c.String()})
+}
+
+// answerLocked records the answer to request seq and sends every answer
+// now in order.
+func (c *Connection) answerLocked(seq uint64, r Reply) error {
+	if s := r.Stream; s != nil {
+		if s.bound {
+			err := fmt.Errorf("%w: a stream sent with two replies", ErrBadReply)
+			c.calls = append(c.calls, doneCall{r.Done, err})
+			return err
+		}
+		s.bound = true
+	}
+	var err error
+	switch {
+	case c.closed:
+		c.dropLocked(r, c.closedErr())
+		return c.closedErr()
+	case seq < c.nextOut || seq >= c.nextIn:
+		err = fmt.Errorf("%w: request %d of %s is answered already or unknown", ErrBadReply, seq, c)
+	case seq != c.nextOut || c.stream != nil:
+		if _, dup := c.pending[seq]; dup {
+			err = fmt.Errorf("%w: request %d of %s answered twice", ErrBadReply, seq, c)
+			break
+		}
+		if c.pending == nil {
+			c.pending = make(map[uint64]Reply)
+		}
+		c.pending[seq] = r
+		return nil
+	}
+	if err != nil {
+		c.calls = append(c.calls, doneCall{r.Done, err})
+		c.dropStreamLocked(r.Stream, err)
+		return err
+	}
+	c.emitLocked(r)
+	c.emitPendingLocked()
+	return nil
+}
+
+// emitPendingLocked emits the answers that waited for earlier ones, in
+// order, until one is missing or a stream is being sent.
+func (c *Connection) emitPendingLocked() {
+	for c.stream == nil && len(c.pending) > 0 {
+		next, ok := c.pending[c.nextOut]
+		if !ok {
+			break
+		}
+		delete(c.pending, c.nextOut)
+		c.emitLocked(next)
+	}
+}
+
+func (c *Connection) dropLocked(r Reply, err error) {
+	c.srv.stats.dropped.Add(1)
+	c.dropStreamLocked(r.Stream, err)
+	if r.Done != nil {
+		c.calls = append(c.calls, doneCall{r.Done, err})
+	}
+}
+
+func (c *Connection) dropPendingLocked() {
+	err := fmt.Errorf("http: %s closed before the reply was sent: %w", c, &sink.ClosedError{Sink: c.String()})
+	for seq, r := range c.pending {
+		delete(c.pending, seq)
+		c.dropLocked(r, err)
+	}
+	c.wantCont = false
+}
+
+// emitLocked formats the answer to request nextOut and writes it into
+// the socket's outbox.
+func (c *Connection) emitLocked(r Reply) {
+	c.nextOut++
+	if c.waitq.len() > 0 {
+		c.waitq.pop()
+	}
+	if c.closing {
+		c.dropLocked(r, fmt.Errorf("http: %s is closing: %w", c, &sink.ClosedError{Sink: c.String()}))
+		return
+	}
+	srv := c.srv
+	req, resp := r.Req, r.Resp
+	if s := r.Stream; s != nil && s.err != nil {
+		// Aborted before its turn: nothing of it was sent yet.
+		resp = InternalServerError()
+		resp.Close = true
+		r.Stream = nil
+	}
+	if (c.overLimit || srv.draining.Load()) && resp.KeepAlive(req) {
+		cp := *resp
+		cp.Close = true
+		resp = &cp
+	}
+	if req != nil {
+		c.releaseBodyLocked(req)
+	}
+	now := time.Now()
+	inline := srv.cfg.InlineBody
+	sends := resp.SendsBody(req)
+	var w outWrite
+	copied := true // the reply's buffers are not needed after formatting
+	switch {
+	case !sends, r.Stream != nil:
+		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+	case resp.Body != nil && len(resp.Body) <= inline:
+		w.data = srv.format.Append(make([]byte, 0, headerSize(resp)+len(resp.Body)), resp, req, now)
+	case resp.Body != nil:
+		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.bufs = [][]byte{resp.Body}
+		copied = false
+	case resp.ContentLength <= int64(inline):
+		buf := srv.format.AppendHeader(make([]byte, 0, headerSize(resp)+int(resp.ContentLength)), resp, req, now)
+		for _, b := range r.Body {
+			buf = append(buf, b...)
+		}
+		w.data = buf
+	default:
+		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.bufs = r.Body
+		copied = false
+	}
+	if copied && !r.tracked {
+		c.calls = append(c.calls, doneCall{r.Done, nil})
+	} else {
+		w.done = r.Done // when the bytes are written (or dropped)
+	}
+	if err := c.writeLocked(w); err != nil {
+		c.dropStreamLocked(r.Stream, err)
+		return
+	}
+	c.lastAct = sink.Nanotime()
+	srv.stats.responses.Add(1)
+	if class := resp.status() / 100; class >= 1 && class <= 5 {
+		srv.stats.byClass[class].Add(1)
+	}
+	if r.Stream != nil {
+		c.startStreamLocked(r.Stream, sends)
+	}
+	if !resp.KeepAlive(req) {
+		c.closing = true
+		c.stopReadingLocked()
+		c.dropPendingLocked()
+		return
+	}
+	if c.wantCont && c.contSeq == c.nextOut && c.stream == nil {
+		c.pushContinueLocked()
+	}
+}
+
+func headerSize(r *Response) int { return 160 + 40*len(r.Header) }
+
+// writeLocked writes w into the socket's outbox, behind everything
+// written before it, with c.mu held: the lock order is c.mu, then the
+// outbox's leaf lock, and Write never runs w.done itself, so replies
+// reach the socket in the order they are emitted with no queue here.
+// If the socket refuses w (it is closing or closed) w is dropped, its
+// done is called with the error, the connection fails and the error is
+// returned.
+//
+// What the one queue saves: the connection used to fill an outq under
+// mu, swap it out, hand it over outside mu and take mu again, with a
+// flushing flag so that one goroutine at a time did so; now a reply costs
+// one acquisition of mu and one of the outbox's lock, and no slices.
+// What it costs: mu is held during Write, which may queue a task for the
+// event loop (gnet's AsyncWrite, one eventfd write when the loop sleeps).
+func (c *Connection) writeLocked(w outWrite) error {
+	err := c.sock.Write(w.data, w.bufs, w.done)
+	if err == nil {
+		return nil
+	}
+	c.srv.stats.dropped.Add(1)
+	if w.done != nil {
+		c.calls = append(c.calls, doneCall{w.done, err})
+	}
+	c.failLocked(err)
+	return err
+}
+
+// failLocked gives up on every answer not yet written: the connection
+// cannot send. (What the outbox holds already it fails itself.)
+func (c *Connection) failLocked(err error) {
+	c.dropStreamLocked(c.stream, err)
+	c.closing = true
+	c.stopReadingLocked()
+	c.dropPendingLocked()
+}
+
+// unlock closes the socket once the connection has sent its last
+// response (closing, no stream being sent: the outbox's graceful close
+// then waits until every byte written into it is in the kernel),
+// releases c.mu and runs the Done callbacks collected under it.
+func (c *Connection) unlock() {
+	if c.closing && c.stream == nil && !c.closed && !c.sock.Closing() {
+		if c.linger {
+			_ = c.sock.Linger()
+		} else {
+			_ = c.sock.Close()
+		}
+	}
+	calls := c.calls
+	c.calls = nil
+	c.mu.Unlock()
+	for _, d := range calls {
+		finish(d.f, d.err)
+	}
+}
+
+// ---- socket events ----
+
+func (c *Connection) onClosed(ev aio.SinkClosed) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	if ev.Reason == aio.ClosedWriteTimeout {
+		c.srv.stats.writeTimeouts.Add(1)
+	}
+	err := c.closedErr()
+	if ev.Err != nil {
+		err = fmt.Errorf("%w (%s: %w)", err, ev.Reason, ev.Err)
+	}
+	c.failLocked(err)
+	c.releaseBodiesLocked()
+	c.unlock()
+	c.srv.remove(c)
+}

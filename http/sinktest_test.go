@@ -1,0 +1,196 @@
+package http_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	nethttp "net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/sink/sinktest"
+)
+
+// TestConnectionSinktest runs the sink conformance suite on an HTTP
+// connection over a real loopback socket. The client pipelines enough
+// requests up front; the suite's i-th event is a *Reply answering the
+// i-th of them with body i, and consuming it is reading that response at
+// the client. A reply the connection refuses (its Done gets the error)
+// is answered 503 with Reject instead, so that the responses after it
+// are not held up: the client skips those.
+func TestConnectionSinktest(t *testing.T) {
+	const requests = 1200
+	sinktest.Run(t, func(t *testing.T) sinktest.Harness {
+		reqs := make(chan *http.Request, requests)
+		srv, err := http.Listen(http.ServerConfig{
+			Socket:      aio.SocketConfig{Addr: "127.0.0.1:0"},
+			MaxPipeline: 2 * requests,
+			Inline: func(r *http.Request) bool {
+				reqs <- r
+				return true
+			},
+		}, sink.NewQueue(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		client, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		var pipeline []byte
+		for range requests {
+			pipeline = append(pipeline, "GET /r HTTP/1.1\r\nHost: sinktest\r\n\r\n"...)
+		}
+		if _, err := client.Write(pipeline); err != nil {
+			t.Fatal(err)
+		}
+		next := func() *http.Request {
+			select {
+			case r := <-reqs:
+				return r
+			case <-time.After(10 * time.Second):
+				t.Fatal("sinktest harness: the server delivered no request")
+				return nil
+			}
+		}
+		first := next()
+		conn := first.Conn.(*http.Connection)
+		pending := []*http.Request{first}
+		var mu sync.Mutex
+		evs := map[int]*http.Reply{}
+		br := bufio.NewReader(client)
+		return sinktest.Harness{
+			Sink: conn,
+			Event: func(i int) sink.Event {
+				var req *http.Request
+				if len(pending) > 0 {
+					req, pending = pending[0], pending[1:]
+				} else {
+					req = next()
+				}
+				r := &http.Reply{Req: req, Resp: http.OK("text/plain", []byte(strconv.Itoa(i)))}
+				r.Done = func(err error) {
+					if err != nil && !errors.Is(err, sink.ErrClosed) {
+						_ = conn.Reject(req, 0) // refused: answer 503 in its place
+					}
+				}
+				mu.Lock()
+				evs[i] = r
+				mu.Unlock()
+				return r
+			},
+			Consume: func() (sink.Event, bool) {
+				_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+				for {
+					resp, err := nethttp.ReadResponse(br, nil)
+					if err != nil {
+						t.Logf("sinktest harness: reading a response: %v", err)
+						return nil, false
+					}
+					body, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err != nil {
+						return nil, false
+					}
+					if resp.StatusCode == nethttp.StatusServiceUnavailable {
+						continue // a refused reply's stand-in
+					}
+					i, err := strconv.Atoi(string(body))
+					if err != nil {
+						t.Errorf("sinktest harness: response %d %q", resp.StatusCode, body)
+						return nil, false
+					}
+					mu.Lock()
+					r := evs[i]
+					mu.Unlock()
+					return r, true
+				}
+			},
+			Close: func() {
+				_ = conn.Close()
+				_ = client.(*net.TCPConn).CloseWrite() // end a lingering close
+				deadline := time.Now().Add(10 * time.Second)
+				for !conn.Closed() {
+					if time.Now().After(deadline) {
+						t.Fatal("sinktest harness: the connection did not close")
+					}
+					time.Sleep(time.Millisecond)
+				}
+			},
+			Limit: func(limit int) (sink.Predicate, func() int) {
+				p := enqueuepred.NewCounter(limit)
+				return p, p.InFlight
+			},
+		}
+	})
+}
+
+// TestConnectionAdmissionCloseCancels: replies a concurrency limit
+// admitted are given back when the connection closes with them unsent:
+// one waiting for an earlier answer, and large ones the client never
+// reads.
+func TestConnectionAdmissionCloseCancels(t *testing.T) {
+	reqs := make(chan *http.Request, 8)
+	srv, err := http.Listen(http.ServerConfig{
+		Socket: aio.SocketConfig{Addr: "127.0.0.1:0"},
+		Inline: func(r *http.Request) bool {
+			reqs <- r
+			return true
+		},
+	}, sink.NewQueue(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	client, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	const n = 4
+	for range n {
+		if _, err := client.Write([]byte("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []*http.Request
+	for range n {
+		select {
+		case r := <-reqs:
+			got = append(got, r)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no request")
+		}
+	}
+	conn := got[0].Conn.(*http.Connection)
+	limit := enqueuepred.NewCounter(100)
+	conn.SetPredicate(limit)
+	body := make([]byte, 8<<20)
+	// The last request's answer waits for the earlier ones; the first
+	// ones are too large for the client's socket buffers.
+	for _, r := range []*http.Request{got[n-1], got[0], got[1]} {
+		if err := conn.Enqueue(http.Reply{Req: r, Resp: http.OK("application/octet-stream", body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if limit.InFlight() != 3 {
+		t.Fatalf("in flight %d, want 3", limit.InFlight())
+	}
+	_ = conn.Abort()
+	deadline := time.Now().Add(10 * time.Second)
+	for limit.InFlight() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d replies still hold credit after the connection closed", limit.InFlight())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
