@@ -32,7 +32,7 @@ func BenchmarkConnEnqueue(b *testing.B) {
 					conns <- c
 				}
 				return nil
-			}))
+			}), Env{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -32,7 +32,7 @@ func TestConcurrentAnswersInOrder(t *testing.T) {
 			reqs <- r
 			return true
 		},
-	}, sink.NewQueue(0))
+	}, sink.NewQueue(0), aio.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

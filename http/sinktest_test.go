@@ -36,7 +36,7 @@ func TestConnectionSinktest(t *testing.T) {
 				reqs <- r
 				return true
 			},
-		}, sink.NewQueue(0))
+		}, sink.NewQueue(0), aio.Env{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestConnectionAdmissionCloseCancels(t *testing.T) {
 			reqs <- r
 			return true
 		},
-	}, sink.NewQueue(0))
+	}, sink.NewQueue(0), aio.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
