@@ -96,15 +96,6 @@ type Composite interface {
 	Children() []Predicate
 }
 
-// BatchPredicate is no longer consulted: EnqueueMany and Prepare ask a
-// predicate about each event and cancel those admitted when one is
-// refused (Admission.AdmitMany).
-//
-// Deprecated: implement Accept and Canceler.
-type BatchPredicate interface {
-	AcceptMany(es []Event) bool
-}
-
 // Namer names a predicate in errors and metrics.
 type Namer interface {
 	Name() string
