@@ -51,7 +51,10 @@ var (
 	_ Inspector      = (*accounting)(nil)
 )
 
-// NewAccounting returns an accounting wrapper around inner.
+// NewAccounting returns Whirlwind's per-principal resource accounting
+// (§III.C, YAML `account`) around inner (nil: admit everything): events
+// admitted, refused and handled and their handler and queueing times per
+// principal, reported through Inspector as principal.<id>.<value>.
 func NewAccounting(inner sink.Predicate, cfg AccountingConfig) sink.Predicate {
 	return newAccounting(inner, cfg)
 }

@@ -23,13 +23,19 @@ var (
 )
 
 // NewAll returns the conjunction of ps (no children: accept everything).
+// Children are asked in order; when one refuses, those that had admitted
+// the event get a sink.Cancel, so tokens and credits are not lost. Use it
+// to combine, say, a stage's own rate with a group rate (JOBS: the least
+// of the two).
 func NewAll(ps ...sink.Predicate) sink.Predicate { return newAll(ps...) }
 
 // newAll is NewAll, returning the concrete type.
 func newAll(ps ...sink.Predicate) *allOf { return &allOf{newComposed(ps)} }
 
 // NewAny returns the disjunction of ps (no children: reject everything
-// rejectable).
+// rejectable). Children are asked in order until one admits; the others
+// are then charged, so that every child accounts for the event and the
+// later sink.Done balances.
 func NewAny(ps ...sink.Predicate) sink.Predicate { return newAny(ps...) }
 
 // newAny is NewAny, returning the concrete type.

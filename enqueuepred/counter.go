@@ -35,7 +35,10 @@ var (
 	_ charger        = (*counter)(nil)
 )
 
-// NewCounter returns a counter allowing limit events in service.
+// NewCounter returns a credit counter (JOBS §7.2.1, YAML `counter`)
+// admitting at most limit events in service at once: an admitted event
+// holds a credit until the runtime reports its completion (sink.Done, also
+// when the handler failed) or the queue cancels it (sink.Cancel).
 func NewCounter(limit int) sink.Predicate { return newCounter(limit) }
 
 // newCounter is NewCounter, returning the concrete type.

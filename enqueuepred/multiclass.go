@@ -59,7 +59,10 @@ var (
 	_ Inspector      = (*multiclass)(nil)
 )
 
-// NewMulticlass returns a multiclass controller.
+// NewMulticlass returns the thesis §7.2.3 multiclass response-time
+// controller (YAML `multiclass`): one controller and token bucket per
+// class (ClassOf); when a class misses its target, the rates of all lower
+// classes are cut first. Errors wrap ErrBadConfig.
 func NewMulticlass(cfg MulticlassConfig) (sink.Predicate, error) {
 	p, err := newMulticlass(cfg)
 	if err != nil {

@@ -22,8 +22,11 @@ type priority struct {
 	rej    []atomic.Uint64
 }
 
-// NewPriority returns a priority predicate with queue-length limits per
-// priority level.
+// NewPriority returns a predicate (YAML `priority`) giving events of
+// higher-priority principals a larger share of the queue it guards: an
+// event of priority p (PriorityOf) is admitted while the queue holds fewer
+// than limits[p] events; an unlisted priority uses the limit of the
+// highest listed one below it, or of the lowest listed one.
 func NewPriority(limits map[int]int) (sink.Predicate, error) {
 	p, err := newPriority(limits)
 	if err != nil {

@@ -23,7 +23,7 @@ type REDConfig struct {
 // red rejects events with a probability that grows with the average length
 // of the queue it guards: none below Min, rising linearly to MaxP at Max,
 // all above Max (or 2*Max when Gentle). Spacing drops uniformly, as in
-// red's count correction, avoids bursts of rejections. Unbound, it accepts
+// RED's count correction, avoids bursts of rejections. Unbound, it accepts
 // everything.
 type red struct {
 	boundSink
@@ -35,7 +35,10 @@ type red struct {
 	rnd   func() float64
 }
 
-// NewRED returns a RED (random early detection) predicate.
+// NewRED returns a random early detection predicate (YAML `red`): it
+// rejects events with a probability that grows with the average length of
+// the queue it guards, none below Min, rising linearly to MaxP at Max, all
+// above Max (or 2*Max when Gentle). Unbound, it accepts everything.
 func NewRED(c REDConfig) sink.Predicate { return newRED(c) }
 
 // newRED is NewRED, returning the concrete type.

@@ -56,8 +56,10 @@ var (
 	_ sink.Composite = (*saturated)(nil)
 )
 
-// NewSaturated returns inner applied only once the pool bound with
-// BindPool cannot grow and has no idle worker or, with no pool bound,
+// NewSaturated composes admission control with the thread-pool controller
+// (thesis §8.2.1, YAML `saturated`): it returns inner applied only once the
+// pool bound with its BindPool(PoolState) method (package stage binds a
+// stage's own pool) cannot grow and has no idle worker or, with no pool bound,
 // once threads events are in service (threads ≤ 0: inner always decides
 // then).
 func NewSaturated(inner sink.Predicate, threads int) sink.Predicate {

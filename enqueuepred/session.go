@@ -88,7 +88,12 @@ type sessionEntry struct {
 
 var _ sink.Composite = (*session)(nil)
 
-// NewSession wraps inner.
+// NewSession makes inner's decisions session-consistent (Whirlwind §IV,
+// YAML `session`): the first request of a session (its principal's ID) is
+// decided by inner, and later requests of that session within the window
+// get the same answer, so a user is served a whole page or told at once
+// that the site is busy. Events without a principal ID are decided by
+// inner alone.
 func NewSession(inner sink.Predicate, c SessionConfig) sink.Predicate { return newSession(inner, c) }
 
 // newSession is NewSession, returning the concrete type.

@@ -57,7 +57,11 @@ var (
 	_ sink.Shedder   = (*sojourn)(nil)
 )
 
-// NewSojourn returns a sojourn-time predicate.
+// NewSojourn returns a CoDel-style predicate (YAML `codel`, `sojourn`):
+// when the minimum time events spent queued over an Interval stays above
+// Target (a standing queue, not a burst), it rejects new events until a
+// window's minimum falls back under Target or the queue is seen empty.
+// With Shed it also drops queued events at dequeue (sink.Shedder).
 func NewSojourn(c SojournConfig) sink.Predicate { return newSojourn(c) }
 
 // newSojourn is NewSojourn, returning the concrete type.

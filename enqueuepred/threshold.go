@@ -28,8 +28,11 @@ var (
 	_ Inspector   = (*threshold)(nil)
 )
 
-// NewThreshold returns a threshold predicate; limit <= 0 rejects every
-// rejectable event.
+// NewThreshold returns a predicate (YAML `threshold`) rejecting events
+// while the queue it guards holds limit events or more (Sandstorm's
+// QueueThresholdPredicate); limit <= 0 rejects every rejectable event. It
+// learns the queue through sink.Binder when installed with SetPredicate;
+// unbound, it accepts everything.
 func NewThreshold(limit int) sink.Predicate { return newThreshold(limit) }
 
 // newThreshold is NewThreshold, returning the concrete type.
