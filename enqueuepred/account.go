@@ -132,8 +132,8 @@ func (a *accounting) Done(e sink.Event, queued, service time.Duration) {
 	acc.queued.Add(int64(queued))
 }
 
-// Usage returns every principal's account.
-func (a *accounting) Usage() map[string]principalUsage {
+// usage returns every principal's account.
+func (a *accounting) usage() map[string]principalUsage {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	out := make(map[string]principalUsage, len(a.byID))
@@ -160,7 +160,7 @@ func metricName(id string) string {
 // Inspect implements Inspector: principal.<id>.{admitted, rejected, done,
 // service_s, queued_s}, then the wrapped predicate's values.
 func (a *accounting) Inspect(report func(string, float64)) {
-	u := a.Usage()
+	u := a.usage()
 	ids := make([]string, 0, len(u))
 	for id := range u {
 		ids = append(ids, id)

@@ -19,7 +19,7 @@ func TestAccounting(t *testing.T) {
 	}
 	sink.Cancel(a, carol)
 	a.Accept(ev{}) // anonymous, also beyond Max: other
-	u := a.Usage()
+	u := a.usage()
 	want := map[string]principalUsage{
 		"alice": {Admitted: 1, Rejected: 1, Done: 1, Service: 10 * time.Millisecond, Queued: 3 * time.Millisecond},
 		"bob":   {Admitted: 1},

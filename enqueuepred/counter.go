@@ -115,7 +115,7 @@ func (c *counter) Limit() int {
 // EffectiveLimit returns the limit in force.
 func (c *counter) EffectiveLimit() int { return int(c.effective.Load()) }
 
-// Scale implements Scalable.
+// Scale implements scalable.
 func (c *counter) Scale(f float64) {
 	c.mu.Lock()
 	c.scale = clamp01(f)

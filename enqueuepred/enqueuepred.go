@@ -51,7 +51,7 @@ type charger interface {
 }
 
 // scalable is implemented by regulators whose limit (rate, count, queue
-// length) can be scaled down by an overload degree; see Modified. f is in
+// length) can be scaled down by an overload degree; see NewModified. f is in
 // [0, 1]; 1 restores the nominal limit.
 type scalable interface {
 	sink.Predicate

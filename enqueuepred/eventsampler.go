@@ -9,7 +9,7 @@ import (
 )
 
 // eventFed is implemented by samplers fed by the guarded stage's own
-// events (JOBS: samplers triggered by events), not only polled: a Modified
+// events (JOBS: samplers triggered by events), not only polled: a modified
 // regulator passes them every arrival it decides on (Arrived, admitted or
 // not) and every completion (Completed, from sink.Done); Sample then
 // reports what the events since the previous sample showed.
@@ -19,7 +19,7 @@ type eventFed interface {
 	Completed(e sink.Event, queued, service time.Duration)
 }
 
-// eventKind selects what an EventSampler measures.
+// eventKind selects what an eventSampler measures.
 type eventKind int
 
 const (
@@ -32,9 +32,9 @@ const (
 	kindWait
 )
 
-// eventSampler is an EventFed sampler of the guarded stage's arrivals,
+// eventSampler is an event-fed sampler of the guarded stage's arrivals,
 // service times or queue waits. With no completion since the previous
-// sample, ServiceTime and QueueWait return an error wrapping ErrNoSample
+// sample, kindService and kindWait return an error wrapping errNoSample
 // (the modifier keeps its degree).
 type eventSampler struct {
 	Kind eventKind
@@ -64,7 +64,7 @@ func (s *eventSampler) Name() string {
 	return fmt.Sprintf("EventKind(%d)", int(s.Kind))
 }
 
-// Arrived implements EventFed.
+// Arrived implements eventFed.
 func (s *eventSampler) Arrived(sink.Event) {
 	if s.Kind != kindArrivals {
 		return
@@ -74,7 +74,7 @@ func (s *eventSampler) Arrived(sink.Event) {
 	s.mu.Unlock()
 }
 
-// Completed implements EventFed.
+// Completed implements eventFed.
 func (s *eventSampler) Completed(_ sink.Event, queued, service time.Duration) {
 	if s.Kind == kindArrivals {
 		return

@@ -196,9 +196,6 @@ func (m *modified) Name() string { return sink.PredicateName(m.inner) }
 // Children implements sink.Composite: the regulator.
 func (m *modified) Children() []sink.Predicate { return m.kids }
 
-// Inner returns the modified regulator.
-func (m *modified) Inner() scalable { return m.inner }
-
 // Accept implements sink.Predicate.
 func (m *modified) Accept(e sink.Event) bool {
 	if m.background.Load() == 0 {

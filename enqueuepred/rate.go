@@ -154,7 +154,7 @@ func (r *Rate) SetDepth(depth int) {
 	r.mu.Unlock()
 }
 
-// Scale implements Scalable.
+// Scale implements scalable.
 func (r *Rate) Scale(f float64) {
 	r.mu.Lock()
 	r.scale = clamp01(f)

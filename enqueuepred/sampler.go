@@ -119,7 +119,7 @@ func newCPUSampler() *cpuSampler {
 func (s *cpuSampler) Name() string { return "cpu" }
 
 // Sample implements Sampler. The first call only records a starting point
-// and returns an error wrapping ErrNoSample.
+// and returns an error wrapping errNoSample.
 func (s *cpuSampler) Sample(now time.Time) (float64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

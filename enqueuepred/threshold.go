@@ -74,7 +74,7 @@ func (t *threshold) Limit() int {
 // EffectiveLimit returns the limit in force (nominal scaled by modifiers).
 func (t *threshold) EffectiveLimit() int { return int(t.effective.Load()) }
 
-// Scale implements Scalable.
+// Scale implements scalable.
 func (t *threshold) Scale(f float64) {
 	t.mu.Lock()
 	t.scale = clamp01(f)
