@@ -19,7 +19,7 @@ func (c *Connection) reply(r Reply) error {
 	}
 	c.mu.Lock()
 	err := c.answerLocked(r.Req.Seq, r)
-	if (c.ready.len() > 0 || len(c.held) > 0 && !c.readDone) && !c.pumping {
+	if (c.ready.Len() > 0 || len(c.held) > 0 && !c.readDone) && !c.pumping {
 		c.pump() // the pipeline has room again
 		return err
 	}
@@ -136,8 +136,8 @@ func (c *Connection) dropPendingLocked() {
 // the socket's outbox.
 func (c *Connection) emitLocked(r Reply) {
 	c.nextOut++
-	if c.waitq.len() > 0 {
-		c.waitq.pop()
+	if c.waitq.Len() > 0 {
+		c.waitq.Pop()
 	}
 	if c.closing {
 		c.dropLocked(r, fmt.Errorf("http: %s is closing: %w", c, &sink.ClosedError{Sink: c.String()}))
