@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	nethttp "net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -152,5 +155,55 @@ func TestClusterFrontAndTwoWorkers(t *testing.T) {
 	}
 	if afterKillOK.Load() == 0 {
 		t.Fatal("no request succeeded on the surviving worker")
+	}
+}
+
+// TestClusterWithToken runs a front and a worker with -nats-token-file:
+// /checksum/ works through the worker; a worker without the token, or
+// with another, is refused at start (exit 1, without waiting for NATS),
+// and no process logs the token.
+func TestClusterWithToken(t *testing.T) {
+	bin := buildHaboob(t)
+	const secret = "cluster-secret-4711"
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	front := startNode(t, bin, "-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "",
+		"-nats-token-file", tokenFile)
+	startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats, "-nats-token-file", tokenFile)
+	resp, err := (&nethttp.Client{Timeout: 30 * time.Second}).Get("http://" + front.addr + "/checksum/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/checksum/ through the worker: %d", resp.StatusCode)
+	}
+	wrong := filepath.Join(dir, "wrong")
+	if err := os.WriteFile(wrong, []byte("not-"+secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-node", "worker", "-nats", front.nats},
+		{"-node", "worker", "-nats", front.nats, "-nats-token-file", wrong},
+	} {
+		start := time.Now()
+		cmd := exec.Command(bin, append([]string{"-config", clusterConfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%v: a worker without the token ran\n%s", args, out)
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("%v: refused after %v", args, d)
+		}
+		if !strings.Contains(string(out), "refused this node") {
+			t.Errorf("%v: no refusal in\n%s", args, out)
+		}
+		if strings.Contains(string(out), secret) {
+			t.Errorf("%v: the token is in the logs\n%s", args, out)
+		}
 	}
 }
