@@ -304,6 +304,10 @@ func (n *Node) durableSubject(stage string) string { return n.cfg.Prefix + ".d."
 func (n *Node) streamName(stage string) string {
 	return strings.ToUpper(n.cfg.Prefix) + "_" + stage
 }
+func (n *Node) deadSubject(stage string) string { return n.cfg.Prefix + ".dlq." + stage }
+func (n *Node) deadStreamName(stage string) string {
+	return strings.ToUpper(n.cfg.Prefix) + "_DLQ_" + stage
+}
 
 // NewManager builds this node's manager from the whole graph's
 // configuration, as stage.NewFromConfig does for one process: it creates
