@@ -130,3 +130,28 @@ func TestDurableDeadLetterWithoutAnswer(t *testing.T) {
 		t.Errorf("replica's remote.Work.deadletters = %d, want 1", v)
 	}
 }
+
+// A replica's predicate refusing an event at every delivery sends it to
+// the dead letters too (a refusal counts as a delivery), with the
+// refusal as its error: it is not nak'd forever.
+func TestDurableDeadLetterRefusedByPredicate(t *testing.T) {
+	graph := strings.Replace(deadGraph, "queue: {threshold: 8}", "queue: {threshold: 8}\n    predicate: {type: rate, rate: 0.001, depth: 1}", 1)
+	c := &cluster{t: t}
+	ma, na := c.node(graph, "a", nil)
+	work := &recorder{}
+	_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": work})
+	s := remoteSink(t, ma, "Work")
+	for _, e := range []string{"first", "second"} {
+		if err := s.Enqueue(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dead []*nats.RawStreamMsg
+	waitFor(t, "the dead letter", func() bool { dead = deadLetters(t, na, "Work"); return len(dead) == 1 })
+	waitFor(t, "one event handled", func() bool { return work.count() == 1 })
+	h := dead[0].Header
+	if e := h.Get(remote.HeaderError); !strings.Contains(e, "reject") || h.Get(remote.HeaderDeliveries) != "3" {
+		t.Errorf("dead letter's headers %v, want the predicate's refusal after 3 deliveries", h)
+	}
+	waitFor(t, "an empty work stream", func() bool { return s.Len() == 0 })
+}
