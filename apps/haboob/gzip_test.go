@@ -339,3 +339,84 @@ func startErr(t *testing.T, config string) error {
 	_ = hb.Close()
 	return err
 }
+
+// A .gz sibling above maxObject is streamed like any large file: its
+// headers, ranges of its bytes, HEAD and 304 without reading it.
+func TestGzipStaticStreamed(t *testing.T) {
+	s, _ := startGzipSite(t, testConfig)
+	big := strings.Repeat("streamed text, stored rather than compressed\n", 400) // ~18 KiB
+	gz := gzipBytes(t, big, gzip.NoCompression)                                  // above maxObject (4 KiB)
+	write(t, filepath.Join(s.root, "big.txt"), big)
+	write(t, filepath.Join(s.root, "big.txt.gz"), string(gz))
+	c := s.rawClient(t)
+	resp, body := s.do(t, c, "GET", "/big.txt", "Accept-Encoding", "gzip")
+	if resp.StatusCode != 200 || body != string(gz) || resp.Header.Get("Content-Encoding") != "gzip" ||
+		resp.Header.Get("Vary") != "Accept-Encoding" || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("streamed .gz: %d, %d bytes, %v", resp.StatusCode, len(body), resp.Header)
+	}
+	tag := resp.Header.Get("ETag")
+	resp, body = s.do(t, c, "GET", "/big.txt", "Accept-Encoding", "gzip", "Range", "bytes=-10")
+	if resp.StatusCode != 206 || body != string(gz[len(gz)-10:]) || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("range of a streamed .gz: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, _ = s.do(t, c, "GET", "/big.txt", "Accept-Encoding", "gzip", "If-None-Match", tag)
+	if resp.StatusCode != 304 || resp.Header.Get("Vary") != "Accept-Encoding" {
+		t.Errorf("304 of a streamed .gz: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, body = s.do(t, c, "GET", "/big.txt")
+	if body != big || resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("Vary") != "Accept-Encoding" {
+		t.Errorf("identity of a streamed file: %d bytes, %v", len(body), resp.Header)
+	}
+	if n := s.hb.Compression().Compressions; n != 0 {
+		t.Errorf("compressions = %d, want 0", n)
+	}
+}
+
+// A .gz sibling that appears after the page was cached is served once the
+// page is revalidated (20ms in the test configuration), and the copy
+// compressed on the fly is dropped when its file changes.
+func TestGzipRevalidated(t *testing.T) {
+	s, _ := startGzipSite(t, testConfig)
+	c := s.rawClient(t)
+	resp, _ := s.do(t, c, "GET", "/page.html", "Accept-Encoding", "gzip")
+	oldTag := resp.Header.Get("ETag")
+	gz := gzipBytes(t, textPage, gzip.BestCompression)
+	write(t, filepath.Join(s.root, "page.html.gz"), string(gz))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, body := s.do(t, c, "GET", "/page.html", "Accept-Encoding", "gzip")
+		if body == string(gz) {
+			if resp.Header.Get("ETag") == oldTag || strings.HasPrefix(resp.Header.Get("ETag"), "W/") {
+				t.Errorf("the .gz is served with the on-the-fly ETag %q", resp.Header.Get("ETag"))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new .gz sibling is never served")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Changed: the page and its variants are read again.
+	changed := strings.Replace(textPage, "<title>t</title>", "<title>changed</title>", 1)
+	write(t, filepath.Join(s.root, "about.html"), changed)
+	resp, body := s.do(t, c, "GET", "/about.html", "Accept-Encoding", "gzip")
+	if gunzip(t, body) != changed {
+		t.Fatal("about.html")
+	}
+	first := resp.Header.Get("ETag")
+	time.Sleep(1100 * time.Millisecond) // another modification time, whatever the file system's granularity
+	write(t, filepath.Join(s.root, "about.html"), textPage)
+	for {
+		resp, body := s.do(t, c, "GET", "/about.html", "Accept-Encoding", "gzip")
+		if gunzip(t, body) == textPage {
+			if resp.Header.Get("ETag") == first {
+				t.Error("the new copy has the old ETag")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the changed file's old compressed copy is served for good")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -389,8 +389,9 @@ func errorResponse(log *slog.Logger, path string, err error) func() *http.Respon
 
 // revalidate drops a cached page whose file changed or went away: for a
 // gzip variant, the .gz sibling it was read from or the file it was
-// compressed from; for an identity page, also when a .gz sibling appeared
-// or went away (its gzip variant changed).
+// compressed from (or a .gz sibling appeared beside it); for an identity
+// page, also when a .gz sibling appeared or went away (its gzip variant
+// changed).
 func (h *cacheMiss) revalidate(ev revalidate) {
 	p := ev.p
 	path, isGzip := strings.CutPrefix(p.Key, "gzip:")
@@ -398,8 +399,12 @@ func (h *cacheMiss) revalidate(ev revalidate) {
 	fresh := err == nil && t.Redirect == ""
 	if fresh {
 		switch {
-		case isGzip && p.rep.noRanges: // compressed on the fly
+		case isGzip && p.rep.noRanges: // compressed on the fly; a .gz sibling would win
 			fresh = ETag(t.Info) == p.rep.src
+			if fresh && h.gz.static() {
+				_, ok := h.site.Sibling(t, ".gz")
+				fresh = !ok
+			}
 		case isGzip:
 			sib, ok := h.site.Sibling(t, ".gz")
 			fresh = ok && h.gz.static() && ETag(sib.Info) == p.rep.src
