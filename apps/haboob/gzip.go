@@ -273,6 +273,7 @@ func (g *gzipper) serve(req *http.Request, p *Page, reply func(*http.Reply)) {
 	r.enc, r.vary, r.noRanges, r.gz = "gzip", true, true, gzipNone
 	r.v.ETag = gzipETag(p.ETag, true)
 	q := g.cache.insertRep(key, g.compress(p.Body), r)
+	q.checked.Store(p.checked.Load()) // as fresh as the page it was made from
 	p.Release()
 
 	g.mu.Lock()
