@@ -19,8 +19,9 @@ type Page struct {
 	ContentType string
 	Validators
 	// Header holds the fields of a 200 response for the page
-	// (Content-Type, Last-Modified, ETag, Accept-Ranges), built once at
-	// Insert and shared, read-only, by every response.
+	// (Content-Type, Content-Encoding and Vary for a gzip variant,
+	// Last-Modified, ETag, Accept-Ranges unless Range is ignored), built
+	// once at Insert and shared, read-only, by every response.
 	Header http.Header
 	// Encoding is the page's Content-Encoding: "" for a file's bytes,
 	// "gzip" for its gzip variant (key gzipKey).

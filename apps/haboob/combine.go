@@ -30,7 +30,10 @@ type cacheView struct {
 //
 // It declines, and the request takes the stages' path, for anything but a
 // GET or HEAD of a static path; for a page not cached or due for
-// revalidation (PageCache starts the check); when PageCache sends its hits
+// revalidation (PageCache starts the check); for a client that accepts
+// gzip, a page whose gzip variant is not cached (compressing it or reading
+// its .gz file is the stages' work, never the event loop's); when
+// PageCache sends its hits
 // through a stage other than HttpSend; and while HttpRecv, PageCache or
 // the stage PageCache sends hits through has an admission predicate
 // (admission control sees every request it would have seen).

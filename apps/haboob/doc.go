@@ -62,7 +62,8 @@
 // the file's ETag with "-gzip", strong for a .gz file, weak (W/) for a copy
 // compressed on the fly, since another compress/flate version may produce
 // other bytes. If-None-Match is compared with the ETag of the variant the
-// request selects; HEAD answers a variant's headers. Range on a .gz file
+// request selects; HEAD answers a variant's headers (compressing the page
+// if its copy is not cached yet, for the length). Range on a .gz file
 // selects bytes of the .gz (as nginx's gzip_static); on a copy compressed
 // on the fly it is ignored and the whole copy is sent with 200 and no
 // Accept-Ranges (as nginx's gzip filter). The identity answer carries

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -418,5 +419,57 @@ func TestGzipRevalidated(t *testing.T) {
 			t.Fatal("the changed file's old compressed copy is served for good")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Many gzip clients asking for a cold page at once get it compressed
+// once: the requests that arrive while it is compressed wait for it.
+func TestGzipCompressedOnceUnderConcurrency(t *testing.T) {
+	s, _ := startGzipSite(t, testConfig)
+	var pages []string
+	for i := range 8 {
+		name := "/c" + strconv.Itoa(i) + ".html"
+		write(t, filepath.Join(s.root, name), textPage)
+		pages = append(pages, name)
+	}
+	c := s.rawClient(t)
+	errs := make(chan string, 8*16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, p := range pages {
+				req, _ := nethttp.NewRequest("GET", "http://"+s.addr+p, nil)
+				req.Header.Set("Accept-Encoding", "gzip")
+				resp, err := c.Do(req)
+				if err != nil {
+					errs <- err.Error()
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.Header.Get("Content-Encoding") != "gzip" {
+					errs <- p + ": not compressed"
+					continue
+				}
+				zr, err := gzip.NewReader(bytes.NewReader(b))
+				if err != nil {
+					errs <- p + ": " + err.Error()
+					continue
+				}
+				if out, err := io.ReadAll(zr); err != nil || string(out) != textPage {
+					errs <- p + ": wrong body"
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := s.hb.Compression().Compressions; n != uint64(len(pages)) {
+		t.Errorf("compressions = %d for %d pages, want one each", n, len(pages))
 	}
 }
