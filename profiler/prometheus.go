@@ -169,7 +169,7 @@ var otherMetrics = map[string]map[string]promMetric{
 	},
 }
 
-var instanceLabel = map[string]string{"aio": "socket", "http": "server"}
+var instanceLabel = map[string]string{"aio": "socket", "http": "server", "remote": "stage"}
 
 // splitClass takes the class out of a value name: "predicate.class0.p90"
 // is ("predicate.p90", "0", true). Names without a class<N> segment are

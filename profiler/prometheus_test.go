@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/rcrowley/go-metrics"
 
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -65,5 +66,39 @@ func TestPrometheusEndpoint(t *testing.T) {
 	}
 	if families["go_goroutines"] == nil {
 		t.Error("Go runtime metrics missing")
+	}
+}
+
+// TestPrometheusRemoteStageLabel: remote's values ("remote.<stage>.<name>")
+// put the stage in a label, not in the metric's name.
+func TestPrometheusRemoteStageLabel(t *testing.T) {
+	m := stage.NewManager(stage.Options{})
+	metrics.GetOrRegisterGauge("remote.Checksum.deadletters", m.Metrics()).Update(2)
+	metrics.GetOrRegisterGauge("remote.Resize.deadletters", m.Metrics()).Update(5)
+	p := newProfiler(t, m, profiler.Config{HTTP: "127.0.0.1:0", Interval: time.Hour})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, _, body := get(t, "http://"+p.Addr().String()+profiler.PrometheusPath)
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("exposition does not parse: %v\n%s", err, body)
+	}
+	if bytes.Contains(body, []byte("sandstorm_remote_checksum")) {
+		t.Errorf("stage name in a metric name:\n%s", body)
+	}
+	f := families["sandstorm_remote_deadletters"]
+	if f == nil {
+		t.Fatalf("no sandstorm_remote_deadletters in\n%s", body)
+	}
+	got := map[string]float64{}
+	for _, mt := range f.GetMetric() {
+		if l := mt.GetLabel(); len(l) == 1 && l[0].GetName() == "stage" {
+			got[l[0].GetValue()] = mt.GetGauge().GetValue()
+		}
+	}
+	if got["Checksum"] != 2 || got["Resize"] != 5 {
+		t.Errorf("by stage label: %v, want Checksum 2, Resize 5", got)
 	}
 }
