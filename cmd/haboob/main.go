@@ -14,7 +14,11 @@
 // CacheMiss stage); the bundled site is served only when neither sets one.
 // -addr overrides the listen address (port 0 picks a free port); -profiler
 // overrides the profiler's dashboard address ("" turns it off). Logs go to
-// stderr. SIGINT or SIGTERM shuts down cleanly, within the configuration's
+// stderr. The profiler's address is also the admin port: /healthz,
+// /readyz (503 from the start of a shutdown, or once a root supervisor
+// gave up), /config (the effective configuration, secrets redacted),
+// /metrics and /debug/pprof/ (see haboob -h and package profiler).
+// SIGINT or SIGTERM shuts down cleanly, within the configuration's
 // global.shutdown: the server reads no more requests and closes the
 // connections that owe no response (idle ones, half-sent requests), the
 // others once their responses are sent (connections still stuck behind a
@@ -72,7 +76,7 @@ func run(args []string) int {
 	root := fs.String("root", "", "document root (default: the bundled site)")
 	addr := fs.String("addr", "", "listen address, overriding the configuration (port 0: any free port)")
 	var prof optionalString
-	fs.Var(&prof, "profiler", `profiler dashboard address, overriding global.profiler.http ("" turns it off)`)
+	fs.Var(&prof, "profiler", `admin address (dashboard, /metrics, /healthz, /readyz, /config, /debug/pprof/), overriding global.profiler.http ("" turns it off)`)
 	debug := fs.Bool("debug", false, "log at debug level")
 	var cf clusterFlags
 	fs.Var(&cf.node, "node", "cluster node name, overriding global.cluster.node")
@@ -82,6 +86,11 @@ func run(args []string) int {
 	fs.StringVar(&tf.addr, "tls-addr", "", "HTTPS listen address beside -addr, overriding HttpRecv's tls.addr (no certificate: a self-signed one for localhost, for trying HTTPS out)")
 	fs.StringVar(&tf.cert, "tls-cert", "", "HTTPS certificate chain (PEM), overriding HttpRecv's tls.cert")
 	fs.StringVar(&tf.key, "tls-key", "", "HTTPS private key (PEM), overriding HttpRecv's tls.key")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of haboob:\n")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), adminHelp)
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -210,6 +219,16 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 	return err
 }
 
+// adminHelp closes -h: where the admin endpoints are.
+const adminHelp = `
+Admin endpoints, on the profiler's address (-profiler, global.profiler.http;
+http://127.0.0.1:9090 with the embedded configuration), not on the site's:
+  /debug/sandstorm/  dashboard          /metrics  Prometheus metrics
+  /healthz           200 while running  /readyz   200 serving, 503 draining or given up
+  /config            effective configuration (YAML, secrets redacted)
+  /debug/pprof/      Go profiles
+`
+
 // instance is a Haboob built from a configuration: the web server's
 // stages, the manager running them and the profiler.
 type instance struct {
@@ -303,6 +322,7 @@ func needHttpRecv(cfg *stage.Config) error {
 // events from other nodes once its own HTTP responses are out, and leaves
 // NATS after its stages have drained.
 func (in *instance) shutdown(ctx context.Context) error {
+	in.p.Drain() // /readyz: 503 from the first moment of the shutdown
 	return errors.Join(in.hb.Shutdown(ctx), in.node.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx), in.node.Close())
 }
 
