@@ -15,6 +15,7 @@ import (
 type clusterFlags struct {
 	node, nats, listen optionalString
 	tls                tlsFlags // the HTTPS flags travel along to buildNode
+	access             accessLogFlags
 }
 
 // tlsFlags are -tls-addr, -tls-cert and -tls-key.

@@ -5,6 +5,7 @@
 //	haboob [-config FILE] [-root DIR] [-addr HOST:PORT] [-profiler HOST:PORT]
 //	       [-tls-addr HOST:PORT [-tls-cert FILE -tls-key FILE]] [-debug]
 //	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT]
+//	       [-access-log PATH|- [-access-log-format combined|json]]
 //
 // With no flags it serves a small bundled site on 127.0.0.1:8080, so that
 // `go run ./cmd/haboob` just works; the bundled files are extracted to a
@@ -18,6 +19,11 @@
 // /readyz (503 from the start of a shutdown, or once a root supervisor
 // gave up), /config (the effective configuration, secrets redacted),
 // /metrics and /debug/pprof/ (see haboob -h and package profiler).
+// -access-log PATH writes one line per response (combined log format, or
+// JSON lines with -access-log-format json; "-" is stderr), off the serving
+// path: under overload lines are dropped and counted (accesslog.dropped on
+// the stats page and in the profiler) rather than slowing responses
+// (package http/accesslog).
 // SIGINT or SIGTERM shuts down cleanly, within the configuration's
 // global.shutdown: the server reads no more requests and closes the
 // connections that owe no response (idle ones, half-sent requests), the
@@ -48,6 +54,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/configs"
+	"github.com/sandstorm-go/sandstorm/http/accesslog"
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/remote"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -91,7 +98,13 @@ func run(args []string) int {
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), adminHelp)
 	}
+	fs.StringVar(&cf.access.path, "access-log", "", `access log file, one line per response ("-": stderr; default: none)`)
+	fs.StringVar(&cf.access.format, "access-log-format", "combined", "access log format: combined or json (JSON lines through slog)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if _, err := accesslog.ParseFormat(cf.access.format); err != nil {
+		fmt.Fprintln(os.Stderr, "haboob:", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -238,6 +251,8 @@ type instance struct {
 	p   *profiler.Profiler
 	// node is this process's cluster membership (nil without a cluster).
 	node *remote.Node
+	// al is the access log (-access-log; nil: none).
+	al *accesslog.Log
 }
 
 // build wires Haboob from cfg: root and addr override the configuration
@@ -255,6 +270,11 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	if cf != nil {
 		opts.TLSAddr, opts.TLSCert, opts.TLSKey = cf.tls.addr, cf.tls.cert, cf.tls.key
 	}
+	al, err := cf.openAccessLog()
+	if err != nil {
+		return nil, err
+	}
+	opts.AccessLog = al
 	hb := haboob.New(opts)
 	reg := stage.NewRegistry()
 	hb.Register(reg)
@@ -264,10 +284,17 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	}
 	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log}, remote.Options{Codecs: haboobCodecs()}, override)
 	if err != nil {
+		_ = closeAccessLog(al)
 		return nil, err
+	}
+	if al != nil {
+		if err := al.Register(m.Metrics()); err != nil {
+			log.Warn("haboob: access log metrics not registered", "err", err)
+		}
 	}
 	pcfg, err := profiler.ConfigFrom(m)
 	if err != nil {
+		_ = closeAccessLog(al)
 		return nil, err
 	}
 	if tune != nil {
@@ -276,9 +303,10 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	p, err := profiler.New(m, pcfg, log)
 	if err != nil {
 		_ = node.Close()
+		_ = closeAccessLog(al)
 		return nil, err
 	}
-	return &instance{log: log, hb: hb, m: m, p: p, node: node}, nil
+	return &instance{log: log, hb: hb, m: m, p: p, node: node, al: al}, nil
 }
 
 // start starts the stages, then the profiler. A profiler that cannot start
@@ -289,6 +317,7 @@ func (in *instance) start() error {
 	if err := in.m.Start(context.Background()); err != nil {
 		_ = in.hb.Close()
 		_ = in.node.Close()
+		_ = closeAccessLog(in.al)
 		return err
 	}
 	if err := in.p.Start(context.Background()); err != nil {
@@ -296,6 +325,7 @@ func (in *instance) start() error {
 		defer cancel()
 		_ = in.hb.Close()
 		_ = in.m.Shutdown(ctx)
+		_ = closeAccessLog(in.al)
 		return fmt.Errorf("profiler not started (-profiler \"\" runs without it): %w", err)
 	}
 	if a := in.p.Addr(); a != nil {
@@ -323,7 +353,10 @@ func needHttpRecv(cfg *stage.Config) error {
 // NATS after its stages have drained.
 func (in *instance) shutdown(ctx context.Context) error {
 	in.p.Drain() // /readyz: 503 from the first moment of the shutdown
-	return errors.Join(in.hb.Shutdown(ctx), in.node.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx), in.node.Close())
+	hbErr := in.hb.Shutdown(ctx)
+	// Every response is out: the access log has its last line.
+	alErr := closeAccessLog(in.al)
+	return errors.Join(hbErr, alErr, in.node.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx), in.node.Close())
 }
 
 // configRoot returns the document root the configuration sets: the `root`
