@@ -1,9 +1,10 @@
 // Package accesslog writes an HTTP server's access log off the serving
 // path (DESIGN §12): the server hands each response's facts
 // (http.AccessRecord, through http.ServerConfig.OnResponse) to Record,
-// which never blocks: it puts the record in a bounded buffer that one
-// writer goroutine, owned by the Log, formats and writes through a
-// buffered writer, flushed every FlushInterval and on Close. When the
+// which never blocks and wakes nobody: it appends the record to a bounded
+// batch that one writer goroutine, owned by the Log, takes every 10ms (or
+// as soon as it is half full), formats and writes through a buffered
+// writer, flushed every FlushInterval and on Close. When the
 // buffer is full (the disk is slower than the traffic) the record is
 // dropped and counted (Stats.Dropped, the registry's
 // "accesslog.dropped"), so that logging never slows responses.
@@ -87,16 +88,23 @@ type Stats struct {
 
 // Log is an access log: Record from any goroutine; Close once.
 type Log struct {
-	cfg    Config
-	ch     chan http.AccessRecord
-	quit   chan struct{}
-	done   chan struct{}
-	w      *bufio.Writer
-	base   io.Writer // the destination behind w
-	closer io.Closer // the file Open opened, nil for New's writer
-	json   *slog.Logger
+	cfg  Config
+	quit chan struct{}
+	wake chan struct{} // a batch is half full: the writer should take it
 
-	closing atomic.Bool
+	// mu guards pending and closed: the records waiting for the writer.
+	// Record appends under it (no goroutine is woken per record: the
+	// writer takes the whole batch on its tick, or when the batch is half
+	// full); the writer swaps the batch out.
+	mu      sync.Mutex
+	pending []http.AccessRecord
+	closed  bool
+	done    chan struct{}
+	w       *bufio.Writer
+	base    io.Writer // the destination behind w
+	closer  io.Closer // the file Open opened, nil for New's writer
+	json    *slog.Logger
+
 	written atomic.Uint64
 	dropped atomic.Uint64
 	errs    atomic.Uint64
@@ -116,12 +124,13 @@ func New(w io.Writer, cfg Config) *Log {
 		cfg.FlushInterval = DefaultFlushInterval
 	}
 	l := &Log{
-		cfg:  cfg,
-		ch:   make(chan http.AccessRecord, cfg.Buffer),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
-		w:    bufio.NewWriterSize(w, cfg.WriteBuffer),
-		base: w,
+		cfg:     cfg,
+		pending: make([]http.AccessRecord, 0, cfg.Buffer),
+		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		w:       bufio.NewWriterSize(w, cfg.WriteBuffer),
+		base:    w,
 	}
 	if cfg.Format == FormatJSON {
 		l.json = slog.New(slog.NewJSONHandler(l.w, nil))
@@ -149,14 +158,20 @@ func Open(path string, cfg Config) (*Log, error) {
 // the Log is closed, the record is dropped and counted. Its signature is
 // http.ServerConfig.OnResponse's.
 func (l *Log) Record(r http.AccessRecord) {
-	if l.closing.Load() {
+	l.mu.Lock()
+	if l.closed || len(l.pending) == l.cfg.Buffer {
+		l.mu.Unlock()
 		l.dropped.Add(1)
 		return
 	}
-	select {
-	case l.ch <- r:
-	default:
-		l.dropped.Add(1)
+	l.pending = append(l.pending, r)
+	half := len(l.pending) == max(l.cfg.Buffer/2, 1)
+	l.mu.Unlock()
+	if half {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -181,7 +196,9 @@ func (l *Log) Register(r metrics.Registry) error {
 // dropped. It returns the first write error, if any.
 func (l *Log) Close() error {
 	l.once.Do(func() {
-		l.closing.Store(true)
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
 		close(l.quit)
 		<-l.done
 		if l.closer != nil {
@@ -193,28 +210,39 @@ func (l *Log) Close() error {
 	return l.err
 }
 
-// run is the writer goroutine: it owns w.
+// drainEvery is how often the writer takes the records waiting, when the
+// batch has not filled up to half before.
+const drainEvery = 10 * time.Millisecond
+
+// run is the writer goroutine: it owns w and the batch it swapped out.
 func (l *Log) run() {
 	defer close(l.done)
-	t := time.NewTicker(l.cfg.FlushInterval)
-	defer t.Stop()
+	drain := time.NewTicker(drainEvery)
+	defer drain.Stop()
+	lastFlush := time.Now()
 	var line []byte
+	batch := make([]http.AccessRecord, 0, l.cfg.Buffer)
+	take := func() {
+		l.mu.Lock()
+		batch, l.pending = l.pending, batch[:0]
+		l.mu.Unlock()
+		for i := range batch {
+			line = l.write(line, &batch[i])
+			batch[i] = http.AccessRecord{} // let the requests' strings go
+		}
+	}
 	for {
 		select {
-		case r := <-l.ch:
-			line = l.write(line, &r)
-		case <-t.C:
-			l.flush()
-		case <-l.quit:
-			for {
-				select {
-				case r := <-l.ch:
-					line = l.write(line, &r)
-					continue
-				default:
-				}
-				break
+		case <-l.wake:
+			take()
+		case now := <-drain.C:
+			take()
+			if now.Sub(lastFlush) >= l.cfg.FlushInterval {
+				l.flush()
+				lastFlush = now
 			}
+		case <-l.quit:
+			take() // Record adds nothing once closed is set
 			l.flush()
 			return
 		}

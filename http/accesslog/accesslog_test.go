@@ -126,7 +126,8 @@ func TestDropsWhenWriterBlocked(t *testing.T) {
 	w := &blockingWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	l := accesslog.New(w, accesslog.Config{Buffer: 4, WriteBuffer: 1, FlushInterval: time.Hour})
 	rec := http.AccessRecord{Time: time.Now(), Method: "GET", Target: "/", Proto: "HTTP/1.1", Status: 200}
-	l.Record(rec) // taken by the writer, which blocks in Write
+	l.Record(rec)
+	l.Record(rec) // half the buffer: the writer takes both, blocks in Write
 	<-w.entered
 	for range 4 + 10 {
 		l.Record(rec) // 4 fit in the buffer, 10 are dropped
@@ -139,11 +140,11 @@ func TestDropsWhenWriterBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := l.Stats()
-	if st.Written != 5 || st.Dropped != 10 {
-		t.Errorf("Stats = %+v, want 5 written, 10 dropped", st)
+	if st.Written != 6 || st.Dropped != 10 {
+		t.Errorf("Stats = %+v, want 6 written, 10 dropped", st)
 	}
-	if n := strings.Count(w.buf.String(), "\n"); n != 5 {
-		t.Errorf("%d lines written, want 5", n)
+	if n := strings.Count(w.buf.String(), "\n"); n != 6 {
+		t.Errorf("%d lines written, want 6", n)
 	}
 	l.Record(rec) // after Close: dropped, no panic
 	if st := l.Stats(); st.Dropped != 11 {
@@ -152,8 +153,10 @@ func TestDropsWhenWriterBlocked(t *testing.T) {
 }
 
 // server runs an HTTP server on loopback whose application answers 200,
-// or 503 through Reject for /busy, logging to l.
-func server(t *testing.T, l *accesslog.Log) string {
+// or 503 through Reject for /busy, logging to l. After stop every
+// response has been recorded (the client may see a response before its
+// record is made).
+func server(t *testing.T, l *accesslog.Log) (addr string, stop func()) {
 	t.Helper()
 	m := stage.NewManager(stage.Options{})
 	app, err := m.CreateStage("App", stage.HandlerFunc(func(batch []sink.Event) error {
@@ -177,13 +180,17 @@ func server(t *testing.T, l *accesslog.Log) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		_ = m.Shutdown(ctx)
-	})
-	return srv.Addr().String()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+			_ = m.Shutdown(ctx)
+		})
+	}
+	t.Cleanup(stop)
+	return srv.Addr().String(), stop
 }
 
 // request sends raw and reads one response's status line.
@@ -209,7 +216,7 @@ func request(t *testing.T, addr, raw string) string {
 func TestServerLogsEveryResponse(t *testing.T) {
 	var out syncBuf
 	l := accesslog.New(&out, accesslog.Config{})
-	addr := server(t, l)
+	addr, stop := server(t, l)
 	client := &nethttp.Client{Transport: &nethttp.Transport{}}
 	defer client.CloseIdleConnections()
 	const n = 20
@@ -229,6 +236,7 @@ func TestServerLogsEveryResponse(t *testing.T) {
 	if got := request(t, addr, "BAD\x01 / HTTP/1.1\r\n\r\n"); !strings.Contains(got, " 400 ") {
 		t.Fatalf("garbage: %q", got)
 	}
+	stop()
 	if err := l.Close(); err != nil { // flushes: the lines are out
 		t.Fatal(err)
 	}
@@ -264,13 +272,14 @@ func TestServerLogsEveryResponse(t *testing.T) {
 func TestJSONLines(t *testing.T) {
 	var out syncBuf
 	l := accesslog.New(&out, accesslog.Config{Format: accesslog.FormatJSON})
-	addr := server(t, l)
+	addr, stop := server(t, l)
 	for _, raw := range []string{
 		"GET /a HTTP/1.1\r\nHost: x\r\nUser-Agent: a\"b\r\nConnection: close\r\n\r\n",
 		"GET /busy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
 	} {
 		request(t, addr, raw)
 	}
+	stop()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
