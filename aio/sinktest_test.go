@@ -66,7 +66,7 @@ func TestConnectionSinktest(t *testing.T) {
 			ConsumeAfterClose: true,
 			Limit: func(limit int) (sink.Predicate, func() int) {
 				p := enqueuepred.NewCounter(limit)
-				return p, p.InFlight
+				return p, p.(interface{ InFlight() int }).InFlight
 			},
 		}
 	})
@@ -104,5 +104,5 @@ func TestConnectionAdmissionCloseCancels(t *testing.T) {
 		t.Fatal("nothing left unsent")
 	}
 	_ = c.Abort()
-	waitCond(t, "every admitted write completed", func() bool { return limit.InFlight() == 0 })
+	waitCond(t, "every admitted write completed", func() bool { return limit.(interface{ InFlight() int }).InFlight() == 0 })
 }

@@ -10,21 +10,21 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// AccountingConfig configures an Accounting predicate.
+// AccountingConfig configures NewAccounting's predicate.
 type AccountingConfig struct {
 	// Max is how many principals are accounted for separately (default
 	// 100); events of further principals are accounted under "other".
 	Max int
 }
 
-// Accounting is Whirlwind's resource accounting per principal (§III.C):
+// accounting is Whirlwind's resource accounting per principal (§III.C):
 // it wraps a predicate (nil: admit everything) and counts, for each
 // principal (PrincipalOf(e).ID; "anonymous" for events without one), the
 // events admitted, refused and handled and the handler time and queueing
 // time they took (from sink.Done; for a batch, the batch's handler time).
 // Inspect reports them as principal.<id>.<value>, which the profiler
 // publishes as metrics <stage>.predicate.principal.<id>.<value>.
-type Accounting struct {
+type accounting struct {
 	inner sink.Predicate
 	kids  []sink.Predicate // inner, for Children (nil without one)
 	max   int
@@ -38,25 +38,33 @@ type principalAccount struct {
 	service, queued          atomic.Int64 // ns
 }
 
-// PrincipalUsage is one principal's account.
-type PrincipalUsage struct {
+// principalUsage is one principal's account.
+type principalUsage struct {
 	Admitted, Rejected, Done uint64
 	Service, Queued          time.Duration
 }
 
 var (
-	_ sink.Completer = (*Accounting)(nil)
-	_ charger        = (*Accounting)(nil)
-	_ sink.Composite = (*Accounting)(nil)
-	_ Inspector      = (*Accounting)(nil)
+	_ sink.Completer = (*accounting)(nil)
+	_ charger        = (*accounting)(nil)
+	_ sink.Composite = (*accounting)(nil)
+	_ Inspector      = (*accounting)(nil)
 )
 
-// NewAccounting returns an accounting wrapper around inner.
-func NewAccounting(inner sink.Predicate, cfg AccountingConfig) *Accounting {
+// NewAccounting returns Whirlwind's per-principal resource accounting
+// (§III.C, YAML `account`) around inner (nil: admit everything): events
+// admitted, refused and handled and their handler and queueing times per
+// principal, reported through Inspector as principal.<id>.<value>.
+func NewAccounting(inner sink.Predicate, cfg AccountingConfig) sink.Predicate {
+	return newAccounting(inner, cfg)
+}
+
+// newAccounting is NewAccounting, returning the concrete type.
+func newAccounting(inner sink.Predicate, cfg AccountingConfig) *accounting {
 	if cfg.Max <= 0 {
 		cfg.Max = 100
 	}
-	a := &Accounting{inner: inner, max: cfg.Max, byID: map[string]*principalAccount{}}
+	a := &accounting{inner: inner, max: cfg.Max, byID: map[string]*principalAccount{}}
 	if inner != nil {
 		a.kids = []sink.Predicate{inner}
 	}
@@ -64,12 +72,12 @@ func NewAccounting(inner sink.Predicate, cfg AccountingConfig) *Accounting {
 }
 
 // Name implements sink.Namer.
-func (a *Accounting) Name() string { return "account" }
+func (a *accounting) Name() string { return "account" }
 
 // Children implements sink.Composite: the wrapped predicate, if any.
-func (a *Accounting) Children() []sink.Predicate { return a.kids }
+func (a *accounting) Children() []sink.Predicate { return a.kids }
 
-func (a *Accounting) account(e sink.Event) *principalAccount {
+func (a *accounting) account(e sink.Event) *principalAccount {
 	id := "anonymous"
 	if p, ok := PrincipalOf(e); ok && p.ID != "" {
 		id = p.ID
@@ -97,7 +105,7 @@ func (a *Accounting) account(e sink.Event) *principalAccount {
 }
 
 // Accept implements sink.Predicate.
-func (a *Accounting) Accept(e sink.Event) bool {
+func (a *accounting) Accept(e sink.Event) bool {
 	acc := a.account(e)
 	if a.inner == nil || a.inner.Accept(e) {
 		acc.admitted.Add(1)
@@ -108,7 +116,7 @@ func (a *Accounting) Accept(e sink.Event) bool {
 }
 
 // charge implements charger.
-func (a *Accounting) charge(e sink.Event) {
+func (a *accounting) charge(e sink.Event) {
 	if a.inner != nil {
 		charge(a.inner, e)
 	}
@@ -117,20 +125,20 @@ func (a *Accounting) charge(e sink.Event) {
 
 // Done implements sink.Completer: it accounts for e. (The wrapped
 // predicate gets its own Done from the sink, through sink.Composite.)
-func (a *Accounting) Done(e sink.Event, queued, service time.Duration) {
+func (a *accounting) Done(e sink.Event, queued, service time.Duration) {
 	acc := a.account(e)
 	acc.done.Add(1)
 	acc.service.Add(int64(service))
 	acc.queued.Add(int64(queued))
 }
 
-// Usage returns every principal's account.
-func (a *Accounting) Usage() map[string]PrincipalUsage {
+// usage returns every principal's account.
+func (a *accounting) usage() map[string]principalUsage {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	out := make(map[string]PrincipalUsage, len(a.byID))
+	out := make(map[string]principalUsage, len(a.byID))
 	for id, acc := range a.byID {
-		out[id] = PrincipalUsage{
+		out[id] = principalUsage{
 			Admitted: acc.admitted.Load(), Rejected: acc.rejected.Load(), Done: acc.done.Load(),
 			Service: time.Duration(acc.service.Load()), Queued: time.Duration(acc.queued.Load()),
 		}
@@ -151,8 +159,8 @@ func metricName(id string) string {
 
 // Inspect implements Inspector: principal.<id>.{admitted, rejected, done,
 // service_s, queued_s}, then the wrapped predicate's values.
-func (a *Accounting) Inspect(report func(string, float64)) {
-	u := a.Usage()
+func (a *accounting) Inspect(report func(string, float64)) {
+	u := a.usage()
 	ids := make([]string, 0, len(u))
 	for id := range u {
 		ids = append(ids, id)
@@ -168,6 +176,6 @@ func (a *Accounting) Inspect(report func(string, float64)) {
 		report(p+"queued_s", v.Queued.Seconds())
 	}
 	if a.inner != nil {
-		Inspect(a.inner, prefixed("0."+sink.PredicateName(a.inner)+".", report))
+		inspect(a.inner, prefixed("0."+sink.PredicateName(a.inner)+".", report))
 	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestAccounting(t *testing.T) {
-	a := NewAccounting(NewCounter(2), AccountingConfig{Max: 2})
+	a := newAccounting(newCounter(2), AccountingConfig{Max: 2})
 	alice, bob, carol := ev{id: "alice"}, ev{id: "bob"}, ev{id: "carol"}
 	if !a.Accept(alice) || !a.Accept(bob) || a.Accept(alice) {
 		t.Fatal("counter limit 2 not applied through the wrapper")
@@ -19,8 +19,8 @@ func TestAccounting(t *testing.T) {
 	}
 	sink.Cancel(a, carol)
 	a.Accept(ev{}) // anonymous, also beyond Max: other
-	u := a.Usage()
-	want := map[string]PrincipalUsage{
+	u := a.usage()
+	want := map[string]principalUsage{
 		"alice": {Admitted: 1, Rejected: 1, Done: 1, Service: 10 * time.Millisecond, Queued: 3 * time.Millisecond},
 		"bob":   {Admitted: 1},
 		"other": {Admitted: 2},

@@ -11,7 +11,7 @@ import (
 
 func BenchmarkThreshold(b *testing.B) {
 	q := sink.NewQueue(0)
-	th := NewThreshold(1 << 30)
+	th := newThreshold(1 << 30)
 	q.SetPredicate(th)
 	var e sink.Event = 1
 	b.Run("serial", func(b *testing.B) {
@@ -62,7 +62,7 @@ func BenchmarkRate(b *testing.B) {
 }
 
 func BenchmarkCounter(b *testing.B) {
-	c := NewCounter(1 << 30)
+	c := newCounter(1 << 30)
 	var e sink.Event = 1
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -103,7 +103,7 @@ func BenchmarkQueueEnqueue(b *testing.B) {
 	}{
 		{"none", nil},
 		{"rate", NewRate(RateConfig{Rate: 1e9, Depth: 1000})},
-		{"threshold", NewThreshold(1 << 30)},
+		{"threshold", newThreshold(1 << 30)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			q := sink.NewQueue(0)
@@ -129,8 +129,8 @@ func BenchmarkAdmissionTicket(b *testing.B) {
 		name string
 		p    sink.Predicate
 	}{
-		{"counter", NewCounter(1 << 30)},
-		{"session(all(counter))", NewSession(NewAll(NewCounter(1<<30)), SessionConfig{})},
+		{"counter", newCounter(1 << 30)},
+		{"session(all(counter))", newSession(newAll(newCounter(1<<30)), SessionConfig{})},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			var a sink.Admission

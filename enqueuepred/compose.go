@@ -6,35 +6,47 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// All admits an event only if every child admits it. Children are asked in
+// allOf admits an event only if every child admits it. Children are asked in
 // order; when one refuses, the children that had already admitted the event
 // get a sink.Cancel, so tokens and credits are not lost. Use it to combine,
 // say, a stage's own rate with a group rate (JOBS: the least of the two).
-type All struct{ composed }
+type allOf struct{ composed }
 
-// Any admits an event if at least one child admits it. Children are asked
+// anyOf admits an event if at least one child admits it. Children are asked
 // in order until one admits; the others are then charged (charger) so that
 // every child accounts for the event and the later Done balances.
-type Any struct{ composed }
+type anyOf struct{ composed }
 
 var (
-	_ sink.Composite = (*All)(nil)
-	_ sink.Composite = (*Any)(nil)
+	_ sink.Composite = (*allOf)(nil)
+	_ sink.Composite = (*anyOf)(nil)
 )
 
 // NewAll returns the conjunction of ps (no children: accept everything).
-func NewAll(ps ...sink.Predicate) *All { return &All{newComposed(ps)} }
+// Children are asked in order; when one refuses, those that had admitted
+// the event get a sink.Cancel, so tokens and credits are not lost. Use it
+// to combine, say, a stage's own rate with a group rate (JOBS: the least
+// of the two).
+func NewAll(ps ...sink.Predicate) sink.Predicate { return newAll(ps...) }
+
+// newAll is NewAll, returning the concrete type.
+func newAll(ps ...sink.Predicate) *allOf { return &allOf{newComposed(ps)} }
 
 // NewAny returns the disjunction of ps (no children: reject everything
-// rejectable).
-func NewAny(ps ...sink.Predicate) *Any { return &Any{newComposed(ps)} }
+// rejectable). Children are asked in order until one admits; the others
+// are then charged, so that every child accounts for the event and the
+// later sink.Done balances.
+func NewAny(ps ...sink.Predicate) sink.Predicate { return newAny(ps...) }
+
+// newAny is NewAny, returning the concrete type.
+func newAny(ps ...sink.Predicate) *anyOf { return &anyOf{newComposed(ps)} }
 
 // Name implements sink.Namer.
-func (a *All) Name() string { return "all" }
+func (a *allOf) Name() string { return "all" }
 
 // Accept implements sink.Predicate.
-func (a *All) Accept(e sink.Event) bool {
-	if IsNonRejectable(e) {
+func (a *allOf) Accept(e sink.Event) bool {
+	if sink.IsNonRejectable(e) {
 		a.charge(e)
 		return true
 	}
@@ -50,11 +62,11 @@ func (a *All) Accept(e sink.Event) bool {
 }
 
 // Name implements sink.Namer.
-func (a *Any) Name() string { return "any" }
+func (a *anyOf) Name() string { return "any" }
 
 // Accept implements sink.Predicate.
-func (a *Any) Accept(e sink.Event) bool {
-	if IsNonRejectable(e) {
+func (a *anyOf) Accept(e sink.Event) bool {
+	if sink.IsNonRejectable(e) {
 		a.charge(e)
 		return true
 	}
@@ -103,6 +115,6 @@ func (a *composed) charge(e sink.Event) {
 func (a *composed) Inspect(report func(string, float64)) {
 	a.inspect(report)
 	for i, p := range a.children {
-		Inspect(p, prefixed(a.prefixes[i], report))
+		inspect(p, prefixed(a.prefixes[i], report))
 	}
 }

@@ -10,20 +10,20 @@ import (
 
 // Compile-time checks: every policy is an Inspector and a Namer.
 var (
-	_ Inspector  = (*Threshold)(nil)
+	_ Inspector  = (*threshold)(nil)
 	_ Inspector  = (*Rate)(nil)
 	_ Inspector  = (*GroupRate)(nil)
-	_ Inspector  = (*Counter)(nil)
-	_ Inspector  = (*RED)(nil)
-	_ Inspector  = (*Sojourn)(nil)
+	_ Inspector  = (*counter)(nil)
+	_ Inspector  = (*red)(nil)
+	_ Inspector  = (*sojourn)(nil)
 	_ Inspector  = (*ResponseTime)(nil)
-	_ Inspector  = (*Multiclass)(nil)
-	_ Inspector  = (*Session)(nil)
-	_ Inspector  = (*Priority)(nil)
-	_ Inspector  = (*All)(nil)
-	_ Inspector  = (*Any)(nil)
-	_ Inspector  = (*Modified)(nil)
-	_ sink.Namer = (*Modified)(nil)
+	_ Inspector  = (*multiclass)(nil)
+	_ Inspector  = (*session)(nil)
+	_ Inspector  = (*priority)(nil)
+	_ Inspector  = (*allOf)(nil)
+	_ Inspector  = (*anyOf)(nil)
+	_ Inspector  = (*modified)(nil)
+	_ sink.Namer = (*modified)(nil)
 )
 
 // TestReconfigureWhileTrafficFlows runs producers and a consumer through a
@@ -32,20 +32,20 @@ var (
 // the end is that every admitted event was completed and every counter
 // credit came back.
 func TestReconfigureWhileTrafficFlows(t *testing.T) {
-	counter := NewCounter(50)
+	counter := newCounter(50)
 	rate := NewRate(RateConfig{Rate: 1e6, Depth: 1000})
 	rt, err := NewResponseTime(RTConfig{Target: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc, err := NewMulticlass(MulticlassConfig{Targets: map[int]time.Duration{0: time.Second, 1: 10 * time.Millisecond}})
+	mc, err := newMulticlass(MulticlassConfig{Targets: map[int]time.Duration{0: time.Second, 1: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	th := NewThreshold(100)
-	red := NewRED(REDConfig{Min: 50})
-	soj := NewSojourn(SojournConfig{})
-	all := NewAll(counter, rate, rt, mc, th, red, soj)
+	th := newThreshold(100)
+	red := newRED(REDConfig{Min: 50})
+	soj := newSojourn(SojournConfig{})
+	all := newAll(counter, rate, rt, mc, th, red, soj)
 	q := sink.NewQueue(0)
 	q.SetPredicate(all)
 
@@ -109,7 +109,7 @@ func TestReconfigureWhileTrafficFlows(t *testing.T) {
 		red.SetConfig(REDConfig{Min: float64(20 + i)})
 		soj.SetConfig(SojournConfig{Target: time.Millisecond})
 		counter.Scale(float64(i%10) / 10)
-		Inspect(all, func(string, float64) {})
+		inspect(all, func(string, float64) {})
 		if i == 100 {
 			q.SetPredicate(all) // re-install while traffic flows
 		}

@@ -17,9 +17,9 @@ type Costed interface {
 	Cost() float64
 }
 
-// CostOf returns e's estimated cost: its Cost method, else its principal's
+// costOf returns e's estimated cost: its Cost method, else its principal's
 // Cost when positive, else 1. Negative costs count as 0.
-func CostOf(e sink.Event) float64 {
+func costOf(e sink.Event) float64 {
 	switch v := e.(type) {
 	case Costed:
 		return math.Max(v.Cost(), 0)
@@ -34,16 +34,16 @@ func CostOf(e sink.Event) float64 {
 // costUnit is the resolution of Cost's accounting.
 const costUnit = 1000
 
-func costUnits(e sink.Event) int64 { return int64(math.Round(CostOf(e) * costUnit)) }
+func costUnits(e sink.Event) int64 { return int64(math.Round(costOf(e) * costUnit)) }
 
-// Cost admits an event while the estimated cost of the events it admitted
+// costLimit admits an event while the estimated cost of the events it admitted
 // and that are not yet handled, this one included, stays within a limit
 // (Whirlwind §III.D: "the cost of un-handled messages never exceeds a
 // threshold"). Under load it refuses expensive requests first and still
 // admits cheap ones, so a sender can fall back to a cheaper variant (a
 // low-quality image) before answering 503. Like Counter, it gets its cost
 // back through sink.Done (also on failure) or sink.Cancel.
-type Cost struct {
+type costLimit struct {
 	counts
 	limit       atomic.Int64 // in cost units
 	outstanding atomic.Int64
@@ -51,34 +51,34 @@ type Cost struct {
 }
 
 var (
-	_ sink.Completer = (*Cost)(nil)
-	_ sink.Canceler  = (*Cost)(nil)
-	_ charger        = (*Cost)(nil)
+	_ sink.Completer = (*costLimit)(nil)
+	_ sink.Canceler  = (*costLimit)(nil)
+	_ charger        = (*costLimit)(nil)
 )
 
-// NewCost returns a predicate admitting up to limit of outstanding cost.
-func NewCost(limit float64) *Cost {
-	c := &Cost{}
+// newCost returns a predicate admitting up to limit of outstanding cost.
+func newCost(limit float64) *costLimit {
+	c := &costLimit{}
 	c.SetLimit(limit)
 	return c
 }
 
 // Name implements sink.Namer.
-func (c *Cost) Name() string { return "cost" }
+func (c *costLimit) Name() string { return "cost" }
 
 // Accept implements sink.Predicate.
-func (c *Cost) Accept(e sink.Event) bool {
+func (c *costLimit) Accept(e sink.Event) bool {
 	if c.take(costUnits(e)) {
 		return c.yes()
 	}
-	if IsNonRejectable(e) {
+	if sink.IsNonRejectable(e) {
 		c.charge(e)
 		return true
 	}
 	return c.no()
 }
 
-func (c *Cost) take(units int64) bool {
+func (c *costLimit) take(units int64) bool {
 	limit := c.limit.Load()
 	for {
 		n := c.outstanding.Load()
@@ -92,13 +92,13 @@ func (c *Cost) take(units int64) bool {
 }
 
 // charge implements charger: e's cost is taken even beyond the limit.
-func (c *Cost) charge(e sink.Event) {
+func (c *costLimit) charge(e sink.Event) {
 	c.outstanding.Add(costUnits(e))
 	c.accepted.Add(1)
 }
 
 // Done implements sink.Completer: e's cost comes back.
-func (c *Cost) Done(e sink.Event, queued, service time.Duration) {
+func (c *costLimit) Done(e sink.Event, queued, service time.Duration) {
 	c.release(costUnits(e))
 	if c.fb != nil {
 		c.fb.observe(c, queued+service)
@@ -106,9 +106,9 @@ func (c *Cost) Done(e sink.Event, queued, service time.Duration) {
 }
 
 // Cancel implements sink.Canceler: e's cost comes back.
-func (c *Cost) Cancel(e sink.Event) { c.release(costUnits(e)) }
+func (c *costLimit) Cancel(e sink.Event) { c.release(costUnits(e)) }
 
-func (c *Cost) release(units int64) {
+func (c *costLimit) release(units int64) {
 	for {
 		n := c.outstanding.Load()
 		next := max(n-units, 0)
@@ -119,18 +119,18 @@ func (c *Cost) release(units int64) {
 }
 
 // SetLimit changes the limit while traffic flows.
-func (c *Cost) SetLimit(limit float64) {
+func (c *costLimit) SetLimit(limit float64) {
 	c.limit.Store(int64(math.Round(math.Max(limit, 0) * costUnit)))
 }
 
 // Limit returns the limit.
-func (c *Cost) Limit() float64 { return float64(c.limit.Load()) / costUnit }
+func (c *costLimit) Limit() float64 { return float64(c.limit.Load()) / costUnit }
 
 // Outstanding returns the cost admitted and not yet handled.
-func (c *Cost) Outstanding() float64 { return float64(c.outstanding.Load()) / costUnit }
+func (c *costLimit) Outstanding() float64 { return float64(c.outstanding.Load()) / costUnit }
 
 // Inspect implements Inspector.
-func (c *Cost) Inspect(report func(string, float64)) {
+func (c *costLimit) Inspect(report func(string, float64)) {
 	report("limit", c.Limit())
 	report("outstanding", c.Outstanding())
 	if c.fb != nil {
@@ -164,9 +164,9 @@ func buildCost(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 				return nil, yamlstrict.Errorf(at(n, k), yamlstrict.Join(path, k), "%s needs a target (adaptive cost limit)", k)
 			}
 		}
-		return NewCost(*c.Limit), nil
+		return newCost(*c.Limit), nil
 	}
-	p, err := NewAdaptiveCost(*c.Limit, CostFeedback{Target: c.Target, Interval: c.Interval, Min: c.Min, Max: c.Max, Now: env.Now})
+	p, err := newAdaptiveCost(CostConfig{Limit: *c.Limit, Target: c.Target, Interval: c.Interval, Min: c.Min, Max: c.Max, Now: env.Now})
 	if err != nil {
 		return nil, yamlstrict.Errorf(n, path, "%v", err)
 	}

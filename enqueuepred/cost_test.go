@@ -36,7 +36,7 @@ func TestCostOf(t *testing.T) {
 		{"plain", 1},
 	}
 	for _, tt := range tests {
-		if got := CostOf(tt.e); got != tt.want {
+		if got := costOf(tt.e); got != tt.want {
 			t.Errorf("CostOf(%#v) = %v, want %v", tt.e, got, tt.want)
 		}
 	}
@@ -45,7 +45,7 @@ func TestCostOf(t *testing.T) {
 // TestCostRejectsExpensiveFirst: under load the full-quality request (10)
 // is refused while the low-quality one (1) still fits (Whirlwind Fig. 1b).
 func TestCostRejectsExpensiveFirst(t *testing.T) {
-	c := NewCost(12)
+	c := newCost(12)
 	full, low := priced{cost: 10}, priced{cost: 1}
 	steps := []struct {
 		e    sink.Event
@@ -102,7 +102,7 @@ func TestCostFromYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := p.(*Cost); !ok || c.Limit() != 12 {
+	if c, ok := p.(*costLimit); !ok || c.Limit() != 12 {
 		t.Fatalf("built %#v", p)
 	}
 	for doc, want := range map[string]string{

@@ -9,21 +9,44 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// CostFeedback makes a Cost predicate's limit adaptive (Whirlwind §III.D:
-// the cost budget follows what the stage can actually serve): every
-// Interval with enough completions, the p90 of the completions' response
-// times (queued + service) is compared with Target; above it the limit is
-// cut by a fifth, below half of it while requests were refused the limit
-// grows by a tenth; always within [Min, Max].
-type CostFeedback struct {
-	Target   time.Duration // required
+// CostConfig configures NewCost's predicate. Zero fields take the
+// defaults shown.
+type CostConfig struct {
+	Limit float64 // the most outstanding cost; required
+	// Target, if set, makes the limit adaptive (Whirlwind §III.D: the
+	// cost budget follows what the stage can actually serve): every
+	// Interval with enough completions, the p90 of the completions'
+	// response times (queued + service) is compared with Target; above it
+	// the limit is cut by a fifth, below half of it while requests were
+	// refused the limit grows by a tenth; always within [Min, Max].
+	Target   time.Duration
 	Interval time.Duration // default: Target, at least 100ms
-	Min, Max float64       // default: limit/100 and limit*100
+	Min, Max float64       // default: Limit/100 and Limit*100
 	Now      func() time.Time
 }
 
+// NewCost returns a predicate admitting events while the estimated cost
+// (Costed) of those admitted and not yet handled stays within c.Limit,
+// adapted to c.Target if set. Errors wrap ErrBadConfig.
+func NewCost(c CostConfig) (sink.Predicate, error) {
+	if c.Target == 0 {
+		if !(c.Limit > 0) {
+			return nil, fmt.Errorf("%w: cost limit must be positive, got %v", ErrBadConfig, c.Limit)
+		}
+		if c.Interval != 0 || c.Min != 0 || c.Max != 0 {
+			return nil, fmt.Errorf("%w: cost interval, min and max need a target (adaptive cost limit)", ErrBadConfig)
+		}
+		return newCost(c.Limit), nil
+	}
+	p, err := newAdaptiveCost(c)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 type costFeedback struct {
-	cfg   CostFeedback
+	cfg   CostConfig
 	clock monoClock
 
 	mu      sync.Mutex
@@ -33,9 +56,10 @@ type costFeedback struct {
 	lastP90 float64
 }
 
-// NewAdaptiveCost returns a Cost predicate starting at limit whose limit is
-// then adjusted by fb.
-func NewAdaptiveCost(limit float64, fb CostFeedback) (*Cost, error) {
+// newAdaptiveCost returns a cost predicate starting at fb.Limit whose limit
+// is then adjusted by the feedback fb configures.
+func newAdaptiveCost(fb CostConfig) (*costLimit, error) {
+	limit := fb.Limit
 	if !(limit > 0) {
 		return nil, fmt.Errorf("%w: cost limit must be positive, got %v", ErrBadConfig, limit)
 	}
@@ -54,7 +78,7 @@ func NewAdaptiveCost(limit float64, fb CostFeedback) (*Cost, error) {
 	if fb.Min > fb.Max || limit < fb.Min || limit > fb.Max {
 		return nil, fmt.Errorf("%w: cost limit %v outside [min %v, max %v]", ErrBadConfig, limit, fb.Min, fb.Max)
 	}
-	c := NewCost(limit)
+	c := newCost(limit)
 	f := &costFeedback{cfg: fb, clock: newMonoClock(fb.Now)}
 	f.start = f.clock.ns()
 	c.fb = f
@@ -62,7 +86,7 @@ func NewAdaptiveCost(limit float64, fb CostFeedback) (*Cost, error) {
 }
 
 // observe records one completion and adjusts c's limit when due.
-func (f *costFeedback) observe(c *Cost, rt time.Duration) {
+func (f *costFeedback) observe(c *costLimit, rt time.Duration) {
 	now := f.clock.ns()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -95,4 +119,4 @@ func (f *costFeedback) inspect(report func(string, float64)) {
 	report("target", f.cfg.Target.Seconds())
 }
 
-var _ sink.Completer = (*Cost)(nil)
+var _ sink.Completer = (*costLimit)(nil)

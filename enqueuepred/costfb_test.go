@@ -1,6 +1,7 @@
 package enqueuepred
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 
 func TestAdaptiveCost(t *testing.T) {
 	clk := newClock()
-	c, err := NewAdaptiveCost(10, CostFeedback{Target: 100 * time.Millisecond, Now: clk.Now})
+	c, err := newAdaptiveCost(CostConfig{Limit: 10, Target: 100 * time.Millisecond, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,12 +48,15 @@ func TestAdaptiveCost(t *testing.T) {
 	if m := inspectMap(c); m["target"] != 0.1 || m["p90"] != 0.01 {
 		t.Fatalf("inspect %v", m)
 	}
-	for _, bad := range []struct {
-		limit float64
-		fb    CostFeedback
-	}{{0, CostFeedback{Target: time.Second}}, {10, CostFeedback{}}, {10, CostFeedback{Target: time.Second, Min: 20}}} {
-		if _, err := NewAdaptiveCost(bad.limit, bad.fb); err == nil {
-			t.Errorf("%+v: no error", bad)
+	for _, bad := range []CostConfig{
+		{}, {Target: time.Second}, {Limit: 10, Min: 1}, {Limit: 10, Target: -time.Second},
+		{Limit: 10, Target: time.Second, Min: 20},
+	} {
+		if _, err := NewCost(bad); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("%+v: error %v, want ErrBadConfig", bad, err)
 		}
+	}
+	if _, err := NewCost(CostConfig{Limit: 10}); err != nil {
+		t.Errorf("fixed limit: %v", err)
 	}
 }

@@ -100,7 +100,7 @@ func complete(rt *enqueuepred.ResponseTime, c *clock, n int, d time.Duration) {
 // at the lowest quality and off again once the stage has recovered.
 func TestDegraderDrivesResponseTime(t *testing.T) {
 	c := &clock{t: time.Unix(2000, 0)}
-	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 10 * time.Millisecond, Mode: enqueuepred.ModeThesis, NReq: 10, Now: c.now})
+	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 10 * time.Millisecond, Mode: "thesis", NReq: 10, Now: c.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestDegraderDrivesResponseTime(t *testing.T) {
 // Without Admission the Degrader never touches its ResponseTime.
 func TestDegraderWithoutAdmissionLeavesRT(t *testing.T) {
 	c := &clock{t: time.Unix(2000, 0)}
-	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 10 * time.Millisecond, Mode: enqueuepred.ModeThesis, NReq: 10, Now: c.now})
+	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 10 * time.Millisecond, Mode: "thesis", NReq: 10, Now: c.now})
 	if err != nil {
 		t.Fatal(err)
 	}

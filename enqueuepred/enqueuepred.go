@@ -32,13 +32,6 @@ type Principaled interface {
 	Principal() Principal
 }
 
-// NonRejectable is implemented by events that must never be refused, such
-// as a session teardown or an emergency call (JOBS §6.4). Every predicate in
-// this package admits an event whose NonRejectable method returns true, and
-// charges it to its counters and buckets; a sink.Queue admits it beyond its
-// capacity.
-type NonRejectable = sink.NonRejectable
-
 // Inspector reports a predicate's state as name/value pairs for the
 // profiler. Durations are reported in seconds; an unlimited value (rate,
 // tokens) is reported as -1.
@@ -57,10 +50,10 @@ type charger interface {
 	charge(e sink.Event)
 }
 
-// Scalable is implemented by regulators whose limit (rate, count, queue
-// length) can be scaled down by an overload degree; see Modified. f is in
+// scalable is implemented by regulators whose limit (rate, count, queue
+// length) can be scaled down by an overload degree; see NewModified. f is in
 // [0, 1]; 1 restores the nominal limit.
-type Scalable interface {
+type scalable interface {
 	sink.Predicate
 	Scale(f float64)
 }
@@ -92,9 +85,6 @@ func PriorityOf(e sink.Event) int {
 	return 0
 }
 
-// IsNonRejectable reports whether e must bypass admission control.
-func IsNonRejectable(e sink.Event) bool { return sink.IsNonRejectable(e) }
-
 // charge charges e to p if p implements charger.
 func charge(p sink.Predicate, e sink.Event) {
 	if c, ok := p.(charger); ok {
@@ -102,9 +92,9 @@ func charge(p sink.Predicate, e sink.Event) {
 	}
 }
 
-// Inspect reports p's state through report if p implements Inspector, and
+// inspect reports p's state through report if p implements Inspector, and
 // reports whether it did.
-func Inspect(p sink.Predicate, report func(name string, value float64)) bool {
+func inspect(p sink.Predicate, report func(name string, value float64)) bool {
 	if in, ok := p.(Inspector); ok {
 		in.Inspect(report)
 		return true

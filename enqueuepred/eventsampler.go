@@ -8,36 +8,36 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// EventFed is implemented by samplers fed by the guarded stage's own
-// events (JOBS: samplers triggered by events), not only polled: a Modified
+// eventFed is implemented by samplers fed by the guarded stage's own
+// events (JOBS: samplers triggered by events), not only polled: a modified
 // regulator passes them every arrival it decides on (Arrived, admitted or
 // not) and every completion (Completed, from sink.Done); Sample then
 // reports what the events since the previous sample showed.
-type EventFed interface {
+type eventFed interface {
 	Sampler
 	Arrived(e sink.Event)
 	Completed(e sink.Event, queued, service time.Duration)
 }
 
-// EventKind selects what an EventSampler measures.
-type EventKind int
+// eventKind selects what an eventSampler measures.
+type eventKind int
 
 const (
-	// Arrivals: events offered per second (admitted or not).
-	Arrivals EventKind = iota
-	// ServiceTime: mean handler time of the completions, in milliseconds.
-	ServiceTime
-	// QueueWait: mean time the completed events waited in the queue, in
+	// kindArrivals: events offered per second (admitted or not).
+	kindArrivals eventKind = iota
+	// kindService: mean handler time of the completions, in milliseconds.
+	kindService
+	// kindWait: mean time the completed events waited in the queue, in
 	// milliseconds.
-	QueueWait
+	kindWait
 )
 
-// EventSampler is an EventFed sampler of the guarded stage's arrivals,
+// eventSampler is an event-fed sampler of the guarded stage's arrivals,
 // service times or queue waits. With no completion since the previous
-// sample, ServiceTime and QueueWait return an error wrapping ErrNoSample
+// sample, kindService and kindWait return an error wrapping errNoSample
 // (the modifier keeps its degree).
-type EventSampler struct {
-	Kind EventKind
+type eventSampler struct {
+	Kind eventKind
 
 	mu       sync.Mutex
 	arrivals uint64
@@ -46,27 +46,27 @@ type EventSampler struct {
 	last     time.Time
 }
 
-var _ EventFed = (*EventSampler)(nil)
+var _ eventFed = (*eventSampler)(nil)
 
-// NewEventSampler returns an event-fed sampler.
-func NewEventSampler(k EventKind) *EventSampler { return &EventSampler{Kind: k} }
+// newEventSampler returns an event-fed sampler.
+func newEventSampler(k eventKind) *eventSampler { return &eventSampler{Kind: k} }
 
 // Name implements Sampler.
-func (s *EventSampler) Name() string {
+func (s *eventSampler) Name() string {
 	switch s.Kind {
-	case Arrivals:
+	case kindArrivals:
 		return "arrivals"
-	case ServiceTime:
+	case kindService:
 		return "service"
-	case QueueWait:
+	case kindWait:
 		return "wait"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(s.Kind))
 }
 
-// Arrived implements EventFed.
-func (s *EventSampler) Arrived(sink.Event) {
-	if s.Kind != Arrivals {
+// Arrived implements eventFed.
+func (s *eventSampler) Arrived(sink.Event) {
+	if s.Kind != kindArrivals {
 		return
 	}
 	s.mu.Lock()
@@ -74,14 +74,14 @@ func (s *EventSampler) Arrived(sink.Event) {
 	s.mu.Unlock()
 }
 
-// Completed implements EventFed.
-func (s *EventSampler) Completed(_ sink.Event, queued, service time.Duration) {
-	if s.Kind == Arrivals {
+// Completed implements eventFed.
+func (s *eventSampler) Completed(_ sink.Event, queued, service time.Duration) {
+	if s.Kind == kindArrivals {
 		return
 	}
 	s.mu.Lock()
 	s.n++
-	if s.Kind == ServiceTime {
+	if s.Kind == kindService {
 		s.sum += service
 	} else {
 		s.sum += queued
@@ -90,24 +90,24 @@ func (s *EventSampler) Completed(_ sink.Event, queued, service time.Duration) {
 }
 
 // Sample implements Sampler.
-func (s *EventSampler) Sample(now time.Time) (float64, error) {
+func (s *eventSampler) Sample(now time.Time) (float64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := s.last
 	s.last = now
 	switch s.Kind {
-	case Arrivals:
+	case kindArrivals:
 		n := s.arrivals
 		s.arrivals = 0
 		if last.IsZero() || !now.After(last) {
-			return 0, fmt.Errorf("%w: arrivals need two samples", ErrNoSample)
+			return 0, fmt.Errorf("%w: arrivals need two samples", errNoSample)
 		}
 		return float64(n) / now.Sub(last).Seconds(), nil
 	default:
 		n, sum := s.n, s.sum
 		s.n, s.sum = 0, 0
 		if n == 0 {
-			return 0, fmt.Errorf("%w: no completion since the last sample", ErrNoSample)
+			return 0, fmt.Errorf("%w: no completion since the last sample", errNoSample)
 		}
 		return float64(sum) / float64(n) / 1e6, nil
 	}

@@ -15,12 +15,12 @@ import (
 // events going through the predicate, not by polling another stage.
 func TestEventSamplers(t *testing.T) {
 	clk := newClock()
-	wait := NewEventSampler(QueueWait)
-	arr := NewEventSampler(Arrivals)
-	m, err := NewModified(NewRate(RateConfig{Rate: 1000, Depth: 1000, Now: clk.Now}), ModifiedConfig{
+	wait := newEventSampler(kindWait)
+	arr := newEventSampler(kindArrivals)
+	m, err := newModified(NewRate(RateConfig{Rate: 1000, Depth: 1000, Now: clk.Now}), ModifiedConfig{
 		Modifiers: []Modifier{
-			{Sampler: wait, Template: Template{Value: []Step{{At: 50, Degree: 5}}}, Interval: time.Second},
-			{Sampler: arr, Template: Template{Value: []Step{{At: 1e9, Degree: 1}}}, Interval: time.Second},
+			{Sampler: wait, Value: []Step{{At: 50, Degree: 5}}, Interval: time.Second},
+			{Sampler: arr, Value: []Step{{At: 1e9, Degree: 1}}, Interval: time.Second},
 		},
 		Now: clk.Now,
 	})
@@ -43,10 +43,10 @@ func TestEventSamplers(t *testing.T) {
 	// No completion in the next second: the wait sampler has no value and
 	// the modifier keeps its degree.
 	clk.Advance(time.Second)
-	if _, err := wait.Sample(clk.Now()); !errors.Is(err, ErrNoSample) {
+	if _, err := wait.Sample(clk.Now()); !errors.Is(err, errNoSample) {
 		t.Fatalf("empty window: %v", err)
 	}
-	svc := NewEventSampler(ServiceTime)
+	svc := newEventSampler(kindService)
 	svc.Completed(ev{}, time.Second, 4*time.Millisecond)
 	svc.Completed(ev{}, time.Second, 6*time.Millisecond)
 	if v, err := svc.Sample(clk.Now()); err != nil || v != 5 {
@@ -60,7 +60,7 @@ func TestEventSamplers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fed := p.(*Modified).fed; len(fed) != 2 || fed[0].Name() != "wait" || fed[1].Name() != "arrivals" {
+	if fed := p.(*modified).fed; len(fed) != 2 || fed[0].Name() != "wait" || fed[1].Name() != "arrivals" {
 		t.Fatalf("fed samplers %v", fed)
 	}
 }

@@ -64,7 +64,7 @@ func ExampleNewResponseTime() {
 	now := time.Unix(0, 0)
 	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{
 		Target: time.Second,
-		Mode:   enqueuepred.ModeThesis, // the paper's algorithm, Fig. 50
+		Mode:   "thesis", // the paper's algorithm, Fig. 50
 		Now:    func() time.Time { return now },
 	})
 	if err != nil {
@@ -116,7 +116,9 @@ type teardown struct{}
 
 func (teardown) NonRejectable() bool { return true }
 
-func ExampleNonRejectable() {
+// Events reporting NonRejectable() == true (sink.NonRejectable) bypass
+// admission in every predicate here, and are still charged.
+func Example_nonRejectable() {
 	c := enqueuepred.NewCounter(0) // admits nothing rejectable
 	fmt.Println(c.Accept("login"), c.Accept(teardown{}))
 	// Output:
@@ -182,7 +184,7 @@ func ExampleInspector() {
 // queued or in service; the runtime's completions (sink.Done) move the
 // limit.
 func ExampleNewLimit() {
-	l, err := enqueuepred.NewLimit(enqueuepred.LimitConfig{Algorithm: enqueuepred.Vegas, Initial: 2})
+	l, err := enqueuepred.NewLimit(enqueuepred.LimitConfig{Algorithm: "vegas", Initial: 2})
 	if err != nil {
 		panic(err)
 	}
@@ -226,3 +228,46 @@ func ExampleNewPacer() {
 	// Output:
 	// 20ms
 }
+
+// A counter of 100 credits cut by 10% per degree of CPU overload: degree 1
+// from 80% CPU, 2 from 90%. The built-in samplers are those a YAML
+// modifier names; any type with Name and Sample is a Sampler too.
+func ExampleNewModified() {
+	cpu, err := enqueuepred.NewSampler("cpu", "", enqueuepred.Env{})
+	if err != nil {
+		panic(err)
+	}
+	p, err := enqueuepred.NewModified(enqueuepred.NewCounter(100), enqueuepred.ModifiedConfig{
+		Modifiers: []enqueuepred.Modifier{{
+			Sampler: cpu,
+			Value:   []enqueuepred.Step{{At: 80, Degree: 1}, {At: 90, Degree: 2}},
+			Factor:  10,
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(p.Accept("event")) // the first CPU reading only starts the measure
+	_, err = enqueuepred.NewModified(enqueuepred.NewSojourn(enqueuepred.SojournConfig{}), enqueuepred.ModifiedConfig{})
+	fmt.Println(errors.Is(err, enqueuepred.ErrBadConfig)) // a codel has no limit to scale
+	// Output:
+	// true
+	// true
+}
+
+// Whirlwind's cost limit: expensive events are refused first, cheap ones
+// still get in.
+func ExampleNewCost() {
+	p, err := enqueuepred.NewCost(enqueuepred.CostConfig{Limit: 10})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(p.Accept(job(8)), p.Accept(job(8)), p.Accept(job(2)))
+	// Output:
+	// true false true
+}
+
+// job is an event that estimates its cost (enqueuepred.Costed).
+type job float64
+
+func (j job) Cost() float64 { return float64(j) }

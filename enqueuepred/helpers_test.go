@@ -62,7 +62,7 @@ func count(p sink.Predicate, e sink.Event, n int) int {
 // inspectMap collects an Inspector's report.
 func inspectMap(p sink.Predicate) map[string]float64 {
 	m := map[string]float64{}
-	Inspect(p, func(k string, v float64) { m[k] = v })
+	inspect(p, func(k string, v float64) { m[k] = v })
 	return m
 }
 
@@ -75,3 +75,15 @@ func admitMany(p sink.Predicate, es []sink.Event) bool {
 	_, err := a.AdmitMany(es)
 	return err == nil
 }
+
+// samplerFunc adapts a function to Sampler.
+type samplerFunc struct {
+	Label string
+	Fn    func(now time.Time) (float64, error)
+}
+
+// Name implements Sampler.
+func (s samplerFunc) Name() string { return s.Label }
+
+// Sample implements Sampler.
+func (s samplerFunc) Sample(now time.Time) (float64, error) { return s.Fn(now) }

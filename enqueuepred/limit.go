@@ -10,49 +10,36 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// LimitAlgorithm selects how an adaptive concurrency limit moves.
-type LimitAlgorithm int
-
-const (
-	// Vegas (TCP Vegas, as in Netflix's concurrency-limits VegasLimit)
-	// estimates the events queued in the stage from the response time and
-	// the no-load response time: queue = limit × (1 − noLoad/rt), and keeps
-	// that queue between alpha = 3·log10(limit) and beta = 6·log10(limit)
-	// events (at least 3 and 6): the workers stay busy and the queueing
-	// delay stays a few service times. Unlike a client of a remote
-	// service, a stage knows its no-load response time: it is the service
-	// time the runtime reports with each completion, so rt and noLoad are
-	// averages of the completions' response and service times (no probing
-	// for a minimum, which under a standing queue ratchets the limit up,
-	// nor a minimum that a heavy-tailed service makes far too low).
-	Vegas LimitAlgorithm = iota
-	// Gradient (Netflix's Gradient2Limit) compares the average response
-	// time over a short window with the no-load time (here the average
-	// service time, for the same reasons as Vegas):
-	// limit = limit × max(0.5, min(1, tolerance × noLoad/rt)) + sqrt(limit),
-	// smoothed. It holds the response time near tolerance × the service
-	// time, with a queue of about sqrt(limit).
-	Gradient
-)
-
-func (a LimitAlgorithm) String() string {
-	switch a {
-	case Vegas:
-		return "vegas"
-	case Gradient:
-		return "gradient"
-	}
-	return fmt.Sprintf("LimitAlgorithm(%d)", int(a))
-}
-
 // LimitConfig configures an adaptive concurrency limit. Zero fields take
 // the defaults.
 type LimitConfig struct {
-	Algorithm LimitAlgorithm
+	// Algorithm selects how the limit moves, as the YAML types of the
+	// same names do:
+	//
+	// "vegas" (the default; TCP Vegas, as in Netflix's concurrency-limits
+	// VegasLimit) estimates the events queued in the stage from the
+	// response time and the no-load response time: queue = limit × (1 −
+	// noLoad/rt), and keeps that queue between alpha = 3·log10(limit) and
+	// beta = 6·log10(limit) events (at least 3 and 6): the workers stay
+	// busy and the queueing delay stays a few service times. Unlike a
+	// client of a remote service, a stage knows its no-load response
+	// time: it is the service time the runtime reports with each
+	// completion, so rt and noLoad are averages of the completions'
+	// response and service times (no probing for a minimum, which under a
+	// standing queue ratchets the limit up, nor a minimum that a
+	// heavy-tailed service makes far too low).
+	//
+	// "gradient" (Netflix's Gradient2Limit) compares the average response
+	// time over a short window with the no-load time (here the average
+	// service time, for the same reasons as vegas): limit = limit ×
+	// max(0.5, min(1, tolerance × noLoad/rt)) + sqrt(limit), smoothed. It
+	// holds the response time near tolerance × the service time, with a
+	// queue of about sqrt(limit).
+	Algorithm string
 	Initial   int // initial limit; default 20
 	Min       int // default 1
 	Max       int // default 1000
-	// Gradient only.
+	// "gradient" only.
 	Tolerance float64       // response-time growth tolerated; default 1.5
 	Smoothing float64       // weight of a new limit; default 0.2
 	Window    time.Duration // shortest averaging window; default 100ms (and at least 10 completions)
@@ -61,7 +48,7 @@ type LimitConfig struct {
 
 // Limit is an adaptive concurrency limit (beside the rate-based rt
 // controller): at most Limit() events admitted and not yet handled
-// (queued or in service, like Counter), the limit moved by each completion's
+// (queued or in service, like a counter), the limit moved by each completion's
 // response time (queued + service, from sink.Done) by the Vegas or the
 // Gradient rule. It needs no target: it finds the concurrency at which
 // the stage's response time starts to grow and stays there.
@@ -94,8 +81,12 @@ var (
 
 // NewLimit returns an adaptive concurrency limit.
 func NewLimit(cfg LimitConfig) (*Limit, error) {
-	if cfg.Algorithm != Vegas && cfg.Algorithm != Gradient {
-		return nil, fmt.Errorf("%w: unknown limit algorithm %v", ErrBadConfig, cfg.Algorithm)
+	switch cfg.Algorithm {
+	case "":
+		cfg.Algorithm = "vegas"
+	case "vegas", "gradient":
+	default:
+		return nil, fmt.Errorf("%w: unknown limit algorithm %q (known: vegas, gradient)", ErrBadConfig, cfg.Algorithm)
 	}
 	if cfg.Initial < 0 || cfg.Min < 0 || cfg.Max < 0 || cfg.Tolerance < 0 || cfg.Smoothing < 0 || cfg.Window < 0 {
 		return nil, fmt.Errorf("%w: limit parameters must not be negative", ErrBadConfig)
@@ -134,14 +125,14 @@ func NewLimit(cfg LimitConfig) (*Limit, error) {
 }
 
 // Name implements sink.Namer.
-func (l *Limit) Name() string { return l.cfg.Algorithm.String() }
+func (l *Limit) Name() string { return l.cfg.Algorithm }
 
 // Accept implements sink.Predicate.
 func (l *Limit) Accept(e sink.Event) bool {
 	for {
 		n := l.inflight.Load()
 		if n >= l.limit.Load() {
-			if IsNonRejectable(e) {
+			if sink.IsNonRejectable(e) {
 				l.charge(e)
 				return true
 			}
@@ -179,9 +170,9 @@ func (l *Limit) Done(_ sink.Event, queued, service time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch l.cfg.Algorithm {
-	case Vegas:
+	case "vegas":
 		l.vegasLocked(rt, svc, inflight)
-	case Gradient:
+	case "gradient":
 		l.gradientLocked(rt, svc, inflight)
 	}
 	l.limit.Store(int64(math.Round(l.est)))

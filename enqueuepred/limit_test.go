@@ -8,7 +8,7 @@ import (
 )
 
 func TestLimitVegasArithmetic(t *testing.T) {
-	l, err := NewLimit(LimitConfig{Algorithm: Vegas, Initial: 10})
+	l, err := NewLimit(LimitConfig{Algorithm: "vegas", Initial: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +38,14 @@ func TestLimitVegasArithmetic(t *testing.T) {
 		t.Fatalf("in flight %d after every completion", l.InFlight())
 	}
 	// No queue while busy: +6·log10(limit).
-	l2, _ := NewLimit(LimitConfig{Algorithm: Vegas, Initial: 10})
+	l2, _ := NewLimit(LimitConfig{Algorithm: "vegas", Initial: 10})
 	count(l2, ev{}, 10)
 	sink.Done(l2, ev{}, 0, 10*time.Millisecond)
 	if l2.Limit() != 16 {
 		t.Fatalf("limit %d, want 16 (10 + 6·log10 10)", l2.Limit())
 	}
 	// Application-limited (1 of 16 in flight): no increase.
-	l3, _ := NewLimit(LimitConfig{Algorithm: Vegas, Initial: 16})
+	l3, _ := NewLimit(LimitConfig{Algorithm: "vegas", Initial: 16})
 	l3.Accept(ev{})
 	sink.Done(l3, ev{}, 0, 10*time.Millisecond)
 	if l3.Limit() != 16 {
@@ -55,7 +55,7 @@ func TestLimitVegasArithmetic(t *testing.T) {
 
 func TestLimitGradientArithmetic(t *testing.T) {
 	clk := newClock()
-	l, _ := NewLimit(LimitConfig{Algorithm: Gradient, Initial: 16, Now: clk.Now})
+	l, _ := NewLimit(LimitConfig{Algorithm: "gradient", Initial: 16, Now: clk.Now})
 	count(l, ev{}, 16)
 	// A window of 10 completions at rt = 3 × service: gradient =
 	// max(0.5, 1.5/3) = 0.5; next = 16·0.5 + 4 = 12; smoothed 0.8·16 +
@@ -75,7 +75,7 @@ func TestLimitGradientArithmetic(t *testing.T) {
 
 func TestLimitConfigErrors(t *testing.T) {
 	for _, c := range []LimitConfig{
-		{Algorithm: LimitAlgorithm(5)}, {Min: 5, Max: 2}, {Initial: 2000}, {Tolerance: 0.5, Algorithm: Gradient},
+		{Algorithm: "reno"}, {Min: 5, Max: 2}, {Initial: 2000}, {Tolerance: 0.5, Algorithm: "gradient"},
 		{Smoothing: 2}, {Window: -1},
 	} {
 		if _, err := NewLimit(c); err == nil {

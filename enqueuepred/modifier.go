@@ -13,33 +13,34 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// Step is an entry of a by-value template: from value At upward the
-// overload degree is Degree.
+// Step is an entry of a Modifier's template (JOBS §7.8). In
+// Modifier.Value, from sample value At upward the overload degree is
+// Degree; in Modifier.Duration, once overload has lasted After, it is
+// Degree.
 type Step struct {
-	At     float64
+	At     float64       // Value steps: the sample value
+	After  time.Duration // Duration steps: how long overload has lasted
 	Degree float64
 }
 
-// DurationStep is an entry of a by-duration template: once overload has
-// lasted After, the degree is Degree.
-type DurationStep struct {
-	After  time.Duration
-	Degree float64
-}
-
-// Template turns samples into an overload degree (JOBS §7.8), by value or by
-// duration. By value, the degree is that of the highest step whose At the
-// sample reaches (CPU template {80: 1, 90: 2, 100: 3}). By duration, the
-// indicator is overloaded while the sample is >= Over, and the degree is that
-// of the highest step whose After the overload has lasted ({0s: 1, 30s: 2}).
-// Outside every step the degree is 0.
-type Template struct {
+// Modifier reduces a regulator's limit by Factor percent per degree of
+// overload that Sampler's readings reach in its template (JOBS §7.2.4,
+// §7.8), given by value or by duration, not both. By value, the degree is
+// that of the highest step of Value whose At the sample reaches (CPU
+// template {80: 1, 90: 2, 100: 3}). By duration, the indicator is
+// overloaded while the sample is >= Over, and the degree is that of the
+// highest step of Duration whose After the overload has lasted ({0s: 1,
+// 30s: 2}). Outside every step the degree is 0.
+type Modifier struct {
+	Sampler  Sampler // NewSampler makes the built-in ones
 	Value    []Step
 	Over     float64
-	Duration []DurationStep
+	Duration []Step
+	Factor   float64       // percent of the nominal limit per degree; default 10
+	Interval time.Duration // time between samples; default 1s
 }
 
-func (t Template) validate() error {
+func (t Modifier) validate() error {
 	if (len(t.Value) == 0) == (len(t.Duration) == 0) {
 		return fmt.Errorf("%w: a template needs value steps or duration steps, not both", ErrBadConfig)
 	}
@@ -56,9 +57,9 @@ func (t Template) validate() error {
 	return nil
 }
 
-// degree returns the degree for value v at now; since is when the current
-// overload started (zero: none) and is updated.
-func (t Template) degree(v float64, now time.Time, since *time.Time) float64 {
+// degreeAt returns the degree for value v at now; since is when the
+// current overload started (zero: none) and is updated.
+func (t Modifier) degreeAt(v float64, now time.Time, since *time.Time) float64 {
 	if len(t.Value) > 0 {
 		d := 0.0
 		best := math.Inf(-1)
@@ -87,40 +88,31 @@ func (t Template) degree(v float64, now time.Time, since *time.Time) float64 {
 	return d
 }
 
-// Modifier reduces a regulator's limit by Factor percent per degree of
-// overload that Sampler's readings reach in Template (JOBS §7.2.4).
-type Modifier struct {
-	Sampler  Sampler
-	Template Template
-	Factor   float64       // percent of the nominal limit per degree; default 10
-	Interval time.Duration // time between samples; default 1s
-}
-
-// ModifiedConfig configures a Modified regulator.
+// ModifiedConfig configures NewModified's regulator.
 type ModifiedConfig struct {
 	Modifiers []Modifier
 	Now       func() time.Time // nil: time.Now
 	Logger    *slog.Logger     // nil: discard; sampler failures are logged here
 }
 
-// Modified applies sampler-driven modifiers to a Scalable regulator: the
+// modified applies sampler-driven modifiers to a Scalable regulator: the
 // reductions of all modifiers add up (capped at 100%) and scale the
 // regulator's nominal limit. While Run runs (the stage runtime runs it for
-// every Modified of a stage's predicate tree, nested in composites too)
+// every modified of a stage's predicate tree, nested in composites too)
 // the modifiers are sampled in the background, never by a decision: a
 // sampler may read /proc or compute percentiles, and a decision runs
-// under the stage's queue lock. Without Run (a Modified used on its own,
+// under the stage's queue lock. Without Run (a modified used on its own,
 // outside a stage) sampling is lazy: a decision that finds a modifier due
 // samples it, at most one goroutine at a time.
-type Modified struct {
-	inner      Scalable
+type modified struct {
+	inner      scalable
 	kids       []sink.Predicate // inner, for Children
 	mods       []modState
 	clock      monoClock
 	log        *slog.Logger
 	next       atomic.Int64 // clock ns when some modifier is due
 	background atomic.Int32 // Run loops sampling
-	fed        []EventFed   // the samplers fed by events (eventsampler.go)
+	fed        []eventFed   // the samplers fed by events (eventsampler.go)
 
 	mu    sync.Mutex
 	scale float64
@@ -137,16 +129,38 @@ type modState struct {
 }
 
 var (
-	_ sink.Composite = (*Modified)(nil)
-	_ sink.Completer = (*Modified)(nil)
+	_ sink.Composite = (*modified)(nil)
+	_ sink.Completer = (*modified)(nil)
 )
 
-// NewModified wraps inner with modifiers.
-func NewModified(inner Scalable, c ModifiedConfig) (*Modified, error) {
+// NewModified applies sampler-driven modifiers to inner, a regulator whose
+// limit can be scaled down: one made by NewRate, NewCounter or
+// NewThreshold, a group rate (Shared.Group), or any predicate with a
+// method Scale(f float64) taking f in [0, 1] (1: the nominal limit). The
+// reductions of all modifiers add up (capped at 100%) and scale the
+// regulator's nominal limit. Under a stage the runtime samples the
+// modifiers in the background (they may read /proc or compute
+// percentiles), never inside a decision; used on its own, outside a
+// stage, a decision that finds a modifier due samples it. Errors wrap
+// ErrBadConfig.
+func NewModified(inner sink.Predicate, c ModifiedConfig) (sink.Predicate, error) {
+	sc, ok := inner.(scalable)
+	if !ok && inner != nil {
+		return nil, fmt.Errorf("%w: modifiers need a scalable regulator (rate, counter, threshold, group), not %s", ErrBadConfig, sink.PredicateName(inner))
+	}
+	m, err := newModified(sc, c) // sc nil: the error for a missing regulator
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// newModified is NewModified, returning the concrete type.
+func newModified(inner scalable, c ModifiedConfig) (*modified, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("%w: modifiers need a regulator", ErrBadConfig)
 	}
-	m := &Modified{inner: inner, kids: []sink.Predicate{inner}, clock: newMonoClock(c.Now), log: c.Logger, scale: 1}
+	m := &modified{inner: inner, kids: []sink.Predicate{inner}, clock: newMonoClock(c.Now), log: c.Logger, scale: 1}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -154,7 +168,7 @@ func NewModified(inner Scalable, c ModifiedConfig) (*Modified, error) {
 		if mod.Sampler == nil {
 			return nil, fmt.Errorf("%w: modifier %d has no sampler", ErrBadConfig, i)
 		}
-		if err := mod.Template.validate(); err != nil {
+		if err := mod.validate(); err != nil {
 			return nil, fmt.Errorf("modifier %d (%s): %w", i, mod.Sampler.Name(), err)
 		}
 		if mod.Factor == 0 {
@@ -166,10 +180,10 @@ func NewModified(inner Scalable, c ModifiedConfig) (*Modified, error) {
 		if mod.Interval <= 0 {
 			mod.Interval = time.Second
 		}
-		mod.Template.Value = slices.Clone(mod.Template.Value)
-		mod.Template.Duration = slices.Clone(mod.Template.Duration)
+		mod.Value = slices.Clone(mod.Value)
+		mod.Duration = slices.Clone(mod.Duration)
 		m.mods = append(m.mods, modState{Modifier: mod})
-		if f, ok := mod.Sampler.(EventFed); ok {
+		if f, ok := mod.Sampler.(eventFed); ok {
 			m.fed = append(m.fed, f)
 		}
 	}
@@ -177,16 +191,13 @@ func NewModified(inner Scalable, c ModifiedConfig) (*Modified, error) {
 }
 
 // Name implements sink.Namer.
-func (m *Modified) Name() string { return sink.PredicateName(m.inner) }
+func (m *modified) Name() string { return sink.PredicateName(m.inner) }
 
 // Children implements sink.Composite: the regulator.
-func (m *Modified) Children() []sink.Predicate { return m.kids }
-
-// Inner returns the modified regulator.
-func (m *Modified) Inner() Scalable { return m.inner }
+func (m *modified) Children() []sink.Predicate { return m.kids }
 
 // Accept implements sink.Predicate.
-func (m *Modified) Accept(e sink.Event) bool {
+func (m *modified) Accept(e sink.Event) bool {
 	if m.background.Load() == 0 {
 		m.maybeUpdate()
 	}
@@ -198,7 +209,7 @@ func (m *Modified) Accept(e sink.Event) bool {
 
 // Run samples the modifiers when they are due until ctx ends, so that
 // decisions never do (see Modified).
-func (m *Modified) Run(ctx context.Context) {
+func (m *modified) Run(ctx context.Context) {
 	m.background.Add(1)
 	defer m.background.Add(-1)
 	for {
@@ -218,20 +229,20 @@ func (m *Modified) Run(ctx context.Context) {
 
 // Update samples every due modifier now and rescales the regulator. Accept
 // does this by itself; Update is for callers that want a fresh reading.
-func (m *Modified) Update() {
+func (m *modified) Update() {
 	m.mu.Lock()
 	m.updateLocked(m.clock.ns())
 	m.mu.Unlock()
 }
 
-func (m *Modified) maybeUpdate() {
+func (m *modified) maybeUpdate() {
 	if now := m.clock.ns(); now >= m.next.Load() && m.mu.TryLock() {
 		m.updateLocked(now)
 		m.mu.Unlock()
 	}
 }
 
-func (m *Modified) updateLocked(ns int64) {
+func (m *modified) updateLocked(ns int64) {
 	now := m.clock.at(ns)
 	next := time.Time{}
 	reduction := 0.0
@@ -249,7 +260,7 @@ func (m *Modified) updateLocked(ns int64) {
 			} else {
 				s.lastErr = ""
 				s.value = v
-				s.degree = s.Template.degree(v, now, &s.since)
+				s.degree = s.degreeAt(v, now, &s.since)
 			}
 		}
 		reduction += s.degree * s.Factor
@@ -269,25 +280,25 @@ func (m *Modified) updateLocked(ns int64) {
 }
 
 // Scale returns the factor currently applied to the regulator's limit.
-func (m *Modified) Scale() float64 {
+func (m *modified) Scale() float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.scale
 }
 
 // Degree returns the current overload degree of modifier i.
-func (m *Modified) Degree(i int) float64 {
+func (m *modified) Degree(i int) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.mods[i].degree
 }
 
 // charge implements charger.
-func (m *Modified) charge(e sink.Event) { charge(m.inner, e) }
+func (m *modified) charge(e sink.Event) { charge(m.inner, e) }
 
 // Done implements sink.Completer: it feeds the event-fed samplers. The
 // regulator gets its own Done from the sink (sink.Composite).
-func (m *Modified) Done(e sink.Event, queued, service time.Duration) {
+func (m *modified) Done(e sink.Event, queued, service time.Duration) {
 	for _, f := range m.fed {
 		f.Completed(e, queued, service)
 	}
@@ -295,8 +306,8 @@ func (m *Modified) Done(e sink.Event, queued, service time.Duration) {
 
 // Inspect implements Inspector: the regulator's state, the scale, and per
 // modifier ("mod<i>.") the last value, the degree and sampler errors.
-func (m *Modified) Inspect(report func(string, float64)) {
-	Inspect(m.inner, report)
+func (m *modified) Inspect(report func(string, float64)) {
+	inspect(m.inner, report)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	report("scale", m.scale)

@@ -30,12 +30,12 @@ func (s *series) Sample(time.Time) (float64, error) {
 }
 
 func TestTemplateDegree(t *testing.T) {
-	byValue := Template{Value: []Step{{80, 1}, {90, 2}, {100, 3}}}
-	byDur := Template{Over: 1, Duration: []DurationStep{{0, 1}, {30 * time.Second, 2}, {45 * time.Second, 3}}}
+	byValue := Modifier{Value: []Step{{At: 80, Degree: 1}, {At: 90, Degree: 2}, {At: 100, Degree: 3}}}
+	byDur := Modifier{Over: 1, Duration: []Step{{After: 0, Degree: 1}, {After: 30 * time.Second, Degree: 2}, {After: 45 * time.Second, Degree: 3}}}
 	t0 := time.Unix(0, 0)
 	tests := []struct {
 		name string
-		tpl  Template
+		tpl  Modifier
 		v    float64
 		at   time.Duration // since the start of the series
 		want float64
@@ -52,7 +52,7 @@ func TestTemplateDegree(t *testing.T) {
 	}
 	var since time.Time
 	for _, tt := range tests {
-		if got := tt.tpl.degree(tt.v, t0.Add(tt.at), &since); got != tt.want {
+		if got := tt.tpl.degreeAt(tt.v, t0.Add(tt.at), &since); got != tt.want {
 			t.Fatalf("%s: degree %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -63,22 +63,22 @@ func TestModifiedScalesRegulators(t *testing.T) {
 	cpu := &series{vals: []float64{50, 85, 95, 40}}
 	tests := []struct {
 		name  string
-		inner Scalable
+		inner scalable
 		limit func() float64
 	}{
 		{"rate", NewRate(RateConfig{Rate: 1000, Now: clk.Now}), nil},
-		{"counter", NewCounter(100), nil},
-		{"threshold", NewThreshold(100), nil},
+		{"counter", newCounter(100), nil},
+		{"threshold", newThreshold(100), nil},
 	}
 	tests[0].limit = func() float64 { return tests[0].inner.(*Rate).EffectiveRate() / 10 }
-	tests[1].limit = func() float64 { return float64(tests[1].inner.(*Counter).EffectiveLimit()) }
-	tests[2].limit = func() float64 { return float64(tests[2].inner.(*Threshold).EffectiveLimit()) }
+	tests[1].limit = func() float64 { return float64(tests[1].inner.(*counter).EffectiveLimit()) }
+	tests[2].limit = func() float64 { return float64(tests[2].inner.(*threshold).EffectiveLimit()) }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cpu.i = 0
-			m, err := NewModified(tt.inner, ModifiedConfig{Now: clk.Now, Modifiers: []Modifier{{
+			m, err := newModified(tt.inner, ModifiedConfig{Now: clk.Now, Modifiers: []Modifier{{
 				Sampler:  cpu,
-				Template: Template{Value: []Step{{80, 1}, {90, 2}}},
+				Value:    []Step{{At: 80, Degree: 1}, {At: 90, Degree: 2}},
 				Factor:   25,
 				Interval: time.Second,
 			}}})
@@ -111,10 +111,10 @@ func TestModifiedDurationAndErrors(t *testing.T) {
 	clk := newClock()
 	busy := &series{vals: []float64{1}}
 	broken := &series{err: errors.New("boom")}
-	c := NewCounter(100)
-	m, err := NewModified(c, ModifiedConfig{Now: clk.Now, Modifiers: []Modifier{
-		{Sampler: busy, Template: Template{Over: 1, Duration: []DurationStep{{0, 1}, {30 * time.Second, 5}}}},
-		{Sampler: broken, Template: Template{Value: []Step{{0, 1}}}},
+	c := newCounter(100)
+	m, err := newModified(c, ModifiedConfig{Now: clk.Now, Modifiers: []Modifier{
+		{Sampler: busy, Over: 1, Duration: []Step{{After: 0, Degree: 1}, {After: 30 * time.Second, Degree: 5}}},
+		{Sampler: broken, Value: []Step{{At: 0, Degree: 1}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -134,19 +134,19 @@ func TestModifiedDurationAndErrors(t *testing.T) {
 }
 
 func TestModifiedConfigErrors(t *testing.T) {
-	good := Template{Value: []Step{{1, 1}}}
+	good := []Step{{At: 1, Degree: 1}}
 	bad := []ModifiedConfig{
-		{Modifiers: []Modifier{{Template: good}}},
-		{Modifiers: []Modifier{{Sampler: GoroutineSampler{}}}},
-		{Modifiers: []Modifier{{Sampler: GoroutineSampler{}, Template: Template{Value: good.Value, Duration: []DurationStep{{0, 1}}}}}},
-		{Modifiers: []Modifier{{Sampler: GoroutineSampler{}, Template: good, Factor: -1}}},
+		{Modifiers: []Modifier{{Value: good}}},
+		{Modifiers: []Modifier{{Sampler: goroutineSampler{}}}},
+		{Modifiers: []Modifier{{Sampler: goroutineSampler{}, Value: good, Duration: []Step{{After: 0, Degree: 1}}}}},
+		{Modifiers: []Modifier{{Sampler: goroutineSampler{}, Value: good, Factor: -1}}},
 	}
 	for i, c := range bad {
-		if _, err := NewModified(NewCounter(1), c); !errors.Is(err, ErrBadConfig) {
+		if _, err := newModified(newCounter(1), c); !errors.Is(err, ErrBadConfig) {
 			t.Fatalf("config %d: %v", i, err)
 		}
 	}
-	if _, err := NewModified(nil, ModifiedConfig{}); err == nil {
+	if _, err := newModified(nil, ModifiedConfig{}); err == nil {
 		t.Fatal("nil regulator accepted")
 	}
 }
@@ -156,9 +156,9 @@ func TestSamplers(t *testing.T) {
 	q := sink.NewQueue(0)
 	_ = q.Enqueue(1)
 	_ = q.Enqueue(2)
-	rt, _ := NewResponseTime(RTConfig{Target: time.Second, Mode: ModeThesis})
+	rt, _ := NewResponseTime(RTConfig{Target: time.Second, Mode: "thesis"})
 	q2 := sink.NewQueue(0)
-	q2.SetPredicate(NewAll(NewThreshold(10), rt))
+	q2.SetPredicate(newAll(newThreshold(10), rt))
 	for i := 0; i < 100; i++ {
 		sink.Done(rt, 1, 0, 200*time.Millisecond)
 	}
@@ -176,31 +176,31 @@ func TestSamplers(t *testing.T) {
 		want    float64
 		wantErr bool
 	}{
-		{QueueSampler{Stage: "A", Lookup: lookup}, 2, false},
-		{QueueSampler{Stage: "nope", Lookup: lookup}, 0, true},
-		{QueueSampler{Stage: "A"}, 0, true},
-		{ResponseTimeSampler{Stage: "B", Lookup: lookup}, 60, false}, // 0.7*0 + 0.3*200ms
-		{ResponseTimeSampler{Stage: "A", Lookup: lookup}, 0, true},
-		{ResponseTimeSampler{Stage: "X", ResponseTime: func(string) (time.Duration, bool) { return 3 * time.Millisecond, true }}, 3, false},
-		{SamplerFunc{Label: "f", Fn: func(time.Time) (float64, error) { return 7, nil }}, 7, false},
+		{queueSampler{Stage: "A", Lookup: lookup}, 2, false},
+		{queueSampler{Stage: "nope", Lookup: lookup}, 0, true},
+		{queueSampler{Stage: "A"}, 0, true},
+		{rtSampler{Stage: "B", Lookup: lookup}, 60, false}, // 0.7*0 + 0.3*200ms
+		{rtSampler{Stage: "A", Lookup: lookup}, 0, true},
+		{rtSampler{Stage: "X", ResponseTime: func(string) (time.Duration, bool) { return 3 * time.Millisecond, true }}, 3, false},
+		{samplerFunc{Label: "f", Fn: func(time.Time) (float64, error) { return 7, nil }}, 7, false},
 	}
 	for i, tt := range tests {
 		v, err := tt.s.Sample(now)
 		if (err != nil) != tt.wantErr || (err == nil && v != tt.want) {
 			t.Fatalf("case %d (%s): %v, %v", i, tt.s.Name(), v, err)
 		}
-		if err != nil && !errors.Is(err, ErrNoSample) {
+		if err != nil && !errors.Is(err, errNoSample) {
 			t.Fatalf("case %d: error %v does not wrap ErrNoSample", i, err)
 		}
 	}
-	if g, _ := (GoroutineSampler{}).Sample(now); g < 1 {
+	if g, _ := (goroutineSampler{}).Sample(now); g < 1 {
 		t.Fatal("goroutines")
 	}
-	if h, err := NewHeapSampler().Sample(now); err != nil || h <= 0 {
+	if h, err := newHeapSampler().Sample(now); err != nil || h <= 0 {
 		t.Fatalf("heap %v %v", h, err)
 	}
-	cpu := NewCPUSampler()
-	if _, err := cpu.Sample(now); !errors.Is(err, ErrNoSample) {
+	cpu := newCPUSampler()
+	if _, err := cpu.Sample(now); !errors.Is(err, errNoSample) {
 		t.Fatal("first CPU sample must report ErrNoSample")
 	}
 	for i := 0; i < 1e6; i++ { // burn a little CPU
@@ -237,7 +237,7 @@ func (s *samplerCalls) Sample(time.Time) (float64, error) {
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
 	for {
 		f, more := frames.Next()
-		if strings.HasSuffix(f.Function, "(*Modified).Accept") {
+		if strings.HasSuffix(f.Function, "(*modified).Accept") {
 			s.inAccept.Add(1)
 		}
 		if !more {
@@ -252,8 +252,8 @@ func (s *samplerCalls) Sample(time.Time) (float64, error) {
 func TestModifiedRunSamplesOutsideDecisions(t *testing.T) {
 	clk := newClock()
 	calls := &samplerCalls{}
-	m, err := NewModified(NewCounter(100), ModifiedConfig{Now: clk.Now, Modifiers: []Modifier{{
-		Sampler: calls, Template: Template{Value: []Step{{80, 1}}}, Interval: time.Second,
+	m, err := newModified(newCounter(100), ModifiedConfig{Now: clk.Now, Modifiers: []Modifier{{
+		Sampler: calls, Value: []Step{{At: 80, Degree: 1}}, Interval: time.Second,
 	}}})
 	if err != nil {
 		t.Fatal(err)

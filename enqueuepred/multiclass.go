@@ -12,7 +12,7 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// MulticlassConfig configures a Multiclass controller. Zero fields take
+// MulticlassConfig configures NewMulticlass's controller. Zero fields take
 // defaults; RT holds the per-class controller parameters (its Target is
 // ignored: Targets gives one per class).
 type MulticlassConfig struct {
@@ -30,14 +30,14 @@ type MulticlassConfig struct {
 	LowCount int
 }
 
-// Multiclass is the thesis §7.2.3 multiclass response-time controller: one
+// multiclass is the thesis §7.2.3 multiclass response-time controller: one
 // controller and one token bucket per class. When class c misses its
 // target, the rates of all lower classes are divided by AdjLow and they may
 // not increase at their next adjustment; only once every lower class is at
 // the minimum rate, and c has missed its target LowCount times that way, is
 // c's own rate cut. The lowest class cuts itself at once. The per-class
 // increase and decrease follow RT.Mode.
-type Multiclass struct {
+type multiclass struct {
 	classes []int // sorted ascending
 	ctls    []*ctl
 	p       []params
@@ -53,18 +53,30 @@ type Multiclass struct {
 }
 
 var (
-	_ sink.Completer = (*Multiclass)(nil)
-	_ sink.Canceler  = (*Multiclass)(nil)
-	_ charger        = (*Multiclass)(nil)
-	_ Inspector      = (*Multiclass)(nil)
+	_ sink.Completer = (*multiclass)(nil)
+	_ sink.Canceler  = (*multiclass)(nil)
+	_ charger        = (*multiclass)(nil)
+	_ Inspector      = (*multiclass)(nil)
 )
 
-// NewMulticlass returns a multiclass controller.
-func NewMulticlass(cfg MulticlassConfig) (*Multiclass, error) {
+// NewMulticlass returns the thesis §7.2.3 multiclass response-time
+// controller (YAML `multiclass`): one controller and token bucket per
+// class (ClassOf); when a class misses its target, the rates of all lower
+// classes are cut first. Errors wrap ErrBadConfig.
+func NewMulticlass(cfg MulticlassConfig) (sink.Predicate, error) {
+	p, err := newMulticlass(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newMulticlass is NewMulticlass, returning the concrete type.
+func newMulticlass(cfg MulticlassConfig) (*multiclass, error) {
 	if len(cfg.Targets) == 0 {
 		return nil, fmt.Errorf("%w: multiclass needs at least one class target", ErrBadConfig)
 	}
-	m := &Multiclass{adjLow: cfg.AdjLow, lcMax: cfg.LowCount, log: cfg.RT.Logger, fast: cfg.RT.Mode == ModeFast}
+	m := &multiclass{adjLow: cfg.AdjLow, lcMax: cfg.LowCount, log: cfg.RT.Logger, fast: cfg.RT.Mode != "thesis"}
 	if m.adjLow == 0 {
 		m.adjLow = 10
 	}
@@ -87,7 +99,7 @@ func NewMulticlass(cfg MulticlassConfig) (*Multiclass, error) {
 	for i, class := range m.classes {
 		rc := cfg.RT
 		rc.Target = cfg.Targets[class]
-		if rc.Mode == ModeThesis {
+		if rc.Mode == "thesis" {
 			// Sandstorm's multiclass controller starts at 100/s, depth 1.
 			if rc.InitialRate == 0 {
 				rc.InitialRate = 100
@@ -114,7 +126,7 @@ func NewMulticlass(cfg MulticlassConfig) (*Multiclass, error) {
 }
 
 // index maps a class to its controller.
-func (m *Multiclass) index(class int) int {
+func (m *multiclass) index(class int) int {
 	i, found := slices.BinarySearch(m.classes, class)
 	if found {
 		return i
@@ -126,10 +138,10 @@ func (m *Multiclass) index(class int) int {
 }
 
 // Name implements sink.Namer.
-func (m *Multiclass) Name() string { return "multiclass" }
+func (m *multiclass) Name() string { return "multiclass" }
 
 // Accept implements sink.Predicate.
-func (m *Multiclass) Accept(e sink.Event) bool {
+func (m *multiclass) Accept(e sink.Event) bool {
 	c := m.ctls[m.index(ClassOf(e))]
 	if m.fast {
 		if now := c.nowNS(); now >= m.next.Load() && m.mu.TryLock() {
@@ -145,7 +157,7 @@ func (m *Multiclass) Accept(e sink.Event) bool {
 }
 
 // charge implements charger.
-func (m *Multiclass) charge(e sink.Event) {
+func (m *multiclass) charge(e sink.Event) {
 	c := m.ctls[m.index(ClassOf(e))]
 	c.b.force(1)
 	c.inSystem.Add(1)
@@ -153,14 +165,14 @@ func (m *Multiclass) charge(e sink.Event) {
 }
 
 // Cancel implements sink.Canceler.
-func (m *Multiclass) Cancel(e sink.Event) {
+func (m *multiclass) Cancel(e sink.Event) {
 	c := m.ctls[m.index(ClassOf(e))]
 	c.b.refund(1)
 	c.release()
 }
 
 // Done implements sink.Completer.
-func (m *Multiclass) Done(e sink.Event, queued, service time.Duration) {
+func (m *multiclass) Done(e sink.Event, queued, service time.Duration) {
 	c := m.ctls[m.index(ClassOf(e))]
 	c.release()
 	now := c.nowNS()
@@ -172,7 +184,7 @@ func (m *Multiclass) Done(e sink.Event, queued, service time.Duration) {
 }
 
 // runLocked adjusts every class that is due, highest class first.
-func (m *Multiclass) runLocked(now int64) {
+func (m *multiclass) runLocked(now int64) {
 	m.next.Store(now + m.p[0].interval)
 	for i := len(m.ctls) - 1; i >= 0; i-- {
 		c := m.ctls[i]
@@ -204,7 +216,7 @@ func (m *Multiclass) runLocked(now int64) {
 					c.decreaseOwn(o)
 				}
 			}
-		case p.mode == ModeThesis:
+		case p.mode == modeThesis:
 			if o.err < p.errInc {
 				if c.preempted {
 					// A higher class missed its target: no increase.
@@ -229,24 +241,24 @@ func (m *Multiclass) runLocked(now int64) {
 }
 
 // Classes returns the configured classes, ascending.
-func (m *Multiclass) Classes() []int { return slices.Clone(m.classes) }
+func (m *multiclass) Classes() []int { return slices.Clone(m.classes) }
 
 // P90 returns the smoothed p90 response time of class (mapped like events).
-func (m *Multiclass) P90(class int) time.Duration {
+func (m *multiclass) P90(class int) time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return time.Duration(m.ctls[m.index(class)].cur * 1e9)
 }
 
 // Rate returns the admission rate of class.
-func (m *Multiclass) Rate(class int) float64 {
+func (m *multiclass) Rate(class int) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.ctls[m.index(class)].rate
 }
 
 // SetTarget changes class's target while traffic flows.
-func (m *Multiclass) SetTarget(class int, d time.Duration) {
+func (m *multiclass) SetTarget(class int, d time.Duration) {
 	if d <= 0 {
 		return
 	}
@@ -256,22 +268,22 @@ func (m *Multiclass) SetTarget(class int, d time.Duration) {
 }
 
 // Rejected returns the rejections of class.
-func (m *Multiclass) Rejected(class int) uint64 { return m.ctls[m.index(class)].rejected.Load() }
+func (m *multiclass) Rejected(class int) uint64 { return m.ctls[m.index(class)].rejected.Load() }
 
 // Accepted returns the admissions of class.
-func (m *Multiclass) Accepted(class int) uint64 { return m.ctls[m.index(class)].accepted.Load() }
+func (m *multiclass) Accepted(class int) uint64 { return m.ctls[m.index(class)].accepted.Load() }
 
 // Enable turns admission control on.
-func (m *Multiclass) Enable() { m.enabled.Store(true) }
+func (m *multiclass) Enable() { m.enabled.Store(true) }
 
 // Disable turns admission control off; measurement goes on.
-func (m *Multiclass) Disable() { m.enabled.Store(false) }
+func (m *multiclass) Disable() { m.enabled.Store(false) }
 
 // Enabled reports whether admission control is on.
-func (m *Multiclass) Enabled() bool { return m.enabled.Load() }
+func (m *multiclass) Enabled() bool { return m.enabled.Load() }
 
 // Inspect implements Inspector: per-class values are prefixed "class<N>.".
-func (m *Multiclass) Inspect(report func(string, float64)) {
+func (m *multiclass) Inspect(report func(string, float64)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	en := 0.0

@@ -28,7 +28,7 @@ func TestThreshold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			th := NewThreshold(tt.limit)
+			th := newThreshold(tt.limit)
 			sink.Bind(th, &lenSink{n: tt.length})
 			th.Scale(tt.scale)
 			if got := th.Accept(tt.e); got != tt.want {
@@ -44,7 +44,7 @@ func TestThreshold(t *testing.T) {
 
 func TestThresholdOnQueue(t *testing.T) {
 	q := sink.NewNamedQueue("S", 0)
-	th := NewThreshold(2)
+	th := newThreshold(2)
 	q.SetPredicate(th)
 	for i := 0; i < 2; i++ {
 		if err := q.Enqueue(i); err != nil {
@@ -163,7 +163,7 @@ func TestRateSettersCancelChargeBatch(t *testing.T) {
 }
 
 func TestCounter(t *testing.T) {
-	c := NewCounter(2)
+	c := newCounter(2)
 	if count(c, 1, 5) != 2 {
 		t.Fatal("want 2 in flight")
 	}
@@ -219,7 +219,7 @@ func TestRED(t *testing.T) {
 				seed = seed*6364136223846793005 + 1442695040888963407
 				return float64(seed>>11) / (1 << 53)
 			}
-			r := NewRED(REDConfig{Min: 100, Max: 300, MaxP: 0.1, Weight: 1, Gentle: tt.gentle, Rand: rnd})
+			r := newRED(REDConfig{Min: 100, Max: 300, MaxP: 0.1, Weight: 1, Gentle: tt.gentle, Rand: rnd})
 			sink.Bind(r, &lenSink{n: tt.length})
 			const n = 10000
 			frac := float64(count(r, 1, n)) / n
@@ -234,7 +234,7 @@ func TestRED(t *testing.T) {
 }
 
 func TestREDAveragesSlowly(t *testing.T) {
-	r := NewRED(REDConfig{Min: 10, Max: 20, Weight: 0.01, Rand: func() float64 { return 0 }})
+	r := newRED(REDConfig{Min: 10, Max: 20, Weight: 0.01, Rand: func() float64 { return 0 }})
 	l := &lenSink{n: 1000}
 	sink.Bind(r, l)
 	// A short burst: the average stays under Min for the first few events.
@@ -248,7 +248,7 @@ func TestREDAveragesSlowly(t *testing.T) {
 
 func TestSojourn(t *testing.T) {
 	clk := newClock()
-	s := NewSojourn(SojournConfig{Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Now: clk.Now})
+	s := newSojourn(SojournConfig{Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Now: clk.Now})
 	l := &lenSink{n: 10}
 	sink.Bind(s, l)
 	steps := []struct {
@@ -284,7 +284,7 @@ func TestSojourn(t *testing.T) {
 
 func TestSojournBurstIsNotOverload(t *testing.T) {
 	clk := newClock()
-	s := NewSojourn(SojournConfig{Now: clk.Now})
+	s := newSojourn(SojournConfig{Now: clk.Now})
 	sink.Bind(s, &lenSink{n: 50})
 	// One event waited 0ms (the queue was empty once), the others long.
 	sink.Done(s, 1, 0, 0)
@@ -308,7 +308,7 @@ func TestGroupShared(t *testing.T) {
 	if err != nil || a != b {
 		t.Fatalf("second lookup: %v %v", b, err)
 	}
-	if _, err := sh.Group("front", RateConfig{Rate: 11}); !errors.Is(err, ErrGroupConflict) {
+	if _, err := sh.Group("front", RateConfig{Rate: 11}); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("conflict: %v", err)
 	}
 	if _, err := sh.Group("", RateConfig{Rate: 1}); err == nil {
@@ -324,7 +324,7 @@ func TestGroupShared(t *testing.T) {
 }
 
 func TestPriority(t *testing.T) {
-	p, err := NewPriority(map[int]int{0: 10, 5: 100})
+	p, err := newPriority(map[int]int{0: 10, 5: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,8 +360,8 @@ func TestPriority(t *testing.T) {
 
 func TestSession(t *testing.T) {
 	clk := newClock()
-	inner := NewCounter(1)
-	s := NewSession(inner, SessionConfig{Window: time.Second, Now: clk.Now})
+	inner := newCounter(1)
+	s := newSession(inner, SessionConfig{Window: time.Second, Now: clk.Now})
 	alice, bob := ev{id: "alice"}, ev{id: "bob"}
 	if !s.Accept(alice) {
 		t.Fatal("first session refused")
@@ -399,7 +399,7 @@ func TestSession(t *testing.T) {
 
 func TestSessionBounded(t *testing.T) {
 	clk := newClock()
-	s := NewSession(NewCounter(1000), SessionConfig{Window: time.Second, MaxSessions: 2, Now: clk.Now})
+	s := newSession(newCounter(1000), SessionConfig{Window: time.Second, MaxSessions: 2, Now: clk.Now})
 	for _, id := range []string{"a", "b", "c"} {
 		s.Accept(ev{id: id})
 	}
@@ -416,8 +416,8 @@ func TestSessionBounded(t *testing.T) {
 func TestAllCancelsEarlierChildren(t *testing.T) {
 	clk := newClock()
 	r := NewRate(RateConfig{Rate: 1, Depth: 5, Now: clk.Now})
-	c := NewCounter(2)
-	a := NewAll(r, c)
+	c := newCounter(2)
+	a := newAll(r, c)
 	if count(a, 1, 5) != 2 {
 		t.Fatal("counter should limit to 2")
 	}
@@ -432,8 +432,8 @@ func TestAllCancelsEarlierChildren(t *testing.T) {
 	if c.InFlight() != 0 || r.Tokens() != 4 {
 		t.Fatal("Cancel not forwarded")
 	}
-	th := NewThreshold(1)
-	a2 := NewAll(th, c)
+	th := newThreshold(1)
+	a2 := newAll(th, c)
 	sink.Bind(a2, &lenSink{n: 5})
 	if a2.Accept(1) {
 		t.Fatal("Bind not forwarded")
@@ -451,8 +451,8 @@ func TestAllCancelsEarlierChildren(t *testing.T) {
 }
 
 func TestAnyChargesEveryChild(t *testing.T) {
-	c1, c2 := NewCounter(1), NewCounter(5)
-	a := NewAny(c1, c2)
+	c1, c2 := newCounter(1), newCounter(5)
+	a := newAny(c1, c2)
 	if got := count(a, 1, 10); got != 5 {
 		t.Fatalf("any of counters 1 and 5 admitted %d, want 5", got)
 	}
@@ -468,7 +468,7 @@ func TestAnyChargesEveryChild(t *testing.T) {
 	if m := inspectMap(a); m["accepted"] != 5 || m["rejected"] != 5 {
 		t.Fatalf("inspect %v", m)
 	}
-	if NewAny().Accept(1) || !NewAll().Accept(1) {
+	if newAny().Accept(1) || !newAll().Accept(1) {
 		t.Fatal("empty any rejects, empty all accepts")
 	}
 }
@@ -478,7 +478,7 @@ func TestWalk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewAll(NewThreshold(1), NewSession(rt, SessionConfig{}))
+	p := newAll(newThreshold(1), newSession(rt, SessionConfig{}))
 	var names []string
 	sink.Walk(p, func(x sink.Predicate) { names = append(names, sink.PredicateName(x)) })
 	if len(names) != 4 || names[3] != "rt" {
@@ -537,10 +537,10 @@ func TestSessionTableSharedAcrossStages(t *testing.T) {
 	if again, err := shared.SessionTable("shop", time.Second, 100000); err != nil || again != table {
 		t.Fatalf("the same declaration again: %v, %v", again, err)
 	}
-	front := NewSession(NewCounter(1), SessionConfig{Now: clk.Now, Table: table}) // admits one session
+	front := newSession(newCounter(1), SessionConfig{Now: clk.Now, Table: table}) // admits one session
 	shut := sink.PredicateFunc(func(sink.Event) bool { return false })
-	back := NewSession(shut, SessionConfig{Now: clk.Now, Table: table})             // admits nothing new
-	open := NewSession(NewCounter(1000), SessionConfig{Now: clk.Now, Table: table}) // admits everything new
+	back := newSession(shut, SessionConfig{Now: clk.Now, Table: table})             // admits nothing new
+	open := newSession(newCounter(1000), SessionConfig{Now: clk.Now, Table: table}) // admits everything new
 	if !front.Accept(ev{id: "alice"}) || front.Accept(ev{id: "bob"}) {
 		t.Fatal("front: want alice admitted, bob turned away")
 	}
@@ -562,7 +562,7 @@ func TestSessionTableSharedAcrossStages(t *testing.T) {
 		t.Fatal("after Forget, bob must be decided anew (back admits nothing new)")
 	}
 	// A private table is not shared.
-	lone := NewSession(shut, SessionConfig{Now: clk.Now})
+	lone := newSession(shut, SessionConfig{Now: clk.Now})
 	if lone.Accept(ev{id: "carol"}) {
 		t.Fatal("a session predicate with its own table used the shared decisions")
 	}

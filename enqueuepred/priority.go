@@ -9,12 +9,12 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// Priority gives events of higher-priority principals a larger share of the
+// priority gives events of higher-priority principals a larger share of the
 // queue it guards: an event of priority p is admitted while the queue holds
 // fewer than Limits[p] events. An unlisted priority uses the limit of the
 // highest listed priority below it, or of the lowest listed one. Events
 // without a principal have priority 0. Unbound, it accepts everything.
-type Priority struct {
+type priority struct {
 	boundSink
 	counts
 	levels []int
@@ -22,13 +22,25 @@ type Priority struct {
 	rej    []atomic.Uint64
 }
 
-// NewPriority returns a priority predicate with queue-length limits per
-// priority level.
-func NewPriority(limits map[int]int) (*Priority, error) {
+// NewPriority returns a predicate (YAML `priority`) giving events of
+// higher-priority principals a larger share of the queue it guards: an
+// event of priority p (PriorityOf) is admitted while the queue holds fewer
+// than limits[p] events; an unlisted priority uses the limit of the
+// highest listed one below it, or of the lowest listed one.
+func NewPriority(limits map[int]int) (sink.Predicate, error) {
+	p, err := newPriority(limits)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newPriority is NewPriority, returning the concrete type.
+func newPriority(limits map[int]int) (*priority, error) {
 	if len(limits) == 0 {
 		return nil, fmt.Errorf("%w: priority needs at least one level", ErrBadConfig)
 	}
-	p := &Priority{}
+	p := &priority{}
 	for lvl := range limits {
 		p.levels = append(p.levels, lvl)
 	}
@@ -41,7 +53,7 @@ func NewPriority(limits map[int]int) (*Priority, error) {
 	return p, nil
 }
 
-func (p *Priority) index(prio int) int {
+func (p *priority) index(prio int) int {
 	i, found := slices.BinarySearch(p.levels, prio)
 	if found || i == 0 {
 		return i
@@ -50,12 +62,12 @@ func (p *Priority) index(prio int) int {
 }
 
 // Name implements sink.Namer.
-func (p *Priority) Name() string { return "priority" }
+func (p *priority) Name() string { return "priority" }
 
 // Accept implements sink.Predicate.
-func (p *Priority) Accept(e sink.Event) bool {
+func (p *priority) Accept(e sink.Event) bool {
 	n := p.len()
-	if n < 0 || IsNonRejectable(e) {
+	if n < 0 || sink.IsNonRejectable(e) {
 		return p.yes()
 	}
 	i := p.index(PriorityOf(e))
@@ -67,10 +79,10 @@ func (p *Priority) Accept(e sink.Event) bool {
 }
 
 // charge implements charger.
-func (p *Priority) charge(sink.Event) { p.accepted.Add(1) }
+func (p *priority) charge(sink.Event) { p.accepted.Add(1) }
 
 // SetLimit changes the limit of a listed priority level while traffic flows.
-func (p *Priority) SetLimit(prio, limit int) error {
+func (p *priority) SetLimit(prio, limit int) error {
 	i, found := slices.BinarySearch(p.levels, prio)
 	if !found {
 		return fmt.Errorf("%w: priority level %d is not configured", ErrBadConfig, prio)
@@ -80,7 +92,7 @@ func (p *Priority) SetLimit(prio, limit int) error {
 }
 
 // Inspect implements Inspector.
-func (p *Priority) Inspect(report func(string, float64)) {
+func (p *priority) Inspect(report func(string, float64)) {
 	report("length", float64(p.len()))
 	for i, lvl := range p.levels {
 		s := strconv.Itoa(lvl)

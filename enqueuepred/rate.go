@@ -57,7 +57,7 @@ type Rate struct {
 
 var (
 	_ sink.Canceler = (*Rate)(nil)
-	_ Scalable      = (*Rate)(nil)
+	_ scalable      = (*Rate)(nil)
 	_ charger       = (*Rate)(nil)
 )
 
@@ -118,7 +118,7 @@ func (r *Rate) Accept(e sink.Event) bool {
 	if r.take(1) {
 		return true // admissions are not counted here: the queue counts them
 	}
-	if IsNonRejectable(e) {
+	if sink.IsNonRejectable(e) {
 		r.charge(e)
 		return true
 	}
@@ -154,7 +154,7 @@ func (r *Rate) SetDepth(depth int) {
 	r.mu.Unlock()
 }
 
-// Scale implements Scalable.
+// Scale implements scalable.
 func (r *Rate) Scale(f float64) {
 	r.mu.Lock()
 	r.scale = clamp01(f)

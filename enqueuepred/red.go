@@ -20,12 +20,12 @@ type REDConfig struct {
 	Rand   func() float64 // uniform in [0,1); nil: math/rand/v2
 }
 
-// RED rejects events with a probability that grows with the average length
+// red rejects events with a probability that grows with the average length
 // of the queue it guards: none below Min, rising linearly to MaxP at Max,
 // all above Max (or 2*Max when Gentle). Spacing drops uniformly, as in
 // RED's count correction, avoids bursts of rejections. Unbound, it accepts
 // everything.
-type RED struct {
+type red struct {
 	boundSink
 	counts
 	mu    sync.Mutex
@@ -35,9 +35,15 @@ type RED struct {
 	rnd   func() float64
 }
 
-// NewRED returns a RED predicate.
-func NewRED(c REDConfig) *RED {
-	r := &RED{}
+// NewRED returns a random early detection predicate (YAML `red`): it
+// rejects events with a probability that grows with the average length of
+// the queue it guards, none below Min, rising linearly to MaxP at Max, all
+// above Max (or 2*Max when Gentle). Unbound, it accepts everything.
+func NewRED(c REDConfig) sink.Predicate { return newRED(c) }
+
+// newRED is NewRED, returning the concrete type.
+func newRED(c REDConfig) *red {
+	r := &red{}
 	r.SetConfig(c)
 	return r
 }
@@ -59,7 +65,7 @@ func (c REDConfig) withDefaults() REDConfig {
 }
 
 // SetConfig replaces the parameters while traffic flows; the average is kept.
-func (r *RED) SetConfig(c REDConfig) {
+func (r *red) SetConfig(c REDConfig) {
 	c = c.withDefaults()
 	r.mu.Lock()
 	r.cfg = c
@@ -71,17 +77,17 @@ func (r *RED) SetConfig(c REDConfig) {
 }
 
 // Config returns the parameters in force.
-func (r *RED) Config() REDConfig {
+func (r *red) Config() REDConfig {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cfg
 }
 
 // Name implements sink.Namer.
-func (r *RED) Name() string { return "red" }
+func (r *red) Name() string { return "red" }
 
 // Accept implements sink.Predicate.
-func (r *RED) Accept(e sink.Event) bool {
+func (r *red) Accept(e sink.Event) bool {
 	n := r.len()
 	if n < 0 {
 		return r.yes()
@@ -115,24 +121,24 @@ func (r *RED) Accept(e sink.Event) bool {
 		r.count = 0
 	}
 	r.mu.Unlock()
-	if drop && !IsNonRejectable(e) {
+	if drop && !sink.IsNonRejectable(e) {
 		return r.no()
 	}
 	return r.yes()
 }
 
 // charge implements charger.
-func (r *RED) charge(sink.Event) { r.accepted.Add(1) }
+func (r *red) charge(sink.Event) { r.accepted.Add(1) }
 
 // Average returns the current average queue length.
-func (r *RED) Average() float64 {
+func (r *red) Average() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.avg
 }
 
 // Inspect implements Inspector.
-func (r *RED) Inspect(report func(string, float64)) {
+func (r *red) Inspect(report func(string, float64)) {
 	report("average", r.Average())
 	report("length", float64(r.len()))
 	r.inspect(report)

@@ -13,45 +13,31 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// Mode selects the response-time controller's algorithm.
-type Mode int
+// rtMode is RTConfig.Mode parsed.
+type rtMode int
 
 const (
-	// ModeFast (the default) limits the wait of new arrivals instead of
-	// their rate: an event is admitted while the events queued ahead of it
-	// can be served within target − p90(service), at the stage's measured
-	// capacity (completions per second while the queue stays non-empty, so
-	// one worker or many, batched or not); a slow feedback loop scales
-	// that wait budget so that the measured p90 sits at the target. There
-	// is no starting rate: a stage admits everything while its queue is
-	// empty. The stage's queue is read through sink.Binder (without it,
-	// the events in service are estimated by Little's law). NReq, Alpha,
-	// the AIMD knobs and Headroom do not apply; InitialRate, if set, seeds
-	// the capacity estimate.
-	ModeFast Mode = iota
-	// ModeThesis is the SEDA thesis §7.2.1 algorithm with the Fig. 50
-	// parameters: additive increase, multiplicative decrease, run every NReq
-	// completions or Timeout.
-	ModeThesis
+	modeFast rtMode = iota
+	modeThesis
 )
 
-func (m Mode) String() string {
+func (m rtMode) String() string {
 	switch m {
-	case ModeFast:
+	case modeFast:
 		return "fast"
-	case ModeThesis:
+	case modeThesis:
 		return "thesis"
 	}
-	return fmt.Sprintf("Mode(%d)", int(m))
+	return fmt.Sprintf("rtMode(%d)", int(m))
 }
 
-// ParseMode parses "fast" (or "") and "thesis".
-func ParseMode(s string) (Mode, error) {
+// parseMode parses "fast" (or "") and "thesis".
+func parseMode(s string) (rtMode, error) {
 	switch s {
 	case "", "fast":
-		return ModeFast, nil
+		return modeFast, nil
 	case "thesis":
-		return ModeThesis, nil
+		return modeThesis, nil
 	}
 	return 0, fmt.Errorf("unknown mode %q (known: fast, thesis)", s)
 }
@@ -63,7 +49,24 @@ var ErrBadConfig = errors.New("enqueuepred: bad configuration")
 // defaults of the selected Mode; the thesis defaults are those of Fig. 50.
 type RTConfig struct {
 	Target time.Duration // 90th-percentile response-time target; required
-	Mode   Mode
+	// Mode selects the algorithm, as the YAML key `mode` does:
+	//
+	// "fast" (or "", the default) limits the wait of new arrivals instead
+	// of their rate: an event is admitted while the events queued ahead
+	// of it can be served within target − p90(service), at the stage's
+	// measured capacity (completions per second while the queue stays
+	// non-empty, so one worker or many, batched or not); a slow feedback
+	// loop scales that wait budget so that the measured p90 sits at the
+	// target. There is no starting rate: a stage admits everything while
+	// its queue is empty. The stage's queue is read through sink.Binder
+	// (without it, the events in service are estimated by Little's law).
+	// NReq, Alpha, the AIMD knobs and Headroom do not apply; InitialRate,
+	// if set, seeds the capacity estimate.
+	//
+	// "thesis" is the SEDA thesis §7.2.1 algorithm with the Fig. 50
+	// parameters: additive increase, multiplicative decrease, run every
+	// NReq completions or Timeout.
+	Mode string
 
 	NReq    int           // samples before the controller runs; thesis 100, fast 1024 (buffer size)
 	Timeout time.Duration // thesis: run after this long even with fewer samples; default 1s
@@ -96,7 +99,7 @@ const maxNReq = 1 << 16
 
 // params is an RTConfig with defaults applied, in float seconds.
 type params struct {
-	mode                                        Mode
+	mode                                        rtMode
 	target                                      float64
 	nreq                                        int
 	timeout, interval                           int64 // ns
@@ -109,11 +112,12 @@ func (c RTConfig) params() (params, error) {
 	if c.Target <= 0 {
 		return params{}, fmt.Errorf("%w: response-time target must be positive, got %v", ErrBadConfig, c.Target)
 	}
-	if c.Mode != ModeFast && c.Mode != ModeThesis {
-		return params{}, fmt.Errorf("%w: unknown mode %v", ErrBadConfig, c.Mode)
+	mode, err := parseMode(c.Mode)
+	if err != nil {
+		return params{}, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
 	p := params{
-		mode:     c.Mode,
+		mode:     mode,
 		target:   c.Target.Seconds(),
 		nreq:     c.NReq,
 		timeout:  int64(c.Timeout),
@@ -130,7 +134,7 @@ func (c RTConfig) params() (params, error) {
 		headroom: c.Headroom,
 		depth:    c.Depth,
 	}
-	thesis := c.Mode == ModeThesis
+	thesis := mode == modeThesis
 	def := func(v *float64, thesisV, fastV float64) {
 		if *v == 0 {
 			if thesis {
@@ -238,7 +242,7 @@ func (c *ctl) due(now int64) bool {
 	if len(c.samples) >= c.p.nreq {
 		return true
 	}
-	if c.p.mode == ModeThesis {
+	if c.p.mode == modeThesis {
 		return len(c.samples) > 0 && now-c.lastRun >= c.p.timeout
 	}
 	return now-c.lastRun >= c.p.interval
@@ -277,7 +281,7 @@ func (c *ctl) observe(now int64) observation {
 	o.binding = rej != c.rejAtRun
 	c.rejAtRun = rej
 	o.est = c.cur
-	if p.mode == ModeFast {
+	if p.mode == modeFast {
 		if in == 0 && o.n == 0 {
 			o.est = 0 // idle: a new arrival waits for nothing
 		}
@@ -302,7 +306,7 @@ func (c *ctl) increaseThesis(err float64) {
 
 // decreaseOwn cuts this class's rate after it missed its target.
 func (c *ctl) decreaseOwn(o observation) {
-	if c.p.mode == ModeThesis {
+	if c.p.mode == modeThesis {
 		c.setRate(c.rate / c.p.adjDec)
 		return
 	}
@@ -357,7 +361,7 @@ func (c *ctl) admit(e sink.Event, enabled bool) bool {
 		c.accepted.Add(1)
 		return true
 	}
-	if IsNonRejectable(e) {
+	if sink.IsNonRejectable(e) {
 		c.b.force(1)
 		c.inSystem.Add(1)
 		c.accepted.Add(1)
@@ -380,7 +384,7 @@ func (c *ctl) release() {
 // the SEDA thesis (chapter 7): it measures each event's response time (time
 // queued plus service time, reported by the runtime through sink.Done) and
 // adjusts the rate of a token bucket guarding the stage to keep the p90
-// under a target. See Mode for the two algorithms.
+// under a target. See RTConfig.Mode for the two algorithms.
 //
 // For service degradation (§7.2.2) the application reads P90 and switches
 // admission control off and on with Disable and Enable; measurement goes on
@@ -416,7 +420,7 @@ func NewResponseTime(cfg RTConfig) (*ResponseTime, error) {
 	}
 	r.c = newCtl(&r.p, cfg.Now)
 	r.c.lastRun = r.c.nowNS()
-	if p.mode == ModeFast {
+	if p.mode == modeFast {
 		r.w = newWaitModel(cfg.InitialRate)
 		r.w.fbStart = r.c.lastRun
 		r.c.setRate(math.Inf(1)) // the wait model decides, not the bucket
@@ -431,13 +435,13 @@ func (r *ResponseTime) Name() string { return "rt" }
 
 // Accept implements sink.Predicate.
 func (r *ResponseTime) Accept(e sink.Event) bool {
-	if r.p.mode == ModeFast {
+	if r.p.mode == modeFast {
 		if now := r.c.nowNS(); now >= r.next.Load() && r.mu.TryLock() {
 			r.runLocked(now)
 			r.mu.Unlock()
 		}
 		c := r.c
-		if !r.enabled.Load() || r.w.allow(c.inSystem.Load()) || IsNonRejectable(e) {
+		if !r.enabled.Load() || r.w.allow(c.inSystem.Load()) || sink.IsNonRejectable(e) {
 			c.inSystem.Add(1)
 			c.accepted.Add(1)
 			return true
@@ -502,13 +506,13 @@ func (r *ResponseTime) runLocked(now int64) {
 	o := c.observe(now)
 	r.next.Store(now + r.p.interval)
 	old := c.rate
-	if r.enabled.Load() || r.p.mode == ModeFast {
+	if r.enabled.Load() || r.p.mode == modeFast {
 		switch {
-		case r.p.mode == ModeThesis && o.err < r.p.errInc:
+		case r.p.mode == modeThesis && o.err < r.p.errInc:
 			c.increaseThesis(o.err)
 		case o.err > r.p.errDec:
 			c.decreaseOwn(o)
-		case r.p.mode == ModeFast:
+		case r.p.mode == modeFast:
 			c.increaseFast(o)
 		}
 	}
@@ -565,8 +569,8 @@ func (r *ResponseTime) SetTarget(d time.Duration) {
 	r.mu.Unlock()
 }
 
-// Mode returns the algorithm in use.
-func (r *ResponseTime) Mode() Mode { return r.p.mode }
+// Mode returns the algorithm in use: "fast" or "thesis".
+func (r *ResponseTime) Mode() string { return r.p.mode.String() }
 
 // Enable turns admission control on.
 func (r *ResponseTime) Enable() { r.enabled.Store(true) }

@@ -17,7 +17,7 @@ func feed(p sink.Predicate, clk *fakeClock, n int, rt time.Duration, e sink.Even
 
 func TestRTThesisAlgorithm(t *testing.T) {
 	clk := newClock()
-	r, err := NewResponseTime(RTConfig{Target: time.Second, Mode: ModeThesis, Now: clk.Now})
+	r, err := NewResponseTime(RTConfig{Target: time.Second, Mode: "thesis", Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestRTThesisAlgorithm(t *testing.T) {
 
 func TestRTThesisPercentileTimeoutAndBounds(t *testing.T) {
 	clk := newClock()
-	r, _ := NewResponseTime(RTConfig{Target: 100 * time.Millisecond, Mode: ModeThesis, Alpha: 0.7, Now: clk.Now})
+	r, _ := NewResponseTime(RTConfig{Target: 100 * time.Millisecond, Mode: "thesis", Alpha: 0.7, Now: clk.Now})
 	// Percentile: the (0.9 n)-th of sorted samples 1..100 ms is 91 ms.
 	for i := 100; i >= 1; i-- {
 		sink.Done(r, 1, 0, time.Duration(i)*time.Millisecond)
@@ -96,7 +96,7 @@ func TestRTThesisPercentileTimeoutAndBounds(t *testing.T) {
 
 func TestRTBucketEnableDisable(t *testing.T) {
 	clk := newClock()
-	r, _ := NewResponseTime(RTConfig{Target: time.Second, Mode: ModeThesis, Now: clk.Now})
+	r, _ := NewResponseTime(RTConfig{Target: time.Second, Mode: "thesis", Now: clk.Now})
 	if got := count(r, 1, 100); got != 10 {
 		t.Fatalf("initial bucket admitted %d, want depth 10", got)
 	}
@@ -124,7 +124,7 @@ func TestRTBucketEnableDisable(t *testing.T) {
 		t.Fatal("non-rejectable refused")
 	}
 	r.SetTarget(2 * time.Second)
-	if r.Target() != 2*time.Second || r.Mode() != ModeThesis {
+	if r.Target() != 2*time.Second || r.Mode() != "thesis" {
 		t.Fatal("SetTarget")
 	}
 	m := inspectMap(r)
@@ -136,7 +136,7 @@ func TestRTBucketEnableDisable(t *testing.T) {
 func TestRTConfigErrors(t *testing.T) {
 	bad := []RTConfig{
 		{},
-		{Target: time.Second, Mode: Mode(7)},
+		{Target: time.Second, Mode: "turbo"},
 		{Target: time.Second, Alpha: 1},
 		{Target: time.Second, AdjDec: 0.5},
 		{Target: time.Second, RateMin: 10, RateMax: 5},
@@ -148,7 +148,7 @@ func TestRTConfigErrors(t *testing.T) {
 			t.Fatalf("config %d accepted", i)
 		}
 	}
-	if _, err := ParseMode("turbo"); err == nil {
+	if _, err := parseMode("turbo"); err == nil {
 		t.Fatal("bad mode parsed")
 	}
 }
@@ -259,7 +259,7 @@ func TestRTFastConvergesAfterSpike(t *testing.T) {
 func TestRTThesisIsSlowAfterSpike(t *testing.T) {
 	// The paper's additive increase from 10/s: minutes to reach capacity.
 	clk := newClock()
-	r, _ := NewResponseTime(RTConfig{Target: 100 * time.Millisecond, Mode: ModeThesis, Now: clk.Now})
+	r, _ := NewResponseTime(RTConfig{Target: 100 * time.Millisecond, Mode: "thesis", Now: clk.Now})
 	s := simulate(r, clk, spike, func(int, time.Duration) int { return 0 }, time.Millisecond, 15*time.Second)
 	if s.admitted[14] > 300 {
 		t.Fatalf("thesis mode admitted %d/s 10 s after the spike; expected far below capacity", s.admitted[14])
@@ -290,9 +290,9 @@ func TestRTFastNoSpikeNoRejects(t *testing.T) {
 
 func TestMulticlassThesisRules(t *testing.T) {
 	clk := newClock()
-	m, err := NewMulticlass(MulticlassConfig{
+	m, err := newMulticlass(MulticlassConfig{
 		Targets: map[int]time.Duration{0: time.Second, 1: time.Second},
-		RT:      RTConfig{Mode: ModeThesis, Now: clk.Now},
+		RT:      RTConfig{Mode: "thesis", Now: clk.Now},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +349,7 @@ func TestMulticlassThesisRules(t *testing.T) {
 func TestMulticlassFastDifferentiates(t *testing.T) {
 	// Fig. 59 in miniature: two classes offer 2000/s each against 1000/s.
 	clk := newClock()
-	m, err := NewMulticlass(MulticlassConfig{
+	m, err := newMulticlass(MulticlassConfig{
 		Targets: map[int]time.Duration{0: 100 * time.Millisecond, 1: 100 * time.Millisecond},
 		RT:      RTConfig{Now: clk.Now},
 	})
@@ -391,12 +391,12 @@ func TestRTFastTrace(t *testing.T) {
 func TestMulticlassLowClassRecovers(t *testing.T) {
 	// The high class comes and goes; the low class, cut to the floor
 	// meanwhile, must get the stage back at once afterwards.
-	for _, mode := range []Mode{ModeFast, ModeThesis} {
+	for _, mode := range []rtMode{modeFast, modeThesis} {
 		t.Run(mode.String(), func(t *testing.T) {
 			clk := newClock()
-			m, err := NewMulticlass(MulticlassConfig{
+			m, err := newMulticlass(MulticlassConfig{
 				Targets: map[int]time.Duration{0: 100 * time.Millisecond, 1: 100 * time.Millisecond},
-				RT:      RTConfig{Mode: mode, Now: clk.Now},
+				RT:      RTConfig{Mode: mode.String(), Now: clk.Now},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -412,10 +412,10 @@ func TestMulticlassLowClassRecovers(t *testing.T) {
 			if m.Rate(0) <= 1 {
 				t.Fatalf("low class rate still %v after the high class left", m.Rate(0))
 			}
-			if mode == ModeFast && s.admitted[20] < 800 {
+			if mode == modeFast && s.admitted[20] < 800 {
 				t.Fatalf("5 s after the high class left the low class gets %d/s, want >= 800", s.admitted[20])
 			}
-			if mode == ModeThesis && s.admitted[39] <= s.admitted[16] {
+			if mode == modeThesis && s.admitted[39] <= s.admitted[16] {
 				t.Fatalf("thesis mode low class does not recover: %v", s.admitted)
 			}
 		})

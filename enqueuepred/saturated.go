@@ -7,8 +7,8 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// PoolState is the thread pool serving the queue a Saturated guards, as
-// far as Saturated needs it: whether the pool can still grow.
+// PoolState is the thread pool serving the queue a NewSaturated predicate
+// guards, as far as it needs it: whether the pool can still grow.
 // *threadpool.Pool implements it. Both methods are called on the enqueue
 // path with the guarded queue's lock held: they must be cheap, and must
 // neither block nor call into the queue.
@@ -21,7 +21,7 @@ type PoolState interface {
 	Limit() int
 }
 
-// Saturated composes admission control with the thread-pool controller
+// saturated composes admission control with the thread-pool controller
 // (thesis §8.2.1): the wrapped predicate decides only once the stage's
 // pool cannot grow any more and none of its workers is idle. Until then
 // every event is admitted and charged to the wrapped predicate (charger),
@@ -39,7 +39,7 @@ type PoolState interface {
 // InService method). That counts events, not workers: a worker holding a
 // batch holds several. With Threads 0 and no pool, the wrapped predicate
 // always decides.
-type Saturated struct {
+type saturated struct {
 	counts
 	inner   sink.Predicate
 	kids    []sink.Predicate // inner, for Children
@@ -51,28 +51,35 @@ type Saturated struct {
 type poolBox struct{ p PoolState }
 
 var (
-	_ sink.Binder    = (*Saturated)(nil)
-	_ charger        = (*Saturated)(nil)
-	_ sink.Composite = (*Saturated)(nil)
+	_ sink.Binder    = (*saturated)(nil)
+	_ charger        = (*saturated)(nil)
+	_ sink.Composite = (*saturated)(nil)
 )
 
-// NewSaturated returns inner applied only once the pool bound with
-// BindPool cannot grow and has no idle worker or, with no pool bound,
+// NewSaturated composes admission control with the thread-pool controller
+// (thesis §8.2.1, YAML `saturated`): it returns inner applied only once the
+// pool bound with its BindPool(PoolState) method (package stage binds a
+// stage's own pool) cannot grow and has no idle worker or, with no pool bound,
 // once threads events are in service (threads ≤ 0: inner always decides
 // then).
-func NewSaturated(inner sink.Predicate, threads int) *Saturated {
-	return &Saturated{inner: inner, kids: []sink.Predicate{inner}, threads: max(threads, 0)}
+func NewSaturated(inner sink.Predicate, threads int) sink.Predicate {
+	return newSaturated(inner, threads)
+}
+
+// newSaturated is NewSaturated, returning the concrete type.
+func newSaturated(inner sink.Predicate, threads int) *saturated {
+	return &saturated{inner: inner, kids: []sink.Predicate{inner}, threads: max(threads, 0)}
 }
 
 // Name implements sink.Namer.
-func (s *Saturated) Name() string { return "saturated" }
+func (s *saturated) Name() string { return "saturated" }
 
 // Children implements sink.Composite: the inner predicate.
-func (s *Saturated) Children() []sink.Predicate { return s.kids }
+func (s *saturated) Children() []sink.Predicate { return s.kids }
 
 // BindPool makes s follow pool, the thread pool serving the queue it
 // guards; nil unbinds it (Threads applies again).
-func (s *Saturated) BindPool(pool PoolState) {
+func (s *saturated) BindPool(pool PoolState) {
 	if pool == nil {
 		s.pool.Store(nil)
 	} else {
@@ -83,11 +90,11 @@ func (s *Saturated) BindPool(pool PoolState) {
 // CanGrow reports whether admission control is off now: the bound pool
 // can still grow or has an idle worker (with no pool, fewer than Threads
 // events are in service).
-func (s *Saturated) CanGrow() bool { return s.canGrow(false) }
+func (s *saturated) CanGrow() bool { return s.canGrow(false) }
 
 // canGrow is CanGrow; locked says the guarded queue's lock is held, as it
 // is while the queue runs Accept.
-func (s *Saturated) canGrow(locked bool) bool {
+func (s *saturated) canGrow(locked bool) bool {
 	b := s.q.Load()
 	if pb := s.pool.Load(); pb != nil {
 		if pb.p.Size() < pb.p.Limit() {
@@ -124,7 +131,7 @@ func parked(q sink.Sink, locked bool) int {
 }
 
 // Accept implements sink.Predicate.
-func (s *Saturated) Accept(e sink.Event) bool {
+func (s *saturated) Accept(e sink.Event) bool {
 	if s.canGrow(true) {
 		charge(s.inner, e)
 		return s.yes()
@@ -136,14 +143,14 @@ func (s *Saturated) Accept(e sink.Event) bool {
 }
 
 // charge implements charger.
-func (s *Saturated) charge(e sink.Event) {
+func (s *saturated) charge(e sink.Event) {
 	charge(s.inner, e)
 	s.accepted.Add(1)
 }
 
 // Bind implements sink.Binder: s reads the guarded queue. (The inner
 // predicate is bound by the sink, through sink.Composite.)
-func (s *Saturated) Bind(q sink.Sink) {
+func (s *saturated) Bind(q sink.Sink) {
 	if q == nil {
 		s.q.Store(nil)
 	} else {
@@ -152,12 +159,12 @@ func (s *Saturated) Bind(q sink.Sink) {
 }
 
 // Inspect implements Inspector.
-func (s *Saturated) Inspect(report func(string, float64)) {
+func (s *saturated) Inspect(report func(string, float64)) {
 	g := 0.0
 	if s.CanGrow() {
 		g = 1
 	}
 	report("can_grow", g)
 	s.inspect(report)
-	Inspect(s.inner, prefixed("0."+sink.PredicateName(s.inner)+".", report))
+	inspect(s.inner, prefixed("0."+sink.PredicateName(s.inner)+".", report))
 }

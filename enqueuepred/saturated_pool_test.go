@@ -77,7 +77,7 @@ func TestSaturatedFollowsThrashLimit(t *testing.T) {
 	p := threadpool.NewPool(st, threadpool.Config{Min: 1, Max: 4, Clock: clock,
 		Controller: threadpool.ControllerConfig{Enabled: true, AutoMaxDetect: true, QueueThreshold: 10, Interval: time.Second}})
 	sat := enqueuepred.NewSaturated(sink.PredicateFunc(func(sink.Event) bool { return false }), 4)
-	sat.BindPool(p)
+	sat.(interface{ BindPool(enqueuepred.PoolState) }).BindPool(p) // as package stage does
 	st.q.SetPredicate(sat)
 	p.Start(context.Background())
 	defer func() {

@@ -17,8 +17,8 @@ func (s *inService) Len() int       { return 0 }
 func (s *inService) InService() int { return s.n }
 
 func TestSaturated(t *testing.T) {
-	c := NewCounter(1)
-	s := NewSaturated(c, 4)
+	c := newCounter(1)
+	s := newSaturated(c, 4)
 	q := &inService{n: 3}
 	sink.Bind(s, q)
 	// The pool can still grow: everything admitted, charged to the counter.
@@ -40,7 +40,7 @@ func TestSaturated(t *testing.T) {
 		t.Fatalf("inspect %v", m)
 	}
 	// Unbound: the wrapped predicate always decides.
-	if NewSaturated(NewCounter(0), 4).Accept(ev{}) {
+	if newSaturated(newCounter(0), 4).Accept(ev{}) {
 		t.Fatal("unbound: admitted past a zero counter")
 	}
 }
@@ -49,7 +49,7 @@ func TestSaturated(t *testing.T) {
 // taken out and not finished.
 func TestSaturatedOnQueue(t *testing.T) {
 	q := sink.NewQueue(0)
-	q.SetPredicate(NewSaturated(sink.PredicateFunc(func(sink.Event) bool { return false }), 1))
+	q.SetPredicate(newSaturated(sink.PredicateFunc(func(sink.Event) bool { return false }), 1))
 	if err := q.Enqueue(1); err != nil {
 		t.Fatalf("nothing in service, yet refused: %v", err)
 	}
@@ -121,7 +121,7 @@ func TestSaturatedFollowsPool(t *testing.T) {
 					t.Fatal("could not park a worker")
 				}
 			}
-			s := NewSaturated(refuse, tc.threads)
+			s := newSaturated(refuse, tc.threads)
 			if tc.pool != nil {
 				s.BindPool(tc.pool)
 			}
@@ -139,7 +139,7 @@ func TestSaturatedFollowsPool(t *testing.T) {
 // BindPool(nil) unbinds the pool: Threads decides again.
 func TestSaturatedUnbindPool(t *testing.T) {
 	q := &inService{n: 1}
-	s := NewSaturated(NewCounter(0), 2)
+	s := newSaturated(newCounter(0), 2)
 	sink.Bind(s, q)
 	s.BindPool(fakePool{size: 4, limit: 4})
 	if s.Accept(ev{}) {

@@ -7,7 +7,7 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// SessionConfig configures a Session predicate. Zero fields take defaults.
+// SessionConfig configures NewSession's predicate. Zero fields take defaults.
 type SessionConfig struct {
 	// Window is how long a decision holds for a session. An admitted
 	// session stays admitted while it keeps sending within Window of its
@@ -19,14 +19,14 @@ type SessionConfig struct {
 	MaxSessions int
 	Now         func() time.Time // nil: time.Now
 	// Table, if set, holds the decisions instead of a table of the
-	// predicate's own: Session predicates of several stages sharing one
+	// predicate's own: session predicates of several stages sharing one
 	// table treat a session the same in every stage (Window and
 	// MaxSessions are then the table's).
 	Table *SessionTable
 }
 
 // SessionTable holds the admission decisions of sessions. Shared by the
-// Session predicates of several stages (Shared.SessionTable, YAML
+// session predicates of several stages (Shared.SessionTable, YAML
 // `table:`), it makes a session's admission consistent across the stage
 // graph: a session admitted at the front door is admitted by every stage
 // behind it for the window, and one turned away is turned away everywhere.
@@ -37,9 +37,9 @@ type SessionTable struct {
 	sessions map[string]sessionEntry
 }
 
-// NewSessionTable returns an empty table; zero values take the defaults
+// newSessionTable returns an empty table; zero values take the defaults
 // of SessionConfig (10 s, 100000 sessions).
-func NewSessionTable(window time.Duration, maxSessions int) *SessionTable {
+func newSessionTable(window time.Duration, maxSessions int) *SessionTable {
 	if window <= 0 {
 		window = 10 * time.Second
 	}
@@ -64,7 +64,7 @@ func (t *SessionTable) sweepLocked(now int64) {
 	}
 }
 
-// Session makes admission session-consistent (Whirlwind §IV, after
+// session makes admission session-consistent (Whirlwind §IV, after
 // Cherkasova & Phaal's session-based admission control): the first request
 // of a session (its principal's ID) is decided by the inner predicate, and
 // later requests of that session get the same answer, so a user is either
@@ -72,7 +72,7 @@ func (t *SessionTable) sweepLocked(now int64) {
 // admitted on the strength of the session are charged to the inner
 // predicate. Events without a principal ID are decided by the inner
 // predicate alone.
-type Session struct {
+type session struct {
 	counts
 	inner sink.Predicate
 	kids  []sink.Predicate // inner, for Children
@@ -86,29 +86,37 @@ type sessionEntry struct {
 	until int64 // UnixNano
 }
 
-var _ sink.Composite = (*Session)(nil)
+var _ sink.Composite = (*session)(nil)
 
-// NewSession wraps inner.
-func NewSession(inner sink.Predicate, c SessionConfig) *Session {
+// NewSession makes inner's decisions session-consistent (Whirlwind §IV,
+// YAML `session`): the first request of a session (its principal's ID) is
+// decided by inner, and later requests of that session within the window
+// get the same answer, so a user is served a whole page or told at once
+// that the site is busy. Events without a principal ID are decided by
+// inner alone.
+func NewSession(inner sink.Predicate, c SessionConfig) sink.Predicate { return newSession(inner, c) }
+
+// newSession is NewSession, returning the concrete type.
+func newSession(inner sink.Predicate, c SessionConfig) *session {
 	t := c.Table
 	if t == nil {
-		t = NewSessionTable(c.Window, c.MaxSessions)
+		t = newSessionTable(c.Window, c.MaxSessions)
 	}
-	return &Session{inner: inner, kids: []sink.Predicate{inner}, now: nowFunc(c.Now), t: t}
+	return &session{inner: inner, kids: []sink.Predicate{inner}, now: nowFunc(c.Now), t: t}
 }
 
 // Table returns the table holding the predicate's session decisions.
-func (s *Session) Table() *SessionTable { return s.t }
+func (s *session) Table() *SessionTable { return s.t }
 
 // Name implements sink.Namer.
-func (s *Session) Name() string { return "session" }
+func (s *session) Name() string { return "session" }
 
 // Children implements sink.Composite: the inner predicate.
-func (s *Session) Children() []sink.Predicate { return s.kids }
+func (s *session) Children() []sink.Predicate { return s.kids }
 
 // Accept implements sink.Predicate.
-func (s *Session) Accept(e sink.Event) bool {
-	if IsNonRejectable(e) {
+func (s *session) Accept(e sink.Event) bool {
+	if sink.IsNonRejectable(e) {
 		s.charge(e)
 		return true
 	}
@@ -153,17 +161,17 @@ func (s *Session) Accept(e sink.Event) bool {
 
 // Forget drops the decision for a session (for example at logout), in
 // every stage sharing the predicate's table.
-func (s *Session) Forget(id string) { s.t.Forget(id) }
+func (s *session) Forget(id string) { s.t.Forget(id) }
 
 // charge implements charger.
-func (s *Session) charge(e sink.Event) {
+func (s *session) charge(e sink.Event) {
 	charge(s.inner, e)
 	s.accepted.Add(1)
 }
 
 // SetWindow changes the decision window while traffic flows (for every
 // stage sharing the predicate's table).
-func (s *Session) SetWindow(d time.Duration) {
+func (s *session) SetWindow(d time.Duration) {
 	if d <= 0 {
 		return
 	}
@@ -173,7 +181,7 @@ func (s *Session) SetWindow(d time.Duration) {
 }
 
 // Inspect implements Inspector.
-func (s *Session) Inspect(report func(string, float64)) {
+func (s *session) Inspect(report func(string, float64)) {
 	now := s.now().UnixNano()
 	s.t.mu.Lock()
 	var admitted, rejected int
@@ -190,5 +198,5 @@ func (s *Session) Inspect(report func(string, float64)) {
 	report("sessions_admitted", float64(admitted))
 	report("sessions_rejected", float64(rejected))
 	s.inspect(report)
-	Inspect(s.inner, prefixed("0."+sink.PredicateName(s.inner)+".", report))
+	inspect(s.inner, prefixed("0."+sink.PredicateName(s.inner)+".", report))
 }

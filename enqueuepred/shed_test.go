@@ -13,7 +13,7 @@ import (
 // event waited less than the target.
 func TestSojournShedControlLaw(t *testing.T) {
 	clk := newClock()
-	s := NewSojourn(SojournConfig{Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Shed: true, Now: clk.Now})
+	s := newSojourn(SojournConfig{Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond, Shed: true, Now: clk.Now})
 	q := &lenSink{n: 10}
 	sink.Bind(s, q)
 	slow := 20 * time.Millisecond
@@ -51,7 +51,7 @@ func TestSojournShedControlLaw(t *testing.T) {
 	if s.Shed(ev{must: true}, time.Hour) {
 		t.Fatal("shed a non-rejectable event")
 	}
-	off := NewSojourn(SojournConfig{Now: clk.Now})
+	off := newSojourn(SojournConfig{Now: clk.Now})
 	sink.Bind(off, q)
 	for range 3 {
 		clk.Advance(time.Second)

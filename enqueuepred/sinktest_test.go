@@ -17,26 +17,26 @@ import (
 func TestWrappersLeakNoCredit(t *testing.T) {
 	wraps := []struct {
 		name string
-		wrap func(c *Counter) sink.Predicate
+		wrap func(c *counter) sink.Predicate
 	}{
-		{"counter", func(c *Counter) sink.Predicate { return c }},
-		{"all", func(c *Counter) sink.Predicate { return NewAll(NewThreshold(1000), c) }},
-		{"any", func(c *Counter) sink.Predicate { return NewAny(c, NewAll(NewThreshold(0))) }},
-		{"session", func(c *Counter) sink.Predicate { return NewSession(c, SessionConfig{}) }},
-		{"saturated", func(c *Counter) sink.Predicate { return NewSaturated(c, 0) }},
-		{"accounting", func(c *Counter) sink.Predicate { return NewAccounting(c, AccountingConfig{}) }},
-		{"modified", func(c *Counter) sink.Predicate {
-			m, err := NewModified(c, ModifiedConfig{Modifiers: []Modifier{{
-				Sampler:  NewEventSampler(QueueWait),
-				Template: Template{Value: []Step{{At: 1e9, Degree: 1}}},
+		{"counter", func(c *counter) sink.Predicate { return c }},
+		{"all", func(c *counter) sink.Predicate { return newAll(newThreshold(1000), c) }},
+		{"any", func(c *counter) sink.Predicate { return newAny(c, newAll(newThreshold(0))) }},
+		{"session", func(c *counter) sink.Predicate { return newSession(c, SessionConfig{}) }},
+		{"saturated", func(c *counter) sink.Predicate { return newSaturated(c, 0) }},
+		{"accounting", func(c *counter) sink.Predicate { return newAccounting(c, AccountingConfig{}) }},
+		{"modified", func(c *counter) sink.Predicate {
+			m, err := newModified(c, ModifiedConfig{Modifiers: []Modifier{{
+				Sampler: newEventSampler(kindWait),
+				Value:   []Step{{At: 1e9, Degree: 1}},
 			}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return m
 		}},
-		{"nested", func(c *Counter) sink.Predicate {
-			return NewAccounting(NewSession(NewAll(NewSaturated(c, 0)), SessionConfig{}), AccountingConfig{})
+		{"nested", func(c *counter) sink.Predicate {
+			return newAccounting(newSession(newAll(newSaturated(c, 0)), SessionConfig{}), AccountingConfig{})
 		}},
 	}
 	for _, w := range wraps {
@@ -50,7 +50,7 @@ func TestWrappersLeakNoCredit(t *testing.T) {
 					ConsumeAfterClose: true,
 					LenExact:          true,
 					Limit: func(n int) (sink.Predicate, func() int) {
-						c := NewCounter(n)
+						c := newCounter(n)
 						return w.wrap(c), c.InFlight
 					},
 				}

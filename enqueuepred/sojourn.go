@@ -9,7 +9,7 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// SojournConfig configures a Sojourn predicate. Zero fields take defaults.
+// SojournConfig configures NewSojourn's predicate. Zero fields take defaults.
 type SojournConfig struct {
 	Target   time.Duration // acceptable standing queueing delay; default 5ms
 	Interval time.Duration // observation window; default 100ms
@@ -23,14 +23,14 @@ type SojournConfig struct {
 	Now  func() time.Time // nil: time.Now
 }
 
-// Sojourn is a CoDel-style admission policy (Nichols & Jacobson 2012, and
+// sojourn is a CoDel-style admission policy (Nichols & Jacobson 2012, and
 // the "adaptive LIFO + CoDel" practice of shedding work once a queue has not
 // drained for a while). It watches the time events spent queued, reported by
 // the runtime through sink.Done, and keeps the minimum over each Interval:
 // a minimum above Target means a standing queue, not a burst, so the stage
 // rejects new events until a window's minimum falls back under Target or the
 // queue it guards is seen empty.
-type Sojourn struct {
+type sojourn struct {
 	boundSink
 	counts
 	clock monoClock
@@ -53,13 +53,20 @@ type Sojourn struct {
 }
 
 var (
-	_ sink.Completer = (*Sojourn)(nil)
-	_ sink.Shedder   = (*Sojourn)(nil)
+	_ sink.Completer = (*sojourn)(nil)
+	_ sink.Shedder   = (*sojourn)(nil)
 )
 
-// NewSojourn returns a sojourn-time predicate.
-func NewSojourn(c SojournConfig) *Sojourn {
-	s := &Sojourn{clock: newMonoClock(c.Now), minQueue: math.MaxInt64}
+// NewSojourn returns a CoDel-style predicate (YAML `codel`, `sojourn`):
+// when the minimum time events spent queued over an Interval stays above
+// Target (a standing queue, not a burst), it rejects new events until a
+// window's minimum falls back under Target or the queue is seen empty.
+// With Shed it also drops queued events at dequeue (sink.Shedder).
+func NewSojourn(c SojournConfig) sink.Predicate { return newSojourn(c) }
+
+// newSojourn is NewSojourn, returning the concrete type.
+func newSojourn(c SojournConfig) *sojourn {
+	s := &sojourn{clock: newMonoClock(c.Now), minQueue: math.MaxInt64}
 	s.cfg = c.withDefaults()
 	s.deadline.Store(s.clock.ns() + int64(s.cfg.Interval))
 	return s
@@ -76,16 +83,16 @@ func (c SojournConfig) withDefaults() SojournConfig {
 }
 
 // Name implements sink.Namer.
-func (s *Sojourn) Name() string { return "codel" }
+func (s *sojourn) Name() string { return "codel" }
 
 // Accept implements sink.Predicate.
-func (s *Sojourn) Accept(e sink.Event) bool {
+func (s *sojourn) Accept(e sink.Event) bool {
 	now := s.clock.ns()
 	if now >= s.deadline.Load() && s.mu.TryLock() {
 		s.rollLocked(now)
 		s.mu.Unlock()
 	}
-	if !s.overloaded.Load() || IsNonRejectable(e) {
+	if !s.overloaded.Load() || sink.IsNonRejectable(e) {
 		return s.yes()
 	}
 	if s.len() == 0 {
@@ -97,10 +104,10 @@ func (s *Sojourn) Accept(e sink.Event) bool {
 }
 
 // charge implements charger.
-func (s *Sojourn) charge(sink.Event) { s.accepted.Add(1) }
+func (s *sojourn) charge(sink.Event) { s.accepted.Add(1) }
 
 // Done implements sink.Completer.
-func (s *Sojourn) Done(_ sink.Event, queued, _ time.Duration) {
+func (s *sojourn) Done(_ sink.Event, queued, _ time.Duration) {
 	now := s.clock.ns()
 	s.mu.Lock()
 	if now >= s.deadline.Load() {
@@ -112,7 +119,7 @@ func (s *Sojourn) Done(_ sink.Event, queued, _ time.Duration) {
 }
 
 // rollLocked closes the current window.
-func (s *Sojourn) rollLocked(now int64) {
+func (s *sojourn) rollLocked(now int64) {
 	if now < s.deadline.Load() {
 		return
 	}
@@ -133,8 +140,8 @@ func (s *Sojourn) rollLocked(now int64) {
 
 // Shed implements sink.Shedder: CoDel's dequeue-side control law (RFC
 // 8289) when SojournConfig.Shed is set, else false.
-func (s *Sojourn) Shed(e sink.Event, waited time.Duration) bool {
-	if !s.cfg.Shed || IsNonRejectable(e) {
+func (s *sojourn) Shed(e sink.Event, waited time.Duration) bool {
+	if !s.cfg.Shed || sink.IsNonRejectable(e) {
 		return false
 	}
 	now := s.clock.ns()
@@ -175,7 +182,7 @@ func (s *Sojourn) Shed(e sink.Event, waited time.Duration) bool {
 }
 
 // SetConfig changes target and interval (not Shed) while traffic flows.
-func (s *Sojourn) SetConfig(c SojournConfig) {
+func (s *sojourn) SetConfig(c SojournConfig) {
 	s.mu.Lock()
 	c.Now = nil
 	c.Shed = s.cfg.Shed
@@ -184,10 +191,10 @@ func (s *Sojourn) SetConfig(c SojournConfig) {
 }
 
 // Overloaded reports whether the predicate is rejecting.
-func (s *Sojourn) Overloaded() bool { return s.overloaded.Load() }
+func (s *sojourn) Overloaded() bool { return s.overloaded.Load() }
 
 // Inspect implements Inspector.
-func (s *Sojourn) Inspect(report func(string, float64)) {
+func (s *sojourn) Inspect(report func(string, float64)) {
 	s.mu.Lock()
 	last, windows, target, shed := s.lastMin, s.windows, s.cfg.Target, s.shed
 	s.mu.Unlock()

@@ -46,15 +46,15 @@ var builders map[string]builder
 
 func init() {
 	builders = map[string]builder{
-		"threshold":  buildLimited("threshold", 0, func(limit int) Scalable { return NewThreshold(limit) }),
+		"threshold":  buildLimited("threshold", 0, func(limit int) scalable { return newThreshold(limit) }),
 		"rate":       buildRate,
 		"rt":         buildRT,
 		"multiclass": buildMulticlass,
-		"counter":    buildLimited("counter", 1, func(limit int) Scalable { return NewCounter(limit) }),
-		"vegas":      buildLimit(Vegas),
+		"counter":    buildLimited("counter", 1, func(limit int) scalable { return newCounter(limit) }),
+		"vegas":      buildLimit("vegas"),
 		"account":    buildAccount,
 		"saturated":  buildSaturated,
-		"gradient":   buildLimit(Gradient),
+		"gradient":   buildLimit("gradient"),
 		"cost":       buildCost,
 		"red":        buildRED,
 		"codel":      buildSojourn,
@@ -114,7 +114,7 @@ func specNode(spec Spec) (*yaml.Node, error) {
 //	counter    {limit: N, modifiers: [...]}
 //	vegas      {initial: 20, min: 1, max: 1000}  (adaptive concurrency limit)
 //	gradient   {initial, min, max, tolerance: 1.5, smoothing: 0.2, window: 100ms}
-//	cost       {limit: L}  (outstanding cost; see Costed, CostOf)
+//	cost       {limit: L}  (outstanding cost; see Costed, CostConfig)
 //	red        {min, max, maxp, weight, gentle}
 //	codel      {target: 5ms, interval: 100ms, shed: false}   (alias: sojourn;
 //	           shed: also drop queued events at dequeue, CoDel's control law)
@@ -138,7 +138,7 @@ func specNode(spec Spec) (*yaml.Node, error) {
 // {..., over: 90, duration: {0s: 1, 30s: 2}}. Sampler units: cpu percent,
 // heap MiB, goroutines count, queue events, rt milliseconds; arrivals
 // (events/s), service and wait (mean ms) are fed by the guarded stage's
-// own events (EventFed).
+// own events (see Sampler, NewSampler).
 func FromSpec(spec Spec, env Env) (sink.Predicate, error) {
 	n, err := specNode(spec)
 	if err != nil {
@@ -206,7 +206,7 @@ type regulatorYAML struct {
 
 // buildLimited returns the builder of type kind: a predicate made by
 // newPred from a limit of at least least, with modifiers.
-func buildLimited(kind string, least int, newPred func(limit int) Scalable) builder {
+func buildLimited(kind string, least int, newPred func(limit int) scalable) builder {
 	return func(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 		var c struct {
 			Limit *int          `yaml:"limit"`
@@ -225,7 +225,7 @@ func buildLimited(kind string, least int, newPred func(limit int) Scalable) buil
 	}
 }
 
-func buildLimit(alg LimitAlgorithm) builder {
+func buildLimit(alg string) builder {
 	return func(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 		var c struct {
 			Initial   int           `yaml:"initial"`
@@ -238,7 +238,7 @@ func buildLimit(alg LimitAlgorithm) builder {
 		if err := decode(n, path, &c); err != nil {
 			return nil, err
 		}
-		if alg == Vegas {
+		if alg == "vegas" {
 			for _, k := range []string{"tolerance", "smoothing", "window"} {
 				if child(n, k) != nil {
 					return nil, yamlstrict.Errorf(at(n, k), yamlstrict.Join(path, k), "%s applies to type gradient, not vegas", k)
@@ -425,8 +425,7 @@ type rtYAML struct {
 }
 
 func (c rtYAML) config(n *yaml.Node, path string, env Env) (RTConfig, error) {
-	mode, err := ParseMode(c.Mode)
-	if err != nil {
+	if _, err := parseMode(c.Mode); err != nil {
 		return RTConfig{}, yamlstrict.Errorf(at(n, "mode"), yamlstrict.Join(path, "mode"), "%v", err)
 	}
 	for _, f := range []struct {
@@ -442,7 +441,7 @@ func (c rtYAML) config(n *yaml.Node, path string, env Env) (RTConfig, error) {
 		}
 	}
 	return RTConfig{
-		Mode: mode, NReq: c.NReq, Timeout: c.Timeout, Interval: c.Interval,
+		Mode: c.Mode, NReq: c.NReq, Timeout: c.Timeout, Interval: c.Interval,
 		Alpha: c.Alpha, ErrInc: c.ErrInc, ErrDec: c.ErrDec, AdjInc: c.AdjInc, AdjDec: c.AdjDec,
 		CInc: c.CInc, RateMin: c.RateMin, RateMax: c.RateMax, InitialRate: c.InitialRate,
 		Depth: c.Depth, Headroom: c.Headroom, Disabled: c.Enabled != nil && !*c.Enabled,
@@ -502,7 +501,7 @@ func buildMulticlass(n *yaml.Node, path string, env Env) (sink.Predicate, error)
 	if err != nil {
 		return nil, err
 	}
-	m, err := NewMulticlass(MulticlassConfig{Targets: c.Targets, RT: rt, AdjLow: c.AdjLow, LowCount: c.LowCount})
+	m, err := newMulticlass(MulticlassConfig{Targets: c.Targets, RT: rt, AdjLow: c.AdjLow, LowCount: c.LowCount})
 	if err != nil {
 		return nil, yamlstrict.Errorf(n, path, "%v", err)
 	}
@@ -530,7 +529,7 @@ func buildRED(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
 	case c.Weight < 0 || c.Weight > 1:
 		return nil, yamlstrict.Errorf(at(n, "weight"), yamlstrict.Join(path, "weight"), "weight must be in (0,1], got %v", c.Weight)
 	}
-	return NewRED(REDConfig{Min: c.Min, Max: c.Max, MaxP: c.MaxP, Weight: c.Weight, Gentle: c.Gentle}), nil
+	return newRED(REDConfig{Min: c.Min, Max: c.Max, MaxP: c.MaxP, Weight: c.Weight, Gentle: c.Gentle}), nil
 }
 
 func buildSojourn(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
@@ -545,7 +544,7 @@ func buildSojourn(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if c.Target < 0 || c.Interval < 0 {
 		return nil, yamlstrict.Errorf(n, path, "target and interval must not be negative")
 	}
-	return NewSojourn(SojournConfig{Target: c.Target, Interval: c.Interval, Shed: c.Shed, Now: env.Now}), nil
+	return newSojourn(SojournConfig{Target: c.Target, Interval: c.Interval, Shed: c.Shed, Now: env.Now}), nil
 }
 
 func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
@@ -579,7 +578,7 @@ func buildSession(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewSession(inner, SessionConfig{Window: c.Window, MaxSessions: c.MaxSessions, Now: env.Now, Table: table}), nil
+	return newSession(inner, SessionConfig{Window: c.Window, MaxSessions: c.MaxSessions, Now: env.Now, Table: table}), nil
 }
 
 func buildAccount(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
@@ -601,7 +600,7 @@ func buildAccount(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 		}
 		inner = p
 	}
-	return NewAccounting(inner, AccountingConfig{Max: c.Max}), nil
+	return newAccounting(inner, AccountingConfig{Max: c.Max}), nil
 }
 
 func buildSaturated(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
@@ -622,7 +621,7 @@ func buildSaturated(n *yaml.Node, path string, env Env) (sink.Predicate, error) 
 	if err != nil {
 		return nil, err
 	}
-	return NewSaturated(inner, c.Threads), nil
+	return newSaturated(inner, c.Threads), nil
 }
 
 func buildPriority(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
@@ -640,7 +639,7 @@ func buildPriority(n *yaml.Node, path string, _ Env) (sink.Predicate, error) {
 			return nil, yamlstrict.Errorf(at(n, "limits"), yamlstrict.Join(path, "limits."+strconv.Itoa(lvl)), "limit must not be negative")
 		}
 	}
-	return NewPriority(c.Limits)
+	return newPriority(c.Limits)
 }
 
 func buildChildren(n *yaml.Node, path string, env Env) ([]sink.Predicate, error) {
@@ -670,7 +669,7 @@ func buildAll(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewAll(ps...), nil
+	return newAll(ps...), nil
 }
 
 func buildAny(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
@@ -678,7 +677,7 @@ func buildAny(n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewAny(ps...), nil
+	return newAny(ps...), nil
 }
 
 type modifierYAML struct {
@@ -691,7 +690,7 @@ type modifierYAML struct {
 	Duration yaml.Node     `yaml:"duration"`
 }
 
-func withModifiers(p Scalable, mods []yaml.Node, n *yaml.Node, path string, env Env) (sink.Predicate, error) {
+func withModifiers(p scalable, mods []yaml.Node, n *yaml.Node, path string, env Env) (sink.Predicate, error) {
 	if len(mods) == 0 {
 		return p, nil
 	}
@@ -705,7 +704,7 @@ func withModifiers(p Scalable, mods []yaml.Node, n *yaml.Node, path string, env 
 		}
 		cfg.Modifiers = append(cfg.Modifiers, m)
 	}
-	mod, err := NewModified(p, cfg)
+	mod, err := newModified(p, cfg)
 	if err != nil {
 		return nil, yamlstrict.Errorf(list, yamlstrict.Join(path, "modifiers"), "%v", err)
 	}
@@ -731,34 +730,18 @@ func modifierFromYAML(n *yaml.Node, path string, env Env) (Modifier, error) {
 		return nil
 	}
 	switch c.Sampler {
-	case "cpu":
-		m.Sampler = NewCPUSampler()
-	case "heap":
-		m.Sampler = NewHeapSampler()
-	case "goroutines":
-		m.Sampler = GoroutineSampler{}
-	case "queue":
+	case "queue", "rt":
 		if err := needStage(); err != nil {
 			return m, err
 		}
-		m.Sampler = QueueSampler{Stage: c.Stage, Lookup: env.Lookup}
-	case "rt":
-		if err := needStage(); err != nil {
-			return m, err
-		}
-		m.Sampler = ResponseTimeSampler{Stage: c.Stage, Lookup: env.Lookup, ResponseTime: env.ResponseTime}
-	case "arrivals":
-		m.Sampler = NewEventSampler(Arrivals)
-	case "service":
-		m.Sampler = NewEventSampler(ServiceTime)
-	case "wait":
-		m.Sampler = NewEventSampler(QueueWait)
+	case "cpu", "heap", "goroutines", "arrivals", "service", "wait":
 	default:
-		return m, yamlstrict.Errorf(at(n, "sampler"), yamlstrict.Join(path, "sampler"), "unknown sampler %q (known: arrivals, cpu, goroutines, heap, queue, rt, service, wait)", c.Sampler)
+		return m, yamlstrict.Errorf(at(n, "sampler"), yamlstrict.Join(path, "sampler"), "unknown sampler %q (known: %s)", c.Sampler, samplerKinds)
 	}
 	if c.Stage != "" && c.Sampler != "queue" && c.Sampler != "rt" {
 		return m, yamlstrict.Errorf(at(n, "stage"), yamlstrict.Join(path, "stage"), "sampler %q takes no stage", c.Sampler)
 	}
+	m.Sampler = newSampler(c.Sampler, c.Stage, env)
 	hasValue, hasDuration := c.Value.Kind != 0, c.Duration.Kind != 0
 	switch {
 	case hasValue && hasDuration, !hasValue && !hasDuration:
@@ -781,13 +764,13 @@ func modifierFromYAML(n *yaml.Node, path string, env Env) (Modifier, error) {
 			if err != nil {
 				return m, err
 			}
-			m.Template.Value = append(m.Template.Value, Step{At: at, Degree: d})
+			m.Value = append(m.Value, Step{At: at, Degree: d})
 		}
 	default:
 		if c.Over == nil {
 			return m, yamlstrict.Errorf(n, yamlstrict.Join(path, "over"), "a duration template needs over: the value from which the indicator counts as overloaded")
 		}
-		m.Template.Over = *c.Over
+		m.Over = *c.Over
 		dn, dp := child(n, "duration"), yamlstrict.Join(path, "duration")
 		if dn.Kind != yaml.MappingNode || len(dn.Content) == 0 {
 			return m, yamlstrict.Errorf(dn, dp, "want a non-empty mapping {0s: degree, 30s: degree, ...}")
@@ -805,7 +788,7 @@ func modifierFromYAML(n *yaml.Node, path string, env Env) (Modifier, error) {
 			if err != nil {
 				return m, err
 			}
-			m.Template.Duration = append(m.Template.Duration, DurationStep{After: after, Degree: d})
+			m.Duration = append(m.Duration, Step{After: after, Degree: d})
 		}
 	}
 	return m, nil

@@ -28,7 +28,7 @@ func TestFromYAML(t *testing.T) {
 		check func(t *testing.T, p sink.Predicate)
 	}{
 		{"{type: threshold, limit: 1000}", func(t *testing.T, p sink.Predicate) {
-			if p.(*Threshold).Limit() != 1000 {
+			if p.(*threshold).Limit() != 1000 {
 				t.Fatal("limit")
 			}
 		}},
@@ -40,50 +40,50 @@ func TestFromYAML(t *testing.T) {
 		}},
 		{"{type: rt, target: 500ms}", func(t *testing.T, p sink.Predicate) {
 			r := p.(*ResponseTime)
-			if r.Target() != 500*time.Millisecond || r.Mode() != ModeFast || !r.Enabled() {
+			if r.Target() != 500*time.Millisecond || r.Mode() != "fast" || !r.Enabled() {
 				t.Fatal("rt defaults")
 			}
 		}},
 		{"{type: rt, target: 1s, mode: thesis, nreq: 50, alpha: 0.5, rateMax: 100, enabled: false}", func(t *testing.T, p sink.Predicate) {
 			r := p.(*ResponseTime)
-			if r.Mode() != ModeThesis || r.p.nreq != 50 || r.p.alpha != 0.5 || r.p.rateMax != 100 || r.Enabled() {
+			if r.Mode() != "thesis" || r.p.nreq != 50 || r.p.alpha != 0.5 || r.p.rateMax != 100 || r.Enabled() {
 				t.Fatalf("rt knobs %+v", r.p)
 			}
 		}},
 		{"{type: multiclass, targets: {0: 2s, 1: 500ms}}", func(t *testing.T, p sink.Predicate) {
-			m := p.(*Multiclass)
+			m := p.(*multiclass)
 			if len(m.Classes()) != 2 || m.p[1].target != 0.5 {
 				t.Fatal("multiclass")
 			}
 		}},
 		// threads is optional: on a stage, saturated follows the pool.
 		{"{type: saturated, of: {type: threshold, limit: 0}}", func(t *testing.T, p sink.Predicate) {
-			if p.(*Saturated).threads != 0 {
+			if p.(*saturated).threads != 0 {
 				t.Fatal("threads set")
 			}
 		}},
 		{"{type: saturated, threads: 4, of: {type: threshold, limit: 0}}", func(t *testing.T, p sink.Predicate) {
-			if p.(*Saturated).threads != 4 {
+			if p.(*saturated).threads != 4 {
 				t.Fatal("threads")
 			}
 		}},
 		{"{type: counter, limit: 64}", func(t *testing.T, p sink.Predicate) {
-			if p.(*Counter).Limit() != 64 {
+			if p.(*counter).Limit() != 64 {
 				t.Fatal("counter")
 			}
 		}},
 		{"{type: cost, limit: 50, target: 200ms, max: 500}", func(t *testing.T, p sink.Predicate) {
-			if c := p.(*Cost); c.Limit() != 50 || c.fb == nil || c.fb.cfg.Max != 500 || c.fb.cfg.Target != 200*time.Millisecond {
+			if c := p.(*costLimit); c.Limit() != 50 || c.fb == nil || c.fb.cfg.Max != 500 || c.fb.cfg.Target != 200*time.Millisecond {
 				t.Fatal("adaptive cost")
 			}
 		}},
 		{"{type: account, of: {type: counter, limit: 3}}", func(t *testing.T, p sink.Predicate) {
-			if a := p.(*Accounting); a.inner.(*Counter).Limit() != 3 || a.max != 100 {
+			if a := p.(*accounting); a.inner.(*counter).Limit() != 3 || a.max != 100 {
 				t.Fatal("account")
 			}
 		}},
 		{"{type: codel, shed: true}", func(t *testing.T, p sink.Predicate) {
-			if !p.(*Sojourn).cfg.Shed {
+			if !p.(*sojourn).cfg.Shed {
 				t.Fatal("codel shed")
 			}
 		}},
@@ -98,31 +98,31 @@ func TestFromYAML(t *testing.T) {
 			}
 		}},
 		{"{type: red, min: 10, max: 40, maxp: 0.2}", func(t *testing.T, p sink.Predicate) {
-			if c := p.(*RED).Config(); c.Min != 10 || c.Max != 40 || c.MaxP != 0.2 {
+			if c := p.(*red).Config(); c.Min != 10 || c.Max != 40 || c.MaxP != 0.2 {
 				t.Fatal("red")
 			}
 		}},
 		{"{type: codel, target: 10ms, interval: 200ms}", func(t *testing.T, p sink.Predicate) {
-			if c := p.(*Sojourn).cfg; c.Target != 10*time.Millisecond || c.Interval != 200*time.Millisecond {
+			if c := p.(*sojourn).cfg; c.Target != 10*time.Millisecond || c.Interval != 200*time.Millisecond {
 				t.Fatal("codel")
 			}
 		}},
 		{"{type: all, of: [{type: threshold, limit: 10}, {type: rate, rate: 100}]}", func(t *testing.T, p sink.Predicate) {
-			if len(p.(*All).Children()) != 2 {
+			if len(p.(*allOf).Children()) != 2 {
 				t.Fatal("all")
 			}
 		}},
 		{"{type: any, of: [{type: counter, limit: 1}]}", func(t *testing.T, p sink.Predicate) {
-			_ = p.(*Any)
+			_ = p.(*anyOf)
 		}},
 		{"{type: session, window: 5s, of: {type: rt, target: 1s}}", func(t *testing.T, p sink.Predicate) {
-			s := p.(*Session)
+			s := p.(*session)
 			if s.t.window != 5*time.Second || sink.PredicateName(s.inner) != "rt" {
 				t.Fatal("session")
 			}
 		}},
 		{"{type: priority, limits: {0: 10, 2: 100}}", func(t *testing.T, p sink.Predicate) {
-			if len(p.(*Priority).levels) != 2 {
+			if len(p.(*priority).levels) != 2 {
 				t.Fatal("priority")
 			}
 		}},
@@ -141,9 +141,9 @@ modifiers:
   - {sampler: heap, value: {1024: 1}}
   - {sampler: goroutines, value: {10000: 2}}
 `, func(t *testing.T, p sink.Predicate) {
-			m := p.(*Modified)
+			m := p.(*modified)
 			if len(m.mods) != 5 || m.mods[0].Factor != 20 || m.mods[1].Interval != 500*time.Millisecond ||
-				m.mods[1].Template.Over != 100 || m.mods[1].Template.Duration[1].After != 30*time.Second {
+				m.mods[1].Over != 100 || m.mods[1].Duration[1].After != 30*time.Second {
 				t.Fatalf("modifiers %+v", m.mods)
 			}
 			if sink.PredicateName(m) != "rate" {
@@ -160,7 +160,7 @@ modifiers:
 			}
 			tt.check(t, p)
 			p.Accept(1) // usable
-			if !Inspect(p, func(string, float64) {}) {
+			if !inspect(p, func(string, float64) {}) {
 				t.Fatal("not an Inspector")
 			}
 		})
@@ -276,14 +276,14 @@ func TestFromYAMLSessionTableShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.(*Session).Table() != b.(*Session).Table() {
+	if a.(*session).Table() != b.(*session).Table() {
 		t.Fatal("two session blocks naming table shop do not share it")
 	}
 	own, err := fromYAML(parse(t, "{type: session, window: 5s, of: {type: counter, limit: 3}}"), "c", env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if own.(*Session).Table() == a.(*Session).Table() {
+	if own.(*session).Table() == a.(*session).Table() {
 		t.Fatal("a session block without a table shares one")
 	}
 	_, err = fromYAML(parse(t, "{type: session, table: shop, of: {type: counter, limit: 3}}"), "d", env)
@@ -404,6 +404,6 @@ func FuzzFromYAML(f *testing.F) {
 			_ = q.Enqueue(ev{class: i % 3, id: "s"})
 		}
 		sink.Done(p, ev{}, time.Millisecond, time.Millisecond)
-		Inspect(p, func(string, float64) {})
+		inspect(p, func(string, float64) {})
 	})
 }

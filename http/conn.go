@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/internal/ring"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -127,10 +128,10 @@ type pipeline struct {
 	parser    Parser
 	batch     []*Request // the pumping goroutine's scratch
 	scratch   []*Request
-	ready     ring[*Request] // parsed, not yet handed to the application
-	delivered uint64         // requests handed out (or answered by the connection)
-	held      [][]byte       // received bytes not yet parsed (pipeline full)
-	heldBuf   [][]byte       // held's backing array while it is short
+	ready     ring.Ring[*Request] // parsed, not yet handed to the application
+	delivered uint64              // requests handed out (or answered by the connection)
+	held      [][]byte            // received bytes not yet parsed (pipeline full)
+	heldBuf   [][]byte            // held's backing array while it is short
 	heldBytes int
 	pumping   bool
 	readDone  bool   // no more requests will be read
@@ -150,9 +151,9 @@ type pipeline struct {
 // whether the output is closing is the outbox's (Socket().Closing()).
 type replies struct {
 	nextOut  uint64
-	waitq    ring[waiting]    // requests owed an answer, in order
-	pending  map[uint64]Reply // answers waiting for earlier ones
-	wantCont bool             // a 100 Continue is due once nextOut reaches contSeq
+	waitq    ring.Ring[waiting] // requests owed an answer, in order
+	pending  map[uint64]Reply   // answers waiting for earlier ones
+	wantCont bool               // a 100 Continue is due once nextOut reaches contSeq
 	contSeq  uint64
 	stream   *Stream // the streamed reply being sent: later replies wait
 	streamAt int64   // when the stream last got a piece

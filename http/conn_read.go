@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sandstorm-go/sandstorm/internal/ring"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -69,13 +70,14 @@ func (c *Connection) pump() {
 	limit := int64(c.srv.cfg.MaxPipeline)
 	for !c.closed {
 		if c.closing {
-			c.ready = ring[*Request]{} // the connection closes: nobody will read the answers
+			c.ready = ring.Ring[*Request]{} // the connection closes: nobody will read the answers
 			break
 		}
-		if room := limit - int64(c.delivered-c.nextOut); room > 0 && c.ready.len() > 0 {
+		if room := limit - int64(c.delivered-c.nextOut); room > 0 && c.ready.Len() > 0 {
 			batch := c.batch[:0]
-			for range min(room, int64(c.ready.len())) {
-				batch = append(batch, c.ready.pop())
+			for range min(room, int64(c.ready.Len())) {
+				r, _ := c.ready.Pop()
+				batch = append(batch, r)
 			}
 			c.delivered += uint64(len(batch))
 			c.batch = batch
@@ -85,7 +87,7 @@ func (c *Connection) pump() {
 			c.mu.Lock()
 			continue
 		}
-		if c.ready.len() > 0 || c.readDone || len(c.held) == 0 {
+		if c.ready.Len() > 0 || c.readDone || len(c.held) == 0 {
 			break
 		}
 		data := c.held[0]
@@ -107,8 +109,8 @@ func (c *Connection) pump() {
 				break
 			}
 			c.nextIn++
-			c.waitq.push(waiting{req: r, at: now})
-			c.ready.push(r)
+			c.waitq.Push(waiting{req: r, at: now})
+			c.ready.Push(r)
 		}
 		n := len(reqs)
 		clear(reqs)
@@ -178,7 +180,7 @@ func (c *Connection) answerSelfLocked(resp *Response, now int64) {
 	seq := c.nextIn
 	c.nextIn++
 	c.delivered++
-	c.waitq.push(waiting{at: now})
+	c.waitq.Push(waiting{at: now})
 	_ = c.answerLocked(seq, Reply{Resp: resp})
 }
 

@@ -19,7 +19,7 @@ func (c *Connection) reply(r Reply) error {
 	}
 	c.mu.Lock()
 	err := c.answerLocked(r.Req.Seq, r)
-	if (c.ready.len() > 0 || len(c.held) > 0 && !c.readDone) && !c.pumping {
+	if (c.ready.Len() > 0 || len(c.held) > 0 && !c.readDone) && !c.pumping {
 		c.pump() // the pipeline has room again
 		return err
 	}
@@ -137,8 +137,8 @@ func (c *Connection) dropPendingLocked() {
 func (c *Connection) emitLocked(r Reply) {
 	c.nextOut++
 	var arrived int64 // sink.Nanotime of the request's arrival (0: unknown)
-	if c.waitq.len() > 0 {
-		arrived = c.waitq.pop().at
+	if w, ok := c.waitq.Pop(); ok {
+		arrived = w.at
 	}
 	if c.closing {
 		c.dropLocked(r, fmt.Errorf("http: %s is closing: %w", c, &sink.ClosedError{Sink: c.String()}))

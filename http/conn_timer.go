@@ -44,17 +44,17 @@ func (c *Connection) checkTimeouts(now int64) {
 		c.srv.log.Warn("http: streamed body stalled; closing", "conn", c.String(), "timeout", cfg.ResponseTimeout)
 		return
 	case cfg.ResponseTimeout > 0 && !c.closing && c.stream == nil && c.delivered > c.nextOut && !busy &&
-		now-max(c.waitq.front().at, c.busyAt) > int64(cfg.ResponseTimeout):
+		now-max(c.waitq.At(0).at, c.busyAt) > int64(cfg.ResponseTimeout):
 		// Unanswered for ResponseTimeout while the connection had nothing
 		// to write: an application may hold an answer until the client
 		// has taken the ones before it (Haboob's streamed files do).
 		stats.responseTimeouts.Add(1)
-		head := c.waitq.front().req
+		head := c.waitq.At(0).req
 		resp := ServiceUnavailable(cfg.RetryAfter)
 		resp.Close = true
 		c.srv.log.Warn("http: request not answered in time", "conn", c.String(), "timeout", cfg.ResponseTimeout)
 		c.emitLocked(Reply{Req: head, Resp: resp})
-	case cfg.RequestTimeout > 0 && !c.readDone && c.reqStart != 0 && len(c.held) == 0 && c.ready.len() == 0 && now-c.reqStart > int64(cfg.RequestTimeout):
+	case cfg.RequestTimeout > 0 && !c.readDone && c.reqStart != 0 && len(c.held) == 0 && c.ready.Len() == 0 && now-c.reqStart > int64(cfg.RequestTimeout):
 		stats.requestTimeouts.Add(1)
 		c.stopReadingLocked()
 		c.linger = true

@@ -111,13 +111,13 @@ func (c classed) Class() int { return int(c) }
 // Shutdown.
 func TestPredicateValuesInRegistry(t *testing.T) {
 	const perClass = 30
-	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 250 * time.Millisecond, Mode: enqueuepred.ModeThesis, NReq: 10, InitialRate: 37, Disabled: true})
+	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 250 * time.Millisecond, Mode: "thesis", NReq: 10, InitialRate: 37, Disabled: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mc, err := enqueuepred.NewMulticlass(enqueuepred.MulticlassConfig{
 		Targets: map[int]time.Duration{0: 500 * time.Millisecond, 1: 100 * time.Millisecond},
-		RT:      enqueuepred.RTConfig{Mode: enqueuepred.ModeThesis, NReq: 10, InitialRate: 11, Disabled: true},
+		RT:      enqueuepred.RTConfig{Mode: "thesis", NReq: 10, InitialRate: 11, Disabled: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestPredicateValuesInRegistry(t *testing.T) {
 		}
 	}
 	check(single, rt, map[string]float64{"accepted": 2 * perClass, "rejected": 0, "rate": 37, "target": 0.25, "enabled": 0})
-	check(multi, mc, map[string]float64{
+	check(multi, mc.(enqueuepred.Inspector), map[string]float64{
 		"class0.accepted": perClass, "class1.accepted": perClass,
 		"class0.target": 0.5, "class1.target": 0.1,
 		"class0.rate": 11, "class1.rate": 11,
@@ -374,7 +374,7 @@ func TestDroppedHelp(t *testing.T) {
 
 func disabledRT(t *testing.T) *enqueuepred.ResponseTime {
 	t.Helper()
-	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 250 * time.Millisecond, Mode: enqueuepred.ModeThesis, NReq: 10, InitialRate: 37, Disabled: true})
+	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 250 * time.Millisecond, Mode: "thesis", NReq: 10, InitialRate: 37, Disabled: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package remote
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -29,7 +31,31 @@ type ClusterConfig struct {
 	// KeepTTL bounds how long objects kept for a reply (Wire.Keep) wait to
 	// be taken (default 2m).
 	KeepTTL time.Duration `yaml:"keepTTL"`
+	// TokenFile names a file holding the cluster's token (whitespace
+	// around it trimmed): the embedded server requires it and every node
+	// presents it. Only the path is kept here; the token itself is read
+	// when the node joins and is never logged nor put in an error.
+	TokenFile string `yaml:"tokenFile"`
+	// TLS makes the embedded server and every node's connection speak
+	// TLS (zero: plain TCP).
+	TLS ClusterTLS `yaml:"tls"`
 }
+
+// ClusterTLS is the `global.cluster.tls:` block: PEM files. The node
+// embedding the NATS server offers Cert/Key as its certificate and, when
+// CA is set, requires every other node to present a certificate signed by
+// CA (mutual TLS); a node joining with `nats:` verifies the server
+// against CA (empty: the system's roots) and presents Cert/Key when set.
+// One block serves every node of a graph when its certificate is valid
+// for both server and client authentication.
+type ClusterTLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	CA   string `yaml:"ca"`
+}
+
+// Enabled reports whether the block asks for TLS.
+func (t ClusterTLS) Enabled() bool { return t != (ClusterTLS{}) }
 
 func (c ClusterConfig) withDefaults() ClusterConfig {
 	if c.Prefix == "" {
@@ -55,8 +81,31 @@ func (c ClusterConfig) Validate() error {
 		return fmt.Errorf("%w: prefix %q is not a NATS subject token", stage.ErrInvalidConfig, c.Prefix)
 	case strings.ContainsAny(c.Node, " .*>\t"):
 		return fmt.Errorf("%w: node name %q is not a NATS subject token", stage.ErrInvalidConfig, c.Node)
+	case c.TLS.Cert != "" && c.TLS.Key == "":
+		return fmt.Errorf("%w: tls.cert %q without tls.key", stage.ErrInvalidConfig, c.TLS.Cert)
+	case c.TLS.Key != "" && c.TLS.Cert == "":
+		return fmt.Errorf("%w: tls.key %q without tls.cert", stage.ErrInvalidConfig, c.TLS.Key)
 	}
 	return nil
+}
+
+// readToken reads the cluster token from file, trimmed; an unreadable or
+// empty file is an error naming the file (never the token), which the
+// caller wraps in stage.ErrInvalidConfig.
+func readToken(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is said once, below
+		}
+		return "", fmt.Errorf("token file %q: %v", file, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %q is empty", file)
+	}
+	return tok, nil
 }
 
 // Delivery modes of a stage's `remote:` block.
@@ -89,6 +138,11 @@ type StageConfig struct {
 	// NakDelay is how long a durable event a replica's predicate refused
 	// waits before it is redelivered (default 1s).
 	NakDelay time.Duration `yaml:"nakDelay"`
+	// MaxDeliver is how many times a durable event is delivered (default
+	// 5): an event whose last delivery fails (handler error, or the
+	// replica's predicate refusing it) goes to the stage's dead-letter
+	// stream with its error instead of being redelivered.
+	MaxDeliver int `yaml:"maxDeliver"`
 }
 
 // Section names: the cluster block of `global:` and the remote block of a
@@ -118,6 +172,26 @@ func decodeCluster(d stage.Decoder) (ClusterConfig, error) {
 	if err := d.Decode(&c); err != nil {
 		return c, err
 	}
+	tls := d.Key("tls")
+	switch {
+	case c.TLS.Cert != "" && c.TLS.Key == "":
+		return c, tls.Errorf("cert %q without key", c.TLS.Cert)
+	case c.TLS.Key != "" && c.TLS.Cert == "":
+		return c, tls.Errorf("key %q without cert", c.TLS.Key)
+	}
+	for _, f := range []struct{ key, file string }{{"cert", c.TLS.Cert}, {"key", c.TLS.Key}, {"ca", c.TLS.CA}} {
+		if f.file == "" {
+			continue
+		}
+		if _, err := os.Stat(f.file); err != nil {
+			return c, tls.Key(f.key).Errorf("%v", err)
+		}
+	}
+	if c.TokenFile != "" {
+		if _, err := readToken(c.TokenFile); err != nil {
+			return c, d.Key("tokenFile").Errorf("%v", err)
+		}
+	}
 	if err := c.Validate(); err != nil {
 		return c, d.Errorf("%v", err)
 	}
@@ -144,6 +218,8 @@ func decodeStage(d stage.Decoder) (StageConfig, error) {
 		return r, d.Key("duplicates").Errorf("negative duration %v", r.Duplicates)
 	case r.NakDelay < 0:
 		return r, d.Key("nakDelay").Errorf("negative duration %v", r.NakDelay)
+	case r.MaxDeliver < 0:
+		return r, d.Key("maxDeliver").Errorf("maxDeliver %d is negative (0: the default, 5)", r.MaxDeliver)
 	}
 	return r, nil
 }
@@ -195,6 +271,9 @@ func (r StageConfig) withDefaults() StageConfig {
 	}
 	if r.NakDelay == 0 {
 		r.NakDelay = time.Second
+	}
+	if r.MaxDeliver == 0 {
+		r.MaxDeliver = 5
 	}
 	return r
 }

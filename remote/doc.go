@@ -39,7 +39,22 @@
 //     has room for, acknowledge an event once its handler succeeded, nak
 //     it with a delay when their predicate refuses it or the handler
 //     fails, and a replica that dies leaves its unacknowledged events to
-//     be redelivered to another after remote.timeout.
+//     be redelivered to another after remote.timeout. An event delivered
+//     remote.maxDeliver times (default 5) without an acknowledgement goes
+//     to the stage's dead-letter stream (DeadLetterStream) with its last
+//     error in the HeaderError header, counted (remote.<stage>.deadletters,
+//     SinkStats.DeadLettered) and logged at WARN, rate-limited: on its
+//     last delivery the replica stores it there when the handler or the
+//     predicate fails it; a last delivery with no answer at all (the
+//     replica died) comes back as JetStream's max-deliveries advisory,
+//     which one replica turns into the dead letter.
+//
+// Security: `global.cluster.tokenFile` makes the embedded server require
+// a token every node presents (nats-server Authorization, nats.go Token),
+// and `global.cluster.tls` (ClusterTLS) makes NATS speak TLS, the server
+// verifying client certificates against its CA when one is given. A node
+// the server refuses fails Join at once. The token is read at Join, kept
+// out of ClusterConfig, logs and errors.
 //
 // SetPredicate on a remote sink sets a predicate run on the sending node
 // before anything is sent (the replicas' own predicates still decide),

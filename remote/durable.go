@@ -60,9 +60,10 @@ type durableSender struct {
 	lenAt   time.Time
 	lastLen int
 
-	redMu   sync.Mutex
-	redAt   time.Time
-	lastRed uint64
+	redMu    sync.Mutex
+	redAt    time.Time
+	lastRed  uint64
+	lastDead uint64
 }
 
 var _ sink.Sink = (*durableSender)(nil)
@@ -198,7 +199,7 @@ func (s *durableSender) Len() int {
 // Stats returns the sink's counters, with the stage's redeliveries.
 func (s *durableSender) Stats() SinkStats {
 	st := s.senderCore.Stats()
-	st.Redelivered = s.redelivered()
+	st.Redelivered, st.DeadLettered = s.redelivered()
 	return st
 }
 
@@ -208,11 +209,14 @@ func (s *durableSender) Stats() SinkStats {
 // its stream sequence number, in order, so the redeliveries are the
 // difference between the last of each (the last known count while the
 // consumer cannot be asked, or does not exist yet).
-func (s *durableSender) redelivered() uint64 {
+//
+// It also returns the count of the stage's dead letters: the last
+// sequence number of its dead-letter stream.
+func (s *durableSender) redelivered() (uint64, uint64) {
 	s.redMu.Lock()
 	defer s.redMu.Unlock()
 	if time.Since(s.redAt) < s.n.cfg.Heartbeat {
-		return s.lastRed
+		return s.lastRed, s.lastDead
 	}
 	ctx, cancel := context.WithTimeout(s.n.ctx, time.Second)
 	defer cancel()
@@ -220,8 +224,11 @@ func (s *durableSender) redelivered() uint64 {
 		ci.Delivered.Consumer >= ci.Delivered.Stream {
 		s.lastRed = max(s.lastRed, ci.Delivered.Consumer-ci.Delivered.Stream)
 	}
+	if si, err := s.n.js.StreamInfo(s.n.deadStreamName(s.stage), nats.Context(ctx)); err == nil {
+		s.lastDead = max(s.lastDead, si.State.LastSeq)
+	}
 	s.redAt = time.Now()
-	return s.lastRed
+	return s.lastRed, s.lastDead
 }
 
 // SetPredicate sets a predicate run before publishing (nil: none).
@@ -244,17 +251,20 @@ type durableReplica struct {
 	once  sync.Once
 
 	mu      sync.Mutex
+	adv     *nats.Subscription  // max-deliveries advisories
 	pending map[any][]*delivery // admitted events waiting for their handler
 
-	redelivered, naked, acked atomic.Uint64
+	redelivered, naked, acked, deadLettered atomic.Uint64
+	warnDead                                rateLimit
 }
 
 // delivery is one stream message in service: acked when all its events
-// were handled, nak'd if one failed.
+// were handled, nak'd if one failed (or, on its last delivery, moved to
+// the dead letters with the error).
 type delivery struct {
-	msg    *nats.Msg
-	left   int
-	failed bool
+	msg  *nats.Msg
+	left int
+	err  error // the last failure, nil if none
 }
 
 // wrapDurable rewrites the handler names of the durable stages hosted
@@ -314,14 +324,28 @@ func (n *Node) serveDurable(st *stage.Stage, rc StageConfig) error {
 	if err := n.ensureStream(st.Name(), &sc, rc); err != nil {
 		return err
 	}
+	if err := n.ensureDeadStream(st.Name()); err != nil {
+		return err
+	}
+	if err := n.ensureConsumer(st.Name(), rc); err != nil {
+		return err
+	}
 	d.st = st
 	registerDurableMetrics(st.Manager(), d)
-	sub, err := n.js.PullSubscribe(n.durableSubject(st.Name()), st.Name(), nats.BindStream(n.streamName(st.Name())),
-		nats.AckExplicit(), nats.AckWait(rc.Timeout), nats.MaxDeliver(-1))
+	// Messages that ran out of deliveries without an answer: one replica
+	// moves each to the dead letters.
+	adv, err := n.nc.QueueSubscribe(n.maxDeliveriesSubject(st.Name()), n.streamName(st.Name())+"_DLQ", d.onMaxDeliveries)
 	if err != nil {
+		return fmt.Errorf("remote: durable stage %q: advisories: %w", st.Name(), err)
+	}
+	sub, err := n.js.PullSubscribe(n.durableSubject(st.Name()), st.Name(), nats.Bind(n.streamName(st.Name()), st.Name()))
+	if err != nil {
+		_ = adv.Unsubscribe()
 		return fmt.Errorf("remote: durable stage %q: consumer: %w", st.Name(), err)
 	}
-	d.sub = sub
+	d.mu.Lock()
+	d.sub, d.adv = sub, adv
+	d.mu.Unlock()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -332,7 +356,15 @@ func (n *Node) serveDurable(st *stage.Stage, rc StageConfig) error {
 }
 
 func (d *durableReplica) stop() {
-	d.once.Do(func() { close(d.stopC) })
+	d.once.Do(func() {
+		close(d.stopC)
+		d.mu.Lock()
+		adv := d.adv
+		d.mu.Unlock()
+		if adv != nil {
+			_ = adv.Unsubscribe()
+		}
+	})
 }
 
 // pull fetches what the queue has room for until stopped.
@@ -383,8 +415,8 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 	}
 	es, err := d.n.wire.decodeEvents(&reader{b: m.Data})
 	if err != nil {
-		d.n.log.Error("remote: durable event cannot be decoded: dropped from the stream", "stage", d.name, "err", err)
-		_ = m.Term()
+		// It never will be: a dead letter at once.
+		d.deadLetter(m, fmt.Errorf("cannot be decoded: %w", err))
 		return
 	}
 	dl := &delivery{msg: m, left: len(es)}
@@ -410,6 +442,10 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 			d.dropLocked(k, dl)
 		}
 		d.mu.Unlock()
+		if d.lastDelivery(m) {
+			d.deadLetter(m, err)
+			return
+		}
 		d.naked.Add(1)
 		_ = m.NakWithDelay(d.rc.NakDelay)
 		return
@@ -448,8 +484,9 @@ func key(e any) (any, bool) {
 	return e, true
 }
 
-// complete records that the handler finished event e, well or not.
-func (d *durableReplica) complete(e any, ok bool) {
+// complete records that the handler finished event e: well (err nil) or
+// not.
+func (d *durableReplica) complete(e any, err error) {
 	k, trackable := key(e)
 	if !trackable {
 		return
@@ -463,8 +500,8 @@ func (d *durableReplica) complete(e any, ok bool) {
 	dl := list[0]
 	d.dropLocked(k, dl)
 	dl.left--
-	if !ok {
-		dl.failed = true
+	if err != nil {
+		dl.err = err
 	}
 	done := dl.left <= 0
 	d.mu.Unlock()
@@ -474,7 +511,11 @@ func (d *durableReplica) complete(e any, ok bool) {
 }
 
 func (d *durableReplica) ack(dl *delivery) {
-	if dl.failed {
+	if dl.err != nil {
+		if d.lastDelivery(dl.msg) {
+			d.deadLetter(dl.msg, dl.err)
+			return
+		}
 		d.naked.Add(1)
 		_ = dl.msg.NakWithDelay(d.rc.NakDelay)
 		return
@@ -526,7 +567,7 @@ func (a *acking) HandleEvents(batch []sink.Event) (err error) {
 	orig := append([]sink.Event(nil), batch...)
 	defer func() {
 		if r := recover(); r != nil {
-			a.report(orig, nil, false)
+			a.report(orig, fmt.Errorf("handler panicked: %v", r), false)
 			panic(r) // the runtime contains it
 		}
 		a.report(orig, err, true)
@@ -534,15 +575,19 @@ func (a *acking) HandleEvents(batch []sink.Event) (err error) {
 	return a.h.HandleEvents(batch)
 }
 
-// report acks or naks the batch's events after the handler returned err.
+// report acks or naks the batch's events after the handler returned err
+// (or panicked: returned false).
 func (a *acking) report(orig []sink.Event, err error, returned bool) {
-	failed := map[int]bool{}
+	failed := map[int]error{}
 	whole := !returned
 	if err != nil && returned {
 		var walk func(error) bool
 		walk = func(err error) bool {
 			if ee, ok := err.(*stage.EventError); ok && ee.Index >= 0 && ee.Index < len(orig) {
-				failed[ee.Index] = true
+				failed[ee.Index] = ee.Err
+				if ee.Err == nil {
+					failed[ee.Index] = ee
+				}
 				return true
 			}
 			if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -558,6 +603,11 @@ func (a *acking) report(orig []sink.Event, err error, returned bool) {
 		whole = !walk(err)
 	}
 	for i, e := range orig {
-		a.d.complete(e, !whole && !failed[i])
+		switch {
+		case whole:
+			a.d.complete(e, err)
+		default:
+			a.d.complete(e, failed[i])
+		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 // metrics registry (and so in the profiler's log, dashboard JSON and
 // Prometheus export) as "remote.<stage>.<name>": sent, events, rejected,
 // retransmits, dropped, rtt.p50.us, rtt.p99.us and, for a durable stage,
-// redelivered (SinkStats.Redelivered).
+// redelivered and deadletters (SinkStats.Redelivered, DeadLettered).
 func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 	reg := m.Metrics()
 	prefix := "remote." + name + "."
@@ -31,15 +31,18 @@ func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 	if _, durable := s.(*durableSender); durable {
 		// The name the replicas use for the redeliveries they received.
 		gauge("redelivered", stat(func(st SinkStats) uint64 { return st.Redelivered }))
+		gauge("deadletters", stat(func(st SinkStats) uint64 { return st.DeadLettered }))
 	}
 }
 
 // registerDurableMetrics publishes a durable replica's counters as
-// "remote.<stage>.{redelivered,naks,acks}".
+// "remote.<stage>.{redelivered,naks,acks,deadletters}" (deadletters: the
+// events this replica moved to the dead-letter stream).
 func registerDurableMetrics(m *stage.Manager, d *durableReplica) {
 	reg := m.Metrics()
 	prefix := "remote." + d.name + "."
 	_ = reg.Register(prefix+"redelivered", metrics.NewFunctionalGauge(func() int64 { return int64(d.redelivered.Load()) }))
 	_ = reg.Register(prefix+"naks", metrics.NewFunctionalGauge(func() int64 { return int64(d.naked.Load()) }))
 	_ = reg.Register(prefix+"acks", metrics.NewFunctionalGauge(func() int64 { return int64(d.acked.Load()) }))
+	_ = reg.Register(prefix+"deadletters", metrics.NewFunctionalGauge(func() int64 { return int64(d.deadLettered.Load()) }))
 }

@@ -2,6 +2,8 @@ package remote
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,12 +89,28 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("remote: reconnected to NATS", "url", c.ConnectedUrl()) }),
 	}
+	var token string
+	if cfg.TokenFile != "" {
+		tok, err := readToken(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: global.cluster.tokenFile: %v", stage.ErrInvalidConfig, err)
+		}
+		token = tok
+		opts = append(opts, nats.Token(token))
+	}
 	url := cfg.NATS
 	if url == "" {
-		if err := n.embed(); err != nil {
+		if err := n.embed(token); err != nil {
 			return nil, err
 		}
+		// In-process: no TLS needed, but the token is.
 		opts = append(opts, nats.InProcessServer(n.srv))
+	} else if cfg.TLS.Enabled() {
+		tc, err := clientTLS(cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Secure(tc))
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -101,16 +119,26 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 	}
 	n.nc = nc
 	// A server not up yet (a worker started before the front) is waited
-	// for; the client reconnects on its own.
+	// for; the client reconnects on its own. A server that refuses this
+	// node (wrong token, TLS mismatch) ends the wait at once.
 	for wait := 0; !nc.IsConnected() && wait < 300; wait++ {
+		if err := nc.LastError(); refused(err) || nc.IsClosed() {
+			nc.Close()
+			n.stopServer()
+			return nil, fmt.Errorf("remote: NATS server %q refused this node: %w", url, err)
+		}
 		if wait == 0 {
 			n.log.Info("remote: waiting for the NATS server", "url", url)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if !nc.IsConnected() {
+		err := nc.LastError()
 		nc.Close()
 		n.stopServer()
+		if err != nil {
+			return nil, fmt.Errorf("remote: NATS server %q not reachable within 30s: %w", url, err)
+		}
 		return nil, fmt.Errorf("remote: NATS server %q not reachable within 30s", url)
 	}
 	if n.js, err = nc.JetStream(); err != nil {
@@ -129,9 +157,21 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 	return n, nil
 }
 
-// embed starts the embedded NATS server.
-func (n *Node) embed() error {
-	opts := &server.Options{ServerName: "sandstorm-" + n.node, JetStream: true, StoreDir: n.cfg.StoreDir, NoSigs: true, NoLog: true}
+// embed starts the embedded NATS server, requiring token (if not empty)
+// from every client and speaking TLS if the configuration says so.
+func (n *Node) embed(token string) error {
+	opts := &server.Options{ServerName: "sandstorm-" + n.node, JetStream: true, StoreDir: n.cfg.StoreDir, NoSigs: true, NoLog: true,
+		Authorization: token}
+	if t := n.cfg.TLS; t.Enabled() {
+		if t.Cert == "" {
+			return fmt.Errorf("%w: global.cluster.tls: the node embedding the NATS server needs cert and key", stage.ErrInvalidConfig)
+		}
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: t.Cert, KeyFile: t.Key, CaFile: t.CA, Verify: t.CA != ""})
+		if err != nil {
+			return fmt.Errorf("%w: global.cluster.tls: %v", stage.ErrInvalidConfig, err)
+		}
+		opts.TLS, opts.TLSConfig, opts.TLSVerify, opts.TLSTimeout = true, tc, t.CA != "", 2
+	}
 	if n.cfg.StoreDir == "" {
 		dir, err := os.MkdirTemp("", "sandstorm-nats-")
 		if err != nil {
@@ -169,6 +209,54 @@ func (n *Node) embed() error {
 		return errors.New("remote: embedded NATS server did not start")
 	}
 	return nil
+}
+
+// clientTLS is the TLS configuration of a node joining a server: it
+// verifies the server against t.CA (empty: the system's roots) and
+// presents t.Cert when set.
+func clientTLS(t ClusterTLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, fmt.Errorf("%w: global.cluster.tls.ca: %v", stage.ErrInvalidConfig, err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: global.cluster.tls.ca: no PEM certificate in %q", stage.ErrInvalidConfig, t.CA)
+		}
+	}
+	if t.Cert != "" {
+		c, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, fmt.Errorf("%w: global.cluster.tls: %v", stage.ErrInvalidConfig, err)
+		}
+		tc.Certificates = []tls.Certificate{c}
+	}
+	return tc, nil
+}
+
+// refused reports whether err is a server's refusal of this node that
+// waiting will not cure: authorization, or TLS.
+func refused(err error) bool {
+	if err == nil {
+		return false
+	}
+	var (
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+		alert    tls.AlertError
+		verify   *tls.CertificateVerificationError
+	)
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) ||
+		errors.Is(err, nats.ErrSecureConnRequired) || errors.Is(err, nats.ErrSecureConnWanted) ||
+		errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
+		errors.As(err, &alert) || errors.As(err, &verify) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "authorization violation") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:")
 }
 
 func (n *Node) stopServer() {
@@ -215,6 +303,10 @@ func (n *Node) refSubject(inst string) string      { return n.cfg.Prefix + ".ref
 func (n *Node) durableSubject(stage string) string { return n.cfg.Prefix + ".d." + stage }
 func (n *Node) streamName(stage string) string {
 	return strings.ToUpper(n.cfg.Prefix) + "_" + stage
+}
+func (n *Node) deadSubject(stage string) string { return n.cfg.Prefix + ".dlq." + stage }
+func (n *Node) deadStreamName(stage string) string {
+	return strings.ToUpper(n.cfg.Prefix) + "_DLQ_" + stage
 }
 
 // NewManager builds this node's manager from the whole graph's

@@ -89,6 +89,8 @@ var testCodecs = func() *remote.Codecs {
 type cluster struct {
 	t   *testing.T
 	url string
+	// tune, if set, adjusts every node's cluster block (token, TLS).
+	tune func(*remote.ClusterConfig)
 }
 
 // node starts one process's node of the graph in yaml, as name, with h as
@@ -116,6 +118,9 @@ func (c *cluster) node(yaml, name string, hs map[string]stage.Handler) (*stage.M
 			cc.Listen = "127.0.0.1:0"
 		} else {
 			cc.NATS = c.url
+		}
+		if c.tune != nil {
+			c.tune(cc)
 		}
 	})
 	if err != nil {

@@ -30,6 +30,12 @@ type SinkStats struct {
 	// stream from its first message. Always 0 in request mode, which
 	// retransmits (Retransmits) instead.
 	Redelivered uint64
+	// DeadLettered is, for a durable stage, how many events its replicas
+	// gave up on after remote.maxDeliver deliveries and moved to the
+	// stage's dead-letter stream: the stream's count (its last sequence,
+	// so purging it does not lower it), for every sender of the stage,
+	// refreshed at most once per heartbeat.
+	DeadLettered uint64
 }
 
 // stageSender is the sink of a stage hosted on other nodes, in request

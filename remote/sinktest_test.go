@@ -101,7 +101,7 @@ func remoteHarness(mode string) func(t *testing.T) sinktest.Harness {
 // credit tests.
 func counterLimit(n int) (sink.Predicate, func() int) {
 	c := enqueuepred.NewCounter(n)
-	return c, func() int { return int(c.InFlight()) }
+	return c, c.(interface{ InFlight() int }).InFlight
 }
 
 func TestSinktestRequest(t *testing.T) { sinktest.Run(t, remoteHarness("request")) }

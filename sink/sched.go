@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/sandstorm-go/sandstorm/internal/ring"
 )
 
 // Scheduler decides the order in which a Queue hands its events to the
@@ -220,60 +222,25 @@ func (q *Queue) dequeueSlow(dst []Event, stamps []int64) int {
 
 // ---- FIFO ----
 
-// ring is a growable FIFO of entries.
-type ring struct {
-	buf  []entry
-	head int
-	n    int
-}
+// entries is a growable FIFO of entries.
+type entries struct{ ring.Ring[entry] }
 
-func (r *ring) push(e Event, stamp int64) {
-	if r.n == len(r.buf) {
-		grown := make([]entry, max(16, 2*len(r.buf)))
-		k := copy(grown, r.buf[r.head:])
-		copy(grown[k:], r.buf[:r.head])
-		r.buf, r.head = grown, 0
-	}
-	i := r.head + r.n
-	if i >= len(r.buf) {
-		i -= len(r.buf)
-	}
-	r.buf[i] = entry{ev: e, stamp: stamp}
-	r.n++
-}
+func (r *entries) push(e Event, stamp int64) { r.Push(entry{ev: e, stamp: stamp}) }
 
-func (r *ring) pop() entry {
-	x := r.buf[r.head]
-	r.buf[r.head] = entry{}
-	r.head++
-	if r.head == len(r.buf) {
-		r.head = 0
-	}
-	r.n--
-	if r.n == 0 {
-		r.head = 0
-	}
+func (r *entries) pop() entry {
+	x, _ := r.Pop()
 	return x
 }
 
-func (r *ring) removeIf(f func(Event) bool, out []Event) []Event {
-	kept := 0
-	for i := 0; i < r.n; i++ {
-		x := r.buf[(r.head+i)%len(r.buf)]
+// removeIf takes the events f selects out of r, in order, onto out.
+func (r *entries) removeIf(f func(Event) bool, out []Event) []Event {
+	r.DeleteFunc(func(x entry) bool {
 		if f(x.ev) {
 			out = append(out, x.ev)
-			continue
+			return true
 		}
-		r.buf[(r.head+kept)%len(r.buf)] = x
-		kept++
-	}
-	for i := kept; i < r.n; i++ {
-		r.buf[(r.head+i)%len(r.buf)] = entry{}
-	}
-	r.n = kept
-	if r.n == 0 {
-		r.head = 0
-	}
+		return false
+	})
 	return out
 }
 
@@ -284,7 +251,7 @@ func popInto(e entry, dst []Event, stamps []int64, i int) {
 	}
 }
 
-type fifo struct{ r ring }
+type fifo struct{ r entries }
 
 // NewFIFO returns a first-in first-out scheduler. A queue without a
 // scheduler is FIFO already and faster; NewFIFO is for composing, for
@@ -292,10 +259,10 @@ type fifo struct{ r ring }
 func NewFIFO() Scheduler { return &fifo{} }
 
 func (s *fifo) Push(e Event, stamp int64) { s.r.push(e, stamp) }
-func (s *fifo) Len() int                  { return s.r.n }
-func (s *fifo) Runnable() int             { return s.r.n }
+func (s *fifo) Len() int                  { return s.r.Len() }
+func (s *fifo) Runnable() int             { return s.r.Len() }
 func (s *fifo) Pop(dst []Event, stamps []int64) int {
-	n := min(len(dst), s.r.n)
+	n := min(len(dst), s.r.Len())
 	for i := 0; i < n; i++ {
 		popInto(s.r.pop(), dst, stamps, i)
 	}
@@ -345,7 +312,7 @@ func (s *lifo) RemoveIf(f func(Event) bool) []Event {
 
 type priorityLevel struct {
 	prio int
-	r    ring
+	r    entries
 }
 
 type prioritySched struct {
@@ -386,7 +353,7 @@ func (s *prioritySched) Runnable() int { return s.n }
 func (s *prioritySched) Pop(dst []Event, stamps []int64) int {
 	i := 0
 	for _, l := range s.levels {
-		for i < len(dst) && l.r.n > 0 {
+		for i < len(dst) && l.r.Len() > 0 {
 			popInto(l.r.pop(), dst, stamps, i)
 			i++
 		}
@@ -415,7 +382,7 @@ type strideClass struct {
 	class  int
 	stride uint64
 	pass   uint64
-	r      ring
+	r      entries
 }
 
 type strideSched struct {
@@ -460,7 +427,7 @@ func (s *strideSched) get(c int) *strideClass {
 
 func (s *strideSched) Push(e Event, stamp int64) {
 	c := s.get(s.class(e))
-	if c.r.n == 0 && c.pass < s.vtime {
+	if c.r.Len() == 0 && c.pass < s.vtime {
 		c.pass = s.vtime // no credit for idle time
 	}
 	c.r.push(e, stamp)
@@ -473,7 +440,7 @@ func (s *strideSched) Pop(dst []Event, stamps []int64) int {
 	for ; i < len(dst) && s.n > 0; i++ {
 		var best *strideClass
 		for _, c := range s.classes {
-			if c.r.n > 0 && (best == nil || c.pass < best.pass) {
+			if c.r.Len() > 0 && (best == nil || c.pass < best.pass) {
 				best = c
 			}
 		}
@@ -513,7 +480,7 @@ type shortest struct {
 func NewShortest(size func(Event) float64) Scheduler { return &shortest{size: size} }
 
 func (s *shortest) Pop(dst []Event, stamps []int64) int {
-	n := min(len(dst), s.r.n)
+	n := min(len(dst), s.r.Len())
 	s.buf = s.buf[:0]
 	for i := 0; i < n; i++ {
 		x := s.r.pop()
@@ -538,8 +505,8 @@ func (s *shortest) Pop(dst []Event, stamps []int64) int {
 // ---- keyed ----
 
 type keyState struct {
-	pending ring // events behind the one scheduled or running
-	running bool // the key's head event has been handed out
+	pending entries // events behind the one scheduled or running
+	running bool    // the key's head event has been handed out
 }
 
 // Keyed is a scheduler that handles events with the same key one at a
@@ -599,8 +566,10 @@ func (s *Keyed) newState() *keyState {
 
 func (s *Keyed) drop(k string, ks *keyState) {
 	delete(s.keys, k)
-	*ks = keyState{pending: ring{buf: ks.pending.buf[:len(ks.pending.buf)]}}
-	if len(s.spare) < 1024 && len(ks.pending.buf) <= 64 {
+	pending := ks.pending
+	pending.Clear() // keeps its buffer for reuse
+	*ks = keyState{pending: pending}
+	if len(s.spare) < 1024 && pending.Cap() <= 64 {
 		s.spare = append(s.spare, ks)
 	}
 }
@@ -638,7 +607,7 @@ func (s *Keyed) Release(events []Event) {
 // promote hands a key's next event to the inner scheduler, or forgets the
 // key when it has none.
 func (s *Keyed) promote(k string, ks *keyState) {
-	if ks.pending.n == 0 {
+	if ks.pending.Len() == 0 {
 		s.drop(k, ks)
 		return
 	}

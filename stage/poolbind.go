@@ -5,7 +5,7 @@ import (
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// bindPool gives every enqueuepred.Saturated in p (p itself or nested in
+// bindPool gives every saturated predicate (enqueuepred.NewSaturated) in p (p itself or nested in
 // it) the stage's own thread pool, so that admission control stays off
 // while that pool can still grow (thesis §8.2.1): its size below its
 // limit, which is its max or the lower limit the SEDA controller's
@@ -20,7 +20,7 @@ func (s *Stage) bindPool(p sink.Predicate) {
 		return
 	}
 	sink.Walk(p, func(q sink.Predicate) {
-		if sat, ok := q.(*enqueuepred.Saturated); ok {
+		if sat, ok := q.(interface{ BindPool(enqueuepred.PoolState) }); ok {
 			sat.BindPool(s.pool)
 		}
 	})

@@ -68,7 +68,7 @@ func TestStageSinkConformance(t *testing.T) {
 					},
 					Limit: func(n int) (sink.Predicate, func() int) {
 						c := enqueuepred.NewCounter(n)
-						return c, c.InFlight
+						return c, c.(interface{ InFlight() int }).InFlight
 					},
 				}
 			})
@@ -89,11 +89,8 @@ func TestNestedModifiedRunsInBackground(t *testing.T) {
 	}
 	var samples atomic.Int64
 	mod, err := enqueuepred.NewModified(enqueuepred.NewCounter(10), enqueuepred.ModifiedConfig{Modifiers: []enqueuepred.Modifier{{
-		Sampler: enqueuepred.SamplerFunc{Label: "count", Fn: func(time.Time) (float64, error) {
-			samples.Add(1)
-			return 0, nil
-		}},
-		Template: enqueuepred.Template{Value: []enqueuepred.Step{{At: 1, Degree: 1}}},
+		Sampler:  countingSampler{&samples},
+		Value:    []enqueuepred.Step{{At: 1, Degree: 1}},
 		Interval: 5 * time.Millisecond,
 	}}})
 	if err != nil {
@@ -107,4 +104,14 @@ func TestNestedModifiedRunsInBackground(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// countingSampler is a load sampler that counts its samples and reads 0.
+type countingSampler struct{ n *atomic.Int64 }
+
+func (countingSampler) Name() string { return "count" }
+
+func (s countingSampler) Sample(time.Time) (float64, error) {
+	s.n.Add(1)
+	return 0, nil
 }

@@ -270,7 +270,7 @@ type Controller struct {
 	resets   uint64
 
 	// lim is limitLocked as of the latest tick, for Limit: admission
-	// control (enqueuepred.Saturated) reads it on the enqueue path, with
+	// control (enqueuepred.NewSaturated) reads it on the enqueue path, with
 	// the stage's queue locked, where c.mu must not be taken.
 	lim atomic.Int32
 }

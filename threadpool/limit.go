@@ -11,7 +11,7 @@ package threadpool
 //     thrashing.
 //
 // With Size it tells whether the pool can still grow (Size < Limit), which
-// admission control composed with the pool needs (enqueuepred.Saturated,
+// admission control composed with the pool needs (enqueuepred.NewSaturated,
 // thesis §8.2.1). It takes no lock: it is read while a stage's queue is
 // locked.
 func (p *Pool) Limit() int {

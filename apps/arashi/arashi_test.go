@@ -322,7 +322,7 @@ func TestClassReachesMulticlass(t *testing.T) {
 	if !ok {
 		t.Fatal("no ListFolders stage")
 	}
-	mc, ok := st.Sink().Predicate().(*enqueuepred.Multiclass)
+	mc, ok := st.Sink().Predicate().(interface{ Accepted(class int) uint64 }) // multiclass
 	if !ok {
 		t.Fatalf("ListFolders predicate is %T", st.Sink().Predicate())
 	}

@@ -19,10 +19,15 @@ type Page struct {
 	ContentType string
 	Validators
 	// Header holds the fields of a 200 response for the page
-	// (Content-Type, Last-Modified, ETag, Accept-Ranges), built once at
-	// Insert and shared, read-only, by every response.
+	// (Content-Type, Content-Encoding and Vary for a gzip variant,
+	// Last-Modified, ETag, Accept-Ranges unless Range is ignored), built
+	// once at Insert and shared, read-only, by every response.
 	Header http.Header
+	// Encoding is the page's Content-Encoding: "" for a file's bytes,
+	// "gzip" for its gzip variant (key gzipKey).
+	Encoding string
 
+	rep     rep          // how its responses describe it
 	refs    atomic.Int32 // holders: the cache itself (while cached) plus Get callers
 	cache   *PageCache
 	element *list.Element
@@ -43,21 +48,6 @@ func (p *Page) Release() {
 // ReleaseFunc returns Release as an http.Reply Done callback (made once per
 // page, so that replies do not allocate one).
 func (p *Page) ReleaseFunc() func(error) { return p.done }
-
-// pageHeader builds the header fields of a 200 response for a page.
-func pageHeader(contentType string, v Validators) http.Header {
-	h := make(http.Header, 0, 4)
-	if contentType != "" {
-		h = append(h, http.Field{Name: "Content-Type", Value: contentType})
-	}
-	if !v.ModTime.IsZero() {
-		h = append(h, http.Field{Name: "Last-Modified", Value: v.ModTime.UTC().Format(http.TimeFormat)})
-	}
-	if v.ETag != "" {
-		h = append(h, http.Field{Name: "ETag", Value: v.ETag})
-	}
-	return append(h, http.Field{Name: "Accept-Ranges", Value: "bytes"})
-}
 
 // PageCache is Haboob's in-memory page cache: bounded by a size in bytes,
 // evicting the least recently used pages, and reusing evicted pages' buffers
@@ -174,7 +164,12 @@ func sizeClass(n int) int {
 // retained for the caller. A page larger than the whole cache is returned
 // uncached. Older pages are evicted to make room.
 func (c *PageCache) Insert(key string, body []byte, contentType string, v Validators) *Page {
-	p := &Page{Key: key, Body: body, ContentType: contentType, Validators: v, Header: pageHeader(contentType, v)}
+	return c.insertRep(key, body, rep{ctype: contentType, v: v, src: v.ETag})
+}
+
+// insertRep is Insert for a representation described by r.
+func (c *PageCache) insertRep(key string, body []byte, r rep) *Page {
+	p := &Page{Key: key, Body: body, ContentType: r.ctype, Validators: r.v, Header: r.header(), Encoding: r.enc, rep: r}
 	p.done = func(error) { p.Release() }
 	p.refs.Store(1) // the caller's
 	if int64(len(body)) > c.max {

@@ -14,7 +14,7 @@ import (
 func TestChecksumDrivesAdmission(t *testing.T) {
 	clock := time.Unix(2000, 0)
 	now := func() time.Time { return clock }
-	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 10 * time.Millisecond, Mode: enqueuepred.ModeThesis, NReq: 10, Now: now})
+	rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: 10 * time.Millisecond, Mode: "thesis", NReq: 10, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 type cacheView struct {
 	stage      string
 	cache      *PageCache
+	gz         *gzipper
 	revalidate time.Duration
 	send       sink.Sink
 	plainSend  bool
@@ -29,7 +30,10 @@ type cacheView struct {
 //
 // It declines, and the request takes the stages' path, for anything but a
 // GET or HEAD of a static path; for a page not cached or due for
-// revalidation (PageCache starts the check); when PageCache sends its hits
+// revalidation (PageCache starts the check); for a client that accepts
+// gzip, a page whose gzip variant is not cached (compressing it or reading
+// its .gz file is the stages' work, never the event loop's); when
+// PageCache sends its hits
 // through a stage other than HttpSend; and while HttpRecv, PageCache or
 // the stage PageCache sends hits through has an admission predicate
 // (admission control sees every request it would have seen).
@@ -55,14 +59,27 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 		v.send != nil && v.send.Predicate() != nil {
 		return false
 	}
-	p, ok := v.cache.getFresh(path, sink.Nanotime(), v.revalidate)
-	if !ok {
-		return false
+	now := sink.Nanotime()
+	gz := v.gz.accepts(req)
+	var p *Page
+	if gz {
+		p, ok = v.cache.getFresh(gzipKey(path), now, v.revalidate)
+	}
+	if p == nil {
+		if p, ok = v.cache.getFresh(path, now, v.revalidate); !ok {
+			return false
+		}
+		if gz && p.rep.gz != gzipNone {
+			// Its gzip variant is not cached: compressing or reading it
+			// is the stages' work, never the event loop's.
+			p.Release()
+			return false
+		}
 	}
 	h.inline.Add(1)
 	// Connection.Send is what HttpSend calls: the same formatting, the
 	// same per-connection ordering of pipelined responses. An error means
 	// the connection closed; the reply's Done has released the page.
-	_ = conn.Send(staticReply(req, p.Body, p.ContentType, p.Validators, p.Header, p.ReleaseFunc()))
+	_ = conn.Send(staticReply(req, p))
 	return true
 }

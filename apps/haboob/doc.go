@@ -46,6 +46,40 @@
 // If-Range), and a document root nothing escapes (.., encoded dots and
 // symbolic links leading out get 403 or 404).
 //
+// Compression (PageCache's `gzip:` args, on by default) follows nginx's
+// gzip_static and gzip modules. A client whose Accept-Encoding admits gzip
+// (q-values honoured: "gzip;q=0" refuses it, "*" admits it when gzip is
+// not named, "x-gzip" is gzip) gets, for a file with a .gz file beside it,
+// that file's bytes (gzip_static: the .gz is never checked against the
+// file), and for a page of a text type (html, css, js, json, svg, txt, xml;
+// `types`) of at least `minLength` bytes (256) that is cached, a copy
+// compressed once at `level` (5) by compress/gzip in the PageCache or
+// CacheMiss worker that holds the bytes, never on the event loop. The copy
+// is a page of its own in the page cache (counted against maxBytes,
+// evicted like any other, compressed again only once evicted or stale),
+// and /stats counts compressions (`gzip.compressions`). Both variants carry
+// Content-Encoding: gzip, Vary: Accept-Encoding and an ETag of their own:
+// the file's ETag with "-gzip", strong for a .gz file, weak (W/) for a copy
+// compressed on the fly, since another compress/flate version may produce
+// other bytes. If-None-Match is compared with the ETag of the variant the
+// request selects; HEAD answers a variant's headers (compressing the page
+// if its copy is not cached yet, for the length). Range on a .gz file
+// selects bytes of the .gz (as nginx's gzip_static); on a copy compressed
+// on the fly it is ignored and the whole copy is sent with 200 and no
+// Accept-Ranges (as nginx's gzip filter). The identity answer carries
+// Vary: Accept-Encoding too when the file has a .gz sibling or a
+// compressible type.
+//
+// Compression does not: compress for a client that does not ask for it;
+// compress images, archives or any type outside `types` (a request for a
+// .gz file itself gets it as application/gzip, unencoded); compress files
+// above CacheMiss's maxObject on the fly (they are streamed uncompressed,
+// though a .gz sibling of any size is streamed); compress dynamic pages
+// (Checksum) or error pages; offer deflate, br or zstd; or decline
+// HTTP/1.0 clients (nginx's gzip_http_version 1.1 does). A .gz sibling
+// that appears or goes away is noticed when the cached page is next
+// revalidated.
+//
 // A Server holds what the stages share (the HTTP server, the page cache, the
 // site) and registers their factories; Options from Go (the command's -root
 // and -addr) win over the stages' args. The owner closes the HTTP server

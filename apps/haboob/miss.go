@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,10 +42,10 @@ type missArgs struct {
 // fetch is a file read in progress; requests for the same page that miss
 // meanwhile wait on it instead of reading the file again.
 type fetch struct {
-	key   string
-	file  string
-	ctype string
-	reqs  []*http.Request
+	key  string
+	file string
+	rep  rep // validators filled in from the file read
+	reqs []*http.Request
 }
 
 // cacheMiss is the CacheMiss stage: it maps a missed path to a file under
@@ -60,6 +61,7 @@ type cacheMiss struct {
 	args  missArgs
 	site  *Site
 	cache *PageCache
+	gz    *gzipper // nil: no compression
 	fio   *aio.FileIO
 	self  sink.Sink
 	send  sendFunc
@@ -101,6 +103,7 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	}
 	h.srv.mu.Lock()
 	h.cache = h.srv.cache
+	h.gz = h.srv.gz
 	h.srv.site = h.site
 	h.srv.mu.Unlock()
 	if h.cache == nil {
@@ -188,13 +191,48 @@ func (h *cacheMiss) reply(req *http.Request, resp *http.Response) {
 	send(h.send, &http.Reply{Req: req, Resp: resp}, h.args.RetryAfter)
 }
 
+// sendReply hands a reply to the send stage (503 if it refuses).
+func (h *cacheMiss) sendReply(r *http.Reply) { send(h.send, r, h.args.RetryAfter) }
+
+// cacheable reports whether a file of size bytes is read whole and cached
+// (else it is streamed).
+func (h *cacheMiss) cacheable(size int64) bool {
+	return size <= int64(h.args.MaxObject) && (h.maxRead <= 0 || size <= h.maxRead)
+}
+
+// cached answers req from the page cache if it can: the gzip variant for
+// a client that accepts gzip (compressing the identity page if that is
+// its variant), else the identity page. It reports whether it answered.
+func (h *cacheMiss) cached(req *http.Request, gz bool) bool {
+	if gz {
+		if q, ok := h.cache.get(gzipKey(req.Path), false); ok {
+			h.sendReply(staticReply(req, q))
+			return true
+		}
+	}
+	p, ok := h.cache.get(req.Path, false)
+	if !ok {
+		return false
+	}
+	switch {
+	case !gz || p.rep.gz == gzipNone:
+		h.sendReply(staticReply(req, p))
+	case p.rep.gz == gzipDynamic:
+		h.gz.serve(req, p, h.sendReply)
+	default: // a .gz sibling not cached: read below
+		p.Release()
+		return false
+	}
+	return true
+}
+
 func (h *cacheMiss) miss(req *http.Request) {
 	key := req.Path
-	if p, ok := h.cache.get(key, false); ok { // another request brought it in meanwhile
-		send(h.send, staticReply(req, p.Body, p.ContentType, p.Validators, p.Header, p.ReleaseFunc()), h.args.RetryAfter)
+	gz := h.gz.accepts(req)
+	if h.cached(req, gz) { // another request brought it in meanwhile
 		return
 	}
-	if h.join(key, req) {
+	if gz && h.join(gzipKey(key), req) || h.join(key, req) {
 		return
 	}
 	t, err := h.site.Resolve(key)
@@ -218,11 +256,34 @@ func (h *cacheMiss) miss(req *http.Request) {
 		return
 	}
 	ctype := ContentType(t.File)
-	if size := t.Info.Size(); size > int64(h.args.MaxObject) || h.maxRead > 0 && size > h.maxRead {
-		h.stream(req, t.File, ctype, t.Info)
+	var sib Target
+	hasSib := false
+	if h.gz.static() {
+		sib, hasSib = h.site.Sibling(t, ".gz")
+	}
+	size := t.Info.Size()
+	kind := h.gz.kind(ctype, size, h.cacheable(size), hasSib)
+	if gz && kind == gzipStatic {
+		r := rep{ctype: ctype, enc: "gzip", vary: true}
+		if !h.cacheable(sib.Info.Size()) {
+			h.stream(req, sib.File, r, sib.Info)
+			return
+		}
+		h.read(gzipKey(key), sib.File, r, req)
 		return
 	}
-	f := &fetch{key: key, file: t.File, ctype: ctype, reqs: []*http.Request{req}}
+	r := rep{ctype: ctype, gz: kind, vary: kind != gzipNone || h.gz.compressible(ctype)}
+	if !h.cacheable(size) {
+		h.stream(req, t.File, r, t.Info)
+		return
+	}
+	h.read(key, t.File, r, req)
+}
+
+// read reads file whole through asyncFile, to be cached under key and
+// to answer req and the requests that join it meanwhile.
+func (h *cacheMiss) read(key, file string, r rep, req *http.Request) {
+	f := &fetch{key: key, file: file, rep: r, reqs: []*http.Request{req}}
 	h.mu.Lock()
 	if g := h.inflight[key]; g != nil {
 		g.reqs = append(g.reqs, req)
@@ -231,7 +292,7 @@ func (h *cacheMiss) miss(req *http.Request) {
 	}
 	h.inflight[key] = f
 	h.mu.Unlock()
-	if err := h.fio.ReadFile(t.File, h.self, f); err != nil {
+	if err := h.fio.ReadFile(file, h.self, f); err != nil {
 		for _, r := range h.forget(f) {
 			unavailable(r, h.args.RetryAfter)
 		}
@@ -268,18 +329,26 @@ func (h *cacheMiss) loaded(ev aio.FileRead) {
 		return
 	}
 	reqs := h.forget(f)
-	v := Validators{ETag: ETag(ev.Info), ModTime: ev.Info.ModTime()}
-	retry := h.args.RetryAfter
+	r := repOf(f.rep, ev.Info)
 	data := ev.Data
 	if buf, ok := h.cache.Reuse(len(data)); ok {
 		copy(buf, data)
 		data = buf
 	}
-	p := h.cache.Insert(f.key, data, f.ctype, v)
+	p := h.cache.insertRep(f.key, data, r)
 	p.checked.Store(sink.Nanotime())
 	for _, req := range reqs {
+		if r.enc == "" && r.gz != gzipNone && h.gz.accepts(req) {
+			if r.gz == gzipDynamic { // compressed here, once
+				p.Retain()
+				h.gz.serve(req, p, h.sendReply)
+			} else { // the .gz sibling is read next
+				h.miss(req)
+			}
+			continue
+		}
 		p.Retain()
-		send(h.send, staticReply(req, p.Body, p.ContentType, p.Validators, p.Header, p.ReleaseFunc()), retry)
+		h.sendReply(staticReply(req, p))
 	}
 	p.Release()
 }
@@ -292,7 +361,7 @@ func (h *cacheMiss) failed(ev aio.IOError) {
 	}
 	if errors.Is(ev.Err, aio.ErrFileTooLarge) { // it grew since it was resolved
 		for _, req := range h.forget(f) {
-			h.stream(req, f.file, f.ctype, nil)
+			h.stream(req, f.file, f.rep, nil)
 		}
 		return
 	}
@@ -318,11 +387,36 @@ func errorResponse(log *slog.Logger, path string, err error) func() *http.Respon
 	return http.InternalServerError
 }
 
-// revalidate drops a cached page whose file changed or went away.
+// revalidate drops a cached page whose file changed or went away: for a
+// gzip variant, the .gz sibling it was read from or the file it was
+// compressed from (or a .gz sibling appeared beside it); for an identity
+// page, also when a .gz sibling appeared or went away (its gzip variant
+// changed).
 func (h *cacheMiss) revalidate(ev revalidate) {
-	t, err := h.site.Resolve(ev.key)
-	if err == nil && t.Redirect == "" && ETag(t.Info) == ev.v.ETag {
-		return
+	p := ev.p
+	path, isGzip := strings.CutPrefix(p.Key, "gzip:")
+	t, err := h.site.Resolve(path)
+	fresh := err == nil && t.Redirect == ""
+	if fresh {
+		switch {
+		case isGzip && p.rep.noRanges: // compressed on the fly; a .gz sibling would win
+			fresh = ETag(t.Info) == p.rep.src
+			if fresh && h.gz.static() {
+				_, ok := h.site.Sibling(t, ".gz")
+				fresh = !ok
+			}
+		case isGzip:
+			sib, ok := h.site.Sibling(t, ".gz")
+			fresh = ok && h.gz.static() && ETag(sib.Info) == p.rep.src
+		default:
+			fresh = ETag(t.Info) == p.rep.src
+			if fresh && h.gz.static() {
+				_, ok := h.site.Sibling(t, ".gz")
+				fresh = ok == (p.rep.gz == gzipStatic)
+			}
+		}
 	}
-	h.cache.RemoveStale(ev.key, ev.v)
+	if !fresh {
+		h.cache.RemoveStale(p.Key, p.Validators)
+	}
 }

@@ -27,13 +27,15 @@ type cacheArgs struct {
 	// formatting inlined into the send).
 	Send       string        `yaml:"send"`
 	RetryAfter time.Duration `yaml:"retryAfter"`
+	// Gzip configures compression (gzip_static and on the fly); see
+	// gzipArgs. On by default.
+	Gzip gzipArgs `yaml:"gzip"`
 }
 
 // revalidate asks CacheMiss to compare a cached page's validators with its
 // file's.
 type revalidate struct {
-	key string
-	v   Validators
+	p *Page // only its immutable fields (Key, Validators, rep) are read
 }
 
 // pageCache is the PageCache stage (thesis §6.1.1): it serves static
@@ -46,6 +48,7 @@ type pageCache struct {
 	log   *slog.Logger
 	args  cacheArgs
 	cache *PageCache
+	gz    *gzipper
 	miss  sink.Sink
 	send  sendFunc
 }
@@ -64,7 +67,10 @@ func (h *pageCache) Init(c *stage.Context) error {
 	if h.args.MaxBytes <= 0 {
 		return fmt.Errorf("haboob: PageCache: maxBytes must be positive, got %v", h.args.MaxBytes)
 	}
-	var err error
+	gzArgs, err := h.args.Gzip.withDefaults()
+	if err != nil {
+		return c.ArgError(err, "gzip")
+	}
 	if h.miss, err = c.Sink(h.args.Miss); err != nil {
 		return fmt.Errorf("haboob: PageCache miss stage: %w", err)
 	}
@@ -88,21 +94,25 @@ func (h *pageCache) Init(c *stage.Context) error {
 		return fmt.Errorf("haboob: a second PageCache stage in one Server")
 	}
 	h.cache = NewPageCache(int64(h.args.MaxBytes))
+	h.gz = newGzipper(gzArgs, h.cache)
 	h.srv.cache = h.cache
+	h.srv.gz = h.gz
 	h.srv.mu.Unlock()
-	h.srv.cacheView.Store(&cacheView{stage: c.Stage().Name(), cache: h.cache, revalidate: h.args.Revalidate, send: sendStage, plainSend: plainSend})
+	h.srv.cacheView.Store(&cacheView{stage: c.Stage().Name(), cache: h.cache, gz: h.gz, revalidate: h.args.Revalidate, send: sendStage, plainSend: plainSend})
 	st := func(f func(CacheStats) float64) func() float64 { return func() float64 { return f(h.cache.Stats()) } }
 	c.Profile("cache.bytes", st(func(s CacheStats) float64 { return float64(s.Bytes) }))
 	c.Profile("cache.pages", st(func(s CacheStats) float64 { return float64(s.Pages) }))
 	c.Profile("cache.hits", st(func(s CacheStats) float64 { return float64(s.Hits) }))
 	c.Profile("cache.misses", st(func(s CacheStats) float64 { return float64(s.Misses) }))
 	c.Profile("cache.evictions", st(func(s CacheStats) float64 { return float64(s.Evictions) }))
+	c.Profile("gzip.compressions", func() float64 { return float64(h.gz.compressions.Load()) })
 	return nil
 }
 
 func (h *pageCache) HandleEvents(batch []sink.Event) error {
 	hits := make([]hit, 0, len(batch))
 	var misses []*http.Request
+	var compress []hit // gzip clients of pages whose gzip copy is not cached
 	now := sink.Nanotime()
 	for _, e := range batch {
 		req, ok := e.(*http.Request)
@@ -110,17 +120,37 @@ func (h *pageCache) HandleEvents(batch []sink.Event) error {
 			h.log.Warn("haboob: PageCache: unexpected event", "type", fmt.Sprintf("%T", e))
 			continue
 		}
+		gz := h.gz.accepts(req)
+		if gz {
+			if q, ok := h.cache.get(gzipKey(req.Path), false); ok {
+				hits = append(hits, hit{req, q})
+				h.maybeRevalidate(q, now)
+				continue
+			}
+		}
 		p, ok := h.cache.Get(req.Path)
 		if !ok {
 			misses = append(misses, req)
 			continue
 		}
-		hits = append(hits, hit{req, p})
 		h.maybeRevalidate(p, now)
+		switch {
+		case !gz || p.rep.gz == gzipNone:
+			hits = append(hits, hit{req, p})
+		case p.rep.gz == gzipDynamic:
+			compress = append(compress, hit{req, p})
+		default: // the .gz sibling is not cached: CacheMiss reads it
+			p.Release()
+			misses = append(misses, req)
+		}
 	}
 	slices.SortStableFunc(hits, func(a, b hit) int { return len(a.page.Body) - len(b.page.Body) })
+	reply := func(r *http.Reply) { send(h.send, r, h.args.RetryAfter) }
 	for _, x := range hits {
-		send(h.send, staticReply(x.req, x.page.Body, x.page.ContentType, x.page.Validators, x.page.Header, x.page.ReleaseFunc()), h.args.RetryAfter)
+		reply(staticReply(x.req, x.page))
+	}
+	for _, x := range compress {
+		h.gz.serve(x.req, x.page, reply)
 	}
 	for _, req := range misses {
 		if err := h.miss.Enqueue(req); err != nil {
@@ -139,43 +169,46 @@ func (h *pageCache) maybeRevalidate(p *Page, now int64) {
 	}
 	last := p.checked.Load()
 	if now-last > int64(h.args.Revalidate) && p.checked.CompareAndSwap(last, now) {
-		h.miss.EnqueueLossy(revalidate{key: p.Key, v: p.Validators})
+		h.miss.EnqueueLossy(revalidate{p: p})
 	}
 }
 
-// staticReply answers a GET or HEAD for a file's bytes, honouring
-// conditional requests (304) and a single byte range (206 or 416). header
-// holds the fields of a 200 response (see pageHeader). done is attached to
-// the reply: it is called once the bytes are no longer needed.
-func staticReply(req *http.Request, body []byte, ctype string, v Validators, header http.Header, done func(error)) *http.Reply {
+// staticReply answers a GET or HEAD with a cached page, honouring
+// conditional requests (304) and a single byte range (206 or 416; a page
+// compressed on the fly ignores Range and is sent whole, as nginx does).
+// The page, retained for this reply, is released once its bytes are no
+// longer needed.
+func staticReply(req *http.Request, p *Page) *http.Reply {
 	// One allocation holds the reply, its response and its body slice.
 	s := &struct {
 		reply http.Reply
 		resp  http.Response
 		bufs  [1][]byte
 	}{}
-	s.reply = http.Reply{Req: req, Resp: &s.resp, Done: done}
+	s.reply = http.Reply{Req: req, Resp: &s.resp, Done: p.ReleaseFunc()}
+	body, r := p.Body, &p.rep
 	size := int64(len(body))
-	if NotModified(req, v) {
-		s.resp = http.Response{Status: http.StatusNotModified, Header: validatorFields(nil, v)}
+	if NotModified(req, r.v) {
+		s.resp = http.Response{Status: http.StatusNotModified, Header: r.notModifiedHeader()}
 		return &s.reply
 	}
-	if req.Method == "GET" {
-		r, partial, err := ParseRange(req, size, v)
+	if req.Method == "GET" && !r.noRanges {
+		br, partial, err := ParseRange(req, size, r.v)
 		switch {
 		case err != nil:
 			s.reply.Resp = http.StatusResponse(http.StatusRangeNotSatisfiable)
 			s.reply.Resp.Header.Add("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
 			return &s.reply
 		case partial:
-			s.reply.Resp = http.PartialContent(ctype, r.First, r.Last, size, nil)
-			s.reply.Resp.Header = append(validatorFields(s.reply.Resp.Header, v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
-			s.bufs[0] = body[r.First : r.Last+1]
+			s.reply.Resp = http.PartialContent(r.ctype, br.First, br.Last, size, nil)
+			s.reply.Resp.Header = r.encodingFields(s.reply.Resp.Header)
+			s.reply.Resp.Header = append(validatorFields(s.reply.Resp.Header, r.v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
+			s.bufs[0] = body[br.First : br.Last+1]
 			s.reply.Body = s.bufs[:]
 			return &s.reply
 		}
 	}
-	s.resp = http.Response{Status: http.StatusOK, Header: header, ContentLength: size}
+	s.resp = http.Response{Status: http.StatusOK, Header: p.Header, ContentLength: size}
 	s.bufs[0] = body
 	s.reply.Body = s.bufs[:]
 	return &s.reply

@@ -76,6 +76,7 @@ type Server struct {
 	https     *http.Server   // nil without HTTPS
 	certs     *aio.CertStore // HTTPS certificates (Reload on SIGHUP)
 	cache     *PageCache
+	gz        *gzipper
 	site      *Site
 	checksums []*checksum
 	// cacheView is the PageCache stage's cache, for HttpRecv's Combine
@@ -124,6 +125,15 @@ func (s *Server) Cache() *PageCache {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cache
+}
+
+// Compression returns the counters of on-the-fly compression (zero
+// before PageCache is initialized).
+func (s *Server) Compression() CompressionStats {
+	s.mu.Lock()
+	g := s.gz
+	s.mu.Unlock()
+	return g.stats()
 }
 
 // Shutdown closes the HTTP server gracefully (see http.Server.Shutdown).

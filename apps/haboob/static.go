@@ -120,6 +120,23 @@ func (s *Site) Resolve(urlPath string) (Target, error) {
 	return Target{File: real, Info: info}, nil
 }
 
+// Sibling returns the regular file named t's file plus ext ("index.html"
+// → "index.html.gz"), if there is one under the document root.
+func (s *Site) Sibling(t Target, ext string) (Target, bool) {
+	if t.File == "" {
+		return Target{}, false
+	}
+	real, err := filepath.EvalSymlinks(t.File + ext)
+	if err != nil || !within(s.root, real) {
+		return Target{}, false
+	}
+	info, err := os.Stat(real)
+	if err != nil || !info.Mode().IsRegular() {
+		return Target{}, false
+	}
+	return Target{File: real, Info: info}, true
+}
+
 // clientPathError reports whether resolving file failed because of what the
 // client asked for rather than a fault of the server: a name that does not
 // exist, a file used as a directory (/small.txt/x: ENOTDIR), a name too

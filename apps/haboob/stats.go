@@ -96,6 +96,10 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 		line("cache.evictions", st.Evictions)
 		line("cache.reused", st.Reused)
 	}
+	gz := h.srv.Compression()
+	line("gzip.compressions", gz.Compressions)
+	line("gzip.bytesIn", gz.BytesIn)
+	line("gzip.bytesOut", gz.BytesOut)
 	for _, s := range h.m.Stages() {
 		st := s.Stats()
 		rejected := st.RejectedFull + st.RejectedPredicate + st.RejectedClosed

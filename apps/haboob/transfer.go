@@ -37,7 +37,7 @@ type transfer struct {
 	req   *http.Request
 	conn  *http.Connection
 	path  string
-	ctype string
+	rep   rep   // what the responses say besides the bytes (validators from the open file)
 	chunk int64 // the pieces' size
 
 	mu     sync.Mutex
@@ -57,19 +57,19 @@ type transfer struct {
 // stream answers req with the file at path, read piece by piece. info is
 // the file's metadata from resolving the path (nil if unknown): an answer
 // without a body (HEAD, 304, 416) comes from it without opening the file.
-func (h *cacheMiss) stream(req *http.Request, path, ctype string, info fs.FileInfo) {
+func (h *cacheMiss) stream(req *http.Request, path string, r rep, info fs.FileInfo) {
 	conn, ok := req.Conn.(*http.Connection)
 	if !ok {
 		h.log.Warn("haboob: CacheMiss: request without a connection", "path", req.Path)
 		return
 	}
 	if info != nil {
-		if resp, _, n := fileResponse(req, info.Size(), ctype, validatorsOf(info)); n == 0 {
+		if resp, _, n := fileResponse(req, info.Size(), repOf(r, info)); n == 0 {
 			h.reply(req, resp)
 			return
 		}
 	}
-	t := &transfer{h: h, req: req, conn: conn, path: path, ctype: ctype, chunk: h.chunkSize()}
+	t := &transfer{h: h, req: req, conn: conn, path: path, rep: r, chunk: h.chunkSize()}
 	h.mu.Lock()
 	if last := h.lines[conn]; last != nil {
 		last.after = t // its turn comes when last is over
@@ -128,7 +128,7 @@ func (t *transfer) finished() {
 
 // opened starts the response once the file is open.
 func (t *transfer) opened(f *aio.File, info fs.FileInfo) {
-	resp, first, n := fileResponse(t.req, info.Size(), t.ctype, validatorsOf(info))
+	resp, first, n := fileResponse(t.req, info.Size(), repOf(t.rep, info))
 	t.mu.Lock()
 	t.file = f
 	if n == 0 {
@@ -285,32 +285,29 @@ func transferEvent(e sink.Event) error {
 	return nil
 }
 
-func validatorsOf(info fs.FileInfo) Validators {
-	return Validators{ETag: ETag(info), ModTime: info.ModTime()}
-}
-
 // fileResponse decides the answer to a GET or HEAD of a file of size
-// bytes: a 304 for a conditional request that matches, a 416 or a 206 for
-// a byte range, else a 200. first and n are the bytes of the file to send
-// after the header (n == 0: none).
-func fileResponse(req *http.Request, size int64, ctype string, v Validators) (resp *http.Response, first, n int64) {
-	if NotModified(req, v) {
-		return &http.Response{Status: http.StatusNotModified, Header: validatorFields(nil, v)}, 0, 0
+// bytes described by r: a 304 for a conditional request that matches, a
+// 416 or a 206 for a byte range, else a 200. first and n are the bytes of
+// the file to send after the header (n == 0: none).
+func fileResponse(req *http.Request, size int64, r rep) (resp *http.Response, first, n int64) {
+	if NotModified(req, r.v) {
+		return &http.Response{Status: http.StatusNotModified, Header: r.notModifiedHeader()}, 0, 0
 	}
 	if req.Method == "GET" {
-		r, partial, err := ParseRange(req, size, v)
+		br, partial, err := ParseRange(req, size, r.v)
 		switch {
 		case err != nil:
 			resp := http.StatusResponse(http.StatusRangeNotSatisfiable)
 			resp.Header.Add("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
 			return resp, 0, 0
 		case partial:
-			resp := http.PartialContent(ctype, r.First, r.Last, size, nil)
-			resp.Header = append(validatorFields(resp.Header, v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
-			return resp, r.First, r.Length()
+			resp := http.PartialContent(r.ctype, br.First, br.Last, size, nil)
+			resp.Header = r.encodingFields(resp.Header)
+			resp.Header = append(validatorFields(resp.Header, r.v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
+			return resp, br.First, br.Length()
 		}
 	}
-	resp = &http.Response{Status: http.StatusOK, Header: pageHeader(ctype, v), ContentLength: size}
+	resp = &http.Response{Status: http.StatusOK, Header: r.header(), ContentLength: size}
 	if !resp.SendsBody(req) {
 		return resp, 0, 0
 	}

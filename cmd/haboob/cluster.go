@@ -10,19 +10,24 @@ import (
 	"github.com/sandstorm-go/sandstorm/remote"
 )
 
-// clusterFlags are the -node, -nats and -nats-listen flags: each one given
-// overrides its key of global.cluster.
+// clusterFlags are the -node, -nats, -nats-listen, -nats-token-file and
+// -nats-tls-{cert,key,ca} flags: each one given overrides its key of
+// global.cluster.
 type clusterFlags struct {
-	node, nats, listen optionalString
-	tls                tlsFlags // the HTTPS flags travel along to buildNode
-	access             accessLogFlags
+	node, nats, listen        optionalString
+	tokenFile                 optionalString
+	natsCert, natsKey, natsCA optionalString
+	tls                       tlsFlags // the HTTPS flags travel along to buildNode
+	access                    accessLogFlags
 }
 
 // tlsFlags are -tls-addr, -tls-cert and -tls-key.
 type tlsFlags struct{ addr, cert, key string }
 
 // given reports whether any cluster flag was given.
-func (f *clusterFlags) given() bool { return f.node.set || f.nats.set || f.listen.set }
+func (f *clusterFlags) given() bool {
+	return f.node.set || f.nats.set || f.listen.set || f.tokenFile.set || f.natsCert.set || f.natsKey.set || f.natsCA.set
+}
 
 func (f *clusterFlags) override(cc *remote.ClusterConfig) {
 	if f.node.set {
@@ -33,6 +38,18 @@ func (f *clusterFlags) override(cc *remote.ClusterConfig) {
 	}
 	if f.listen.set {
 		cc.Listen = f.listen.value
+	}
+	if f.tokenFile.set {
+		cc.TokenFile = f.tokenFile.value
+	}
+	if f.natsCert.set {
+		cc.TLS.Cert = f.natsCert.value
+	}
+	if f.natsKey.set {
+		cc.TLS.Key = f.natsKey.value
+	}
+	if f.natsCA.set {
+		cc.TLS.CA = f.natsCA.value
 	}
 }
 

@@ -2,11 +2,22 @@ package main
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	nethttp "net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -152,5 +163,127 @@ func TestClusterFrontAndTwoWorkers(t *testing.T) {
 	}
 	if afterKillOK.Load() == 0 {
 		t.Fatal("no request succeeded on the surviving worker")
+	}
+}
+
+// TestClusterWithToken runs a front and a worker with -nats-token-file:
+// /checksum/ works through the worker; a worker without the token, or
+// with another, is refused at start (exit 1, without waiting for NATS),
+// and no process logs the token.
+func TestClusterWithToken(t *testing.T) {
+	bin := buildHaboob(t)
+	const secret = "cluster-secret-4711"
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	front := startNode(t, bin, "-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "",
+		"-nats-token-file", tokenFile)
+	startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats, "-nats-token-file", tokenFile)
+	resp, err := (&nethttp.Client{Timeout: 30 * time.Second}).Get("http://" + front.addr + "/checksum/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/checksum/ through the worker: %d", resp.StatusCode)
+	}
+	wrong := filepath.Join(dir, "wrong")
+	if err := os.WriteFile(wrong, []byte("not-"+secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-node", "worker", "-nats", front.nats},
+		{"-node", "worker", "-nats", front.nats, "-nats-token-file", wrong},
+	} {
+		start := time.Now()
+		cmd := exec.Command(bin, append([]string{"-config", clusterConfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%v: a worker without the token ran\n%s", args, out)
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("%v: refused after %v", args, d)
+		}
+		if !strings.Contains(string(out), "refused this node") {
+			t.Errorf("%v: no refusal in\n%s", args, out)
+		}
+		if strings.Contains(string(out), secret) {
+			t.Errorf("%v: the token is in the logs\n%s", args, out)
+		}
+	}
+}
+
+// testPKI writes a CA and a certificate it signed for 127.0.0.1, valid for
+// server and client authentication, to dir: ca.pem, node.pem, node.key.
+func testPKI(t *testing.T, dir string) (ca, cert, key string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "haboob test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	nodeKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "haboob node"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &nodeKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(nodeKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("node.pem", "CERTIFICATE", der), write("node.key", "EC PRIVATE KEY", keyDER)
+}
+
+// TestClusterWithTLSAndToken runs a front and a worker whose NATS speaks
+// mutual TLS and requires a token: /checksum/ works through the worker,
+// and a worker with the token but without TLS is refused at start.
+func TestClusterWithTLSAndToken(t *testing.T) {
+	bin := buildHaboob(t)
+	dir := t.TempDir()
+	ca, cert, key := testPKI(t, dir)
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("tls-and-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sec := []string{"-nats-token-file", tokenFile, "-nats-tls-cert", cert, "-nats-tls-key", key, "-nats-tls-ca", ca}
+	front := startNode(t, bin, append([]string{"-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", ""}, sec...)...)
+	startNode(t, bin, append([]string{"-config", clusterConfig, "-node", "worker", "-nats", front.nats}, sec...)...)
+	resp, err := (&nethttp.Client{Timeout: 30 * time.Second}).Get("http://" + front.addr + "/checksum/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/checksum/ through the worker: %d", resp.StatusCode)
+	}
+	out, err := exec.Command(bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats, "-nats-token-file", tokenFile).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "refused this node") {
+		t.Fatalf("a worker without TLS: %v\n%s", err, out)
 	}
 }

@@ -4,7 +4,8 @@
 //
 //	haboob [-config FILE] [-root DIR] [-addr HOST:PORT] [-profiler HOST:PORT]
 //	       [-tls-addr HOST:PORT [-tls-cert FILE -tls-key FILE]] [-debug]
-//	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT]
+//	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT] [-nats-token-file FILE]
+//	       [-nats-tls-cert FILE -nats-tls-key FILE] [-nats-tls-ca FILE]
 //	       [-access-log PATH|- [-access-log-format combined|json]]
 //
 // With no flags it serves a small bundled site on 127.0.0.1:8080, so that
@@ -35,9 +36,12 @@
 // names the node this process runs as, and it hosts only the stages whose
 // `nodes:` list names it; -nats joins the NATS server at URL instead of
 // embedding one, and -nats-listen is where the embedded server takes
-// other processes' connections. The flags override global.cluster's
-// node, nats and listen; a configuration without a cluster block starts
-// no NATS. Cluster flags without -config select the embedded
+// other processes' connections. -nats-token-file names a file holding
+// the cluster's token (the embedded server requires it, every node
+// presents it), and -nats-tls-cert, -nats-tls-key and -nats-tls-ca make
+// NATS speak TLS (see remote.ClusterTLS). The flags override
+// global.cluster's node, nats, listen, tokenFile and tls.{cert,key,ca}; a
+// configuration without a cluster block starts no NATS. Cluster flags without -config select the embedded
 // configs/haboob-cluster.yaml.
 package main
 
@@ -89,6 +93,10 @@ func run(args []string) int {
 	fs.Var(&cf.node, "node", "cluster node name, overriding global.cluster.node")
 	fs.Var(&cf.nats, "nats", `NATS server URL to join, overriding global.cluster.nats ("": embed one)`)
 	fs.Var(&cf.listen, "nats-listen", "client address of the embedded NATS server, overriding global.cluster.listen")
+	fs.Var(&cf.tokenFile, "nats-token-file", "file holding the cluster's NATS token (required by the embedded server, presented by every node), overriding global.cluster.tokenFile")
+	fs.Var(&cf.natsCert, "nats-tls-cert", "NATS TLS certificate (PEM), overriding global.cluster.tls.cert")
+	fs.Var(&cf.natsKey, "nats-tls-key", "NATS TLS private key (PEM), overriding global.cluster.tls.key")
+	fs.Var(&cf.natsCA, "nats-tls-ca", "CA (PEM) NATS peers are verified against, overriding global.cluster.tls.ca")
 	var tf tlsFlags
 	fs.StringVar(&tf.addr, "tls-addr", "", "HTTPS listen address beside -addr, overriding HttpRecv's tls.addr (no certificate: a self-signed one for localhost, for trying HTTPS out)")
 	fs.StringVar(&tf.cert, "tls-cert", "", "HTTPS certificate chain (PEM), overriding HttpRecv's tls.cert")

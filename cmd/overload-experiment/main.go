@@ -246,11 +246,13 @@ func (r *run) execute(phases []phase, total time.Duration) error {
 	for sec := 0; sec < int(total/time.Second); sec++ {
 		<-tick.C
 		rate := -1.0
-		enqueuepred.Inspect(r.pred, func(name string, v float64) {
-			if name == "rate" || strings.HasSuffix(name, ".rate") && rate < 0 {
-				rate = v
-			}
-		})
+		if in, ok := r.pred.(enqueuepred.Inspector); ok {
+			in.Inspect(func(name string, v float64) {
+				if name == "rate" || strings.HasSuffix(name, ".rate") && rate < 0 {
+					rate = v
+				}
+			})
+		}
 		r.rates = append(r.rates, rate)
 	}
 	tick.Stop()
@@ -349,8 +351,7 @@ func runSpike(w io.Writer, o options) {
 		var pred sink.Predicate
 		switch mode {
 		case "thesis", "fast":
-			m, _ := enqueuepred.ParseMode(mode)
-			rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: o.target, Mode: m})
+			rt, err := enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: o.target, Mode: mode})
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -415,10 +416,9 @@ func runMulticlass(w io.Writer, o options) {
 		case "single":
 			pred, err = enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: o.target})
 		default:
-			m, _ := enqueuepred.ParseMode(mode)
 			pred, err = enqueuepred.NewMulticlass(enqueuepred.MulticlassConfig{
 				Targets: map[int]time.Duration{0: o.target, 1: o.target},
-				RT:      enqueuepred.RTConfig{Mode: m},
+				RT:      enqueuepred.RTConfig{Mode: mode},
 			})
 		}
 		if err != nil {

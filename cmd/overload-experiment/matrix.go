@@ -84,9 +84,9 @@ func newPredicate(ctl string, target time.Duration) (sink.Predicate, error) {
 	case "rt":
 		return enqueuepred.NewResponseTime(enqueuepred.RTConfig{Target: target})
 	case "vegas":
-		return enqueuepred.NewLimit(enqueuepred.LimitConfig{Algorithm: enqueuepred.Vegas})
+		return enqueuepred.NewLimit(enqueuepred.LimitConfig{Algorithm: "vegas"})
 	case "gradient":
-		return enqueuepred.NewLimit(enqueuepred.LimitConfig{Algorithm: enqueuepred.Gradient})
+		return enqueuepred.NewLimit(enqueuepred.LimitConfig{Algorithm: "gradient"})
 	case "none":
 		return nil, nil
 	}

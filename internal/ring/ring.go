@@ -25,6 +25,9 @@ func New[T any](limit int) *Ring[T] {
 // Len returns how many values the ring holds.
 func (r *Ring[T]) Len() int { return r.n }
 
+// Cap returns how many values the ring holds without growing.
+func (r *Ring[T]) Cap() int { return len(r.buf) }
+
 // Full reports whether a bounded ring holds its limit (the next Push
 // drops a value). An unbounded ring is never full.
 func (r *Ring[T]) Full() bool { return r.limit > 0 && r.n == r.limit }

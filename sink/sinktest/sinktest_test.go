@@ -47,7 +47,7 @@ func queueHarness(capacity int, sched func() sink.Scheduler) func(t *testing.T) 
 			LenExact:          true,
 			Limit: func(n int) (sink.Predicate, func() int) {
 				c := enqueuepred.NewCounter(n)
-				return c, c.InFlight
+				return c, c.(interface{ InFlight() int }).InFlight
 			},
 		}
 	}
