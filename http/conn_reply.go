@@ -136,8 +136,9 @@ func (c *Connection) dropPendingLocked() {
 // the socket's outbox.
 func (c *Connection) emitLocked(r Reply) {
 	c.nextOut++
-	if c.waitq.Len() > 0 {
-		c.waitq.Pop()
+	var arrived int64 // sink.Nanotime of the request's arrival (0: unknown)
+	if w, ok := c.waitq.Pop(); ok {
+		arrived = w.at
 	}
 	if c.closing {
 		c.dropLocked(r, fmt.Errorf("http: %s is closing: %w", c, &sink.ClosedError{Sink: c.String()}))
@@ -198,6 +199,9 @@ func (c *Connection) emitLocked(r Reply) {
 	if class := resp.status() / 100; class >= 1 && class <= 5 {
 		srv.stats.byClass[class].Add(1)
 	}
+	if srv.cfg.OnResponse != nil {
+		c.recordLocked(req, resp, sends, arrived, now)
+	}
 	if r.Stream != nil {
 		c.startStreamLocked(r.Stream, sends)
 	}
@@ -210,6 +214,31 @@ func (c *Connection) emitLocked(r Reply) {
 	if c.wantCont && c.contSeq == c.nextOut && c.stream == nil {
 		c.pushContinueLocked()
 	}
+}
+
+// recordLocked tells ServerConfig.OnResponse about a response just
+// handed to the socket.
+func (c *Connection) recordLocked(req *Request, resp *Response, sends bool, arrived int64, now time.Time) {
+	rec := AccessRecord{
+		RemoteAddr: c.sock.RemoteAddr(),
+		Time:       now,
+		Status:     resp.status(),
+		TLS:        c.srv.cfg.Socket.TLS != nil,
+	}
+	if sends {
+		rec.Bytes = resp.length()
+	}
+	if arrived != 0 {
+		rec.Duration = time.Duration(sink.Nanotime() - arrived)
+	}
+	if req != nil {
+		rec.Method, rec.Target, rec.Proto = req.Method, req.Target, req.Proto
+		rec.Referer, rec.UserAgent = req.Header.Get("Referer"), req.Header.Get("User-Agent")
+		if !req.Received.IsZero() {
+			rec.Time = req.Received
+		}
+	}
+	c.srv.cfg.OnResponse(rec)
 }
 
 func headerSize(r *Response) int { return 160 + 40*len(r.Header) }

@@ -134,6 +134,15 @@ type ServerConfig struct {
 	// event loop's other connections, wait for it. Requests it answers
 	// count in ServerStats.Requests like the others.
 	Inline func(*Request) bool
+	// OnResponse, if set, is called once for every response the server
+	// hands to the socket: the application's answers, 503 rejections, and
+	// the server's own answers to requests that failed to parse or timed
+	// out (Method, Target and Proto then empty). It is the access log's
+	// source (package http/accesslog). It runs on the answering goroutine
+	// with the connection's lock held: it must not block and must not call
+	// the Connection; copy what it keeps (the record's strings are the
+	// request's and stay valid).
+	OnResponse func(AccessRecord)
 
 	// TimerInterval is how often timeouts are checked (0: a quarter of the
 	// smallest timeout, within 5ms..1s).

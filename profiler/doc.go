@@ -25,7 +25,14 @@
 //     plots of queue lengths, pool sizes, throughput, rejections and p90
 //     times per stage), the samples as JSON at /debug/sandstorm/metrics.json,
 //     the Prometheus text exposition at /metrics and net/http/pprof under
-//     /debug/pprof/.
+//     /debug/pprof/;
+//   - is the admin port (DESIGN §12): /healthz answers 200 while the
+//     process runs; /readyz 200 while serving and 503 once draining (Drain,
+//     or the manager's Shutdown began) or after a root supervisor gave up
+//     (stage.Manager.Ready); /config the effective configuration as YAML
+//     with secrets redacted (EffectiveConfig, IsSecretKey). A library
+//     application that sets global.profiler.http in its file and builds its
+//     manager with stage.Load or stage.Parse gets all of them.
 //
 // The values come from the manager's own go-metrics registry
 // (stage.Manager.Metrics), where package stage registers each stage's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/profiler"
@@ -88,4 +89,33 @@ func ExampleDot() {
 	// 	"(outside)" -> "Recv" [label="120"];
 	// 	"Recv" -> "Send" [label="118"];
 	// }
+}
+
+// EffectiveConfig renders what /config serves: the configuration in
+// force, defaults filled in, secrets redacted.
+func ExampleEffectiveConfig() {
+	cfg, err := stage.ParseConfig([]byte(`
+global:
+  profiler: {http: "127.0.0.1:9090"}
+stages:
+  Mail:
+    handler: app.Mail
+    args: {smtp: "mail.example:25", password: hunter2}
+`), "app.yaml")
+	if err != nil {
+		panic(err)
+	}
+	out, err := profiler.EffectiveConfig(cfg, profiler.Config{HTTP: "127.0.0.1:9090"})
+	if err != nil {
+		panic(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "http:") || strings.Contains(line, "smtp") || strings.Contains(line, "password") {
+			fmt.Println(strings.TrimSpace(line))
+		}
+	}
+	// Output:
+	// http: 127.0.0.1:9090
+	// smtp: "mail.example:25"
+	// password: <redacted>
 }

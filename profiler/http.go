@@ -38,6 +38,11 @@ var maxWait = 10 * time.Second
 //	/debug/sandstorm/graph.svg     the same rendered by dot (501 when dot is not installed)
 //	/debug/pprof/                  net/http/pprof
 //	/metrics                       Prometheus text exposition (client_golang)
+//	/healthz                       200 "ok" while the process runs
+//	/readyz                        200 while serving; 503 while draining (Drain, or the
+//	                               manager's Shutdown began) or after a root supervisor gave up
+//	/config                        the effective configuration as YAML, secrets redacted
+//	                               (see EffectiveConfig)
 //
 // metrics.json?after=N also lists, under "samples", the kept samples newer
 // than N, waiting (up to two intervals) for one when there is none yet:
@@ -49,6 +54,9 @@ func (p *Profiler) Handler() http.Handler {
 	mux.HandleFunc("GET "+GraphDotPath, p.serveDot)
 	mux.HandleFunc("GET "+GraphSVGPath, p.serveSVG)
 	mux.Handle("GET "+PrometheusPath, p.prometheusHandler())
+	mux.HandleFunc("GET "+HealthzPath, p.serveHealthz)
+	mux.HandleFunc("GET "+ReadyzPath, p.serveReadyz)
+	mux.HandleFunc("GET "+ConfigPath, p.serveConfig)
 	mux.HandleFunc(PprofPath, pprof.Index)
 	mux.HandleFunc(PprofPath+"cmdline", pprof.Cmdline)
 	mux.HandleFunc(PprofPath+"profile", pprof.Profile)

@@ -54,6 +54,8 @@ type Profiler struct {
 	history *ring.Ring[Sample] // the last historyLen samples
 	fresh   chan struct{}      // closed and replaced at every new sample
 	polls   atomic.Int32       // requests waiting for a sample
+
+	draining atomic.Bool // Drain was called: /readyz answers 503
 }
 
 // New returns a profiler of m, not started. Zero fields of cfg take their

@@ -2,6 +2,7 @@ package stage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -110,4 +111,18 @@ func ExampleManager_CreateStage() {
 	// <nil>
 	// sink "Guarded": enqueue rejected: queue full
 	// 1 handled, 1 rejected
+}
+
+// Ready is a readiness probe's answer: nil only while the manager runs.
+func ExampleManager_Ready() {
+	m := stage.NewManager(stage.Options{})
+	fmt.Println(m.Ready())
+	_ = m.Start(context.Background())
+	fmt.Println(m.Ready())
+	_ = m.Shutdown(context.Background())
+	fmt.Println(errors.Is(m.Ready(), stage.ErrNotReady), m.Ready())
+	// Output:
+	// stage: manager not ready: not started
+	// <nil>
+	// true stage: manager not ready: stopped
 }

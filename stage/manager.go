@@ -31,6 +31,8 @@ var (
 	// will ever see (it never ran, or it did not drain in time); they are
 	// counted in the stage's Removed statistic.
 	ErrEventsDiscarded = errors.New("stage: queued events discarded")
+	// ErrNotReady: the manager is not serving (see Ready).
+	ErrNotReady = errors.New("stage: manager not ready")
 )
 
 // Options configure a Manager. The zero value is usable.
@@ -184,6 +186,30 @@ func (m *Manager) Done() <-chan struct{} { return m.stop.done }
 // (joined with any shutdown error), or the error Shutdown or Start
 // returned.
 func (m *Manager) Err() error { return m.stop.result() }
+
+// Ready reports whether the manager is serving: nil while it runs, else
+// an error wrapping ErrNotReady that says why: not started yet, draining
+// (Shutdown has begun), stopped, or stopping because a root supervisor
+// gave up (then it also wraps ErrGaveUp and the supervisor's cause). It
+// is the answer of a readiness probe (the profiler's /readyz); it never
+// blocks.
+func (m *Manager) Ready() error {
+	if cause := m.stop.reason(); cause != nil {
+		return fmt.Errorf("%w: %w", ErrNotReady, cause)
+	}
+	m.mu.RLock()
+	st := m.state
+	m.mu.RUnlock()
+	switch st {
+	case stateNew:
+		return fmt.Errorf("%w: not started", ErrNotReady)
+	case stateStopping:
+		return fmt.Errorf("%w: draining", ErrNotReady)
+	case stateStopped:
+		return fmt.Errorf("%w: stopped", ErrNotReady)
+	}
+	return nil
+}
 
 // finish records the final error and closes Done, once.
 func (m *Manager) finish(err error) { m.stop.finish(err) }

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/configs"
+	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -40,8 +42,12 @@ type Config struct {
 	// the rt predicates (DefaultPredicate).
 	Degrade Degrade
 	// Addr overrides the listen address (127.0.0.1:8081; port 0: any).
-	Addr   string
-	Logger *slog.Logger
+	Addr string
+	// Profiler, if set, overrides global.profiler.http: the admin address
+	// serving the dashboard, /metrics, /healthz, /readyz, /config and
+	// /debug/pprof/ (port 0: any; see Service.Profiler).
+	Profiler string
+	Logger   *slog.Logger
 }
 
 // Service is a running Arashi: the mail store, the App and the stage
@@ -52,6 +58,7 @@ type Service struct {
 	Manager *stage.Manager
 	Gen     GenStats // what Start generated (zero if the database had users)
 	tmp     string
+	prof    *profiler.Profiler
 }
 
 // Start opens (and, if empty, generates) the database, builds the stage
@@ -112,8 +119,25 @@ func Start(ctx context.Context, cfg Config) (svc *Service, err error) {
 	if s.Manager, err = stage.NewFromConfig(scfg, reg, stage.Options{Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
+	pcfg, err := profiler.ConfigFrom(s.Manager)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Profiler != "" {
+		pcfg.HTTP = cfg.Profiler
+	}
+	if s.prof, err = profiler.New(s.Manager, pcfg, cfg.Logger); err != nil {
+		return nil, err
+	}
 	if err = s.Manager.Start(context.Background()); err != nil {
 		return nil, err
+	}
+	if err = s.prof.Start(context.Background()); err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.App.Shutdown(sctx)
+		_ = s.Manager.Shutdown(sctx)
+		return nil, fmt.Errorf("arashi: profiler: %w", err)
 	}
 	return s, nil
 }
@@ -121,6 +145,9 @@ func Start(ctx context.Context, cfg Config) (svc *Service, err error) {
 // Shutdown stops the HTTP server (finishing the responses it owes), then
 // the stages, then closes the database and removes a temporary one.
 func (s *Service) Shutdown(ctx context.Context) error {
+	if s.prof != nil {
+		s.prof.Drain() // /readyz: 503 from the start of the shutdown
+	}
 	var errs []error
 	if s.App != nil {
 		errs = append(errs, s.App.Shutdown(ctx))
@@ -128,9 +155,17 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	if s.Manager != nil {
 		errs = append(errs, s.Manager.Shutdown(ctx))
 	}
+	if s.prof != nil {
+		errs = append(errs, s.prof.Shutdown(ctx))
+	}
 	errs = append(errs, s.close())
 	return errors.Join(errs...)
 }
+
+// Profiler returns the service's profiler: its Addr is the admin port
+// (Addr is nil when neither global.profiler.http nor Config.Profiler
+// sets one).
+func (s *Service) Profiler() *profiler.Profiler { return s.prof }
 
 func (s *Service) close() error {
 	var errs []error

@@ -153,6 +153,9 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		RetryAfter:      a.RetryAfter,
 		SkipBody:        h.skipBody,
 	}
+	if al := h.srv.opts.AccessLog; al != nil {
+		hcfg.OnResponse = al.Record
+	}
 	c.Profile("requests.inline", func() float64 { return float64(h.inline.Load()) })
 	if a.Combine {
 		h.self = c.Stage().Sink()

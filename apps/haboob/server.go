@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/http/accesslog"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -53,6 +54,11 @@ type Options struct {
 	TLSAddr, TLSCert, TLSKey string
 	// Logger receives Haboob's logs (nil: the manager's).
 	Logger *slog.Logger
+	// AccessLog, if set, gets one record for every response HttpRecv's
+	// servers send, HTTP and HTTPS, rejections and errors included
+	// (http.ServerConfig.OnResponse); the statistics page shows its
+	// counts. The owner closes it after the server's Shutdown.
+	AccessLog *accesslog.Log
 }
 
 // Server is one Haboob instance: the state its stages share (the HTTP

@@ -63,6 +63,12 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 	var b strings.Builder
 	line := func(name string, v any) { fmt.Fprintf(&b, "%s %v\n", name, v) }
 	line("uptime", time.Since(h.srv.started).Round(time.Millisecond))
+	if al := h.srv.opts.AccessLog; al != nil {
+		st := al.Stats()
+		line("accesslog.written", st.Written)
+		line("accesslog.dropped", st.Dropped)
+		line("accesslog.errors", st.Errors)
+	}
 	if hs, err := h.srv.HTTP(); err == nil {
 		st := hs.Stats()
 		line("http.connections.open", st.Open)

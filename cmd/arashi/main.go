@@ -2,14 +2,17 @@
 // (chapter 6 §3), on the Haboob stage graph of configs/arashi.yaml (embedded)
 // with a SQLite mail store.
 //
-//	arashi [-addr HOST:PORT] [-db FILE] [-users N] [-seed N] [-pool N] [-config FILE] [-predicate BLOCK] [-degrade MODE]
+//	arashi [-addr HOST:PORT] [-profiler HOST:PORT] [-db FILE] [-users N] [-seed N] [-pool N] [-config FILE] [-predicate BLOCK] [-degrade MODE]
 //
 // With no flags it generates a fresh mail store of 64 users in a temporary
 // directory (a few seconds; removed at exit) and serves it on
 // http://127.0.0.1:8081: log in as user2 / pass2 (user1 has the largest
 // folder, 12,794 messages). -db keeps the store in FILE (generated only if
 // it has no users). -degrade alone|admission switches on service
-// degradation (arashi.Degrade). SIGINT or SIGTERM shuts it down cleanly.
+// degradation (arashi.Degrade). -profiler ADDR (default off, as in
+// configs/arashi.yaml; 127.0.0.1:9091 is free beside Haboob's 9090) opens
+// the admin port Haboob has: the dashboard at /debug/sandstorm/, /metrics,
+// /healthz, /readyz, /config and /debug/pprof/. SIGINT or SIGTERM shuts it down cleanly.
 package main
 
 import (
@@ -23,6 +26,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/apps/arashi"
+	"github.com/sandstorm-go/sandstorm/profiler"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -37,6 +41,7 @@ func run(args []string) int {
 	config := fs.String("config", "", "stage configuration (default: the embedded configs/arashi.yaml)")
 	pred := fs.String("predicate", "", `admission block for every request type, e.g. "{type: threshold, limit: 1000000}" (default: the configuration's)`)
 	degrade := fs.String("degrade", "off", "service degradation: off, alone (no admission control) or admission (back on at the lowest quality)")
+	prof := fs.String("profiler", "", `admin address (dashboard, /metrics, /healthz, /readyz, /config, /debug/pprof/), e.g. 127.0.0.1:9091, overriding global.profiler.http (default: off)`)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -50,7 +55,7 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	cfg := arashi.Config{File: *config, DB: *db, Users: *users, Seed: *seed, Pool: *pool, Addr: *addr, Predicate: *pred, Degrade: mode, Logger: log}
+	cfg := arashi.Config{File: *config, DB: *db, Users: *users, Seed: *seed, Pool: *pool, Addr: *addr, Predicate: *pred, Degrade: mode, Profiler: *prof, Logger: log}
 	if *config != "" {
 		data, err := os.ReadFile(*config)
 		if err != nil {
@@ -67,6 +72,10 @@ func run(args []string) int {
 		return 1
 	}
 	log.Info("arashi: ready", "url", "http://"+svc.App.Addr().String()+"/", "login", "user2 / pass2")
+	if p := svc.Profiler(); p != nil && p.Addr() != nil {
+		log.Info("arashi: admin port", "dashboard", "http://"+p.Addr().String()+profiler.DashboardPath,
+			"endpoints", "/metrics /healthz /readyz /config /debug/pprof/")
+	}
 	select {
 	case <-sigs.Done():
 		log.Info("arashi: shutting down")

@@ -18,6 +18,7 @@ type clusterFlags struct {
 	tokenFile                 optionalString
 	natsCert, natsKey, natsCA optionalString
 	tls                       tlsFlags // the HTTPS flags travel along to buildNode
+	access                    accessLogFlags
 }
 
 // tlsFlags are -tls-addr, -tls-cert and -tls-key.

@@ -6,6 +6,7 @@
 //	       [-tls-addr HOST:PORT [-tls-cert FILE -tls-key FILE]] [-debug]
 //	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT] [-nats-token-file FILE]
 //	       [-nats-tls-cert FILE -nats-tls-key FILE] [-nats-tls-ca FILE]
+//	       [-access-log PATH|- [-access-log-format combined|json]]
 //
 // With no flags it serves a small bundled site on 127.0.0.1:8080, so that
 // `go run ./cmd/haboob` just works; the bundled files are extracted to a
@@ -15,7 +16,16 @@
 // CacheMiss stage); the bundled site is served only when neither sets one.
 // -addr overrides the listen address (port 0 picks a free port); -profiler
 // overrides the profiler's dashboard address ("" turns it off). Logs go to
-// stderr. SIGINT or SIGTERM shuts down cleanly, within the configuration's
+// stderr. The profiler's address is also the admin port: /healthz,
+// /readyz (503 from the start of a shutdown, or once a root supervisor
+// gave up), /config (the effective configuration, secrets redacted),
+// /metrics and /debug/pprof/ (see haboob -h and package profiler).
+// -access-log PATH writes one line per response (combined log format, or
+// JSON lines with -access-log-format json; "-" is stderr), off the serving
+// path: under overload lines are dropped and counted (accesslog.dropped on
+// the stats page and in the profiler) rather than slowing responses
+// (package http/accesslog).
+// SIGINT or SIGTERM shuts down cleanly, within the configuration's
 // global.shutdown: the server reads no more requests and closes the
 // connections that owe no response (idle ones, half-sent requests), the
 // others once their responses are sent (connections still stuck behind a
@@ -48,6 +58,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/configs"
+	"github.com/sandstorm-go/sandstorm/http/accesslog"
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/remote"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -76,7 +87,7 @@ func run(args []string) int {
 	root := fs.String("root", "", "document root (default: the bundled site)")
 	addr := fs.String("addr", "", "listen address, overriding the configuration (port 0: any free port)")
 	var prof optionalString
-	fs.Var(&prof, "profiler", `profiler dashboard address, overriding global.profiler.http ("" turns it off)`)
+	fs.Var(&prof, "profiler", `admin address (dashboard, /metrics, /healthz, /readyz, /config, /debug/pprof/), overriding global.profiler.http ("" turns it off)`)
 	debug := fs.Bool("debug", false, "log at debug level")
 	var cf clusterFlags
 	fs.Var(&cf.node, "node", "cluster node name, overriding global.cluster.node")
@@ -90,7 +101,18 @@ func run(args []string) int {
 	fs.StringVar(&tf.addr, "tls-addr", "", "HTTPS listen address beside -addr, overriding HttpRecv's tls.addr (no certificate: a self-signed one for localhost, for trying HTTPS out)")
 	fs.StringVar(&tf.cert, "tls-cert", "", "HTTPS certificate chain (PEM), overriding HttpRecv's tls.cert")
 	fs.StringVar(&tf.key, "tls-key", "", "HTTPS private key (PEM), overriding HttpRecv's tls.key")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of haboob:\n")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), adminHelp)
+	}
+	fs.StringVar(&cf.access.path, "access-log", "", `access log file, one line per response ("-": stderr; default: none)`)
+	fs.StringVar(&cf.access.format, "access-log-format", "combined", "access log format: combined or json (JSON lines through slog)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if _, err := accesslog.ParseFormat(cf.access.format); err != nil {
+		fmt.Fprintln(os.Stderr, "haboob:", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -218,6 +240,16 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 	return err
 }
 
+// adminHelp closes -h: where the admin endpoints are.
+const adminHelp = `
+Admin endpoints, on the profiler's address (-profiler, global.profiler.http;
+http://127.0.0.1:9090 with the embedded configuration), not on the site's:
+  /debug/sandstorm/  dashboard          /metrics  Prometheus metrics
+  /healthz           200 while running  /readyz   200 serving, 503 draining or given up
+  /config            effective configuration (YAML, secrets redacted)
+  /debug/pprof/      Go profiles
+`
+
 // instance is a Haboob built from a configuration: the web server's
 // stages, the manager running them and the profiler.
 type instance struct {
@@ -227,6 +259,8 @@ type instance struct {
 	p   *profiler.Profiler
 	// node is this process's cluster membership (nil without a cluster).
 	node *remote.Node
+	// al is the access log (-access-log; nil: none).
+	al *accesslog.Log
 }
 
 // build wires Haboob from cfg: root and addr override the configuration
@@ -244,6 +278,11 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	if cf != nil {
 		opts.TLSAddr, opts.TLSCert, opts.TLSKey = cf.tls.addr, cf.tls.cert, cf.tls.key
 	}
+	al, err := cf.openAccessLog()
+	if err != nil {
+		return nil, err
+	}
+	opts.AccessLog = al
 	hb := haboob.New(opts)
 	reg := stage.NewRegistry()
 	hb.Register(reg)
@@ -253,10 +292,17 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	}
 	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log}, remote.Options{Codecs: haboobCodecs()}, override)
 	if err != nil {
+		_ = closeAccessLog(al)
 		return nil, err
+	}
+	if al != nil {
+		if err := al.Register(m.Metrics()); err != nil {
+			log.Warn("haboob: access log metrics not registered", "err", err)
+		}
 	}
 	pcfg, err := profiler.ConfigFrom(m)
 	if err != nil {
+		_ = closeAccessLog(al)
 		return nil, err
 	}
 	if tune != nil {
@@ -265,9 +311,10 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	p, err := profiler.New(m, pcfg, log)
 	if err != nil {
 		_ = node.Close()
+		_ = closeAccessLog(al)
 		return nil, err
 	}
-	return &instance{log: log, hb: hb, m: m, p: p, node: node}, nil
+	return &instance{log: log, hb: hb, m: m, p: p, node: node, al: al}, nil
 }
 
 // start starts the stages, then the profiler. A profiler that cannot start
@@ -278,6 +325,7 @@ func (in *instance) start() error {
 	if err := in.m.Start(context.Background()); err != nil {
 		_ = in.hb.Close()
 		_ = in.node.Close()
+		_ = closeAccessLog(in.al)
 		return err
 	}
 	if err := in.p.Start(context.Background()); err != nil {
@@ -285,6 +333,7 @@ func (in *instance) start() error {
 		defer cancel()
 		_ = in.hb.Close()
 		_ = in.m.Shutdown(ctx)
+		_ = closeAccessLog(in.al)
 		return fmt.Errorf("profiler not started (-profiler \"\" runs without it): %w", err)
 	}
 	if a := in.p.Addr(); a != nil {
@@ -311,7 +360,11 @@ func needHttpRecv(cfg *stage.Config) error {
 // events from other nodes once its own HTTP responses are out, and leaves
 // NATS after its stages have drained.
 func (in *instance) shutdown(ctx context.Context) error {
-	return errors.Join(in.hb.Shutdown(ctx), in.node.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx), in.node.Close())
+	in.p.Drain() // /readyz: 503 from the first moment of the shutdown
+	hbErr := in.hb.Shutdown(ctx)
+	// Every response is out: the access log has its last line.
+	alErr := closeAccessLog(in.al)
+	return errors.Join(hbErr, alErr, in.node.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx), in.node.Close())
 }
 
 // configRoot returns the document root the configuration sets: the `root`
