@@ -423,7 +423,7 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool)
 			sc.sections.set(key, val)
 		}
 		sc.ThreadPool.Controller.Disabled = !sc.ThreadPool.Controller.Enabled
-		if sc.Handler == "" && v.Kind == yaml.MappingNode {
+		if sc.Handler == "" {
 			serrs = append(serrs, yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler"))
 		}
 		sc.path, sc.file = path, file
