@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/internal/clock"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // Dispatch rate (`queue: {dispatch: 100, burst: 10}`, JOBS's queueing
-// regulator): the runtime waits for the rate before handing a batch to the
-// handler. Queue age limit (`queue: {max_time: 2s}`, JOBS's max_time) and
+// regulator): a token bucket of that rate and depth; the runtime hands the
+// handler batches of at most burst events, each event once it has its
+// token (runPaced). Queue age limit (`queue: {max_time: 2s}`, JOBS's max_time) and
 // dequeue-side shedding (a sink.Shedder predicate, e.g. CoDel): the runtime
 // hands a dequeued batch to expire before the handler; events that waited
 // longer than the limit, or that the predicate sheds, are not handled. They are counted (the queue's
@@ -69,36 +71,86 @@ func checkMaxTime(q QueueConfig) *problem {
 	return nil
 }
 
-// newPacer returns the queue's dispatch regulator, or nil.
-func newPacer(q QueueConfig) *enqueuepred.Pacer {
+// newPacer returns the queue's dispatch regulator on clock now (nil:
+// time.Now), or nil.
+func newPacer(q QueueConfig, now func() time.Time) *enqueuepred.Pacer {
 	if q.Dispatch <= 0 {
 		return nil
 	}
-	p, err := enqueuepred.NewPacer(enqueuepred.PacerConfig{Rate: q.Dispatch, Depth: q.Burst})
+	p, err := enqueuepred.NewPacer(enqueuepred.PacerConfig{Rate: q.Dispatch, Depth: q.Burst, Now: now})
 	if err != nil {
 		return nil // unreachable after checkMaxTime
 	}
 	return p
 }
 
-// beforeBatch applies the queue's age limit and shedding, then waits for
-// the dispatch rate (JOBS's queueing regulator: the events wait, in the
-// queue or in this worker, instead of being refused). It returns the
-// events to handle.
-func (s *Stage) beforeBatch(events []sink.Event, stamps []int64) ([]sink.Event, []int64) {
-	if s.queue.Sheds() {
+// runPaced hands a batch to the handler as the dispatch regulator lets
+// its events go (JOBS's queueing regulator: the events wait, in the queue
+// or in this worker, instead of being refused). The regulator is a token
+// bucket of rate queue.dispatch and depth queue.burst, which bounds the
+// batch too (runtimeView.BatchSize): the events that have a token go at
+// once, as one batch; the next waits for its token, and goes with those
+// whose tokens have come meanwhile. Once the burst is spent, at 200/s,
+// that is a batch of one event every 5 ms. After a wait the queue's age
+// limit (max_time) and shedding apply again. When the manager ends the
+// events go without waiting.
+func (s *Stage) runPaced(events, scratch []sink.Event, stamps []int64) {
+	start, waited := 0, false
+	for i := range events {
+		d := s.pacer.Reserve(1)
+		if d <= 0 {
+			continue
+		}
+		due := s.mgr.now().Add(d)
+		if i > start {
+			s.runChunk(events[start:i], scratch[start:i], stamps[start:i], waited)
+		}
+		s.waitUntil(due)
+		start, waited = i, true
+	}
+	if start < len(events) {
+		s.runChunk(events[start:], scratch[start:], stamps[start:], waited)
+	}
+}
+
+// runChunk runs part of a paced batch, applying the age limit and
+// shedding again if it waited for the rate.
+func (s *Stage) runChunk(events, scratch []sink.Event, stamps []int64, waited bool) {
+	if waited && s.queue.Sheds() {
 		if events, stamps = s.expire(events, stamps); len(events) == 0 {
-			return events, stamps
+			return
 		}
 	}
-	if s.pacer != nil {
-		ctx := s.mgr.runContext()
-		if ctx == nil {
-			ctx = context.Background()
-		}
-		_ = s.pacer.Wait(ctx, len(events)) // manager ending: handle without waiting
+	s.runNow(events, scratch, stamps)
+}
+
+// waitUntil waits until due on the manager's clock (Options.Now and
+// After), or until the manager ends.
+func (s *Stage) waitUntil(due time.Time) {
+	d := due.Sub(s.mgr.now())
+	if d <= 0 {
+		return
 	}
-	return events, stamps
+	ctx := s.mgr.runContext()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if after := s.mgr.opts.After; after != nil {
+		select {
+		case <-after(d):
+		case <-ctx.Done():
+		}
+		return
+	}
+	clock.Sleep(ctx, d)
+}
+
+// now reads the manager's clock (Options.Now).
+func (m *Manager) now() time.Time {
+	if m.opts.Now != nil {
+		return m.opts.Now()
+	}
+	return time.Now()
 }
 
 // Pacer returns the stage's dispatch regulator (queue.dispatch), or nil.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,4 +113,152 @@ func TestDispatchRate(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.doc, err, tc.want)
 		}
 	}
+}
+
+// paceClock is a fake clock for the dispatch regulator: Now, and After
+// timers the test fires by advancing the time to them.
+type paceClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers chan paceTimer
+}
+
+type paceTimer struct {
+	due time.Time
+	c   chan time.Time
+}
+
+func (c *paceClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *paceClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	c.timers <- paceTimer{c.Now().Add(d), ch}
+	return ch
+}
+
+// fire advances the clock to the timer's time and fires it.
+func (c *paceClock) fire(t paceTimer) {
+	c.mu.Lock()
+	c.now = t.due
+	c.mu.Unlock()
+	t.c <- t.due
+}
+
+// TestDispatchTokenBucket: queue {dispatch: 200, burst: 10} is a token
+// bucket. 300 queued events reach the handler in batches of at most 10:
+// the burst at once, then one event per token, every 5 ms, so that at
+// each step of the (fake) clock the handler has had 10 + 200·t events.
+// One worker waits on the manager's timers (Options.After), so the test
+// sees every wait.
+func TestDispatchTokenBucket(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := &paceClock{now: start, timers: make(chan paceTimer)}
+	m := stage.NewManager(stage.Options{Now: clk.Now, After: clk.After})
+	var mu sync.Mutex
+	var batches []int
+	handled := 0
+	h := stage.HandlerFunc(func(b []sink.Event) error {
+		mu.Lock()
+		batches = append(batches, len(b))
+		handled += len(b)
+		mu.Unlock()
+		return nil
+	})
+	st, err := m.CreateStage("S", h, stage.StageConfig{
+		Queue:      stage.QueueConfig{Dispatch: 200, Burst: 10},
+		ThreadPool: stage.ThreadPoolConfig{Min: 1, Max: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		if err := st.Sink().Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started(t, m)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return handled }
+	for step := 0; step < n-10; step++ {
+		var tm paceTimer
+		select {
+		case tm = <-clk.timers: // the worker waits: what it could hand out, it has
+		case <-time.After(20 * time.Second):
+			t.Fatalf("step %d: no wait for the rate (hang); %d handled", step, count())
+		}
+		el := clk.Now().Sub(start).Seconds()
+		if want, got := 10+200*el, float64(count()); math.Abs(got-want) > 1 {
+			t.Fatalf("at t=%v: %v events handled, want 10 + 200·t = %v", clk.Now().Sub(start), got, want)
+		}
+		if d := tm.due.Sub(clk.Now()); d != 5*time.Millisecond {
+			t.Fatalf("step %d: waits %v for a token, want 5ms", step, d)
+		}
+		clk.fire(tm)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for count() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events handled", count(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if el := clk.Now().Sub(start); el != 1450*time.Millisecond {
+		t.Fatalf("last event at %v, want 1.45s ((300-10)/200 s)", el)
+	}
+	mu.Lock()
+	for i, b := range batches {
+		if b > 10 {
+			t.Errorf("batch %d of %d events, want at most the burst, 10", i, b)
+		}
+	}
+	mu.Unlock()
+	shutdown(t, m)
+}
+
+// TestDispatchReappliesMaxTime: an event that waited for its token longer
+// than queue.max_time is not handled. The manager's timer lets 300 ms of
+// real time pass (at least) before the token, and max_time is 200 ms.
+func TestDispatchReappliesMaxTime(t *testing.T) {
+	slow := func(time.Duration) <-chan time.Time {
+		c := make(chan time.Time, 1)
+		go func() { time.Sleep(300 * time.Millisecond); c <- time.Now() }()
+		return c
+	}
+	m := stage.NewManager(stage.Options{After: slow})
+	var handled atomic.Int64
+	var second atomic.Bool
+	h := stage.HandlerFunc(func(b []sink.Event) error {
+		handled.Add(int64(len(b)))
+		for _, e := range b {
+			second.Store(second.Load() || e == 1)
+		}
+		return nil
+	})
+	st, err := m.CreateStage("S", h, stage.StageConfig{
+		Queue:      stage.QueueConfig{Dispatch: 1, Burst: 1, MaxTime: 200 * time.Millisecond},
+		ThreadPool: stage.ThreadPoolConfig{Min: 1, Max: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started(t, m)
+	for i := range 2 {
+		if err := st.Sink().Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for handled.Load()+int64(st.Expired()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("handled %d, expired %d", handled.Load(), st.Expired())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The first event goes at once (had it waited 200 ms to be dequeued,
+	// on a loaded machine, it would expire too); the second waits for
+	// its token, 300 ms at least, and must expire.
+	if second.Load() || st.Expired() < 1 {
+		t.Fatalf("handled %d (the second: %v), expired %d; want the one that waited for its token expired",
+			handled.Load(), second.Load(), st.Expired())
+	}
+	shutdown(t, m)
 }

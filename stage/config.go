@@ -183,15 +183,16 @@ type GlobalConfig struct {
 // parseGlobal reads the global: block n into g.
 func parseGlobal(g *GlobalConfig, n *yaml.Node, file string) (ok bool, errs []error) {
 	skip, secs, errs := splitKeys(n, "global", yamlKeys[GlobalConfig](), []string{"predicate"}, registered.global)
-	if err := yamlstrict.Decode(n, "global", g, skip...); err != nil {
-		return false, append(errs, err)
+	if err := decodeEach(n, "global", g, skip); err != nil {
+		errs = append(errs, err)
 	}
 	if p := lookup(n, "predicate"); p != nil {
 		g.Predicate = newDecoder(p, "global.predicate", file)
 	}
 	if err := validateGlobal(g, n); err != nil {
-		return false, append(errs, err)
+		errs = append(errs, err)
 	}
+	valuesOK := len(errs) == 0
 	for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
 		name := n.Content[i].Value
 		v, ok := secs[name]
@@ -205,7 +206,37 @@ func parseGlobal(g *GlobalConfig, n *yaml.Node, file string) (ok bool, errs []er
 		}
 		g.sections.set(name, val)
 	}
-	return len(errs) == 0, errs
+	return valuesOK, errs
+}
+
+// decodeEach decodes mapping n into v like yamlstrict.Decode. When the
+// block has errors it still decodes, one by one, the keys that have none,
+// so that the checks of the other keys run too: a file's errors are
+// reported all at once. The error is the block's, every key's.
+func decodeEach(n *yaml.Node, path string, v any, skip []string) error {
+	err := yamlstrict.Decode(n, path, v, skip...)
+	if err == nil || n == nil || n.Kind != yaml.MappingNode {
+		return err
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if slices.Contains(skip, n.Content[i].Value) {
+			continue
+		}
+		one := *n
+		one.Content = n.Content[i : i+2]
+		_ = yamlstrict.Decode(&one, path, v) // its error is part of err
+	}
+	return err
+}
+
+// fileDefaults returns the global block's values before the file's: the
+// defaults docs/yaml.md lists (the thread-pool controller on, with
+// thrashing detection; `enabled: false` turns it off).
+func fileDefaults() GlobalConfig {
+	var g GlobalConfig
+	g.ThreadPool.Controller.Enabled = true
+	g.ThreadPool.Controller.AutoMaxDetect = true
+	return g
 }
 
 // stageDefaults returns a StageConfig holding the global defaults.
@@ -223,6 +254,11 @@ type Config struct {
 	// it): NewFromConfig creates only the stages hosted on it (see
 	// StageConfig.HostedOn). "" creates every stage.
 	Node string
+
+	// rejected holds the stages that have errors (or all, when the global
+	// block has): not built, but their handler, args and predicate are
+	// checked at load with the rest of the file (checkLoad).
+	rejected []NamedStageConfig
 }
 
 // NamedSupervisorConfig is one entry of `supervisors:`, a supervisor group.
@@ -240,16 +276,23 @@ type NamedStageConfig struct {
 // ParseConfig decodes and validates a configuration document. file names it
 // in errors ("" for none).
 func ParseConfig(data []byte, file string) (*Config, error) {
-	fail := func(err error) (*Config, error) { return nil, &ConfigError{File: file, Err: err} }
+	cfg, err := parseConfig(data, file)
+	if err != nil {
+		return nil, &ConfigError{File: file, Err: err}
+	}
+	return cfg, nil
+}
+
+// parseConfig is ParseConfig returning, with the file's errors (file
+// order), what it could read of the file for the load-time checks (nil
+// when the file is not YAML or not a mapping).
+func parseConfig(data []byte, file string) (*Config, error) {
+	fail := func(err error) (*Config, error) { return nil, err }
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return fail(yamlstrict.SyntaxError(err))
 	}
-	cfg := &Config{File: file}
-	// Files get the defaults docs/yaml.md lists: the thread-pool controller on,
-	// with thrashing detection; `enabled: false` turns it off.
-	cfg.Global.ThreadPool.Controller.Enabled = true
-	cfg.Global.ThreadPool.Controller.AutoMaxDetect = true
+	cfg := &Config{File: file, Global: fileDefaults()}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return cfg, nil
 	}
@@ -278,10 +321,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	errs = append(errs, yamlBackoffs(stagesNode, supNode)) // `backoff: off` (supervise.go)
 	errs = append(errs, parseStages(cfg, stagesNode, file, globalOK))
 	errs = append(errs, parseSupervisors(cfg, supNode, stageNames(stagesNode)))
-	if err := inFileOrder(errs); err != nil {
-		return fail(err)
-	}
-	return cfg, nil
+	return cfg, inFileOrder(errs)
 }
 
 // stageNames returns the names a `stages:` block defines.
@@ -310,12 +350,20 @@ func inFileOrder(errs []error) error {
 		return math.MaxInt
 	}
 	slices.SortStableFunc(list, func(a, b error) int { return line(a) - line(b) })
+	// A block several stages inherit (global.predicate) fails once.
+	seen := map[string]bool{}
+	list = slices.DeleteFunc(list, func(err error) bool {
+		dup := seen[err.Error()]
+		seen[err.Error()] = true
+		return dup
+	})
 	return yamlstrict.Collect(list...)
 }
 
-// parseStages reads the stages: block. With a bad global block
-// (globalOK false) the stages' values are not validated: they inherit the
-// global defaults, and each would repeat the global block's error.
+// parseStages reads the stages: block, checking every stage. With a bad
+// global block (globalOK false) a stage is checked against the file
+// defaults, not the global values (each would repeat the global block's
+// error), and no stage is built.
 func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool) error {
 	if stagesNode == nil {
 		return nil
@@ -340,15 +388,17 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool)
 			continue
 		}
 		seen[name] = k.Line
-		sc := cfg.Global.stageDefaults()
-		skip, secs, kerrs := splitKeys(v, path, yamlKeys[StageConfig](), []string{"args", "predicate", "scheduler"}, registered.stage)
-		errs = append(errs, kerrs...)
-		if err := yamlstrict.Decode(v, path, &sc, skip...); err != nil {
-			errs = append(errs, err)
-			continue
+		// With a bad global block a stage is checked against the
+		// defaults instead: each stage would repeat the global error.
+		defaults := cfg.Global
+		if !globalOK {
+			defaults = fileDefaults()
+			defaults.Predicate = cfg.Global.Predicate
 		}
-		if len(kerrs) > 0 || !globalOK {
-			continue
+		sc := defaults.stageDefaults()
+		skip, secs, serrs := splitKeys(v, path, yamlKeys[StageConfig](), []string{"args", "predicate", "scheduler"}, registered.stage)
+		if err := decodeEach(v, path, &sc, skip); err != nil {
+			serrs = append(serrs, err)
 		}
 		if a := lookup(v, "args"); a != nil {
 			sc.Args = newDecoder(a, yamlstrict.Join(path, "args"), file)
@@ -357,10 +407,8 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool)
 			sc.PredicateSpec = newDecoder(p, yamlstrict.Join(path, "predicate"), file)
 		}
 		if err := validateStage(&sc, v, path); err != nil {
-			errs = append(errs, err)
-			continue
+			serrs = append(serrs, err)
 		}
-		serrs := errs
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			key := v.Content[j].Value
 			sn, ok := secs[key]
@@ -369,22 +417,27 @@ func parseStages(cfg *Config, stagesNode *yaml.Node, file string, globalOK bool)
 			}
 			val, err := decodeSection(sectionOf(registered.stage, key), sn, yamlstrict.Join(path, key), file)
 			if err != nil {
-				errs = append(errs, err)
+				serrs = append(serrs, err)
 				continue
 			}
 			sc.sections.set(key, val)
 		}
-		if len(errs) > len(serrs) {
-			continue
-		}
 		sc.ThreadPool.Controller.Disabled = !sc.ThreadPool.Controller.Enabled
 		if sc.Handler == "" {
-			errs = append(errs, yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler"))
-			continue
+			serrs = append(serrs, yamlstrict.Errorf(v, yamlstrict.Join(path, "handler"), "missing: every stage names its handler"))
 		}
 		sc.path, sc.file = path, file
 		if hn := lookup(v, "handler"); hn != nil {
 			sc.handlerLine = hn.Line
+		}
+		errs = append(errs, serrs...)
+		if len(serrs) > 0 || !globalOK {
+			// Not built, but Load still checks its handler, args and
+			// predicate with the rest of the file.
+			if sc.Handler != "" {
+				cfg.rejected = append(cfg.rejected, NamedStageConfig{Name: name, Config: sc})
+			}
+			continue
 		}
 		cfg.Stages = append(cfg.Stages, NamedStageConfig{Name: name, Config: sc})
 	}
@@ -442,27 +495,32 @@ func validatePool(tp ThreadPoolConfig, b BatchingConfig, block *yaml.Node, path 
 		}
 		return []string{"threadpool", keys[0]}
 	}
-	errs := []error{
+	// Every sign error is reported; the order checks only without them,
+	// and only the first of those (the others are often its consequences).
+	signs := yamlstrict.Collect(
 		check(tp.Min >= 0, block, path, []string{"threadpool", "min"}, "negative thread count %d", tp.Min),
 		check(tp.Max >= 0, block, path, []string{"threadpool", "max"}, "negative thread count %d", tp.Max),
 		check(tp.Initial >= 0, block, path, []string{"threadpool", "initial"}, "negative thread count %d", tp.Initial),
 		check(tp.Weight >= 0, block, path, []string{"threadpool", "weight"}, "negative weight %d", tp.Weight),
-		check(tp.Max == 0 || tp.Min <= tp.Max, block, path, blame("min", "max"), "min %d is above max %d", tp.Min, tp.Max),
-		check(tp.Initial == 0 || tp.Initial <= effMax, block, path, blame("initial", "max"), "initial %d is above max %d%s", tp.Initial, effMax, maxNote),
-		check(tp.Initial == 0 || tp.Initial >= tp.Min, block, path, blame("initial", "min"), "initial %d is below min %d", tp.Initial, tp.Min),
+	)
+	pool := signs
+	if signs == nil {
+		pool = firstError([]error{
+			check(tp.Max == 0 || tp.Min <= tp.Max, block, path, blame("min", "max"), "min %d is above max %d", tp.Min, tp.Max),
+			check(tp.Initial == 0 || tp.Initial <= effMax, block, path, blame("initial", "max"), "initial %d is above max %d%s", tp.Initial, effMax, maxNote),
+			check(tp.Initial == 0 || tp.Initial >= tp.Min, block, path, blame("initial", "min"), "initial %d is below min %d", tp.Initial, tp.Min),
+		})
+	}
+	batch := yamlstrict.Collect(
 		check(b.Min >= 0, block, path, []string{"batching", "min"}, "negative batch size %d", b.Min),
 		check(b.Max >= 0, block, path, []string{"batching", "max"}, "negative batch size %d", b.Max),
+	)
+	if batch == nil {
+		if err := b.batchingConfig().Validate(); err != nil {
+			batch = check(false, block, path, []string{"batching"}, "%v", err)
+		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return firstError(errs) // the others are often its consequences
-	}
-	if err := validateController(tp.Controller, block, path); err != nil {
-		return err
-	}
-	if err := b.batchingConfig().Validate(); err != nil {
-		return check(false, block, path, []string{"batching"}, "%v", err)
-	}
-	return nil
+	return yamlstrict.Collect(pool, validateController(tp.Controller, block, path), batch)
 }
 
 // Controller keys that only one controller type reads (threadpool).
@@ -505,52 +563,48 @@ func firstError(errs []error) error {
 }
 
 func validateGlobal(g *GlobalConfig, n *yaml.Node) error {
-	if err := validatePool(g.ThreadPool, g.Batching, n, "global"); err != nil {
-		return err
-	}
+	errs := []error{validatePool(g.ThreadPool, g.Batching, n, "global")}
 	switch g.ThreadManager.Type {
 	case "", "pool", "shared":
 	default:
-		return check(false, n, "global", []string{"threadManager", "type"}, "unknown thread manager %q (known: pool, shared)", g.ThreadManager.Type)
+		errs = append(errs, check(false, n, "global", []string{"threadManager", "type"}, "unknown thread manager %q (known: pool, shared)", g.ThreadManager.Type))
 	}
-	return firstError([]error{
+	return yamlstrict.Collect(append(errs,
 		check(g.ThreadManager.Threads >= 0, n, "global", []string{"threadManager", "threads"}, "negative thread count %d", g.ThreadManager.Threads),
 		check(g.Shutdown >= 0, n, "global", []string{"shutdown"}, "negative duration %v", g.Shutdown),
-	})
+	)...)
 }
 
+// validateStage checks a stage block's values, every one: it returns all
+// of their errors.
 func validateStage(sc *StageConfig, n *yaml.Node, path string) error {
-	if err := validatePool(sc.ThreadPool, sc.Batching, n, path); err != nil {
-		return err
-	}
-	if err := validateNodes(sc, n, path); err != nil {
-		return err
-	}
+	errs := []error{validatePool(sc.ThreadPool, sc.Batching, n, path), validateNodes(sc, n, path)}
 	spec := lookup(n, "scheduler")
 	sched, err := decodeScheduler(spec, yamlstrict.Join(path, "scheduler"))
 	if err != nil {
-		return err
-	}
-	sc.Scheduler = sched
-	if p := checkScheduler(sc.Scheduler); p != nil {
-		if spec != nil && spec.Kind == yaml.MappingNode && len(p.keys) == 1 {
-			p.keys = append(p.keys, "type")
+		errs = append(errs, err)
+	} else {
+		sc.Scheduler = sched
+		if p := checkScheduler(sc.Scheduler); p != nil {
+			if spec != nil && spec.Kind == yaml.MappingNode && len(p.keys) == 1 {
+				p.keys = append(p.keys, "type")
+			}
+			errs = append(errs, p.at(n, path))
 		}
-		return p.at(n, path)
 	}
 	if p := checkOrdering(sc); p != nil {
-		return p.at(n, path)
+		errs = append(errs, p.at(n, path))
 	}
 	if p := checkMaxTime(sc.Queue); p != nil {
-		return p.at(n, path)
+		errs = append(errs, p.at(n, path))
 	}
 	if sc.Supervisor != nil {
 		if p := checkSupervisor(*sc.Supervisor, false); p != nil {
 			p.keys = append([]string{"supervisor"}, p.keys...)
-			return p.at(n, path)
+			errs = append(errs, p.at(n, path))
 		}
 	}
-	return nil
+	return yamlstrict.Collect(errs...)
 }
 
 // validateGo checks a StageConfig built in Go.
@@ -597,28 +651,49 @@ func LoadConfig(path string) (*Config, error) {
 // profiler, its log and dashboard: see RegisterService) start and stop
 // with the manager, and Shutdown is bounded by global.shutdown
 // (ShutdownBound; Run waits for a signal and shuts down within it).
+//
+// A file's errors are reported all at once, in file order: those of
+// ParseConfig and those NewFromConfig finds with the registry.
 func Load(path string, r *Registry, opts ...Options) (*Manager, error) {
-	cfg, err := LoadConfig(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stage: load config: %w", err)
 	}
-	return newLoaded(cfg, r, opts)
+	return parseAndLoad(data, path, r, opts)
 }
 
 // Parse is Load for a configuration held in memory.
 func Parse(data []byte, r *Registry, opts ...Options) (*Manager, error) {
-	cfg, err := ParseConfig(data, "")
-	if err != nil {
-		return nil, err
+	return parseAndLoad(data, "", r, opts)
+}
+
+func parseAndLoad(data []byte, file string, r *Registry, opts []Options) (*Manager, error) {
+	cfg, err := parseConfig(data, file)
+	if cfg == nil {
+		return nil, &ConfigError{File: file, Err: err}
 	}
-	return newLoaded(cfg, r, opts)
+	return newLoaded(cfg, r, opts, err)
 }
 
 // NewFromConfig builds a manager (not started) from a parsed configuration.
 // Options set in o win over the file's global block where both say something.
+//
+// Every error of the configuration is reported at once, in file order, in
+// one *ConfigError: unknown handlers, stage names in args that name no
+// stage, args that do not decode into the type the handler declares (see
+// Registry.DeclareArgs) and predicate blocks that do not build.
 func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
+	return newFromConfig(cfg, r, o, nil)
+}
+
+// newFromConfig is NewFromConfig reporting parseErr, ParseConfig's errors
+// for cfg, with its own.
+func newFromConfig(cfg *Config, r *Registry, o Options, parseErr error) (*Manager, error) {
 	if r == nil {
 		r = DefaultRegistry
+	}
+	if err := checkLoad(cfg, r, parseErr); err != nil {
+		return nil, err
 	}
 	if o.ThreadManager.Type == "" {
 		o.ThreadManager = cfg.Global.ThreadManager
@@ -629,18 +704,11 @@ func NewFromConfig(cfg *Config, r *Registry, o Options) (*Manager, error) {
 	if err := declareGroups(m, cfg); err != nil {
 		return nil, err
 	}
-	if err := checkReferences(cfg, r); err != nil {
-		return nil, err
-	}
 	for _, ns := range cfg.Stages {
 		if !ns.Config.HostedOn(cfg.Node) {
 			continue
 		}
-		f, ok := r.Lookup(ns.Config.Handler)
-		if !ok {
-			return nil, &ConfigError{File: cfg.File, Err: fmt.Errorf("line %d: %s: %w %q (forgotten import?)",
-				ns.Config.handlerLine, yamlstrict.Join(ns.Config.path, "handler"), ErrUnknownHandler, ns.Config.Handler)}
-		}
+		f, _ := r.Lookup(ns.Config.Handler) // checkLoad saw to it
 		sc := ns.Config
 		sc.Factory = f
 		if _, err := m.CreateStage(ns.Name, f(), sc); err != nil {

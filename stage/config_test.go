@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,7 +20,9 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 type echoArgs struct {
-	Greeting string `yaml:"greeting"`
+	Greeting string            `yaml:"greeting"`
+	Next     string            `yaml:"next"`
+	Routes   map[string]string `yaml:"routes"`
 }
 
 type echoHandler struct {
@@ -42,6 +45,7 @@ func testRegistry(out chan string) *stage.Registry {
 	r.Register("test.Echo", func() stage.Handler { return &echoHandler{out: out} })
 	r.Register("test.Count", func() stage.Handler { return &lifecycle{} })
 	r.StageArgs("test.Echo", "next", "routes.*")
+	r.DeclareArgs("test.Echo", func() any { return &echoArgs{} })
 	return r
 }
 
@@ -182,4 +186,62 @@ func FuzzParseConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A file with mistakes in its global block and in five stages reports
+// every one of them at once, in file order, each with file, line and key:
+// unknown handler, unknown keys, bad values, args that do not decode into
+// the handler's declared args, and every predicate block that does not
+// build.
+func TestConfigAllErrorsAtOnce(t *testing.T) {
+	const file = "testdata/config/bad_five_stages.yaml"
+	_, err := stage.Load(file, testRegistry(nil))
+	var ce *stage.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Load: %v, want a *stage.ConfigError", err)
+	}
+	want := []struct {
+		line int
+		key  string
+	}{
+		{2, "global.threadpool.max"},
+		{3, "global.shutdown"},
+		{6, "stages.Front.handler"},
+		{7, "stages.Front.queue.treshold"},
+		{10, "stages.Price.threadpool.mx"},
+		{11, "stages.Price.batching.max"},
+		{12, "stages.Price.args.volume"},
+		{15, "stages.Ship.predicate.type"},
+		{18, "stages.Audit.predicate.rate"},
+		{19, "stages.Audit.ordering.key"},
+		{22, "stages.Bill.supervisor.strategy"},
+		{23, "stages.Bill.predicate.limit"},
+	}
+	errs := ce.Errors()
+	if len(errs) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(errs), len(want), err)
+	}
+	for i, w := range want {
+		prefix := fmt.Sprintf("line %d: %s: ", w.line, w.key)
+		if !strings.HasPrefix(errs[i].Error(), prefix) {
+			t.Errorf("error %d is %q, want %q...", i, errs[i], prefix)
+		}
+	}
+	if !errors.Is(err, stage.ErrUnknownHandler) || !errors.Is(err, stage.ErrInvalidConfig) {
+		t.Errorf("%v does not wrap ErrUnknownHandler and ErrInvalidConfig", err)
+	}
+	// ParseConfig alone, without a registry, reports what it can check.
+	_, err = stage.ParseConfig(mustRead(t, file), file)
+	if !errors.As(err, &ce) || len(ce.Errors()) != 7 {
+		t.Fatalf("ParseConfig: %v, want the 7 errors without handlers, args and predicates", err)
+	}
+}
+
+func mustRead(t *testing.T, file string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 
@@ -52,7 +53,8 @@ type Factory func() Handler
 type Registry struct {
 	mu        sync.RWMutex
 	factories map[string]Factory
-	stageArgs map[string][]string // handler name -> args key paths naming stages (references.go)
+	stageArgs map[string][]string   // handler name -> args key paths naming stages (references.go)
+	args      map[string]func() any // handler name -> its args value (DeclareArgs)
 }
 
 // NewRegistry returns an empty registry.
@@ -97,4 +99,72 @@ func (r *Registry) Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// DeclareArgs declares the type of a handler's args: newArgs returns a
+// pointer to a fresh args value, holding the handler's defaults. Load
+// decodes each stage's args block into one, strictly, so that an unknown
+// key or a wrong type in args is reported with the rest of the file's
+// errors, before any stage is created, not at Start by the handler's Init
+// (which still decodes its args with Context.DecodeArgs):
+//
+//	reg.Register("shop.Front", newFront)
+//	reg.DeclareArgs("shop.Front", func() any { return &frontArgs{Timeout: time.Second} })
+//
+// A handler need not be declared when it keeps its args in an exported
+// field named Args of struct type: Load decodes into a copy of the field
+// of a handler the factory makes (without calling Init).
+func (r *Registry) DeclareArgs(handler string, newArgs func() any) {
+	if newArgs == nil {
+		panic(fmt.Sprintf("stage: DeclareArgs(%q) with nil function", handler))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.args == nil {
+		r.args = map[string]func() any{}
+	}
+	r.args[handler] = newArgs
+}
+
+// newArgs returns a fresh args value of handler, made by f, to check a
+// stage's args against; nil if the handler declares none.
+func (r *Registry) newArgs(handler string, f Factory) any {
+	r.mu.RLock()
+	newArgs := r.args[handler]
+	r.mu.RUnlock()
+	if newArgs != nil {
+		return newArgs()
+	}
+	return argsField(f())
+}
+
+// argsField returns a pointer to a copy of h's exported struct field Args
+// (through a pointer to struct), or nil.
+func argsField(h Handler) any {
+	v := reflect.ValueOf(h)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	sf, ok := v.Elem().Type().FieldByName("Args")
+	if !ok || !sf.IsExported() || len(sf.Index) != 1 {
+		return nil
+	}
+	f := v.Elem().Field(sf.Index[0])
+	t := f.Type()
+	if t.Kind() == reflect.Pointer {
+		if t.Elem().Kind() != reflect.Struct {
+			return nil
+		}
+		c := reflect.New(t.Elem())
+		if !f.IsNil() {
+			c.Elem().Set(f.Elem())
+		}
+		return c.Interface()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	c := reflect.New(t)
+	c.Elem().Set(f)
+	return c.Interface()
 }

@@ -50,12 +50,12 @@ type Options struct {
 	// counted and logged). It must not block. Manager.Monitor delivers the
 	// same failures as events, per stage.
 	OnFailure func(Failure)
-	// Now is the supervisors' clock for restart intensity windows (nil:
-	// time.Now).
+	// Now is the supervisors' clock for restart intensity windows and
+	// the dispatch regulators' (queue.dispatch) (nil: time.Now).
 	Now func() time.Time
-	// After is the supervisors' timer for restart backoff: a channel
-	// that delivers once d has passed (nil: a time.Timer). Tests pass a
-	// fake one beside Now.
+	// After is the supervisors' timer for restart backoff, and the one
+	// paced batches wait on (queue.dispatch): a channel that delivers once
+	// d has passed (nil: a time.Timer). Tests pass a fake one beside Now.
 	After func(d time.Duration) <-chan time.Time
 	// Rand is the supervisors' random source for the jitter of crash-loop
 	// backoffs (nil: one seeded from the clock). Only the manager's
@@ -318,7 +318,10 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	_, s.single = h.(SingleThreaded)
 	s.queue = newStageQueue(sink.NewNamedQueue(name, cfg.Queue.Threshold))
 	s.queue.SetMaxAge(cfg.Queue.MaxTime)
-	s.pacer = newPacer(cfg.Queue)
+	s.pacer = newPacer(cfg.Queue, m.opts.Now)
+	if s.pacer != nil {
+		s.burst = max(cfg.Queue.Burst, 1)
+	}
 	s.external = &stageSink{st: s, outside: true, edge: m.edgeCounter("", name)}
 	sched, err := buildScheduler(cfg.Scheduler, cfg.Ordering)
 	if err != nil {

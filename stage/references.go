@@ -8,7 +8,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/internal/yamlstrict"
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // StageArgs declares which of a handler's args name other stages, so that
@@ -47,18 +49,24 @@ func (e *locatedError) Error() string        { return e.ye.Error() }
 func (e *locatedError) Unwrap() error        { return e.ye }
 func (e *locatedError) Is(target error) bool { return target == e.kind }
 
-// checkReferences reports, all at once and in file order, the stages whose
-// handler is not registered and the stage names in args (as declared with
-// Registry.StageArgs) that name no stage of the file.
-func checkReferences(cfg *Config, r *Registry) error {
-	names := make([]string, len(cfg.Stages))
-	for i, ns := range cfg.Stages {
+// checkLoad reports, all at once and in file order, with parseErr (the
+// errors ParseConfig found), every error that needs the registry: stages
+// whose handler is not registered, stage names in args (as declared with
+// Registry.StageArgs) that name no stage of the file, args that do not
+// decode into the args type the handler declares (Registry.DeclareArgs, or
+// an Args field), and predicate blocks that do not build. It checks the
+// stages ParseConfig rejected as well as the others.
+func checkLoad(cfg *Config, r *Registry, parseErr error) error {
+	stages := append(slices.Clone(cfg.Stages), cfg.rejected...)
+	names := make([]string, len(stages))
+	for i, ns := range stages {
 		names[i] = ns.Name
 	}
-	var errs []error
-	for _, ns := range cfg.Stages {
+	errs := []error{parseErr}
+	for _, ns := range stages {
 		sc := &ns.Config
-		if _, ok := r.Lookup(sc.Handler); !ok {
+		f, ok := r.Lookup(sc.Handler)
+		if !ok {
 			msg := fmt.Sprintf("unknown handler %q (forgotten import?)", sc.Handler)
 			if s := yamlstrict.Suggest(sc.Handler, r.Names()); s != "" {
 				msg = fmt.Sprintf("unknown handler %q (did you mean %q? or a forgotten import)", sc.Handler, s)
@@ -77,11 +85,60 @@ func checkReferences(cfg *Config, r *Registry) error {
 				errs = append(errs, noStageError(n, path, n.Value, names))
 			})
 		}
+		if v := r.newArgs(sc.Handler, f); v != nil && present(sc.Args) {
+			errs = append(errs, unlocate(sc.Args.Decode(v))...)
+		}
 	}
+	errs = append(errs, checkPredicates(stages, names)...)
 	if err := inFileOrder(errs); err != nil {
 		return &ConfigError{File: cfg.File, Err: err}
 	}
 	return nil
+}
+
+// checkPredicates builds every stage's predicate block, on state of its
+// own (no manager's), and returns their errors: each block's, located.
+func checkPredicates(stages []NamedStageConfig, names []string) []error {
+	shared := enqueuepred.NewShared()
+	env := func(stage string) enqueuepred.Env {
+		return enqueuepred.Env{Stage: stage, Shared: shared, Lookup: func(name string) (sink.Sink, bool) {
+			if !slices.Contains(names, name) {
+				return nil, false
+			}
+			return sink.NewQueue(0), true
+		}}
+	}
+	var errs []error
+	bad := map[string]bool{}
+	for _, ns := range stages {
+		if ns.Config.Predicate != nil || !present(ns.Config.PredicateSpec) {
+			continue
+		}
+		if err := enqueuepred.DeclareGroups(ns.Config.PredicateSpec, env(ns.Name)); err != nil {
+			errs, bad[ns.Name] = append(errs, unlocate(err)...), true
+		}
+	}
+	for _, ns := range stages {
+		if ns.Config.Predicate != nil || !present(ns.Config.PredicateSpec) || bad[ns.Name] {
+			continue
+		}
+		if _, err := enqueuepred.FromSpec(ns.Config.PredicateSpec, env(ns.Name)); err != nil {
+			errs = append(errs, unlocate(err)...)
+		}
+	}
+	return errs
+}
+
+// unlocate returns the located errors a *ConfigError holds (the file is
+// the caller's to name), or err itself.
+func unlocate(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if ce, ok := err.(*ConfigError); ok {
+		return yamlstrict.Split(ce.Err)
+	}
+	return yamlstrict.Split(err)
 }
 
 // noStageError says that name, at node n, names no stage.

@@ -314,12 +314,12 @@ func (m *Manager) ShutdownBound() time.Duration {
 // newLoaded builds the manager of Load and Parse: the stages, then the
 // services the file configures; its Shutdown is bounded by the file's
 // global.shutdown.
-func newLoaded(cfg *Config, r *Registry, opts []Options) (*Manager, error) {
+func newLoaded(cfg *Config, r *Registry, opts []Options, parseErr error) (*Manager, error) {
 	var o Options
 	if len(opts) > 0 {
 		o = opts[len(opts)-1]
 	}
-	m, err := NewFromConfig(cfg, r, o)
+	m, err := newFromConfig(cfg, r, o, parseErr)
 	if err != nil {
 		return nil, err
 	}

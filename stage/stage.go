@@ -153,6 +153,7 @@ type Stage struct {
 	keyed  bool           // the queue's scheduler holds events back until Release
 	age    ageReport      // max_time expiries (age.go)
 	pacer  *dispatchPacer // queue.dispatch (age.go); nil: none
+	burst  int            // with pacer: the most events of a batch (queue.burst, ≥ 1)
 	ctx    *Context
 
 	external *stageSink
@@ -261,7 +262,13 @@ type runtimeView struct{ s *Stage }
 
 func (v runtimeView) Name() string       { return v.s.name }
 func (v runtimeView) Queue() *sink.Queue { return v.s.queue.Queue }
-func (v runtimeView) BatchSize() int     { return int(v.s.batchSize.Load()) }
+func (v runtimeView) BatchSize() int {
+	bs := int(v.s.batchSize.Load())
+	if b := v.s.burst; b > 0 {
+		bs = min(bs, b) // a paced batch is at most the bucket's depth (age.go)
+	}
+	return bs
+}
 func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
 	v.s.runBatch(events, scratch, stamps)
 }
@@ -274,11 +281,20 @@ func (v runtimeView) RunBatch(events, scratch []sink.Event, stamps []int64) {
 // work from a copy of the batch as it was handed out: the predicate must
 // get back exactly the events it admitted.
 func (s *Stage) runBatch(events, scratch []sink.Event, stamps []int64) {
-	if s.pacer != nil || s.queue.Sheds() { // max_time, shedding, dispatch rate (age.go)
-		if events, stamps = s.beforeBatch(events, stamps); len(events) == 0 {
+	if s.queue.Sheds() { // max_time, shedding (age.go)
+		if events, stamps = s.expire(events, stamps); len(events) == 0 {
 			return
 		}
 	}
+	if s.pacer != nil { // dispatch rate (age.go)
+		s.runPaced(events, scratch, stamps)
+		return
+	}
+	s.runNow(events, scratch, stamps)
+}
+
+// runNow is runBatch once the batch may go.
+func (s *Stage) runNow(events, scratch []sink.Event, stamps []int64) {
 	if events, stamps = s.dropExpired(events, stamps); len(events) == 0 {
 		return
 	}

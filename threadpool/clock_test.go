@@ -189,3 +189,77 @@ func TestPoolGrowsByDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowStageGrowsToMax is a slow stage as a configuration file gives
+// it: threadpool {min: 1, max: 4}, queue {threshold: 10}, the file's
+// controller defaults (queueThreshold 100, thrashing detection) and the
+// default batches of up to 1000. Its queue kept full, it grows to 4
+// workers, one per tick (the effective queue threshold is 5, half the
+// queue), and the events are spread over the workers: each takes its
+// share of the queue, not all of it, so all four run batches at once. The
+// handler blocks until the test releases it: the handler's slowness, with
+// no sleep deciding anything.
+func TestSlowStageGrowsToMax(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var batches []int
+	inService := 0
+	st := &testStage{q: sink.NewQueue(10), batch: 1000, run: func(es []sink.Event) {
+		mu.Lock()
+		batches = append(batches, len(es))
+		inService++
+		mu.Unlock()
+		<-release
+	}}
+	clock := newFakeClock()
+	p := NewPool(st, Config{Min: 1, Max: 4, Clock: clock,
+		Controller: ControllerConfig{Enabled: true, AutoMaxDetect: true}})
+	if got := p.Controller().Config().QueueThreshold; got != 5 {
+		t.Fatalf("effective queue threshold %d, want 5 (half the queue's 10)", got)
+	}
+	busy := func(want int) { // every worker holds a batch
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			n := inService
+			mu.Unlock()
+			if n == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d batches in service, want %d", n, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	fill := func() { // producers keep the queue at its threshold
+		for st.q.EnqueueLossy(0) {
+		}
+	}
+	fill()
+	p.Start(context.Background())
+	busy(1)
+	for want := 2; want <= 4; want++ {
+		fill()
+		clock.tick(time.Second)
+		waitSize(t, p, want)
+		busy(want)
+	}
+	fill()
+	clock.tick(time.Second) // still backlogged, but at Max
+	clock.tick(0)
+	waitSize(t, p, 4)
+	mu.Lock()
+	for i, n := range batches {
+		if n > 5 {
+			t.Errorf("batch %d held %d events, want at most 5 (a share of the queue of 10)", i, n)
+		}
+	}
+	mu.Unlock()
+	close(release)
+	st.q.Close()
+	if err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

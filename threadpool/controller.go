@@ -59,7 +59,9 @@ type ControllerConfig struct {
 	// smoothing of irregularly spaced samples.
 	Interval time.Duration `yaml:"interval"`
 	// QueueThreshold: add a worker when the queue length is ≥ this at a tick
-	// (0 → 100).
+	// (0 → 100). A Pool whose queue is bounded lowers it to half the
+	// queue's capacity, rounded up (see FitQueueThreshold): a length the
+	// queue can never reach would never grow the pool.
 	QueueThreshold int `yaml:"queueThreshold"`
 	// Idle: a worker continuously idle this long may be retired (0 → 5s).
 	// The pool counts such workers into Sample.IdleWorkers.
@@ -130,6 +132,26 @@ func (c ControllerConfig) Validate() error {
 		return fieldErr("resetEvery", "%d is negative", c.ResetEvery)
 	}
 	return c.Whirlwind.Validate()
+}
+
+// FitQueueThreshold returns the queue threshold a controller of a stage
+// whose queue holds at most capacity events (≤ 0: unbounded) works with:
+// threshold (0 → DefaultQueueThreshold), at most ⌈capacity/2⌉.
+//
+// A threshold above the capacity can never be reached: a stage whose
+// queue stays full would never grow. Half the capacity, not all of it: the
+// controller samples the length once per interval, and a full queue is
+// seldom seen full at that instant, its workers taking batches from it
+// and its producers being turned away; a queue at least half full at a
+// tick is a backlog, and the stage is then already rejecting or about to.
+func FitQueueThreshold(threshold, capacity int) int {
+	if threshold <= 0 {
+		threshold = DefaultQueueThreshold
+	}
+	if capacity > 0 {
+		threshold = min(threshold, (capacity+1)/2)
+	}
+	return threshold
 }
 
 // withDefaults returns c with every zero field replaced by its default.

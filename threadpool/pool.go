@@ -168,6 +168,9 @@ var _ Runner = (*Pool)(nil)
 // NewPool returns a pool for st. Call Start to run it.
 func NewPool(st Stage, cfg Config) *Pool {
 	cfg = cfg.withDefaults()
+	if q := st.Queue(); q != nil {
+		cfg.Controller.QueueThreshold = FitQueueThreshold(cfg.Controller.QueueThreshold, q.Capacity())
+	}
 	p := &Pool{
 		st:      st,
 		cfg:     cfg,
@@ -375,7 +378,9 @@ func (p *Pool) run(w *worker) {
 			return
 		}
 		bs := max(p.st.BatchSize(), 1)
-		lim := b.fit(bs, q.Len())
+		queued := q.Len()
+		bs = p.share(bs, queued)
+		lim := b.fit(bs, queued)
 		if n := q.Dequeue(b.events[:lim], b.stamps[:lim]); n > 0 {
 			p.runBatch(rt, b.events[:n], b.scratch[:n], b.stamps[:n])
 			continue
@@ -399,7 +404,8 @@ func (p *Pool) run(w *worker) {
 				// queue. Events enqueued since join it: the batch
 				// is bound when the worker runs, not when it was
 				// woken.
-				lim = b.fit(bs, 1+q.Len())
+				queued = 1 + q.Len()
+				lim = b.fit(p.share(bs, queued), queued)
 				b.events[0], b.stamps[0] = h.Ev, h.Stamp
 				n := 1 + q.Dequeue(b.events[1:lim], b.stamps[1:lim])
 				p.runBatch(rt, b.events[:n], b.scratch[:n], b.stamps[:n])
@@ -410,6 +416,29 @@ func (p *Pool) run(w *worker) {
 			rt.Signal()
 		}
 	}
+}
+
+// share returns the most events one worker takes from queued ones, bs
+// being the batching factor: its share of them, so that one slow batch
+// does not hold the events the pool's other workers (or the one its
+// controller may add) could run meanwhile. With w workers, of which one
+// more may come while the pool is below Max under its controller, a
+// worker takes ⌈queued/w⌉: a lone worker of a pool that can grow leaves
+// half the queue, which keeps the backlog the controller grows the pool
+// on. A pool with one worker for good (Max 1, SingleThreaded) takes
+// batches of bs. A hop (one event queued) is a batch of one either way.
+func (p *Pool) share(bs, queued int) int {
+	if queued <= 1 || bs <= 1 {
+		return bs
+	}
+	w := p.Size()
+	if w < p.cfg.Max && p.cfg.Controller.Enabled {
+		w++
+	}
+	if w <= 1 {
+		return bs
+	}
+	return min(bs, (queued+w-1)/w)
 }
 
 // batchBuf is a worker's batch slices: the events, the runtime's copy of
