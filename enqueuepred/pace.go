@@ -20,8 +20,10 @@ type PacerConfig struct {
 // Pacer is JOBS's queueing rate regulator, beside Rate which rejects: it
 // does not refuse events, it delays them so that they are dispatched at
 // most Rate per second. A stage's `queue: {dispatch: R, burst: B}` makes
-// the runtime call Wait before handing each batch to the handler (a
-// handler can also call it itself, see the example); the events wait in the
+// the runtime Reserve one token per event and hand the handler batches of
+// at most B events, each event released when its token is there, on the
+// manager's clock (a handler can also call Wait itself, see the example);
+// the events wait in the
 // stage's queue, whose threshold (or another predicate) bounds how many may
 // wait. The waiting goroutines are the stage's own workers, so the queue
 // drains at the rate whatever the pool size.
