@@ -17,15 +17,8 @@ WRK_THREADS=${WRK_THREADS:-2}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
-WORK=$(mktemp -d /tmp/accesslog-bench.XXXXXX)
-chmod 755 "$WORK"
-PIDS=()
-cleanup() {
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+. bench/lib.sh # bench_workdir, wait_port, proc_sample, wrk_row
+bench_workdir accesslog-bench
 
 mkdir -p "$WORK/bin"
 go build -o "$WORK/bin/haboob" ./cmd/haboob
@@ -33,14 +26,6 @@ go build -o "$WORK/bin/loadgen" ./cmd/loadgen
 "$WORK/bin/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
 chmod -R a+rX "$WORK/files"
 
-wait_port() {
-	for _ in $(seq 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	echo "server on port $1 did not start" >&2
-	return 1
-}
 
 declare -A URL PID
 start_haboob() { # name port extra-args...
@@ -92,7 +77,6 @@ if command -v nginx >/dev/null 2>&1; then
 	SERVERS="$SERVERS nginx nginx+log"
 fi
 
-. bench/lib.sh # proc_sample, wrk_row
 
 echo "wrk ($WRK_THREADS threads, bench/specweb.lua over $DIRS directories), $DURATION per row after a $WARMUP warm-up, $ROUNDS rounds interleaved; server CPU (utime+stime) and context switches from /proc; $(nproc) CPUs, $(uname -r)"
 echo

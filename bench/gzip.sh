@@ -30,15 +30,7 @@ for cmd in nginx wrk; do
 	command -v $cmd >/dev/null || { [ "$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light wrk >&2; }
 done
 
-WORK=$(mktemp -d /tmp/haboob-gzip.XXXXXX)
-chmod 755 "$WORK"
-PIDS=()
-cleanup() {
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+bench_workdir haboob-gzip
 
 mkdir -p "$WORK/files" "$WORK/static" "$WORK/bin" "$WORK/nginx/logs" "$WORK/nginx/tmp"
 { echo "<!doctype html><meta charset=utf-8><title>page</title><pre>"; sed 's/&/\&amp;/g; s/</\&lt;/g' "$PAGE"; echo "</pre>"; } >"$WORK/files/page.html"

@@ -1,4 +1,30 @@
-# Shared by bench/run.sh and bench/tls.sh (sourced, not run).
+# Shared by the bench/*.sh scripts (sourced, not run).
+
+# bench_workdir NAME: makes $WORK, a directory under /tmp removed at exit,
+# and $PIDS, the processes killed at exit (append the ones you start).
+bench_workdir() {
+	WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+	chmod 755 "$WORK"
+	PIDS=()
+	trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+
+# wait_port PORT: returns once 127.0.0.1:PORT accepts a connection (fails
+# after about 10 s).
+wait_port() {
+	for _ in $(seq 200); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "server on port $1 did not start" >&2
+	return 1
+}
 
 # proc_sample PIDS...: "CPU-ticks context-switches" summed over the
 # processes and all their threads.

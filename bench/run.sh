@@ -49,15 +49,8 @@ install_pkg() { # command package
 case " $SERVERS " in *" nginx "*) install_pkg nginx nginx-light ;; esac
 [ "${WRK:-0}" = 1 ] && install_pkg wrk wrk
 
-WORK=$(mktemp -d /tmp/haboob-bench.XXXXXX)
-chmod 755 "$WORK"
-PIDS=()
-cleanup() {
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+. bench/lib.sh # bench_workdir, wait_port, proc_sample, wrk_row
+bench_workdir haboob-bench
 
 echo "# building" >&2
 mkdir -p "$WORK/bin"
@@ -67,14 +60,6 @@ go build -o "$WORK/bin/fileserver" ./bench/fileserver
 "$WORK/bin/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
 chmod -R a+rX "$WORK/files"
 
-wait_port() { # port
-	for _ in $(seq 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	echo "server on port $1 did not start" >&2
-	return 1
-}
 
 declare -A URL
 for s in $SERVERS; do
@@ -159,7 +144,6 @@ server_pids() {
 	echo "$main" $(pgrep -P "$main" 2>/dev/null || true)
 }
 
-. bench/lib.sh # proc_sample, wrk_row
 
 if [ "${WRK:-0}" = 1 ]; then
 	echo

@@ -28,15 +28,8 @@ for p in nginx:nginx-light wrk:wrk openssl:openssl; do
 	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${p#*:}" >&2
 done
 
-WORK=$(mktemp -d /tmp/haboob-tls.XXXXXX)
-chmod 755 "$WORK"
-PIDS=()
-cleanup() {
-	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+. bench/lib.sh # bench_workdir, wait_port, proc_sample, wrk_row
+bench_workdir haboob-tls
 
 go build -o "$WORK/haboob" ./cmd/haboob
 go build -o "$WORK/loadgen" ./cmd/loadgen
@@ -46,7 +39,6 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 	-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
 	-keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
 
-wait_port() { for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; exit 1; }
 
 "$WORK/haboob" -root "$WORK/files" -addr 127.0.0.1:$HABOOB_PORT -tls-addr 127.0.0.1:$HABOOB_TLS_PORT \
 	-tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" -profiler "" 2>"$WORK/haboob.log" &
@@ -86,7 +78,6 @@ wait_port $NGINX_TLS_PORT
 
 declare -A URL=([haboob]="https://127.0.0.1:$HABOOB_TLS_PORT" [nginx]="https://127.0.0.1:$NGINX_TLS_PORT")
 declare -A PID=([haboob]=$HABOOB_PID [nginx]=$NGINX_PID)
-. bench/lib.sh # proc_sample, wrk_row
 row() { # name server connections wrk-args...
 	local name=$1 s=$2 c=$3
 	shift 3
