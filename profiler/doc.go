@@ -23,7 +23,9 @@
 //   - serves, when given an address, a live dashboard at /debug/sandstorm/
 //     (one self-contained page embedded in the binary: the stage graph and
 //     plots of queue lengths, pool sizes, throughput, rejections and p90
-//     times per stage), the samples as JSON at /debug/sandstorm/metrics.json,
+//     times per stage; a stage that completed nothing in a sample's window
+//     has "no samples" there, null in the JSON, not its last busy p90),
+//     the samples as JSON at /debug/sandstorm/metrics.json,
 //     the Prometheus text exposition at /metrics and net/http/pprof under
 //     /debug/pprof/;
 //   - is the admin port (DESIGN §12): /healthz answers 200 while the

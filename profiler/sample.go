@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"math"
 	rtmetrics "runtime/metrics"
 	"slices"
 	"sort"
@@ -24,7 +25,9 @@ type Value struct {
 // (queue.length, enqueued, rejected.full, rejected.predicate,
 // rejected.closed, dropped, pool.size, batching.factor, the controllers'
 // pool.throughput, pool.best.size, pool.best.throughput, batching.best and
-// batching.throughput, ...; histograms as <name>.mean/.p50/.p90/.p99/.max),
+// batching.throughput, ...; histograms as <name>.mean/.p50/.p90/.p99/.max,
+// all NaN — "no samples" — when nothing was added to the histogram since
+// the previous sample, as for an idle stage's service.ns),
 // the handler's own values (stage.Context.Profile), "predicate.<name>" for
 // what the admission predicate reports through Inspect (registered in the
 // manager's registry by the profiler: see the package documentation; a
@@ -123,6 +126,9 @@ var runtimeNames = []struct{ metric, name string }{
 type counters struct {
 	at                          time.Time
 	enqueued, handled, rejected uint64
+	// dist holds the update counts of the stage's histograms and timers
+	// (service.ns, queue.wait.ns, ...) by relative name.
+	dist map[string]int64
 }
 
 // sampler takes samples of a manager; it remembers the previous counters of
@@ -184,9 +190,16 @@ func (s *sampler) take() Sample {
 		out.Stages[i].Name = st.Name()
 		index[st.Name()] = i
 	}
+	dists := make([]map[string]int64, len(stages))
 	s.m.Metrics().Each(func(name string, v any) {
 		if i, rel, ok := owner(index, name); ok {
 			out.Stages[i].Values = appendMetric(out.Stages[i].Values, rel, v)
+			if n, ok := distCount(v); ok {
+				if dists[i] == nil {
+					dists[i] = map[string]int64{}
+				}
+				dists[i][rel] = n
+			}
 		} else {
 			out.Other = appendMetric(out.Other, name, v)
 		}
@@ -197,7 +210,16 @@ func (s *sampler) take() Sample {
 		ss := &out.Stages[i]
 		stats := st.Stats()
 		c := counters{at: out.Time, enqueued: stats.Enqueued, handled: stats.Events,
-			rejected: stats.RejectedFull + stats.RejectedPredicate}
+			rejected: stats.RejectedFull + stats.RejectedPredicate, dist: dists[i]}
+		// A distribution nothing was added to since the previous sample
+		// (or ever) has no samples in this window: its reservoir would
+		// repeat the last busy window's numbers, so they read NaN (null
+		// in metrics.json, "no samples" on the dashboard) instead.
+		for rel, n := range c.dist {
+			if n == s.prev[st].dist[rel] {
+				noSamples(ss.Values, rel)
+			}
+		}
 		var re, rh, rr float64
 		if p, ok := s.prev[st]; ok {
 			if dt := c.at.Sub(p.at).Seconds(); dt > 0 {
@@ -315,6 +337,30 @@ func appendMetric(out []Value, name string, v any) []Value {
 }
 
 var quantiles = []float64{0.5, 0.9, 0.99}
+
+// distSuffixes are the values appendDistribution makes of a distribution.
+var distSuffixes = []string{".mean", ".p50", ".p90", ".p99", ".max"}
+
+// distCount returns how many values were ever added to a histogram or a
+// timer.
+func distCount(v any) (int64, bool) {
+	switch m := v.(type) {
+	case metrics.Histogram:
+		return m.Count(), true
+	case metrics.Timer:
+		return m.Count(), true
+	}
+	return 0, false
+}
+
+// noSamples sets the values of distribution name in vs to NaN.
+func noSamples(vs []Value, name string) {
+	for i := range vs {
+		if rest, ok := strings.CutPrefix(vs[i].Name, name); ok && slices.Contains(distSuffixes, rest) {
+			vs[i].Value = math.NaN()
+		}
+	}
+}
 
 func appendDistribution(out []Value, name string, mean float64, q []float64, max int64) []Value {
 	return append(out,

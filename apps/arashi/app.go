@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,6 +190,26 @@ func (a *App) newSession(user int64, name string) uint64 {
 	return key
 }
 
+// endSession forgets the session of key (a hex key as in the links): the
+// key opens nothing afterwards. An unknown or malformed key is ignored.
+func (a *App) endSession(key string) {
+	k, err := strconv.ParseUint(key, 16, 64)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.sessions[k]; !ok {
+		return
+	}
+	delete(a.sessions, k)
+	// Logging out is rare: a scan of the order (at most MaxSessions keys)
+	// keeps it exact, so eviction never drops a live session for a dead one.
+	if i := slices.Index(a.order, k); i >= 0 {
+		a.order = slices.Delete(a.order, i, i+1)
+	}
+}
+
 func (a *App) session(key string) (session, bool) {
 	k, err := strconv.ParseUint(key, 16, 64)
 	if err != nil {
@@ -281,6 +302,12 @@ func (p *page) serve(req *http.Request) *http.Response {
 	ctx, cancel := context.WithTimeout(context.Background(), p.app.opts.Timeout)
 	defer cancel()
 	db := p.app.opts.DB
+	if p.kind == Login && req.Path == "/logout" {
+		// The Login stage also ends sessions: /logout?s=KEY forgets KEY
+		// and goes back to the login page, whether KEY was live or not.
+		p.app.endSession(form.Get("s"))
+		return redirect("/")
+	}
 	if p.kind == Login {
 		name := form.Get("user")
 		id, err := db.Login(ctx, name, form.Get("password"))

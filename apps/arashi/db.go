@@ -41,6 +41,10 @@ type Folder struct {
 	Unread int
 }
 
+// Outgoing reports whether f holds the user's own sent mail (Sent): its
+// messages have no unread state to show.
+func (f Folder) Outgoing() bool { return f.Name == SentFolder }
+
 // Message is a message's header, and its body when it was asked for.
 type Message struct {
 	ID       int64

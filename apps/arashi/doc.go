@@ -13,8 +13,9 @@
 // its own admission predicate (an rt controller by default):
 //
 //	/login               Login         user name and password → a 64-bit session key, 303 to /folders
+//	/logout?s=KEY        Login         ends the session (the key opens nothing afterwards), 303 to /
 //	/folders?s=KEY       ListFolders   the user's folders with message counts
-//	/list?s&f[&page&sort] ListMessages a page of 50 headers of a folder, by date, sender or subject
+//	/list?s&f[&page&sort] ListMessages a page of 50 headers of a folder, by date, sender or subject, with newer/older links
 //	/show?s&m            ShowMessage   one message, marked read
 //	/delete (POST s, m)  Delete        to Trash (removed if already there), 303 back to the folder
 //	/refile (POST s,m,to) Refile       to another folder, 303 back to the folder
@@ -22,7 +23,7 @@
 //	/compose, /send      Compose       the form, and delivery to a user's Inbox and one's Sent
 //
 // The session key is carried in every link (thesis §6.3.1); pages come from
-// html/template. A request's class is its X-Class header (package http), so
+// html/template. Sent is one's own mail: it shows no unread state. A request's class is its X-Class header (package http), so
 // multiclass predicates on these stages tell users apart.
 //
 // The mail store (DB) is SQLite through the pure-Go modernc.org/sqlite in
