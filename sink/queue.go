@@ -514,6 +514,9 @@ func (r runtimeQueue) NotifyBacklog(ch chan struct{}, below int) bool {
 	return r.q.notifyBacklog(ch, below)
 }
 func (r runtimeQueue) MayComplete() bool { return r.q.mayComplete() }
+
+var _ sinkrt.BatchCompleter = (*admBox)(nil)
+
 func (r runtimeQueue) CompleterAt(stamp int64) sinkrt.Completer {
 	if c := r.q.completerAt(stamp); c != nil {
 		return c

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/threadpool"
 )
@@ -340,13 +341,7 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	err := invoke(inst.h, batch, &s.stacks)
 	service := time.Duration(sink.Nanotime() - start)
 	if completes {
-		// Each event completes on the predicate that admitted it, which
-		// may have been replaced since.
-		for i, e := range orig {
-			if c := s.queue.CompleterAt(stamps[i]); c != nil {
-				c.Done(e, time.Duration(start-stamps[i]), service)
-			}
-		}
+		s.complete(orig, stamps, start, service)
 	}
 	if s.metrics != nil && timed {
 		s.metrics.observe(start, len(orig), stamps[0], service)
@@ -355,6 +350,32 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 		s.fail(inst, err, orig)
 	} else {
 		inst.handledOK()
+	}
+}
+
+// complete tells the predicates that admitted a batch's events (stamped
+// stamps, handled from start on in service) that they have been handled.
+// Each event completes on the predicate that admitted it, which may have
+// been replaced since. The runtime cannot see inside a handler, so every
+// event waited for the whole batch (its response time is queued+service)
+// and, for the predicates that charge events their own cost
+// (sink.ServiceSharer: per-principal accounting), took an equal share of
+// it: service/len(batch). A batch of one event gets service either way.
+func (s *Stage) complete(batch []sink.Event, stamps []int64, start int64, service time.Duration) {
+	n := len(batch)
+	for i, e := range batch {
+		c := s.queue.CompleterAt(stamps[i])
+		if c == nil {
+			continue
+		}
+		queued := time.Duration(start - stamps[i])
+		if n > 1 {
+			if bc, ok := c.(sinkrt.BatchCompleter); ok {
+				bc.DoneInBatch(e, queued, service, n)
+				continue
+			}
+		}
+		c.Done(e, queued, service)
 	}
 }
 

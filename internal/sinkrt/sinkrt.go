@@ -100,6 +100,16 @@ type Completer interface {
 	Done(e any, queued, service time.Duration)
 }
 
+// BatchCompleter is a Completer that can also complete an event handled
+// in a batch of n events that took service in all: it charges
+// sink.ServiceSharers the event's share (service/n) and the other
+// Completers service. CompleterAt returns one when the predicate's tree
+// holds a ServiceSharer; with any other Completer Done is all there is.
+type BatchCompleter interface {
+	Completer
+	DoneInBatch(e any, queued, service time.Duration, n int)
+}
+
 // Waiter is one consumer goroutine's handle for Park.
 type Waiter struct {
 	C chan Handoff // holds at most one hand-off
