@@ -203,10 +203,19 @@ func (s *Stage) Sink() sink.Sink { return s.external }
 type instance struct {
 	h Handler
 	n uint64
+	// waits is h when it wants its events' queue waits (WrapWaits).
+	waits waitsHandler
 	// ok: a batch of h's has succeeded. Set once by handleBatch, read
 	// when h fails: a handler that fails before it has handled anything
 	// is in a crash loop, and its supervisor backs off.
 	ok atomic.Bool
+}
+
+// newInstance returns the instance number n of a stage's handler h.
+func newInstance(h Handler, n uint64) *instance {
+	inst := &instance{h: h, n: n}
+	inst.waits, _ = h.(waitsHandler)
+	return inst
 }
 
 // handledOK records that a batch of inst's handler succeeded.
@@ -329,7 +338,7 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	inst := s.cur.Load()
 	completes := s.queue.MayComplete()
 	timed := stamps[0] != 0
-	if !completes && !timed {
+	if !completes && !timed && inst.waits == nil {
 		if err := invoke(inst.h, batch, &s.stacks); err != nil {
 			s.fail(inst, err, orig)
 		} else {
@@ -338,7 +347,12 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 		return
 	}
 	start := sink.Nanotime()
-	err := invoke(inst.h, batch, &s.stacks)
+	var err error
+	if inst.waits != nil {
+		err = invokeWaits(inst.waits, batch, stamps, start, &s.stacks)
+	} else {
+		err = invoke(inst.h, batch, &s.stacks)
+	}
 	service := time.Duration(sink.Nanotime() - start)
 	if completes {
 		s.complete(orig, stamps, start, service)
@@ -456,6 +470,25 @@ func invoke(h Handler, events []sink.Event, stacks *stackMemo) (err error) {
 		}
 	}()
 	return h.HandleEvents(events)
+}
+
+// invokeWaits is invoke for a handler that is told each event's queue
+// wait: start minus its enqueue stamp, -1 for an event without a stamp
+// (queued before the stage's queue stamped every event).
+func invokeWaits(h waitsHandler, events []sink.Event, stamps []int64, start int64, stacks *stackMemo) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: stacks.stack()}
+		}
+	}()
+	waits := make([]time.Duration, len(events))
+	for i := range waits {
+		waits[i] = -1
+		if stamps[i] != 0 {
+			waits[i] = time.Duration(start - stamps[i])
+		}
+	}
+	return h.handleWithWaits(events, waits)
 }
 
 // startPredicate runs the background loop of every predicate of p's tree

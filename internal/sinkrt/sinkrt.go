@@ -57,6 +57,9 @@ type Queue interface {
 	// nil.
 	MayComplete() bool
 	CompleterAt(stamp int64) Completer
+	// StampAll makes the queue stamp every event it takes from now on
+	// (not only a sample), for a handler told each event's queue wait.
+	StampAll()
 
 	// Finish reports n events the runtime took out (Dequeue or a
 	// hand-off) as done with: handled, failed or given up. Finished is
