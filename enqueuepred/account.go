@@ -21,7 +21,11 @@ type AccountingConfig struct {
 // it wraps a predicate (nil: admit everything) and counts, for each
 // principal (PrincipalOf(e).ID; "anonymous" for events without one), the
 // events admitted, refused and handled and the handler time and queueing
-// time they took (from sink.Done; for a batch, the batch's handler time).
+// time they took (from sink.Done). It is a sink.ServiceSharer: an event
+// handled in a batch is charged its share of the batch's handler time
+// (the batch's time divided by its length; the runtime cannot see inside
+// a handler), so a principal is charged the time its events took, not
+// that time once per event of the batch.
 // Inspect reports them as principal.<id>.<value>, which the profiler
 // publishes as metrics <stage>.predicate.principal.<id>.<value>.
 type accounting struct {
@@ -45,16 +49,19 @@ type principalUsage struct {
 }
 
 var (
-	_ sink.Completer = (*accounting)(nil)
-	_ charger        = (*accounting)(nil)
-	_ sink.Composite = (*accounting)(nil)
-	_ Inspector      = (*accounting)(nil)
+	_ sink.Completer     = (*accounting)(nil)
+	_ sink.ServiceSharer = (*accounting)(nil)
+	_ charger            = (*accounting)(nil)
+	_ sink.Composite     = (*accounting)(nil)
+	_ Inspector          = (*accounting)(nil)
 )
 
 // NewAccounting returns Whirlwind's per-principal resource accounting
 // (§III.C, YAML `account`) around inner (nil: admit everything): events
 // admitted, refused and handled and their handler and queueing times per
-// principal, reported through Inspector as principal.<id>.<value>.
+// principal, reported through Inspector as principal.<id>.<value>. An
+// event handled in a batch is charged its share of the batch's handler
+// time (sink.ServiceSharer).
 func NewAccounting(inner sink.Predicate, cfg AccountingConfig) sink.Predicate {
 	return newAccounting(inner, cfg)
 }
@@ -131,6 +138,10 @@ func (a *accounting) Done(e sink.Event, queued, service time.Duration) {
 	acc.service.Add(int64(service))
 	acc.queued.Add(int64(queued))
 }
+
+// SharesService implements sink.ServiceSharer: Done's service is the
+// event's share of its batch's handler time.
+func (a *accounting) SharesService() {}
 
 // usage returns every principal's account.
 func (a *accounting) usage() map[string]principalUsage {

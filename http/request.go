@@ -61,6 +61,8 @@ type Request struct {
 	// principal is what the server attached as the identity the request
 	// runs on behalf of (ServerConfig.Principal); see Principal.
 	principal any
+	// ctx is the request's context (request_context.go); nil: Background.
+	ctx requestContext
 	// Conn identifies the connection (copied from Parser.Conn) and Seq is the
 	// request's position on it (0, 1, 2, ...), so that responses to
 	// pipelined requests can be sent back in order.

@@ -3,17 +3,26 @@
 // Start with Handler: it wraps a stage's handler so that every event that
 // carries a context (stage.ContextEvent: a stage.Request, for one) gets a
 // span for its visit of the stage, a child of the span in that context.
-// The context rides in the event from stage to stage, so a request's
-// visits of every stage it passes through are spans of the caller's trace
-// (with nethttp behind otelhttp, of the HTTP server span):
+// When the event can take a new context (stage.ContextSetter: a
+// stage.Request, an http.Request) the span's context replaces it before
+// the handler runs, so spans nest: the spans the handler starts from the
+// event's Context() are children of its stage span, and so is the span of
+// the next stage the handler passes the event to. A request's visits of
+// every stage it passes through are thus one trace under the caller's span
+// (with nethttp behind otelhttp, the HTTP server span):
 //
 //	tp := sdktrace.NewTracerProvider(...)
 //	reg.Register("orders.Price", func() stage.Handler {
 //		return otelstage.Handler(tp, stage.Typed[*Call](&price{}))
 //	})
 //
+// Each span records the event's queue wait, the time from its enqueue to
+// the start of the batch, as the attribute sandstorm.queue_wait_ns (the
+// stage's queue then reads the clock for every event; stage.WrapWaits).
+//
 // Without a TracerProvider (nil) Handler returns the handler as it is.
-// Events without a context are not traced. A span covers the batch the
+// Events without a context are not traced; events whose context cannot be
+// replaced get sibling spans, as before. A span covers the batch the
 // event was handled in (the runtime hands handlers batches), and is
 // marked as an error when the handler failed the event (stage.EventError)
 // or the batch.
@@ -21,6 +30,7 @@ package otelstage
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -35,7 +45,8 @@ const ScopeName = "github.com/sandstorm-go/sandstorm/otelstage"
 
 // Handler returns h with a span per visit of an event that carries a
 // context; see the package documentation. The spans are named after the
-// stage and have the attributes sandstorm.stage and sandstorm.batch_size.
+// stage and have the attributes sandstorm.stage, sandstorm.batch_size and
+// sandstorm.queue_wait_ns.
 func Handler(tp trace.TracerProvider, h stage.Handler) stage.Handler {
 	if tp == nil {
 		return h
@@ -46,7 +57,7 @@ func Handler(tp trace.TracerProvider, h stage.Handler) stage.Handler {
 		name = c.Stage().Name()
 		return nil
 	}
-	return stage.Wrap(h, init, func(batch []sink.Event) error {
+	return stage.WrapWaits(h, init, func(batch []sink.Event, waits []time.Duration) error {
 		var spans []trace.Span
 		var idx []int // batch index of each span's event
 		for i, e := range batch {
@@ -58,8 +69,14 @@ func Handler(tp trace.TracerProvider, h stage.Handler) stage.Handler {
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			_, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal),
-				trace.WithAttributes(attribute.String("sandstorm.stage", name), attribute.Int("sandstorm.batch_size", len(batch))))
+			attrs := []attribute.KeyValue{attribute.String("sandstorm.stage", name), attribute.Int("sandstorm.batch_size", len(batch))}
+			if waits[i] >= 0 {
+				attrs = append(attrs, attribute.Int64(QueueWaitKey, int64(waits[i])))
+			}
+			ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+			if cs, ok := e.(stage.ContextSetter); ok {
+				cs.SetContext(ctx) // before the handler: it owns the event from then on
+			}
 			spans, idx = append(spans, span), append(idx, i)
 		}
 		err := h.HandleEvents(batch)
@@ -82,6 +99,10 @@ func Handler(tp trace.TracerProvider, h stage.Handler) stage.Handler {
 		return err
 	})
 }
+
+// QueueWaitKey is the span attribute holding the event's queue wait in
+// nanoseconds: from its enqueue on the stage to the start of its batch.
+const QueueWaitKey = "sandstorm.queue_wait_ns"
 
 // failedEvents maps the batch indices an error names (stage.EventError,
 // alone or joined) to their errors; nil when it names none (the whole

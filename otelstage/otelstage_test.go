@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandstorm-go/sandstorm/otelstage"
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -17,7 +18,10 @@ import (
 type call = stage.Request[int, int]
 
 // TestSpanPerStageVisit: a request passing through three stages gets one
-// span per stage, each a child of the caller's span in the caller's trace.
+// span per stage visit, nested in the caller's trace: A's is a child of
+// the caller's span, B's of A's, C's of B's, and the span C's handler
+// starts from the request's context a child of C's. Each stage span
+// records the request's queue wait.
 func TestSpanPerStageVisit(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -26,6 +30,8 @@ func TestSpanPerStageVisit(t *testing.T) {
 	m := stage.NewManager(stage.Options{})
 	last, err := m.CreateStage("C", otelstage.Handler(tp, stage.TypedFunc(func(batch []*call) error {
 		for i, r := range batch {
+			_, own := tp.Tracer("handler").Start(r.Context(), "C.work")
+			own.End()
 			if r.Value < 0 {
 				return stage.FailEvent(i, errors.New("negative"))
 			}
@@ -75,21 +81,46 @@ func TestSpanPerStageVisit(t *testing.T) {
 
 	byName := map[string]int{}
 	errorsIn := map[string]int{}
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, s := range rec.Ended() {
+		byID[s.SpanContext().SpanID()] = s
+	}
+	parentName := func(s sdktrace.ReadOnlySpan) string {
+		if p, ok := byID[s.Parent().SpanID()]; ok {
+			return p.Name()
+		}
+		return "?"
+	}
+	want := map[string]string{"A": "request", "B": "A", "C": "B", "C.work": "C"}
 	for _, s := range rec.Ended() {
 		if s.Name() == "request" {
 			continue
 		}
 		byName[s.Name()]++
-		if s.Parent().SpanID() != root.SpanContext().SpanID() || s.SpanContext().TraceID() != root.SpanContext().TraceID() {
-			t.Errorf("span %s: parent %v trace %v, want the caller's span", s.Name(), s.Parent().SpanID(), s.SpanContext().TraceID())
+		if s.SpanContext().TraceID() != root.SpanContext().TraceID() {
+			t.Errorf("span %s in trace %v, want the caller's", s.Name(), s.SpanContext().TraceID())
+		}
+		if got := parentName(s); got != want[s.Name()] {
+			t.Errorf("span %s: parent %s, want %s", s.Name(), got, want[s.Name()])
+		}
+		if s.Name() != "C.work" {
+			found := false
+			for _, a := range s.Attributes() {
+				if string(a.Key) == otelstage.QueueWaitKey {
+					found = a.Value.AsInt64() >= 0
+				}
+			}
+			if !found {
+				t.Errorf("span %s: no %s attribute: %v", s.Name(), otelstage.QueueWaitKey, s.Attributes())
+			}
 		}
 		if s.Status().Code == codes.Error {
 			errorsIn[s.Name()]++
 		}
 	}
-	for _, n := range []string{"A", "B", "C"} {
+	for _, n := range []string{"A", "B", "C", "C.work"} {
 		if byName[n] != 2 {
-			t.Errorf("stage %s: %d spans, want 2 (spans: %v)", n, byName[n], byName)
+			t.Errorf("%s: %d spans, want 2 (spans: %v)", n, byName[n], byName)
 		}
 	}
 	if errorsIn["C"] != 1 || errorsIn["A"]+errorsIn["B"] != 0 {

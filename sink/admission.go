@@ -70,6 +70,7 @@ type admBox struct {
 	// The hooks of every predicate of p's tree (Composite), found once:
 	// a Ticket completes an event on all of them.
 	done   []Completer
+	shares []bool // shares[i]: done[i] is a ServiceSharer
 	cancel []Canceler
 	shed   []Shedder
 	// since is the stamp from which events were admitted by p, for a sink
@@ -119,14 +120,15 @@ func (t Ticket) Predicate() Predicate {
 	return t.b.p
 }
 
-// completer returns what completes b's events: its one Completer, b
-// itself when its predicate tree has several, nil when none (or b is
-// nil).
+// completer returns what completes b's events: its one Completer unless
+// it is a ServiceSharer, b itself when its predicate tree has several or
+// a ServiceSharer (b completes batches, sinkrt.BatchCompleter), nil when
+// none (or b is nil).
 func (b *admBox) completer() Completer {
 	switch {
 	case b == nil || len(b.done) == 0:
 		return nil
-	case len(b.done) == 1:
+	case len(b.done) == 1 && !b.shares[0]:
 		return b.done[0]
 	}
 	return b
@@ -136,6 +138,23 @@ func (b *admBox) completer() Completer {
 func (b *admBox) Done(e Event, queued, service time.Duration) {
 	for _, c := range b.done {
 		c.Done(e, queued, service)
+	}
+}
+
+// DoneInBatch completes e, one of n events handled together in service,
+// on every Completer of b: a ServiceSharer is charged e's share of
+// service, the others service (see ServiceSharer).
+func (b *admBox) DoneInBatch(e Event, queued, service time.Duration, n int) {
+	share := service
+	if n > 1 {
+		share = service / time.Duration(n)
+	}
+	for i, c := range b.done {
+		if b.shares[i] {
+			c.Done(e, queued, share)
+		} else {
+			c.Done(e, queued, service)
+		}
 	}
 }
 
@@ -227,7 +246,9 @@ func newAdmBox(self Sink, p Predicate) *admBox {
 	nb.err = &RejectError{Sink: sinkName(self), Predicate: PredicateName(p), Reason: "admission refused"}
 	Walk(p, func(q Predicate) {
 		if c, ok := q.(Completer); ok {
+			_, share := c.(ServiceSharer)
 			nb.done = append(nb.done, c)
+			nb.shares = append(nb.shares, share)
 		}
 		if c, ok := q.(Canceler); ok {
 			nb.cancel = append(nb.cancel, c)

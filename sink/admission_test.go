@@ -265,3 +265,94 @@ func TestQueueShedsThroughComposites(t *testing.T) {
 		t.Fatalf("shed events not cancelled on the nested predicate: %d in flight", sh.inFlight.Load())
 	}
 }
+
+// serviceLog records the service times Done is told, per event.
+type serviceLog struct {
+	mu      sync.Mutex
+	service map[sink.Event]time.Duration
+}
+
+func (l *serviceLog) Accept(sink.Event) bool { return true }
+func (l *serviceLog) Done(e sink.Event, _, service time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.service == nil {
+		l.service = map[sink.Event]time.Duration{}
+	}
+	l.service[e] += service
+}
+
+// sharingLog is a serviceLog that is charged events' shares.
+type sharingLog struct{ serviceLog }
+
+func (*sharingLog) SharesService() {}
+
+// TestBatchCompletionShares: a batch of 10 events handled in 10 ms
+// charges a ServiceSharer 1 ms per event, so its charges add up to the
+// batch's time, while the other Completers of the same predicate tree are
+// told each event's response time, the whole 10 ms. A batch of one gets
+// the same time either way.
+func TestBatchCompletionShares(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		whole *serviceLog // nil: the sharer alone
+	}{{"sharer alone", nil}, {"beside a Completer", &serviceLog{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			share := &sharingLog{}
+			var p sink.Predicate = share
+			if tc.whole != nil {
+				p = &wrapper{kids: []sink.Predicate{tc.whole, share}}
+			}
+			q := sink.NewQueue(0)
+			q.SetPredicate(p)
+			for i := range 11 {
+				if err := q.Enqueue(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			evs, stamps := make([]sink.Event, 11), make([]int64, 11)
+			if n := q.Dequeue(evs, stamps); n != 11 {
+				t.Fatalf("dequeued %d", n)
+			}
+			const batch = 10 * time.Millisecond
+			for i := range 10 { // one batch of 10
+				c, ok := sinkrt.Of(q).CompleterAt(stamps[i]).(sinkrt.BatchCompleter)
+				if !ok {
+					t.Fatalf("CompleterAt is %T, not a BatchCompleter", sinkrt.Of(q).CompleterAt(stamps[i]))
+				}
+				c.DoneInBatch(evs[i], 0, batch, 10)
+			}
+			sinkrt.Of(q).CompleterAt(stamps[10]).(sinkrt.BatchCompleter).DoneInBatch(evs[10], 0, batch, 1)
+			var sum time.Duration
+			for i := range 10 {
+				if got := share.service[i]; got != time.Millisecond {
+					t.Errorf("sharer charged event %d %v, want 1ms", i, got)
+				}
+				sum += share.service[i]
+				if tc.whole != nil && tc.whole.service[i] != batch {
+					t.Errorf("Completer told event %d %v, want the batch's 10ms", i, tc.whole.service[i])
+				}
+			}
+			if sum != batch {
+				t.Errorf("sharer charged the batch %v in all, want %v", sum, batch)
+			}
+			if got := share.service[10]; got != batch {
+				t.Errorf("a batch of one charged %v, want %v", got, batch)
+			}
+		})
+	}
+}
+
+// TestCompleterAtPlainCompleter: a lone Completer that is not a
+// ServiceSharer is handed to the runtime as it is (no indirection).
+func TestCompleterAtPlainCompleter(t *testing.T) {
+	l := &serviceLog{}
+	q := sink.NewQueue(0)
+	q.SetPredicate(l)
+	_ = q.Enqueue(1)
+	evs, stamps := make([]sink.Event, 1), make([]int64, 1)
+	q.Dequeue(evs, stamps)
+	if got := sinkrt.Of(q).CompleterAt(stamps[0]); got != sinkrt.Completer(l) {
+		t.Fatalf("CompleterAt = %T, want the predicate itself", got)
+	}
+}

@@ -58,6 +58,8 @@ type Queue struct {
 	count    int
 	reserved int
 	closed   bool
+	// stampAll: every event is stamped (sinkrt.Queue.StampAll).
+	stampAll bool
 	// abandoned: Discard ran on the closed queue; the runtime has given
 	// up on it, and transactions committed later are removed at once.
 	abandoned bool
@@ -383,7 +385,7 @@ func (t *txn) Abort() {
 // stampSample; 0 otherwise.
 func (q *Queue) stampLocked(b *admBox) int64 {
 	q.pushes++
-	if b.stamped() || q.sched != nil || q.pushes%stampSample == 1 || q.age.on() {
+	if b.stamped() || q.sched != nil || q.pushes%stampSample == 1 || q.age.on() || q.stampAll {
 		return q.nowLocked()
 	}
 	return 0
@@ -514,6 +516,14 @@ func (r runtimeQueue) NotifyBacklog(ch chan struct{}, below int) bool {
 	return r.q.notifyBacklog(ch, below)
 }
 func (r runtimeQueue) MayComplete() bool { return r.q.mayComplete() }
+func (r runtimeQueue) StampAll() {
+	r.q.mu.Lock()
+	r.q.stampAll = true
+	r.q.mu.Unlock()
+}
+
+var _ sinkrt.BatchCompleter = (*admBox)(nil)
+
 func (r runtimeQueue) CompleterAt(stamp int64) sinkrt.Completer {
 	if c := r.q.completerAt(stamp); c != nil {
 		return c

@@ -76,9 +76,24 @@ type Binder interface {
 
 // Completer is implemented by predicates that want to know when an admitted
 // event has been handled. queued is the time the event spent in the queue,
-// service the time its handler took (for a batch, the batch's time).
+// service the time its handler took (for a batch, the batch's time; see
+// ServiceSharer).
 type Completer interface {
 	Done(e Event, queued, service time.Duration)
+}
+
+// ServiceSharer is implemented by Completers that charge each event for
+// its own handling, such as per-principal accounting. A stage's runtime
+// hands its handler batches and cannot see inside one, so a Completer's
+// Done gets the batch's handler time: each event waited for the whole
+// batch, which is its response time, what a response-time controller
+// wants. A ServiceSharer's Done gets the event's share of it instead, the
+// batch's time divided by its length, so that the times charged for a
+// batch add up to the batch's time. For an event handled alone (a batch
+// of one, a connection's write) both are the same.
+type ServiceSharer interface {
+	Completer
+	SharesService()
 }
 
 // Canceler is implemented by predicates that hold resources for admitted

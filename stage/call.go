@@ -54,7 +54,8 @@ type Request[Req, Resp any] struct {
 	// Value is the caller's request.
 	Value Req
 
-	ctx      context.Context
+	ctx      context.Context                 // the caller's: Wait watches it
+	cur      atomic.Pointer[context.Context] // SetContext's, if any
 	answered atomic.Bool
 	reply    chan callResult[Resp] // capacity 1: answering never blocks
 }
@@ -71,9 +72,20 @@ func NewRequest[Req, Resp any](ctx context.Context, v Req) *Request[Req, Resp] {
 	return &Request[Req, Resp]{Value: v, ctx: ctx, reply: make(chan callResult[Resp], 1)}
 }
 
-// Context returns the caller's context: its deadline, cancellation and
-// values (a trace span, for instance).
-func (r *Request[Req, Resp]) Context() context.Context { return r.ctx }
+// Context returns the request's context: the caller's (its deadline,
+// cancellation and values, a trace span for instance), or the one the
+// last SetContext set, which derives from it.
+func (r *Request[Req, Resp]) Context() context.Context {
+	if c := r.cur.Load(); c != nil {
+		return *c
+	}
+	return r.ctx
+}
+
+// SetContext implements ContextSetter: ctx, derived from Context(),
+// becomes the request's context for the stages it visits next. The
+// caller's Wait still watches the caller's own context.
+func (r *Request[Req, Resp]) SetContext(ctx context.Context) { r.cur.Store(&ctx) }
 
 // Reply answers the request with v. It reports whether this was the first
 // answer.

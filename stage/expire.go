@@ -18,6 +18,22 @@ type ContextEvent interface {
 	Context() context.Context
 }
 
+// ContextSetter is a ContextEvent whose context the stage holding it may
+// replace with one derived from it (keeping its deadline, cancellation and
+// values): middleware such as otelstage sets the context of the stage
+// visit's span, so that what the handler starts, and the stages it
+// enqueues the event on, are children of that span. Request is one. An
+// event belongs to one stage at a time (the queue hands it over), so the
+// setter is called by its current holder only, and never after the
+// handler has passed the event on. It changes the event in place rather
+// than returning a copy (as net/http's WithContext does) because the
+// runtime, the predicates and the caller of a Request know the event by
+// its identity.
+type ContextSetter interface {
+	ContextEvent
+	SetContext(ctx context.Context)
+}
+
 // dropExpired removes from a batch, in place and keeping the order, the
 // events whose context has ended, with their stamps, and returns the
 // shortened batch. Each dropped event is counted, answered if it is a

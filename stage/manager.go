@@ -314,9 +314,12 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 		return nil, fmt.Errorf("%w: stage %q: %w", ErrInvalidConfig, name, errNoFactory)
 	}
 	s := &Stage{name: name, mgr: m, cfg: cfg}
-	s.cur.Store(&instance{h: h, n: 1})
+	s.cur.Store(newInstance(h, 1))
 	_, s.single = h.(SingleThreaded)
 	s.queue = newStageQueue(sink.NewNamedQueue(name, cfg.Queue.Threshold))
+	if s.cur.Load().waits != nil {
+		s.queue.StampAll() // the handler is told every event's queue wait
+	}
 	s.queue.SetMaxAge(cfg.Queue.MaxTime)
 	s.pacer = newPacer(cfg.Queue, m.opts.Now)
 	if s.pacer != nil {

@@ -16,6 +16,7 @@ type stageQueue struct {
 
 func newStageQueue(q *sink.Queue) stageQueue { return stageQueue{Queue: q, rt: sinkrt.Of(q)} }
 
+func (q stageQueue) StampAll()         { q.rt.StampAll() }
 func (q stageQueue) InService() int    { return q.rt.InService() }
 func (q stageQueue) MayComplete() bool { return q.rt.MayComplete() }
 func (q stageQueue) CompleterAt(stamp int64) sinkrt.Completer {

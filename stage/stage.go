@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/sinkrt"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/threadpool"
 )
@@ -202,10 +203,19 @@ func (s *Stage) Sink() sink.Sink { return s.external }
 type instance struct {
 	h Handler
 	n uint64
+	// waits is h when it wants its events' queue waits (WrapWaits).
+	waits waitsHandler
 	// ok: a batch of h's has succeeded. Set once by handleBatch, read
 	// when h fails: a handler that fails before it has handled anything
 	// is in a crash loop, and its supervisor backs off.
 	ok atomic.Bool
+}
+
+// newInstance returns the instance number n of a stage's handler h.
+func newInstance(h Handler, n uint64) *instance {
+	inst := &instance{h: h, n: n}
+	inst.waits, _ = h.(waitsHandler)
+	return inst
 }
 
 // handledOK records that a batch of inst's handler succeeded.
@@ -328,7 +338,7 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 	inst := s.cur.Load()
 	completes := s.queue.MayComplete()
 	timed := stamps[0] != 0
-	if !completes && !timed {
+	if !completes && !timed && inst.waits == nil {
 		if err := invoke(inst.h, batch, &s.stacks); err != nil {
 			s.fail(inst, err, orig)
 		} else {
@@ -337,16 +347,15 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 		return
 	}
 	start := sink.Nanotime()
-	err := invoke(inst.h, batch, &s.stacks)
+	var err error
+	if inst.waits != nil {
+		err = invokeWaits(inst.waits, batch, stamps, start, &s.stacks)
+	} else {
+		err = invoke(inst.h, batch, &s.stacks)
+	}
 	service := time.Duration(sink.Nanotime() - start)
 	if completes {
-		// Each event completes on the predicate that admitted it, which
-		// may have been replaced since.
-		for i, e := range orig {
-			if c := s.queue.CompleterAt(stamps[i]); c != nil {
-				c.Done(e, time.Duration(start-stamps[i]), service)
-			}
-		}
+		s.complete(orig, stamps, start, service)
 	}
 	if s.metrics != nil && timed {
 		s.metrics.observe(start, len(orig), stamps[0], service)
@@ -355,6 +364,32 @@ func (s *Stage) handleBatch(batch, orig []sink.Event, stamps []int64) {
 		s.fail(inst, err, orig)
 	} else {
 		inst.handledOK()
+	}
+}
+
+// complete tells the predicates that admitted a batch's events (stamped
+// stamps, handled from start on in service) that they have been handled.
+// Each event completes on the predicate that admitted it, which may have
+// been replaced since. The runtime cannot see inside a handler, so every
+// event waited for the whole batch (its response time is queued+service)
+// and, for the predicates that charge events their own cost
+// (sink.ServiceSharer: per-principal accounting), took an equal share of
+// it: service/len(batch). A batch of one event gets service either way.
+func (s *Stage) complete(batch []sink.Event, stamps []int64, start int64, service time.Duration) {
+	n := len(batch)
+	for i, e := range batch {
+		c := s.queue.CompleterAt(stamps[i])
+		if c == nil {
+			continue
+		}
+		queued := time.Duration(start - stamps[i])
+		if n > 1 {
+			if bc, ok := c.(sinkrt.BatchCompleter); ok {
+				bc.DoneInBatch(e, queued, service, n)
+				continue
+			}
+		}
+		c.Done(e, queued, service)
 	}
 }
 
@@ -435,6 +470,25 @@ func invoke(h Handler, events []sink.Event, stacks *stackMemo) (err error) {
 		}
 	}()
 	return h.HandleEvents(events)
+}
+
+// invokeWaits is invoke for a handler that is told each event's queue
+// wait: start minus its enqueue stamp, -1 for an event without a stamp
+// (queued before the stage's queue stamped every event).
+func invokeWaits(h waitsHandler, events []sink.Event, stamps []int64, start int64, stacks *stackMemo) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: stacks.stack()}
+		}
+	}()
+	waits := make([]time.Duration, len(events))
+	for i := range waits {
+		waits[i] = -1
+		if stamps[i] != 0 {
+			waits[i] = time.Duration(start - stamps[i])
+		}
+	}
+	return h.handleWithWaits(events, waits)
 }
 
 // startPredicate runs the background loop of every predicate of p's tree

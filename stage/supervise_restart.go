@@ -113,7 +113,7 @@ func (m *Manager) restart(ctx context.Context, supervisor string, stages []*Stag
 			err = fmt.Errorf("%w: stage %q: factory returned a nil handler", ErrInit, s.name)
 			h = HandlerFunc(func([]sink.Event) error { return err })
 		}
-		inst := &instance{h: h, n: s.cur.Load().n + 1}
+		inst := newInstance(h, s.cur.Load().n+1)
 		s.cur.Store(inst)
 		s.restarts.Add(1)
 		if err == nil {

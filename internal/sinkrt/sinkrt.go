@@ -57,6 +57,9 @@ type Queue interface {
 	// nil.
 	MayComplete() bool
 	CompleterAt(stamp int64) Completer
+	// StampAll makes the queue stamp every event it takes from now on
+	// (not only a sample), for a handler told each event's queue wait.
+	StampAll()
 
 	// Finish reports n events the runtime took out (Dequeue or a
 	// hand-off) as done with: handled, failed or given up. Finished is
@@ -98,6 +101,16 @@ type Queue interface {
 // queueing and service time when the runtime is done with it.
 type Completer interface {
 	Done(e any, queued, service time.Duration)
+}
+
+// BatchCompleter is a Completer that can also complete an event handled
+// in a batch of n events that took service in all: it charges
+// sink.ServiceSharers the event's share (service/n) and the other
+// Completers service. CompleterAt returns one when the predicate's tree
+// holds a ServiceSharer; with any other Completer Done is all there is.
+type BatchCompleter interface {
+	Completer
+	DoneInBatch(e any, queued, service time.Duration, n int)
 }
 
 // Waiter is one consumer goroutine's handle for Park.
