@@ -268,3 +268,24 @@ func TestPrincipalConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsBehindTrustedProxy: the loopback-only statistics page judges
+// the client a trusted proxy on this host names, not the proxy itself.
+func TestStatsBehindTrustedProxy(t *testing.T) {
+	s := startWho(t, "principal: {from: header, trustedProxies: [127.0.0.1]}")
+	tests := []struct {
+		from, header string
+		status       int
+	}{
+		{"127.0.0.1", "", 200},
+		{"127.0.0.1", "X-Forwarded-For: 127.0.0.5\r\n", 200},
+		{"127.0.0.1", "X-Forwarded-For: 203.0.113.9\r\n", 403},
+		{"127.0.0.1", "X-Forwarded-For: 127.0.0.5, 203.0.113.9\r\n", 403},
+		{"127.0.0.2", "X-Forwarded-For: 203.0.113.9\r\n", 200}, // untrusted: its own (loopback) address
+	}
+	for _, tt := range tests {
+		if st, _ := dialFrom(t, tt.from, s.addr).get(t, "/stats", tt.header); st != tt.status {
+			t.Errorf("/stats from %s with %q: %d, want %d", tt.from, tt.header, st, tt.status)
+		}
+	}
+}

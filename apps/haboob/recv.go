@@ -145,8 +145,10 @@ type httpRecv struct {
 	routes []route // longest prefix first
 	static sink.Sink
 	send   sendFunc
-	self   sink.Sink     // this stage's sink, for the Combine path
-	inline atomic.Uint64 // requests answered by the Combine path
+	self   sink.Sink // this stage's sink, for the Combine path
+	// clients is the HTTP server's client policy (principal block).
+	clients *http.ClientPolicy
+	inline  atomic.Uint64 // requests answered by the Combine path
 }
 
 func (h *httpRecv) Init(c *stage.Context) error {
@@ -173,6 +175,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	if err != nil {
 		return err
 	}
+	h.clients = clients
 	// Context.Sink locates a missing stage named in the args itself.
 	if h.static, err = c.Sink(a.Static); err != nil {
 		return err
