@@ -264,3 +264,17 @@ func TestClientPolicyClassFromAny(t *testing.T) {
 		t.Fatalf("%d %q", resp.StatusCode, body)
 	}
 }
+
+func BenchmarkClient(b *testing.B) {
+	p := http.ClientPolicy{From: http.PrincipalFromHeader, TrustedProxies: prefixes(b, "127.0.0.1/32", "10.0.0.0/8")}
+	var h http.Header
+	h.Add("Host", "example.com")
+	h.Add("X-Forwarded-For", "1.2.3.4, 203.0.113.7, 10.1.1.1")
+	peer := netip.MustParseAddr("127.0.0.1")
+	b.ReportAllocs()
+	for b.Loop() {
+		if p.Client(peer, h).IsUnspecified() {
+			b.Fatal("no client")
+		}
+	}
+}
