@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -103,6 +104,11 @@ type Connection struct {
 	sock      *aio.Connection
 	id        uint64
 	overLimit bool // beyond MaxConnections: every request gets 503, then close
+	// peer is the client's IP address and principal its string form:
+	// the ID of its requests' principal when the server has a
+	// ClientPolicy ("" for a peer without an IP address: anonymous).
+	peer      netip.Addr
+	principal string
 
 	// Admission of replies; any goroutine. Every reply it admits is
 	// completed exactly once, through the reply's Done (see track).
@@ -168,6 +174,13 @@ func newConnection(s *Server, sock *aio.Connection) *Connection {
 	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now}
 	c.parser = Parser{Limits: s.cfg.Limits, ClassHeader: s.cfg.ClassHeader, Conn: c,
 		SkipBody: s.cfg.SkipBody, ReserveBody: c.reserveBody}
+	if cp := s.cfg.Clients; cp != nil {
+		c.peer = peerAddr(sock.RemoteAddr())
+		if c.peer.IsValid() {
+			c.principal = c.peer.String()
+		}
+		c.parser.NoClass = !cp.ClassTrusted(c.peer)
+	}
 	return c
 }
 

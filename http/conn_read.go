@@ -157,6 +157,9 @@ func (c *Connection) deliver(reqs []*Request) {
 			_ = c.reply(Reply{Req: r, Resp: resp})
 			continue
 		}
+		if cp := srv.cfg.Clients; cp != nil {
+			r.SetPrincipal(c.clientPrincipal(cp, r))
+		}
 		if f := srv.cfg.Principal; f != nil {
 			r.SetPrincipal(f(r))
 		}
@@ -247,4 +250,17 @@ func (c *Connection) releaseBodiesLocked() {
 		c.srv.stats.bodyBytes.Add(-c.bodies)
 		c.bodies = 0
 	}
+}
+
+// clientPrincipal is the principal ID of r under the server's
+// ClientPolicy: the peer's address, or the client a trusted proxy names.
+func (c *Connection) clientPrincipal(cp *ClientPolicy, r *Request) string {
+	if cp.From != PrincipalFromHeader {
+		return c.principal
+	}
+	a := cp.Client(c.peer, r.Header)
+	if a == c.peer {
+		return c.principal
+	}
+	return a.String()
 }

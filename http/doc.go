@@ -36,6 +36,11 @@
 // into Request.Body. Request.Conn and Request.Seq let a server send the
 // responses to pipelined requests back in order; Request.Class() (from the
 // X-Class header by default) and Request.Principal() feed admission control.
+// A server with a [ClientPolicy] (ServerConfig.Clients) gives every request
+// its client's IP address as principal (the peer's, or the client a
+// trusted proxy names in X-Forwarded-For, X-Real-IP or Forwarded) and
+// believes the class header only from trusted proxies; without one there
+// is no principal and any client may claim a class.
 //
 // # Responses
 //

@@ -86,6 +86,9 @@ type Parser struct {
 	// ClassHeader names the header field that gives Request.Class; empty
 	// means DefaultClassHeader.
 	ClassHeader string
+	// NoClass, if set, ignores the class header: every Request.Class is 0
+	// (a server's ClientPolicy does not believe this client's claim).
+	NoClass bool
 	// Now stamps Request.Received; nil means time.Now. Tests give a fixed
 	// clock.
 	Now func() time.Time
@@ -266,6 +269,7 @@ func (p *Parser) Reset() {
 	*p = Parser{
 		Limits:      p.Limits,
 		ClassHeader: p.ClassHeader,
+		NoClass:     p.NoClass,
 		Now:         p.Now,
 		Conn:        p.Conn,
 		buf:         p.buf[:0],
@@ -599,6 +603,9 @@ func (p *Parser) checkFields(r *Request) *Error {
 // small decimal integer, or conflicting values, are an error rather than
 // being ignored.
 func (p *Parser) parseClass(r *Request) *Error {
+	if p.NoClass {
+		return nil
+	}
 	name := p.ClassHeader
 	if name == "" {
 		name = DefaultClassHeader

@@ -123,8 +123,18 @@ type ServerConfig struct {
 	// buffer (one write, the body released at once); larger bodies are sent
 	// from their own buffers (default 16 KiB).
 	InlineBody int
+	// Clients, if set, says who each request's client is and whose class
+	// header counts (see ClientPolicy): every request gets its client's
+	// address as its principal (Request.Principal), and the class header
+	// is honoured only as the policy says (by default, only from trusted
+	// proxies). Nil keeps the behaviour of servers before it: no
+	// principal, and any client may claim a class.
+	Clients *ClientPolicy
 	// Principal, if set, is called for every parsed request to attach
-	// the request's principal (Request.Principal) before it is handed to the application.
+	// the request's principal (Request.Principal) before it is handed to
+	// the application. It runs after Clients has set the client's
+	// address as principal, which it may read (Request.PrincipalValue)
+	// and replace (a logged-in user, say).
 	Principal func(*Request) any
 	// Inline, if set, is offered every parsed request before it is
 	// enqueued on the application's sink, on the goroutine that parsed it
@@ -286,6 +296,13 @@ func Listen(cfg ServerConfig, requests sink.Sink, env aio.Env) (*Server, error) 
 		return nil, fmt.Errorf("http: Listen with a nil request sink")
 	}
 	cfg = cfg.withDefaults()
+	if cfg.Clients != nil {
+		if err := cfg.Clients.Validate(); err != nil {
+			return nil, err
+		}
+		cp := cfg.Clients.withDefaults()
+		cfg.Clients = &cp
+	}
 	if env.Metrics == nil && env.Manager != nil {
 		env.Metrics = env.Manager.Metrics()
 	}

@@ -1,8 +1,10 @@
 package haboob
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -59,6 +61,69 @@ type recvArgs struct {
 	Combine bool `yaml:"combine"`
 	// TLS opens an HTTPS listener beside the HTTP one.
 	TLS tlsArgs `yaml:"tls"`
+	// Principal says who a request's client is (its principal, for the
+	// account and session predicates and `ordering: principal`) and
+	// whose X-Class header counts; see principalArgs.
+	Principal principalArgs `yaml:"principal"`
+}
+
+// principalArgs are HttpRecv's `principal` block: an http.ClientPolicy.
+//
+//	principal:
+//	  from: addr              # addr (default): the peer's IP address;
+//	                          # header: the client a trusted proxy names
+//	  header: X-Forwarded-For # or X-Real-IP, Forwarded (default XFF)
+//	  trustedProxies: [127.0.0.1/32, 10.0.0.0/8]
+//	  class: trusted          # who may send X-Class: trusted (default),
+//	                          # any (before principals), none
+type principalArgs struct {
+	From           string        `yaml:"from"`
+	Header         string        `yaml:"header"`
+	TrustedProxies []proxyPrefix `yaml:"trustedProxies"`
+	Class          string        `yaml:"class"`
+}
+
+// proxyPrefix is a trusted proxy's CIDR prefix or address, checked where
+// the file gives it.
+type proxyPrefix netip.Prefix
+
+func (p *proxyPrefix) UnmarshalText(b []byte) error {
+	pf, err := http.ParseTrustedProxy(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a CIDR prefix (10.0.0.0/8) or an address", b)
+	}
+	*p = proxyPrefix(pf)
+	return nil
+}
+
+// policy checks the block and returns the HTTP server's client policy.
+func (a principalArgs) policy(c *stage.Context) (*http.ClientPolicy, error) {
+	cp := &http.ClientPolicy{
+		From:   http.PrincipalSource(a.From),
+		Header: a.Header,
+		Class:  http.ClassTrust(a.Class),
+	}
+	for _, p := range a.TrustedProxies {
+		cp.TrustedProxies = append(cp.TrustedProxies, netip.Prefix(p))
+	}
+	switch cp.From {
+	case "", http.PrincipalFromAddr:
+	case http.PrincipalFromHeader:
+		if len(cp.TrustedProxies) == 0 {
+			return nil, c.ArgError(errors.New("from: header needs trustedProxies (nobody's header would be believed)"), "principal", "from")
+		}
+	default:
+		return nil, c.ArgError(fmt.Errorf("must be addr or header, got %q", a.From), "principal", "from")
+	}
+	switch cp.Class {
+	case "", http.ClassFromTrusted, http.ClassFromAny, http.ClassFromNone:
+	default:
+		return nil, c.ArgError(fmt.Errorf("must be trusted, any or none, got %q", a.Class), "principal", "class")
+	}
+	if err := cp.Validate(); err != nil {
+		return nil, c.ArgError(err, "principal", "header")
+	}
+	return cp, nil
 }
 
 type route struct {
@@ -80,8 +145,10 @@ type httpRecv struct {
 	routes []route // longest prefix first
 	static sink.Sink
 	send   sendFunc
-	self   sink.Sink     // this stage's sink, for the Combine path
-	inline atomic.Uint64 // requests answered by the Combine path
+	self   sink.Sink // this stage's sink, for the Combine path
+	// clients is the HTTP server's client policy (principal block).
+	clients *http.ClientPolicy
+	inline  atomic.Uint64 // requests answered by the Combine path
 }
 
 func (h *httpRecv) Init(c *stage.Context) error {
@@ -104,7 +171,11 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	if err := checkStatsAccess(a.StatsAccess); err != nil {
 		return err
 	}
-	var err error
+	clients, err := a.Principal.policy(c)
+	if err != nil {
+		return err
+	}
+	h.clients = clients
 	// Context.Sink locates a missing stage named in the args itself.
 	if h.static, err = c.Sink(a.Static); err != nil {
 		return err
@@ -152,6 +223,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		MaxPipeline:     a.MaxPipeline,
 		RetryAfter:      a.RetryAfter,
 		SkipBody:        h.skipBody,
+		Clients:         clients,
 	}
 	if al := h.srv.opts.AccessLog; al != nil {
 		hcfg.OnResponse = al.Record

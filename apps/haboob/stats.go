@@ -3,6 +3,7 @@ package haboob
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -20,7 +21,8 @@ func overLimitRoom(n int) int { return n + max(n/10, 16) }
 const (
 	// StatsLoopback (the default) answers the page to clients on a
 	// loopback address only (127.0.0.0/8, ::1, Unix sockets); others get
-	// 403. The page tells a visitor the server's load, its cache and its
+	// 403. Behind a trusted proxy (principal: {from: header}) the address
+	// is the client's the proxy names. The page tells a visitor the server's load, its cache and its
 	// stages, which is not for the public.
 	StatsLoopback = "loopback"
 	// StatsPublic answers the page to every client.
@@ -46,7 +48,10 @@ func (h *httpRecv) statsAllowed(req *http.Request) bool {
 	}
 	switch a := c.RemoteAddr().(type) {
 	case *net.TCPAddr:
-		return a.IP.IsLoopback()
+		// Behind a trusted proxy on this host (principal: {from: header}),
+		// the client is the one the proxy names, not the proxy.
+		peer, _ := netip.AddrFromSlice(a.IP)
+		return h.clients.Client(peer, req.Header).IsLoopback()
 	case *net.UnixAddr:
 		return true // a local process
 	}
