@@ -2,7 +2,8 @@
 // the admission contract (DESIGN §2), the way testing/fstest checks an
 // fs.FS and golang.org/x/net/nettest a net.Conn. Every implementation of
 // sink.Sink in the framework runs it: sink.Queue, a stage's queue driven
-// by the runtime, the remote request and durable sinks.
+// by the runtime, aio and HTTP connections over loopback sockets, the
+// remote request and durable sinks.
 //
 // Start with Run: give it a function that builds a fresh sink and the
 // means to take accepted events out of it (a Harness), and it runs one
