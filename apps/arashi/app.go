@@ -141,9 +141,29 @@ func New(opts Options) (*App, error) {
 		return nil, err
 	}
 	a := &App{opts: opts, root: dir, sessions: make(map[uint64]session)}
-	a.hb = haboob.New(haboob.Options{Root: dir, Addr: opts.Addr, Logger: opts.Logger})
+	a.hb = haboob.New(haboob.Options{Root: dir, Addr: opts.Addr, Logger: opts.Logger, Principal: a.principal})
 	return a, nil
 }
+
+// principal is Haboob's principal hook: a request whose s= key (in the
+// query or a POSTed form) opens a live session runs on behalf of its
+// logged-in user, "user:NAME", whichever address it comes from; other
+// requests (/login, the static pages, an unknown or ended key) keep their
+// client's address. The principal names no class: it is the request's
+// class (its X-Class header, as HttpRecv's `principal: {class: ...}`
+// lets it count), because users have no class of their own in the mail
+// store.
+func (a *App) principal(req *http.Request) (any, bool) {
+	s, ok := a.session(formValues(req).Get("s"))
+	if !ok {
+		return nil, false
+	}
+	return enqueuepred.Principal{ID: PrincipalPrefix + s.name}, true
+}
+
+// PrincipalPrefix begins the principal ID of a logged-in user's requests
+// ("user:NAME"), so that no user name is taken for a client address.
+const PrincipalPrefix = "user:"
 
 // Register adds Haboob's handlers and one handler per request type
 // (Kind.Handler) to r.

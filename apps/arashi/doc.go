@@ -24,7 +24,11 @@
 //
 // The session key is carried in every link (thesis §6.3.1); pages come from
 // html/template. Sent is one's own mail: it shows no unread state. A request's class is its X-Class header (package http), so
-// multiclass predicates on these stages tell users apart.
+// multiclass predicates on these stages tell users apart. Its principal
+// (account, session and principal-ordering predicates) is its logged-in
+// user, "user:NAME", found from its s= key when the HTTP server parses it
+// (haboob.Options.Principal); a request without a live session is its
+// client's address.
 //
 // The mail store (DB) is SQLite through the pure-Go modernc.org/sqlite in
 // WAL mode behind a bounded pool of connections (the thesis's database

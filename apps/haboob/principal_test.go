@@ -57,8 +57,14 @@ stages:
 
 func startWho(t *testing.T, principal string) *site {
 	t.Helper()
+	return startWhoOpts(t, principal, haboob.Options{Root: t.TempDir()})
+}
+
+// startWhoOpts is startWho with Haboob's Options.
+func startWhoOpts(t *testing.T, principal string, opts haboob.Options) *site {
+	t.Helper()
 	config := strings.Replace(principalConfig, "PRINCIPAL", principal, 1)
-	return startSite(t, config, haboob.Options{Root: t.TempDir()}, func(r *stage.Registry) {
+	return startSite(t, config, opts, func(r *stage.Registry) {
 		r.Register("test.Who", func() stage.Handler {
 			return stage.HandlerFunc(func(batch []sink.Event) error {
 				for _, e := range batch {
@@ -286,6 +292,45 @@ func TestStatsBehindTrustedProxy(t *testing.T) {
 	for _, tt := range tests {
 		if st, _ := dialFrom(t, tt.from, s.addr).get(t, "/stats", tt.header); st != tt.status {
 			t.Errorf("/stats from %s with %q: %d, want %d", tt.from, tt.header, st, tt.status)
+		}
+	}
+}
+
+// TestOptionsPrincipal shows Options.Principal replacing the client
+// address a request gets from the principal block when it says ok, and
+// leaving it when it does not: two sessions from one address are two
+// principals to the account and session predicates, and a request without
+// a session is its address.
+func TestOptionsPrincipal(t *testing.T) {
+	s := startWhoOpts(t, "principal: {class: any}", haboob.Options{Root: t.TempDir(),
+		Principal: func(r *http.Request) (any, bool) {
+			if id := r.Header.Get("X-Session"); id != "" {
+				return enqueuepred.Principal{ID: "s-" + id}, true
+			}
+			return nil, false
+		}})
+	c := dialFrom(t, "127.0.0.1", s.addr)
+	for i, step := range []struct {
+		header string
+		status int
+		body   string
+	}{
+		{"X-Session: a\r\nX-Class: 1\r\n", 200, "s-a class=1"}, // token 1
+		{"", 200, "127.0.0.1 class=0"},                         // the address: token 2
+		{"X-Session: b\r\n", 503, ""},                          // a third principal
+		{"X-Session: a\r\n", 200, "s-a class=0"},               // a's session
+		{"X-Session: b\r\n", 503, ""},
+	} {
+		st, body := c.get(t, "/who/x", step.header)
+		if st != step.status || step.status == 200 && body != step.body {
+			t.Errorf("request %d: %d %q, want %d %q", i, st, body, step.status, step.body)
+		}
+	}
+	v := inspect(t, s.m, "Who")
+	for id, want := range map[string][2]float64{"s-a": {2, 0}, "127_0_0_1": {1, 0}, "s-b": {0, 2}} {
+		key := "principal." + id + "."
+		if v[key+"admitted"] != want[0] || v[key+"rejected"] != want[1] {
+			t.Errorf("%s admitted %v rejected %v, want %v", id, v[key+"admitted"], v[key+"rejected"], want)
 		}
 	}
 }

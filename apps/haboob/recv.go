@@ -228,6 +228,14 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	if al := h.srv.opts.AccessLog; al != nil {
 		hcfg.OnResponse = al.Record
 	}
+	if f := h.srv.opts.Principal; f != nil {
+		hcfg.Principal = func(r *http.Request) any {
+			if p, ok := f(r); ok {
+				return p
+			}
+			return r.PrincipalValue()
+		}
+	}
 	c.Profile("requests.inline", func() float64 { return float64(h.inline.Load()) })
 	if a.Combine {
 		h.self = c.Stage().Sink()

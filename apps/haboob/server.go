@@ -59,6 +59,15 @@ type Options struct {
 	// (http.ServerConfig.OnResponse); the statistics page shows its
 	// counts. The owner closes it after the server's Shutdown.
 	AccessLog *accesslog.Log
+	// Principal, if set, is asked for every request HttpRecv's servers
+	// parse (HTTP and HTTPS), after the `principal:` block's client
+	// policy has given the request its client's address as principal: if
+	// it returns ok, its principal (an enqueuepred.Principal, a string
+	// ID, ...; see http.Request.SetPrincipal) replaces the address, so the
+	// admission predicates of every stage the request reaches see it
+	// (Arashi's logged-in user, say). Otherwise the address stays. It runs
+	// on the socket's event loop: it must be quick and must not block.
+	Principal func(*http.Request) (principal any, ok bool)
 }
 
 // Server is one Haboob instance: the state its stages share (the HTTP
