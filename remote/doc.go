@@ -76,6 +76,12 @@
 // to the original sink (the request-reply path); Wire.Keep and Wire.Take
 // do the same for other objects with an identity.
 //
+// Trace contexts cross nodes: the span context of an event that carries
+// one (stage.ContextEvent) travels in the message headers as W3C
+// traceparent/tracestate, and the replica sets it as the remote parent of
+// the decoded event's context (stage.ContextSetter) before enqueuing it,
+// so otelstage's spans on both nodes form one trace.
+//
 // Group rates (`{type: group}` predicates) are cluster-wide: the rate
 // configured is the cluster's total, split evenly among the live nodes
 // using the group (see GroupShare for the accuracy bound). Every remote

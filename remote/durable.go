@@ -106,7 +106,7 @@ func (s *durableSender) store(es []sink.Event) error {
 	// remote.timeout is the consumers' acknowledgement wait; a publish
 	// waits for the stream at least two seconds per attempt.
 	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), 2*time.Second)
-	_, err = s.n.js.PublishMsg(&nats.Msg{Subject: s.subject, Data: data}, nats.MsgId(id),
+	_, err = s.n.js.PublishMsg(&nats.Msg{Subject: s.subject, Data: data, Header: injectTraces(es)}, nats.MsgId(id),
 		nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
 	switch {
 	case err == nil:
@@ -419,6 +419,7 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 		d.deadLetter(m, fmt.Errorf("cannot be decoded: %w", err))
 		return
 	}
+	extractTraces(m.Header, es)
 	dl := &delivery{msg: m, left: len(es)}
 	var tracked []any
 	d.mu.Lock()

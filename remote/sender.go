@@ -196,12 +196,13 @@ func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState
 		s.rejected.Add(1)
 		return nil, nil, err
 	}
-	return s.roundTrip(data, to)
+	return s.roundTrip(data, injectTraces(es), to)
 }
 
 // roundTrip sends an encoded request (which holds its idempotency key)
-// and returns the verdict.
-func (s *stageSender) roundTrip(data []byte, to *replicaState) (*verdict, *replicaState, error) {
+// and returns the verdict. hdr, if not nil, holds the events' trace
+// contexts.
+func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) (*verdict, *replicaState, error) {
 	attempts := s.cfg.Retries + 1
 	per := s.cfg.Timeout / time.Duration(attempts)
 	rs := to
@@ -214,7 +215,7 @@ func (s *stageSender) roundTrip(data []byte, to *replicaState) (*verdict, *repli
 		if rs != nil {
 			rs.inflight.Add(1)
 		}
-		msg, err := s.n.nc.Request(s.subject(rs), data, per)
+		msg, err := s.n.nc.RequestMsg(&nats.Msg{Subject: s.subject(rs), Data: data, Header: hdr}, per)
 		if rs != nil {
 			rs.inflight.Add(-1)
 		}
@@ -451,6 +452,7 @@ type combiner struct {
 // pending is one Enqueue waiting in a combiner.
 type pending struct {
 	enc   []byte // the event, encoded by its own goroutine
+	trace pendingTrace
 	err   error
 	wake  chan bool // true: lead the next request; false: err is set
 	asked bool      // under combiner.mu: already asked to lead
@@ -466,7 +468,7 @@ func (c *combiner) enqueue(s *stageSender, e sink.Event) error {
 		s.rejected.Add(1)
 		return err
 	}
-	p.enc, p.err, p.asked = enc, nil, false
+	p.enc, p.err, p.asked, p.trace = enc, nil, false, tracedPending(e)
 	c.mu.Lock()
 	c.waiting = append(c.waiting, p)
 	lead := c.leaders < maxLeaders
@@ -529,10 +531,12 @@ func (s *stageSender) sendEach(batch []*pending) {
 	}
 	data := requestHeader(make([]byte, 0, size), opEach, s.newID(), "", s.ref)
 	data = binary.AppendUvarint(data, uint64(len(batch)))
-	for _, p := range batch {
+	var hdr nats.Header
+	for i, p := range batch {
 		data = append(data, p.enc...)
+		hdr = p.trace.add(hdr, i)
 	}
-	v, _, err := s.roundTrip(data, nil)
+	v, _, err := s.roundTrip(data, hdr, nil)
 	if err == nil && v.status != statusEach {
 		err = v.err() // the whole request failed (it could not be decoded)
 		if err == nil {

@@ -126,7 +126,7 @@ func (r *replica) stop() error {
 }
 
 func (r *replica) handle(m *nats.Msg) {
-	v := r.decide(m.Data)
+	v := r.decide(m.Data, m.Header)
 	v.inst = r.n.inst
 	v.len = r.st.Sink().Len()
 	if v.status != statusOK {
@@ -138,11 +138,12 @@ func (r *replica) handle(m *nats.Msg) {
 	_ = m.Respond(encodeVerdict(v))
 }
 
-func (r *replica) decide(data []byte) *verdict {
+func (r *replica) decide(data []byte, hdr nats.Header) *verdict {
 	q, err := r.n.wire.decodeRequest(data)
 	if err != nil {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
 	}
+	extractTraces(hdr, q.events)
 	switch q.op {
 	case opEnqueue, opPrepare:
 		return r.seen.once(q.id, func() *verdict { return r.admit(q) })
@@ -230,7 +231,7 @@ func verdictOf(err error) *verdict {
 
 // serveRef answers requests aimed at the sinks this node exported.
 func (n *Node) serveRef(m *nats.Msg) {
-	v := n.decideRef(m.Data)
+	v := n.decideRef(m.Data, m.Header)
 	v.inst = n.inst
 	if v.status != statusOK {
 		v.detail.Node = n.node
@@ -238,11 +239,12 @@ func (n *Node) serveRef(m *nats.Msg) {
 	_ = m.Respond(encodeVerdict(v))
 }
 
-func (n *Node) decideRef(data []byte) *verdict {
+func (n *Node) decideRef(data []byte, hdr nats.Header) *verdict {
 	q, err := n.wire.decodeRequest(data)
 	if err != nil {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
 	}
+	extractTraces(hdr, q.events)
 	s := n.wire.exported(q.ref)
 	if s == nil {
 		return &verdict{status: statusClosed, detail: verdictDetail{Stage: fmt.Sprintf("ref #%d", q.ref), Reason: "no such exported sink"}}
