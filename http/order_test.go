@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	nethttp "net/http"
 	"sync"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
-	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // TestConcurrentAnswersInOrder: pipelined requests answered from many
@@ -24,24 +22,10 @@ import (
 // queue as their turn comes, from whichever goroutine makes it come.
 func TestConcurrentAnswersInOrder(t *testing.T) {
 	const n, workers = 200, 8
-	reqs := make(chan *http.Request, n)
-	srv, err := http.Listen(http.ServerConfig{
-		Socket:      aio.SocketConfig{Addr: "127.0.0.1:0", WriteWindow: 64 << 10},
+	reqs, client := inlineServer(t, http.ServerConfig{
+		Socket:      aio.SocketConfig{WriteWindow: 64 << 10},
 		MaxPipeline: n,
-		Inline: func(r *http.Request) bool {
-			reqs <- r
-			return true
-		},
-	}, sink.NewQueue(0), aio.Env{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	client, err := net.Dial("tcp", srv.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	}, n)
 	_ = client.SetDeadline(time.Now().Add(time.Minute))
 	var pipeline bytes.Buffer
 	for i := range n {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -28,24 +27,7 @@ import (
 func TestConnectionSinktest(t *testing.T) {
 	const requests = 1200
 	sinktest.Run(t, func(t *testing.T) sinktest.Harness {
-		reqs := make(chan *http.Request, requests)
-		srv, err := http.Listen(http.ServerConfig{
-			Socket:      aio.SocketConfig{Addr: "127.0.0.1:0"},
-			MaxPipeline: 2 * requests,
-			Inline: func(r *http.Request) bool {
-				reqs <- r
-				return true
-			},
-		}, sink.NewQueue(0), aio.Env{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = srv.Close() })
-		client, err := net.Dial("tcp", srv.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { client.Close() })
+		reqs, client := inlineServer(t, http.ServerConfig{MaxPipeline: 2 * requests}, requests)
 		var pipeline []byte
 		for range requests {
 			pipeline = append(pipeline, "GET /r HTTP/1.1\r\nHost: sinktest\r\n\r\n"...)
@@ -139,23 +121,7 @@ func TestConnectionSinktest(t *testing.T) {
 // one waiting for an earlier answer, and large ones the client never
 // reads.
 func TestConnectionAdmissionCloseCancels(t *testing.T) {
-	reqs := make(chan *http.Request, 8)
-	srv, err := http.Listen(http.ServerConfig{
-		Socket: aio.SocketConfig{Addr: "127.0.0.1:0"},
-		Inline: func(r *http.Request) bool {
-			reqs <- r
-			return true
-		},
-	}, sink.NewQueue(0), aio.Env{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	client, err := net.Dial("tcp", srv.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	reqs, client := inlineServer(t, http.ServerConfig{}, 8)
 	const n = 4
 	for range n {
 		if _, err := client.Write([]byte("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
