@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -138,11 +139,16 @@ func standalone(w io.Writer, p Panel) (int64, error) {
 	return b.WriteTo(w)
 }
 
-// writeFile writes p to path.
+// writeFile writes p to path, after a comment naming the command that
+// made the file (every figure in docs/figures says how to redraw it).
 func writeFile(path string, p io.WriterTo) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
+	}
+	if _, err := fmt.Fprintf(f, "<!-- Made by: %s -->\n", madeBy(os.Args)); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if _, err := p.WriteTo(f); err != nil {
 		f.Close()
@@ -336,4 +342,15 @@ func legendEntry(b *bytes.Buffer, x, y float64, name, color string, dashed, box 
 		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="3"%s/>`, x, x+18, y-4, y-4, color, dash)
 	}
 	fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x+22, y, esc(name))
+}
+
+// madeBy names the command of args (os.Args) as it is run from the
+// repository's root: `go run ./cmd/NAME ARGS`, "--" escaped for the
+// comment it goes into.
+func madeBy(args []string) string {
+	cmd := "go run ./cmd/" + strings.TrimSuffix(filepath.Base(args[0]), ".test")
+	if len(args) > 1 {
+		cmd += " " + strings.Join(args[1:], " ")
+	}
+	return strings.ReplaceAll(cmd, "--", "- -")
 }
