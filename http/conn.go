@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
@@ -113,6 +114,12 @@ type Connection struct {
 	// Admission of replies; any goroutine. Every reply it admits is
 	// completed exactly once, through the reply's Done (see track).
 	adm sink.Admission
+
+	// h2 is the connection's HTTP/2 state (h2.go), nil while it speaks
+	// HTTP/1.1; set once, on the event loop, before any request of it.
+	h2 atomic.Pointer[h2Conn]
+	// sniff is the event loop's choice of protocol (h2.go).
+	sniff protoSniff
 
 	mu sync.Mutex
 	pipeline

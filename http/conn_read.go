@@ -13,6 +13,10 @@ import (
 // hands the requests to the application.
 
 func (c *Connection) onPacket(data []byte) error {
+	data, h2, err := c.protoPacket(data)
+	if h2 {
+		return err
+	}
 	now := sink.Nanotime()
 	c.mu.Lock()
 	if c.closed || c.readDone {

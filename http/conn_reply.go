@@ -13,6 +13,9 @@ import (
 // goroutine answers.
 
 func (c *Connection) reply(r Reply) error {
+	if h := c.h2.Load(); h != nil {
+		return h.reply(r)
+	}
 	if err := c.check(r); err != nil {
 		finish(r.Done, err)
 		return err

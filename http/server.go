@@ -154,6 +154,10 @@ type ServerConfig struct {
 	// request's and stay valid).
 	OnResponse func(AccessRecord)
 
+	// HTTP2 configures HTTP/2 (h2.go): on by default, by ALPN on a TLS
+	// listener and with prior knowledge on a plain one.
+	HTTP2 H2Config
+
 	// TimerInterval is how often timeouts are checked (0: a quarter of the
 	// smallest timeout, within 5ms..1s).
 	// ShutdownGrace is how long Shutdown lets connections finish their
@@ -214,6 +218,8 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	if c.Socket.Name == "" {
 		c.Socket.Name = c.Name
 	}
+	c.HTTP2 = c.HTTP2.withDefaults()
+	c.Socket.TLS = h2TLS(c)
 	return c
 }
 
@@ -241,6 +247,8 @@ type ServerStats struct {
 	// ForceClosed counts connections Shutdown aborted near its deadline
 	// because their responses could not be sent (a client not reading).
 	ForceClosed uint64
+	// HTTP2 are the HTTP/2 counters (streams, refusals, bounds exceeded).
+	HTTP2 H2Stats
 }
 
 type serverCounters struct {
@@ -250,6 +258,7 @@ type serverCounters struct {
 	writeTimeouts, overflows, continues, dropped, forceClosed  atomic.Uint64
 	bodyRejected                                               atomic.Uint64
 	bodyBytes                                                  atomic.Int64 // request bodies buffered, against BodyBudget
+	h2                                                         h2Counters
 }
 
 // Server is an HTTP/1.1 server on an aio server socket (Sandstorm's
@@ -354,7 +363,7 @@ func (s *Server) Drain() {
 	if s.draining.CompareAndSwap(false, true) {
 		s.sock.SuspendAccept()
 		for _, c := range s.snapshot() {
-			c.drain()
+			c.drainAny()
 		}
 	}
 }
@@ -393,7 +402,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for {
 		conns := s.snapshot()
 		for _, c := range conns {
-			c.drain()
+			c.drainAny()
 		}
 		if len(conns) == 0 {
 			break
@@ -478,6 +487,7 @@ func (s *Server) Stats() ServerStats {
 		Dropped:          c.dropped.Load(),
 		ForceClosed:      c.forceClosed.Load(),
 		BodyRejected:     c.bodyRejected.Load(),
+		HTTP2:            c.h2.stats(),
 	}
 	for i := range st.ByClass {
 		st.ByClass[i] = c.byClass[i].Load()
@@ -494,7 +504,7 @@ func (s *Server) onAcceptEvent(e sink.Event) error {
 	case aio.SinkClosed:
 		// A connection that closed before its reader started.
 		if c, ok := ev.Conn.Value().(*Connection); ok {
-			c.onClosed(ev)
+			c.onClosedAny(ev)
 		}
 	}
 	return nil // ListenSucceeded, ServerClosed: nothing to do
@@ -525,7 +535,7 @@ func (s *Server) accept(sock *aio.Connection) {
 		return
 	}
 	if s.draining.Load() {
-		c.drain() // accepted as the server started draining
+		c.drainAny() // accepted as the server started draining
 	}
 }
 
@@ -548,11 +558,11 @@ func (s *Server) onReaderEvent(e sink.Event) error {
 		}
 	case aio.TimerExpired:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
-			c.onTimer()
+			c.onTimerAny()
 		}
 	case aio.SinkClosed:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
-			c.onClosed(ev)
+			c.onClosedAny(ev)
 		}
 	}
 	return nil
@@ -592,6 +602,7 @@ func (s *Server) registerMetrics() {
 	gauge("continues", u(&c.continues))
 	gauge("replies.dropped", u(&c.dropped))
 	gauge("closed.forced", u(&c.forceClosed))
+	s.registerH2Metrics(gauge)
 }
 
 func (s *Server) unregisterMetrics() {

@@ -53,6 +53,9 @@ func (s *Stream) Len() int64 { return s.length }
 // the one given to done. Write never blocks.
 func (s *Stream) Write(b []byte, done func(error)) error {
 	c := s.c
+	if h := c.h2.Load(); h != nil {
+		return h.streamWrite(s, b, done)
+	}
 	c.mu.Lock()
 	var err error
 	switch {
@@ -103,6 +106,10 @@ func (s *Stream) Abort(err error) {
 		err = fmt.Errorf("http: stream aborted")
 	}
 	c := s.c
+	if h := c.h2.Load(); h != nil {
+		h.streamAbort(s, err)
+		return
+	}
 	c.mu.Lock()
 	if s.err != nil || s.emitted && c.stream != s && s.left == 0 {
 		c.mu.Unlock()
