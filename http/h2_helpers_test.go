@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -118,44 +119,77 @@ func (c *rawH2) get(id uint32, path string) error {
 	return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.block(path), EndStream: true, EndHeaders: true})
 }
 
-// response reads frames until stream id's response is complete and
-// returns its status and body; it answers PINGs and ignores other
-// streams' frames.
+// h2Result is one stream's response as a raw client read it.
+type h2Result struct {
+	status string
+	body   []byte
+	err    error
+}
+
+// response reads frames until stream id's response is complete.
 func (c *rawH2) response(id uint32) (status string, body []byte, err error) {
-	for {
+	r := c.responses(id)[id]
+	return r.status, r.body, r.err
+}
+
+// responses reads frames until the responses of streams ids are
+// complete (or failed), giving back the windows they use.
+func (c *rawH2) responses(ids ...uint32) map[uint32]*h2Result {
+	res := map[uint32]*h2Result{}
+	for _, id := range ids {
+		res[id] = &h2Result{}
+	}
+	left := len(ids)
+	end := func(id uint32, err error) {
+		if r := res[id]; r != nil && r.err == nil {
+			r.err = err
+			left--
+		}
+	}
+	done := errors.New("done")
+	for left > 0 {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
-			return status, body, err
+			for id := range res {
+				end(id, err)
+			}
+			break
 		}
 		switch f := f.(type) {
 		case *http2.MetaHeadersFrame:
-			if f.StreamID == id {
-				status = f.PseudoValue("status")
+			if r := res[f.StreamID]; r != nil {
+				r.status = f.PseudoValue("status")
 				if f.StreamEnded() {
-					return status, body, nil
+					end(f.StreamID, done)
 				}
 			}
 		case *http2.DataFrame:
-			if f.StreamID == id {
-				body = append(body, f.Data()...)
-				if len(f.Data()) > 0 {
-					_ = c.fr.WriteWindowUpdate(0, uint32(len(f.Data())))
-					_ = c.fr.WriteWindowUpdate(id, uint32(len(f.Data())))
+			if r := res[f.StreamID]; r != nil {
+				r.body = append(r.body, f.Data()...)
+				if n := uint32(len(f.Data())); n > 0 {
+					_ = c.fr.WriteWindowUpdate(0, n)
+					_ = c.fr.WriteWindowUpdate(f.StreamID, n)
 				}
 				if f.StreamEnded() {
-					return status, body, nil
+					end(f.StreamID, done)
 				}
 			}
 		case *http2.RSTStreamFrame:
-			if f.StreamID == id {
-				return status, body, fmt.Errorf("stream %d reset: %v", id, f.ErrCode)
-			}
+			end(f.StreamID, fmt.Errorf("stream %d reset: %v", f.StreamID, f.ErrCode))
 		case *http2.GoAwayFrame:
-			if id > f.LastStreamID {
-				return status, body, fmt.Errorf("GOAWAY %v before stream %d", f.ErrCode, id)
+			for id := range res {
+				if id > f.LastStreamID {
+					end(id, fmt.Errorf("GOAWAY %v before stream %d", f.ErrCode, id))
+				}
 			}
 		}
 	}
+	for _, r := range res {
+		if r.err == done {
+			r.err = nil
+		}
+	}
+	return res
 }
 
 // goAway reads frames until GOAWAY (or the connection ends) and returns

@@ -1,0 +1,79 @@
+package http_test
+
+import (
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// TestH2RejectedStreamGets503 sends streams to an application that
+// refuses every request: each stream gets 503 with Retry-After, counted,
+// and the connection goes on serving.
+func TestH2RejectedStreamGets503(t *testing.T) {
+	srv, err := http.Listen(http.ServerConfig{Socket: aio.SocketConfig{Addr: "127.0.0.1:0"}, RetryAfter: 2 * time.Second},
+		rejectAll{sink.NewQueue(1)}, aio.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	client := h2cClient(t)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get("http://" + srv.Addr().String() + "/")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "2" || resp.ProtoMajor != 2 {
+				t.Errorf("got %s %d Retry-After %q", resp.Proto, resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+		}()
+	}
+	wg.Wait()
+	if st := srv.Stats(); st.Rejected != 20 || st.ByClass[5] != 20 || st.HTTP2.Connections != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestH2ClientNotReadingClosed: a client that never opens its windows
+// holds the server's DATA back; after WriteTimeout the connection is
+// closed and counted, and another client is served meanwhile.
+func TestH2ClientNotReadingClosed(t *testing.T) {
+	f := startServer(t, http.ServerConfig{WriteTimeout: 200 * time.Millisecond}, answerSized)
+	c := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	for id := uint32(1); id <= 9; id += 2 {
+		if err := c.get(id, "/size/100000"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := h2cClient(t)
+	resp, err := client.Get("http://" + f.addr + "/size/70000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) != 70000 {
+		t.Fatalf("normal client: %d, %d bytes", resp.StatusCode, len(body))
+	}
+	for {
+		if _, err := c.fr.ReadFrame(); err != nil {
+			break // closed by the server (the hang guard is the deadline)
+		}
+	}
+	if st := f.srv.Stats().HTTP2; st.WriteStalls != 1 {
+		t.Fatalf("stats %+v, want one write stall", st)
+	}
+}
