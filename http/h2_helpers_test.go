@@ -205,3 +205,5 @@ func (c *rawH2) goAway() (*http2.GoAwayFrame, error) {
 		}
 	}
 }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -265,7 +265,7 @@ func (h *h2Conn) endBlockLocked() {
 		return
 	}
 	stats.streams.Add(1)
-	st := &h2Stream{id: id, req: r, wantLen: wantLen,
+	st := &h2Stream{id: id, req: r, wantLen: wantLen, at: sink.Nanotime(),
 		window: h.peerWindow, recvWindow: int64(h.cfg.InitialWindowSize)}
 	h.streams[id] = st
 	if f := h.c.srv.cfg.SkipBody; !b.endStream && f != nil && f(r) {

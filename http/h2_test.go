@@ -10,7 +10,6 @@ import (
 	"github.com/sandstorm-go/sandstorm/http"
 )
 
-
 func TestH2ManyConcurrentStreamsMixedSizes(t *testing.T) {
 	f := startServer(t, http.ServerConfig{}, answerSized)
 	client := h2cClient(t)

@@ -32,8 +32,8 @@ func (c *Connection) onClosedAny(ev aio.SinkClosed) {
 	c.onClosed(ev)
 }
 
-// checkTimeouts enforces, per stream, the response timeout (503 on the
-// stream) and a streamed body's stall (the stream is reset); per
+// checkTimeouts enforces, per stream, the request timeout (408 on the
+// stream), the response timeout (503 on the stream) and a streamed body's stall (the stream is reset); per
 // connection, the write timeout for DATA the client's windows hold back
 // (the outbox has its own for bytes written) and the idle timeout.
 func (h *h2Conn) checkTimeouts(now int64) {
@@ -49,6 +49,12 @@ func (h *h2Conn) checkTimeouts(now int64) {
 	for _, st := range h.streams {
 		if st.body != nil && st.body.ready() > 0 && (st.window <= 0 || h.sendWindow <= 0) {
 			blocked = true
+		}
+		if !st.delivered && !st.reset && cfg.RequestTimeout > 0 && now-st.at > int64(cfg.RequestTimeout) {
+			// The request's body did not arrive in time (slowloris).
+			stats.requestTimeouts.Add(1)
+			h.answerSelfLocked(st, StatusResponse(StatusRequestTimeout))
+			continue
 		}
 		if cfg.ResponseTimeout <= 0 || now-st.at <= int64(cfg.ResponseTimeout) {
 			continue
