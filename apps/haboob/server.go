@@ -52,6 +52,9 @@ type Options struct {
 	// HTTPS listener beside the HTTP one (no certificate: a self-signed
 	// one for localhost).
 	TLSAddr, TLSCert, TLSKey string
+	// DisableHTTP2 makes the HTTPS listener offer only http/1.1 by ALPN
+	// (it offers h2 first by default).
+	DisableHTTP2 bool
 	// Logger receives Haboob's logs (nil: the manager's).
 	Logger *slog.Logger
 	// AccessLog, if set, gets one record for every response HttpRecv's

@@ -27,6 +27,9 @@ type tlsArgs struct {
 	// (aio.TLSConfig).
 	HandshakeTimeout time.Duration            `yaml:"handshakeTimeout"`
 	Stage            aio.HandshakeStageConfig `yaml:"stage"`
+	// HTTP2 false makes the listener offer only http/1.1 by ALPN; by
+	// default it offers h2 first (docs/http2.md).
+	HTTP2 *bool `yaml:"http2"`
 }
 
 // env is what HttpRecv's servers are plugged into: its manager and logger.
@@ -73,6 +76,7 @@ func (h *httpRecv) listenTLS(c *stage.Context, base http.ServerConfig) error {
 	cfg.Socket.Name = ""
 	cfg.Socket.Addr = a.Addr
 	cfg.Socket.TLS = &aio.TLSConfig{Store: store, HandshakeTimeout: a.HandshakeTimeout, Stage: a.Stage}
+	cfg.HTTP2.Disable = h.srv.opts.DisableHTTP2 || a.HTTP2 != nil && !*a.HTTP2
 	hs, err := http.Listen(cfg, c.Stage().Sink(), h.env())
 	if err != nil {
 		return err
