@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# HTTP/2 over TLS: Haboob beside nginx (Debian nginx-light, `listen ...
+# ssl; http2 on;`) on the same ECDSA P-256 certificate and SPECweb99-like
+# file set, driven by h2load (nghttp2): CLIENTS connections × STREAMS
+# concurrent streams each, the URL mix of bench/specweb.lua (the same
+# Zipf/class/file distributions, drawn once into a list of URIs that
+# every h2load client walks). Each row: requests/s, and the server's CPU
+# µs and context switches per request from /proc, measured over the run.
+#
+#   bench/h2.sh                               # -c64 -m10, 10 s per row
+#   CLIENTS=64 STREAMS=10 DURATION=20 bench/h2.sh
+#
+# Load generator and servers share the machine: compare within one run.
+set -euo pipefail
+CLIENTS=${CLIENTS:-64}
+STREAMS=${STREAMS:-10}
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+THREADS=${THREADS:-2}
+DIRS=${DIRS:-20}
+ROUNDS=${ROUNDS:-1}
+HABOOB_PORT=${HABOOB_PORT:-18190}
+HABOOB_TLS_PORT=${HABOOB_TLS_PORT:-18553}
+NGINX_TLS_PORT=${NGINX_TLS_PORT:-18554}
+
+cd "$(dirname "$0")/.."
+ulimit -n 65536 2>/dev/null || true
+for p in nginx:nginx-light h2load:nghttp2-client openssl:openssl; do
+	command -v "${p%%:*}" >/dev/null 2>&1 && continue
+	[ "$(id -u)" = 0 ] || { echo "need ${p#*:}" >&2; exit 1; }
+	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${p#*:}" >&2
+done
+
+. bench/lib.sh # bench_workdir, wait_port, proc_sample
+bench_workdir haboob-h2
+
+go build -o "$WORK/haboob" ./cmd/haboob
+go build -o "$WORK/loadgen" ./cmd/loadgen
+"$WORK/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+	-keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+
+# uris BASE: 20,000 URIs of the SPECweb99-like mix (bench/specweb.lua's
+# distributions: directory by Zipf popularity, class 35/50/14/1 %, file
+# by SPECweb99's per-file frequencies).
+uris() {
+	awk -v base="$1" -v dirs="$DIRS" 'BEGIN {
+		srand(1)
+		for (i = 1; i <= dirs; i++) dw[i] = 1 / i
+		nd = cdf(dw, dirs, dc)
+		split("0.35 0.50 0.14 0.01", cw, " "); cdf(cw, 4, cc)
+		split("3.9 5.9 8.8 17.7 35.3 11.8 7.1 5.0 4.4", fw, " "); cdf(fw, 9, fc)
+		for (i = 0; i < 20000; i++)
+			printf "%s/dir%05d/class%d_%d\n", base, pick(dc, dirs) - 1, pick(cc, 4) - 1, pick(fc, 9) - 1
+	}
+	function cdf(w, n, t,   i, s, acc) { s = 0; for (i = 1; i <= n; i++) s += w[i]; acc = 0
+		for (i = 1; i <= n; i++) { acc += w[i] / s; t[i] = acc }; return n }
+	function pick(t, n,   r, i) { r = rand(); for (i = 1; i <= n; i++) if (r <= t[i]) return i; return n }'
+}
+
+"$WORK/haboob" -root "$WORK/files" -addr 127.0.0.1:$HABOOB_PORT -tls-addr 127.0.0.1:$HABOOB_TLS_PORT \
+	-tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" -profiler "" 2>"$WORK/haboob.log" &
+HABOOB_PID=$!
+PIDS+=($HABOOB_PID)
+mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
+cat >"$WORK/nginx.conf" <<EOF
+worker_processes 2;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    open_file_cache max=10000 inactive=60s;
+    client_body_temp_path $WORK/nginx/tmp;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m;
+    http2_max_concurrent_streams 128;
+    server {
+        listen 127.0.0.1:$NGINX_TLS_PORT ssl backlog=4096;
+        http2 on;
+        ssl_certificate $WORK/cert.pem;
+        ssl_certificate_key $WORK/key.pem;
+        root $WORK/files;
+    }
+}
+EOF
+nginx -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx.err" &
+NGINX_PID=$!
+PIDS+=($NGINX_PID)
+wait_port $HABOOB_TLS_PORT
+wait_port $NGINX_TLS_PORT
+
+declare -A URL=([haboob]="https://127.0.0.1:$HABOOB_TLS_PORT" [nginx]="https://127.0.0.1:$NGINX_TLS_PORT")
+declare -A PID=([haboob]=$HABOOB_PID [nginx]=$NGINX_PID)
+for s in haboob nginx; do
+	uris "${URL[$s]}" >"$WORK/$s.uris"
+	# The protocol check: both must negotiate h2.
+	curl -sk --http2 -o /dev/null -w "%{http_version}" "${URL[$s]}/dir00000/class0_0" | grep -qx 2 ||
+		{ echo "$s does not speak h2" >&2; exit 1; }
+done
+
+# row SERVER: one h2load run with the server's CPU ticks and context
+# switches sampled around it.
+row() {
+	local s=$1
+	h2load -t"$THREADS" -c"$CLIENTS" -m"$STREAMS" -D "$WARMUP" -i "$WORK/$s.uris" >/dev/null 2>&1 || true
+	local pids="${PID[$s]} $(pgrep -P "${PID[$s]}" 2>/dev/null | tr '\n' ' ')"
+	read -r t0 cs0 < <(proc_sample $pids)
+	out=$(h2load -t"$THREADS" -c"$CLIENTS" -m"$STREAMS" -D "$DURATION" -i "$WORK/$s.uris" 2>&1)
+	read -r t1 cs1 < <(proc_sample $pids)
+	echo "$out" | awk -v label="$s" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" '
+		/^finished in/ { rps = $4 }
+		/^requests:/ { done = $8; ok = $10; failed = $12; errored = $14 }
+		/^status codes:/ { s2 = $3 }
+		/^traffic:/ { mb = $2 }
+		END {
+			if (done == 0) { printf "| %s | failed | | | | |\n", label; exit }
+			printf "| %s | %.0f | %.1f | %.3f | %s | %d |\n", label, rps, dt / hz * 1e6 / done, dcs / done, mb, done - s2
+		}'
+}
+echo "HTTP/2 over TLS (ECDSA P-256), $(date -u +%F), $(nproc) CPUs; h2load -t$THREADS -c$CLIENTS -m$STREAMS -D $DURATION after $WARMUP s of warm-up, SPECweb99-like mix over $DIRS directories; server CPU and context switches from /proc (all threads, nginx workers included)"
+echo
+echo "| server | requests/s | CPU µs/request | context switches/request | traffic | non-2xx |"
+echo "|---|---|---|---|---|---|"
+for _ in $(seq "$ROUNDS"); do
+	for s in haboob nginx; do
+		row "$s"
+	done
+done
