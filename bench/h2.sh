@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # HTTP/2 over TLS: Haboob beside nginx (Debian nginx-light, `listen ...
-# ssl; http2 on;`) on the same ECDSA P-256 certificate and SPECweb99-like
+# ssl http2`) on the same ECDSA P-256 certificate and SPECweb99-like
 # file set, driven by h2load (nghttp2): CLIENTS connections × STREAMS
 # concurrent streams each, the URL mix of bench/specweb.lua (the same
 # Zipf/class/file distributions, drawn once into a list of URIs that
@@ -83,19 +83,18 @@ http {
     ssl_session_cache shared:SSL:10m;
     http2_max_concurrent_streams 128;
     server {
-        listen 127.0.0.1:$NGINX_TLS_PORT ssl backlog=4096;
-        http2 on;
+        listen 127.0.0.1:$NGINX_TLS_PORT ssl http2 backlog=4096;
         ssl_certificate $WORK/cert.pem;
         ssl_certificate_key $WORK/key.pem;
         root $WORK/files;
     }
 }
 EOF
-nginx -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx.err" &
+nginx -c "$WORK/nginx.conf" -g "daemon off;" 2>"$WORK/nginx.err" &
 NGINX_PID=$!
 PIDS+=($NGINX_PID)
 wait_port $HABOOB_TLS_PORT
-wait_port $NGINX_TLS_PORT
+wait_port $NGINX_TLS_PORT || { cat "$WORK/nginx.err" >&2; exit 1; }
 
 declare -A URL=([haboob]="https://127.0.0.1:$HABOOB_TLS_PORT" [nginx]="https://127.0.0.1:$NGINX_TLS_PORT")
 declare -A PID=([haboob]=$HABOOB_PID [nginx]=$NGINX_PID)
@@ -117,12 +116,12 @@ row() {
 	read -r t1 cs1 < <(proc_sample $pids)
 	echo "$out" | awk -v label="$s" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" '
 		/^finished in/ { rps = $4 }
-		/^requests:/ { done = $8; ok = $10; failed = $12; errored = $14 }
-		/^status codes:/ { s2 = $3 }
+		/^requests:/ { done = $6 }
+		/^status codes:/ { other = $5 + $7 + $9 }
 		/^traffic:/ { mb = $2 }
 		END {
 			if (done == 0) { printf "| %s | failed | | | | |\n", label; exit }
-			printf "| %s | %.0f | %.1f | %.3f | %s | %d |\n", label, rps, dt / hz * 1e6 / done, dcs / done, mb, done - s2
+			printf "| %s | %.0f | %.1f | %.3f | %s | %d |\n", label, rps, dt / hz * 1e6 / done, dcs / done, mb, other
 		}'
 }
 echo "HTTP/2 over TLS (ECDSA P-256), $(date -u +%F), $(nproc) CPUs; h2load -t$THREADS -c$CLIENTS -m$STREAMS -D $DURATION after $WARMUP s of warm-up, SPECweb99-like mix over $DIRS directories; server CPU and context switches from /proc (all threads, nginx workers included)"

@@ -293,6 +293,7 @@ type h2Conn struct {
 	inflight    int                  // DATA bytes handed to the outbox, not yet written
 	maxInflight int
 
+	batching   bool // the event loop is delivering requests: it writes their answers after
 	goneAway   bool // GOAWAY sent: no new streams
 	goAwayID   uint32
 	failed     bool  // connection error: reading stopped, closing

@@ -33,13 +33,22 @@ func (h *h2Conn) onPacket(data []byte) error {
 		h.recvWindow += h.recvUnacked
 		h.recvUnacked = 0
 	}
-	h.flushLocked()
 	reqs := h.ready
 	h.ready = nil
-	c.unlock()
-	if len(reqs) > 0 {
-		c.deliver(reqs)
+	if len(reqs) == 0 {
+		h.flushLocked()
+		c.unlock()
+		return nil
 	}
+	// The answers given while the requests are delivered (a cache hit is
+	// answered inline) go out together, in one write, after them.
+	h.batching = true
+	c.unlock()
+	c.deliver(reqs)
+	c.mu.Lock()
+	h.batching = false
+	h.flushLocked()
+	c.unlock()
 	return nil
 }
 

@@ -108,7 +108,9 @@ func (h *h2Conn) reply(r Reply) error {
 	}
 	c.mu.Lock()
 	err := h.replyLocked(r)
-	h.flushLocked()
+	if !h.batching {
+		h.flushLocked()
+	}
 	c.unlock()
 	return err
 }
@@ -280,6 +282,9 @@ func h2FieldName(name string) string {
 	if validFieldName(name) {
 		return name
 	}
+	if lower, ok := commonFieldNames[name]; ok {
+		return lower
+	}
 	b := []byte(strings.ToLower(name))
 	if len(b) == 0 {
 		return "_"
@@ -290,6 +295,18 @@ func h2FieldName(name string) string {
 		}
 	}
 	return string(b)
+}
+
+// commonFieldNames are the lower-case forms of the response fields
+// applications usually set, so that they cost no allocation.
+var commonFieldNames = map[string]string{}
+
+func init() {
+	for _, n := range []string{"Content-Type", "Content-Encoding", "Content-Range", "Content-Language",
+		"ETag", "Last-Modified", "Accept-Ranges", "Vary", "Cache-Control", "Expires", "Location",
+		"Retry-After", "Set-Cookie", "Server", "Date", "Age", "Allow", "WWW-Authenticate"} {
+		commonFieldNames[n] = strings.ToLower(n)
+	}
 }
 
 // h2FieldValue replaces control bytes by spaces (as the HTTP/1.1
@@ -584,7 +601,9 @@ func (h *h2Conn) streamWrite(s *Stream, b []byte, done func(error)) error {
 		st.body.(*pieceBody).push(b, done)
 		st.at = sink.Nanotime()
 		h.scheduleLocked(st)
-		h.flushLocked()
+		if !h.batching {
+			h.flushLocked()
+		}
 	default:
 		s.pieces = append(s.pieces, outWrite{data: b, done: done})
 	}
