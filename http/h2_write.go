@@ -237,7 +237,9 @@ func (h *h2Conn) writeHeadersLocked(id uint32, resp *Response, endStream bool, n
 	h.hb.Reset()
 	status := resp.status()
 	enc := func(name, value string) {
-		_ = h.enc.WriteField(hpack.HeaderField{Name: name, Value: value})
+		// Values that differ from response to response are not indexed:
+		// they would only churn the 4 KiB dynamic table.
+		_ = h.enc.WriteField(hpack.HeaderField{Name: name, Value: value, Sensitive: unindexedFields[name]})
 	}
 	enc(":status", strconv.Itoa(status))
 	if !resp.Header.Has("Date") {
@@ -296,6 +298,9 @@ func h2FieldName(name string) string {
 	}
 	return string(b)
 }
+
+// unindexedFields are response fields whose values rarely repeat.
+var unindexedFields = map[string]bool{"content-length": true, "etag": true, "last-modified": true, "content-range": true}
 
 // commonFieldNames are the lower-case forms of the response fields
 // applications usually set, so that they cost no allocation.
