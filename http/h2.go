@@ -189,7 +189,7 @@ func (c *Connection) protoPacket(data []byte) (rest []byte, handled bool, err er
 	if c.sniff.decided {
 		return data, false, nil
 	}
-	if c.srv.cfg.HTTP2.Disable || c.overLimit {
+	if c.srv.cfg.HTTP2.Disable {
 		c.sniff.decided = true
 		return data, false, nil
 	}

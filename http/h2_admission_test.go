@@ -77,3 +77,31 @@ func TestH2ClientNotReadingClosed(t *testing.T) {
 		t.Fatalf("stats %+v, want one write stall", st)
 	}
 }
+
+// TestH2OverMaxConnections: an h2 connection beyond MaxConnections gets
+// 503 with Retry-After on its stream, then GOAWAY and the close, as an
+// HTTP/1.1 one gets 503 and the close.
+func TestH2OverMaxConnections(t *testing.T) {
+	f := startServer(t, http.ServerConfig{MaxConnections: 1}, answerSized)
+	first := dialRaw(t, f.addr)
+	if err := first.get(1, "/size/10"); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, err := first.response(1); err != nil || status != "200" {
+		t.Fatalf("first connection: %q %v", status, err)
+	}
+	second := dialRaw(t, f.addr)
+	if err := second.get(1, "/size/10"); err != nil {
+		t.Fatal(err)
+	}
+	status, _, err := second.response(1)
+	if err != nil || status != "503" {
+		t.Fatalf("connection over the limit: %q %v", status, err)
+	}
+	if g, err := second.goAway(); err != nil || g.ErrCode != http2.ErrCodeNo {
+		t.Fatalf("connection over the limit: GOAWAY %v, %v", g, err)
+	}
+	if st := f.srv.Stats(); st.OverLimit != 1 || st.ByClass[5] != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

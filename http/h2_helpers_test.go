@@ -83,6 +83,8 @@ type rawH2 struct {
 	fr   *http2.Framer
 	hb   bytes.Buffer
 	enc  *hpack.Encoder
+	// goAwayFrame is the GOAWAY responses or goAway read, if any.
+	goAwayFrame *http2.GoAwayFrame
 }
 
 func dialRaw(t *testing.T, addr string, settings ...http2.Setting) *rawH2 {
@@ -177,6 +179,7 @@ func (c *rawH2) responses(ids ...uint32) map[uint32]*h2Result {
 		case *http2.RSTStreamFrame:
 			end(f.StreamID, fmt.Errorf("stream %d reset: %v", f.StreamID, f.ErrCode))
 		case *http2.GoAwayFrame:
+			c.goAwayFrame = f
 			for id := range res {
 				if id > f.LastStreamID {
 					end(id, fmt.Errorf("GOAWAY %v before stream %d", f.ErrCode, id))
@@ -195,6 +198,9 @@ func (c *rawH2) responses(ids ...uint32) map[uint32]*h2Result {
 // goAway reads frames until GOAWAY (or the connection ends) and returns
 // it.
 func (c *rawH2) goAway() (*http2.GoAwayFrame, error) {
+	if c.goAwayFrame != nil {
+		return c.goAwayFrame, nil
+	}
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {

@@ -424,7 +424,10 @@ func (h *h2Conn) flushLocked() {
 		return
 	}
 	if h.closeWhenDone() {
-		_ = c.sock.Close()
+		// The client may still be sending (WINDOW_UPDATE, SETTINGS
+		// acknowledgements): a lingering close does not reset what it has
+		// not read yet.
+		_ = c.sock.Linger()
 	}
 }
 
