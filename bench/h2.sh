@@ -6,9 +6,11 @@
 # Zipf/class/file distributions, drawn once into a list of URIs that
 # every h2load client walks). Each row: requests/s, and the server's CPU
 # µs and context switches per request from /proc, measured over the run.
+# Rows over TLS (ALPN h2), then over h2c with prior knowledge on plain
+# TCP, which shows the HTTP/2 layer's cost without TLS's.
 #
 #   bench/h2.sh                               # -c64 -m10, 10 s per row
-#   CLIENTS=64 STREAMS=10 DURATION=20 bench/h2.sh
+#   CLIENTS=64 STREAMS=10 DURATION=20 ROUNDS=2 TRANSPORTS=tls bench/h2.sh
 #
 # Load generator and servers share the machine: compare within one run.
 set -euo pipefail
@@ -22,6 +24,7 @@ ROUNDS=${ROUNDS:-1}
 HABOOB_PORT=${HABOOB_PORT:-18791}
 HABOOB_TLS_PORT=${HABOOB_TLS_PORT:-18793}
 NGINX_TLS_PORT=${NGINX_TLS_PORT:-18794}
+NGINX_PORT=${NGINX_PORT:-18792}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || true
@@ -88,6 +91,10 @@ http {
         ssl_certificate_key $WORK/key.pem;
         root $WORK/files;
     }
+    server {
+        listen 127.0.0.1:$NGINX_PORT http2 backlog=4096;
+        root $WORK/files;
+    }
 }
 EOF
 nginx -c "$WORK/nginx.conf" -g "daemon off;" 2>"$WORK/nginx.err" &
@@ -96,25 +103,30 @@ PIDS+=($NGINX_PID)
 wait_port $HABOOB_TLS_PORT
 wait_port $NGINX_TLS_PORT || { cat "$WORK/nginx.err" >&2; exit 1; }
 
-declare -A URL=([haboob]="https://127.0.0.1:$HABOOB_TLS_PORT" [nginx]="https://127.0.0.1:$NGINX_TLS_PORT")
+wait_port $NGINX_PORT
+
+# Each row is a server over a transport: h2 over TLS (ALPN), and h2c with
+# prior knowledge (plain TCP), which shows the HTTP/2 layer's own cost.
+declare -A URL=([haboob-tls]="https://127.0.0.1:$HABOOB_TLS_PORT" [nginx-tls]="https://127.0.0.1:$NGINX_TLS_PORT"
+	[haboob-h2c]="http://127.0.0.1:$HABOOB_PORT" [nginx-h2c]="http://127.0.0.1:$NGINX_PORT")
 declare -A PID=([haboob]=$HABOOB_PID [nginx]=$NGINX_PID)
-for s in haboob nginx; do
-	uris "${URL[$s]}" >"$WORK/$s.uris"
-	# The protocol check: both must negotiate h2.
-	curl -sk --http2 -o /dev/null -w "%{http_version}" "${URL[$s]}/dir00000/class0_0" | grep -qx 2 ||
-		{ echo "$s does not speak h2" >&2; exit 1; }
+for k in "${!URL[@]}"; do
+	uris "${URL[$k]}" >"$WORK/$k.uris"
+	# The protocol check: every row must speak HTTP/2.
+	curl -sk --http2-prior-knowledge -o /dev/null -w "%{http_version}" "${URL[$k]}/dir00000/class0_0" | grep -qx 2 ||
+		{ echo "$k does not speak h2" >&2; exit 1; }
 done
 
-# row SERVER: one h2load run with the server's CPU ticks and context
-# switches sampled around it.
+# row SERVER TRANSPORT: one h2load run with the server's CPU ticks and
+# context switches sampled around it.
 row() {
-	local s=$1
-	h2load -t"$THREADS" -c"$CLIENTS" -m"$STREAMS" -D "$WARMUP" -i "$WORK/$s.uris" >/dev/null 2>&1 || true
+	local s=$1 k=$1-$2
+	h2load -t"$THREADS" -c"$CLIENTS" -m"$STREAMS" -D "$WARMUP" -i "$WORK/$k.uris" >/dev/null 2>&1 || true
 	local pids="${PID[$s]} $(pgrep -P "${PID[$s]}" 2>/dev/null | tr '\n' ' ')"
 	read -r t0 cs0 < <(proc_sample $pids)
-	out=$(h2load -t"$THREADS" -c"$CLIENTS" -m"$STREAMS" -D "$DURATION" -i "$WORK/$s.uris" 2>&1)
+	out=$(h2load -t"$THREADS" -c"$CLIENTS" -m"$STREAMS" -D "$DURATION" -i "$WORK/$k.uris" 2>&1)
 	read -r t1 cs1 < <(proc_sample $pids)
-	echo "$out" | awk -v label="$s" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" '
+	echo "$out" | awk -v label="$s | $2" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" '
 		/^finished in/ { rps = $4 }
 		/^requests:/ { done = $6 }
 		/^status codes:/ { other = $5 + $7 + $9 }
@@ -124,12 +136,14 @@ row() {
 			printf "| %s | %.0f | %.1f | %.3f | %s | %d |\n", label, rps, dt / hz * 1e6 / done, dcs / done, mb, other
 		}'
 }
-echo "HTTP/2 over TLS (ECDSA P-256), $(date -u +%F), $(nproc) CPUs; h2load -t$THREADS -c$CLIENTS -m$STREAMS -D $DURATION after $WARMUP s of warm-up, SPECweb99-like mix over $DIRS directories; server CPU and context switches from /proc (all threads, nginx workers included)"
+echo "HTTP/2 over TLS (ECDSA P-256) and h2c, $(date -u +%F), $(nproc) CPUs; h2load -t$THREADS -c$CLIENTS -m$STREAMS -D $DURATION after $WARMUP s of warm-up, SPECweb99-like mix over $DIRS directories; server CPU and context switches from /proc (all threads, nginx workers included)"
 echo
-echo "| server | requests/s | CPU µs/request | context switches/request | traffic | non-2xx |"
-echo "|---|---|---|---|---|---|"
+echo "| server | transport | requests/s | CPU µs/request | context switches/request | traffic | non-2xx |"
+echo "|---|---|---|---|---|---|---|"
 for _ in $(seq "$ROUNDS"); do
-	for s in haboob nginx; do
-		row "$s"
+	for t in ${TRANSPORTS:-tls h2c}; do
+		for s in haboob nginx; do
+			row "$s" "$t"
+		done
 	done
 done
