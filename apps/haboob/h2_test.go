@@ -76,17 +76,25 @@ func sameAnswer(t *testing.T, what string, h1, h2 h2Answer) {
 	}
 }
 
+// startHTTPS starts Haboob with an HTTPS listener (extra: more lines of
+// its tls: args) and returns it with the roots that verify it.
+func startHTTPS(t *testing.T, extra string) (*site, *x509.CertPool) {
+	t.Helper()
+	dir := t.TempDir()
+	roots := x509.NewCertPool()
+	writeCert(t, dir, "default", roots, "localhost", "127.0.0.1")
+	writeCert(t, dir, "other", roots, "other.test")
+	cfg := strings.Replace(tlsConfig(dir), "      tls:\n", "      tls:\n"+extra, 1)
+	return startHaboob(t, cfg), roots
+}
+
 func noRedirect(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }
 
 // TestHTTP2MatchesHTTP1 fetches the same pages over HTTPS with HTTP/1.1
 // and with h2 (ALPN), and over plain HTTP/1.1 and h2c with prior
 // knowledge: statuses, headers and bytes are the same.
 func TestHTTP2MatchesHTTP1(t *testing.T) {
-	dir := t.TempDir()
-	roots := x509.NewCertPool()
-	writeCert(t, dir, "default", roots, "localhost", "127.0.0.1")
-	writeCert(t, dir, "other", roots, "other.test")
-	s := startHaboob(t, tlsConfig(dir))
+	s, roots := startHTTPS(t, "")
 	tlsAddr := s.hb.TLSAddr().String()
 
 	h1 := &nethttp.Client{Transport: &nethttp.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}},
@@ -123,12 +131,7 @@ func TestHTTP2MatchesHTTP1(t *testing.T) {
 // TestHTTP2CanBeTurnedOff: with `tls: {http2: false}` ALPN picks
 // http/1.1 even for a client that prefers h2.
 func TestHTTP2CanBeTurnedOff(t *testing.T) {
-	dir := t.TempDir()
-	roots := x509.NewCertPool()
-	writeCert(t, dir, "default", roots, "localhost", "127.0.0.1")
-	writeCert(t, dir, "other", roots, "other.test")
-	cfg := strings.Replace(tlsConfig(dir), "      tls:\n", "      tls:\n        http2: false\n", 1)
-	s := startHaboob(t, cfg)
+	s, roots := startHTTPS(t, "        http2: false\n")
 	for _, tc := range []struct {
 		addr string
 		want string
@@ -198,11 +201,7 @@ func TestCurlHTTP2(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl")
 	}
-	dir := t.TempDir()
-	roots := x509.NewCertPool()
-	writeCert(t, dir, "default", roots, "localhost", "127.0.0.1")
-	writeCert(t, dir, "other", roots, "other.test")
-	s := startHaboob(t, tlsConfig(dir))
+	s, _ := startHTTPS(t, "")
 	tlsURL := "https://" + s.hb.TLSAddr().String()
 	for _, p := range h2Paths {
 		method := []string{"-X", p.method}
@@ -243,11 +242,7 @@ func TestCurlHTTP2(t *testing.T) {
 // h2 (the HTTPS server's h2 stream count). It skips without Chromium.
 func TestBrowserLoadsPageOverHTTP2(t *testing.T) {
 	b := browsertest.New(t) // skips without chromium or in -short mode
-	dir := t.TempDir()
-	roots := x509.NewCertPool()
-	writeCert(t, dir, "default", roots, "localhost", "127.0.0.1")
-	writeCert(t, dir, "other", roots, "other.test")
-	s := startHaboob(t, tlsConfig(dir))
+	s, _ := startHTTPS(t, "")
 	url := "https://localhost:" + portOf(s.hb.TLSAddr().String()) + "/index.html"
 	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout)
 	defer cancel()
