@@ -95,6 +95,12 @@ func dialRaw(t *testing.T, addr string, settings ...http2.Setting) *rawH2 {
 	}
 	t.Cleanup(func() { conn.Close() })
 	_ = conn.SetDeadline(time.Now().Add(60 * time.Second)) // a hang guard only
+	return rawOn(t, conn, settings...)
+}
+
+// rawOn starts HTTP/2 with prior knowledge on conn.
+func rawOn(t *testing.T, conn net.Conn, settings ...http2.Setting) *rawH2 {
+	t.Helper()
 	c := &rawH2{t: t, conn: conn, fr: http2.NewFramer(conn, conn)}
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.enc = hpack.NewEncoder(&c.hb)

@@ -1,0 +1,124 @@
+package http_test
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/sink/sinktest"
+)
+
+// TestH2ConnectionSinktest runs the sink conformance suite on an HTTP/2
+// connection: the client opens enough streams up front; the suite's i-th
+// event is a *Reply answering the i-th of them with body i, and
+// consuming it is reading that stream's response. A reply the connection
+// refuses is answered 503 with Reject instead; the client skips those.
+func TestH2ConnectionSinktest(t *testing.T) {
+	const requests = 1200
+	sinktest.Run(t, func(t *testing.T) sinktest.Harness {
+		cfg := http.ServerConfig{HTTP2: http.H2Config{MaxConcurrentStreams: 2 * requests, MaxResetsPerSecond: 1 << 20}}
+		reqs, client := inlineServer(t, cfg, requests)
+		raw := rawOn(t, client)
+		for id := uint32(1); id < 2*requests; id += 2 {
+			if err := raw.get(id, "/r"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		next := func() *http.Request {
+			select {
+			case r := <-reqs:
+				return r
+			case <-time.After(10 * time.Second):
+				t.Fatal("sinktest harness: the server delivered no request")
+				return nil
+			}
+		}
+		first := next()
+		conn := first.Conn.(*http.Connection)
+		pending := []*http.Request{first}
+		var mu sync.Mutex
+		evs := map[int]*http.Reply{}
+		bodies := map[uint32][]byte{}
+		status := map[uint32]string{}
+		return sinktest.Harness{
+			Sink: conn,
+			Event: func(i int) sink.Event {
+				var req *http.Request
+				if len(pending) > 0 {
+					req, pending = pending[0], pending[1:]
+				} else {
+					req = next()
+				}
+				r := &http.Reply{Req: req, Resp: http.OK("text/plain", []byte(strconv.Itoa(i)))}
+				r.Done = func(err error) {
+					if err != nil && !errors.Is(err, sink.ErrClosed) {
+						_ = conn.Reject(req, 0) // refused: answer 503 in its place
+					}
+				}
+				mu.Lock()
+				evs[i] = r
+				mu.Unlock()
+				return r
+			},
+			Consume: func() (sink.Event, bool) {
+				_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+				for {
+					f, err := raw.fr.ReadFrame()
+					if err != nil {
+						t.Logf("sinktest harness: reading a frame: %v", err)
+						return nil, false
+					}
+					switch f := f.(type) {
+					case *http2.MetaHeadersFrame:
+						status[f.StreamID] = f.PseudoValue("status")
+						continue
+					case *http2.DataFrame:
+						bodies[f.StreamID] = append(bodies[f.StreamID], f.Data()...)
+						if n := uint32(len(f.Data())); n > 0 {
+							_ = raw.fr.WriteWindowUpdate(0, n)
+						}
+						if !f.StreamEnded() {
+							continue
+						}
+						body, code := bodies[f.StreamID], status[f.StreamID]
+						delete(bodies, f.StreamID)
+						delete(status, f.StreamID)
+						if code == "503" {
+							continue // a refused reply's stand-in
+						}
+						i, err := strconv.Atoi(string(body))
+						if err != nil {
+							t.Errorf("sinktest harness: stream %d: %q", f.StreamID, body)
+							return nil, false
+						}
+						mu.Lock()
+						r := evs[i]
+						mu.Unlock()
+						return r, true
+					}
+				}
+			},
+			Close: func() {
+				_ = conn.Close()
+				deadline := time.Now().Add(10 * time.Second)
+				for !conn.Closed() {
+					if time.Now().After(deadline) {
+						t.Fatal("sinktest harness: the connection did not close")
+					}
+					time.Sleep(time.Millisecond)
+				}
+			},
+			Limit: func(limit int) (sink.Predicate, func() int) {
+				p := enqueuepred.NewCounter(limit)
+				return p, p.(interface{ InFlight() int }).InFlight
+			},
+		}
+	})
+}
