@@ -1,0 +1,57 @@
+package http_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	nethttp "net/http"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// The same server speaks HTTP/2 to a client that starts with the HTTP/2
+// preface (h2c with prior knowledge; over TLS, h2 is chosen by ALPN).
+// Each stream's request is a *Request event like an HTTP/1.1 one; the
+// H2Config bounds what one connection may do.
+func ExampleH2Config() {
+	srv, err := http.Listen(http.ServerConfig{
+		Socket: aio.SocketConfig{Addr: "127.0.0.1:0"},
+		HTTP2:  http.H2Config{MaxConcurrentStreams: 64, MaxResetsPerSecond: 100},
+		Inline: func(req *http.Request) bool {
+			_ = http.Respond(req, http.OK("text/plain", []byte(req.Proto+" "+req.Path+"\n")))
+			return true
+		},
+	}, sink.NewQueue(1), aio.Env{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+	tr := &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}}
+	defer tr.CloseIdleConnections()
+	client := &nethttp.Client{Transport: tr, Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + srv.Addr().String() + "/stream")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Print(resp.Proto, " ", resp.Status, ": ", string(body))
+	st := srv.Stats().HTTP2
+	fmt.Println("h2 connections:", st.Connections, "streams:", st.Streams)
+	// Output:
+	// HTTP/2.0 200 OK: HTTP/2.0 /stream
+	// h2 connections: 1 streams: 1
+}
