@@ -27,6 +27,10 @@ var diffSite = map[string]struct {
 // ourDiffHandler serves diffSite on our server: 404 for the rest, POST
 // echoes its body.
 func ourDiffHandler(req *http.Request) {
+	if req.Path == "/cookie" {
+		_ = http.Respond(req, http.OK("text/plain", []byte(req.Header.Get("Cookie"))))
+		return
+	}
 	if req.Method == "POST" {
 		_ = http.Respond(req, http.OK("application/octet-stream", req.Body))
 		return
@@ -41,6 +45,13 @@ func ourDiffHandler(req *http.Request) {
 
 // netDiffHandler serves diffSite the same way on net/http.
 func netDiffHandler(w nethttp.ResponseWriter, r *nethttp.Request) {
+	if r.URL.Path == "/cookie" {
+		body := r.Header.Get("Cookie")
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = io.WriteString(w, body)
+		return
+	}
 	if r.Method == "POST" {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/octet-stream")
@@ -92,6 +103,8 @@ func TestH2DifferentialNetHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		req.AddCookie(&nethttp.Cookie{Name: "a", Value: "1"})
+		req.AddCookie(&nethttp.Cookie{Name: "b", Value: "2"})
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s on %s: %v", method, path, addr, err)
@@ -111,6 +124,7 @@ func TestH2DifferentialNetHTTP(t *testing.T) {
 		{"GET", "/missing", ""},
 		{"GET", "/a/../big.bin", ""},
 		{"GET", "/?q=1", ""},
+		{"GET", "/cookie", ""},
 		{"HEAD", "/big.bin", ""},
 		{"HEAD", "/missing", ""},
 		{"POST", "/echo", "hello, h2"},

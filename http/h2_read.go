@@ -2,6 +2,7 @@ package http
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -363,6 +364,13 @@ func (h *h2Conn) newRequest(id uint32, fields []hpack.HeaderField) (*Request, in
 				return bad("content-length %q", f.Value)
 			}
 			wantLen = n
+		}
+		if f.Name == "cookie" {
+			// Cookie crumbs are one field again (RFC 9113 §8.2.3).
+			if i := slices.IndexFunc(r.Header, func(h Field) bool { return h.Name == "cookie" }); i >= 0 {
+				r.Header[i].Value += "; " + f.Value
+				continue
+			}
 		}
 		r.Header = append(r.Header, Field{Name: f.Name, Value: f.Value})
 	}
