@@ -57,6 +57,10 @@ func (h *h2Conn) onPacket(data []byte) error {
 func (h *h2Conn) readFramesLocked() {
 	in := h.in
 	defer func() {
+		if len(in) == 0 && cap(h.in) > 64<<10 {
+			h.in = nil // a large packet's buffer is not kept by an idle connection
+			return
+		}
 		h.in = append(h.in[:0], in...)
 	}()
 	for !h.failed {
