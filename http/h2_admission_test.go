@@ -105,3 +105,47 @@ func TestH2OverMaxConnections(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestH2StreamTimeouts: a stream whose body does not come gets 408, one
+// the application does not answer gets 503, each on its stream, and
+// the connection serves the next stream.
+func TestH2StreamTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cfg    http.ServerConfig
+		path   string
+		end    bool // END_STREAM on the HEADERS
+		status string
+		count  func(http.ServerStats) uint64
+	}{
+		{"body never sent", http.ServerConfig{RequestTimeout: 100 * time.Millisecond}, "/size/10", false, "408",
+			func(s http.ServerStats) uint64 { return s.RequestTimeouts }},
+		{"never answered", http.ServerConfig{ResponseTimeout: 100 * time.Millisecond}, "/hold", true, "503",
+			func(s http.ServerStats) uint64 { return s.ResponseTimeouts }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startServer(t, tc.cfg, func(req *http.Request) {
+				if req.Path != "/hold" {
+					answerSized(req)
+				}
+			})
+			c := dialRaw(t, f.addr)
+			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block(tc.path),
+				EndStream: tc.end, EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+			if status, _, err := c.response(1); err != nil || status != tc.status {
+				t.Fatalf("stream 1: %q, %v; want %s", status, err, tc.status)
+			}
+			if err := c.get(3, "/size/100"); err != nil {
+				t.Fatal(err)
+			}
+			if status, body, err := c.response(3); err != nil || status != "200" || len(body) != 100 {
+				t.Fatalf("stream 3: %q, %d bytes, %v", status, len(body), err)
+			}
+			if n := tc.count(f.srv.Stats()); n != 1 {
+				t.Fatalf("counted %d, want 1", n)
+			}
+		})
+	}
+}
