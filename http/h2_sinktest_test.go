@@ -31,42 +31,12 @@ func TestH2ConnectionSinktest(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		next := func() *http.Request {
-			select {
-			case r := <-reqs:
-				return r
-			case <-time.After(10 * time.Second):
-				t.Fatal("sinktest harness: the server delivered no request")
-				return nil
-			}
-		}
-		first := next()
-		conn := first.Conn.(*http.Connection)
-		pending := []*http.Request{first}
-		var mu sync.Mutex
-		evs := map[int]*http.Reply{}
+		ev := newReplyEvents(t, reqs)
 		bodies := map[uint32][]byte{}
 		status := map[uint32]string{}
 		return sinktest.Harness{
-			Sink: conn,
-			Event: func(i int) sink.Event {
-				var req *http.Request
-				if len(pending) > 0 {
-					req, pending = pending[0], pending[1:]
-				} else {
-					req = next()
-				}
-				r := &http.Reply{Req: req, Resp: http.OK("text/plain", []byte(strconv.Itoa(i)))}
-				r.Done = func(err error) {
-					if err != nil && !errors.Is(err, sink.ErrClosed) {
-						_ = conn.Reject(req, 0) // refused: answer 503 in its place
-					}
-				}
-				mu.Lock()
-				evs[i] = r
-				mu.Unlock()
-				return r
-			},
+			Sink:  ev.conn,
+			Event: ev.event,
 			Consume: func() (sink.Event, bool) {
 				_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
 				for {
@@ -93,32 +63,96 @@ func TestH2ConnectionSinktest(t *testing.T) {
 						if code == "503" {
 							continue // a refused reply's stand-in
 						}
-						i, err := strconv.Atoi(string(body))
-						if err != nil {
-							t.Errorf("sinktest harness: stream %d: %q", f.StreamID, body)
-							return nil, false
-						}
-						mu.Lock()
-						r := evs[i]
-						mu.Unlock()
-						return r, true
+						return ev.answered(body)
 					}
 				}
 			},
-			Close: func() {
-				_ = conn.Close()
-				deadline := time.Now().Add(10 * time.Second)
-				for !conn.Closed() {
-					if time.Now().After(deadline) {
-						t.Fatal("sinktest harness: the connection did not close")
-					}
-					time.Sleep(time.Millisecond)
-				}
-			},
-			Limit: func(limit int) (sink.Predicate, func() int) {
-				p := enqueuepred.NewCounter(limit)
-				return p, p.(interface{ InFlight() int }).InFlight
-			},
+			Close: func() { closeAndWait(t, ev.conn) },
+			Limit: counterLimit,
 		}
 	})
+}
+
+// replyEvents are the events of a connection's sinktest harness: the
+// i-th is a *Reply answering the connection's next request with body i;
+// a reply the connection refuses (its Done gets the error) is answered
+// 503 with Reject instead, so that the responses after it are not held
+// up (the client skips those).
+type replyEvents struct {
+	t       *testing.T
+	conn    *http.Connection
+	reqs    <-chan *http.Request
+	pending []*http.Request
+	mu      sync.Mutex
+	evs     map[int]*http.Reply
+}
+
+func newReplyEvents(t *testing.T, reqs <-chan *http.Request) *replyEvents {
+	e := &replyEvents{t: t, reqs: reqs, evs: map[int]*http.Reply{}}
+	first := e.next()
+	e.conn = first.Conn.(*http.Connection)
+	e.pending = []*http.Request{first}
+	return e
+}
+
+func (e *replyEvents) next() *http.Request {
+	select {
+	case r := <-e.reqs:
+		return r
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("sinktest harness: the server delivered no request")
+		return nil
+	}
+}
+
+func (e *replyEvents) event(i int) sink.Event {
+	var req *http.Request
+	if len(e.pending) > 0 {
+		req, e.pending = e.pending[0], e.pending[1:]
+	} else {
+		req = e.next()
+	}
+	r := &http.Reply{Req: req, Resp: http.OK("text/plain", []byte(strconv.Itoa(i)))}
+	r.Done = func(err error) {
+		if err != nil && !errors.Is(err, sink.ErrClosed) {
+			_ = e.conn.Reject(req, 0) // refused: answer 503 in its place
+		}
+	}
+	e.mu.Lock()
+	e.evs[i] = r
+	e.mu.Unlock()
+	return r
+}
+
+// answered returns the event whose response had body.
+func (e *replyEvents) answered(body []byte) (sink.Event, bool) {
+	i, err := strconv.Atoi(string(body))
+	if err != nil {
+		e.t.Errorf("sinktest harness: response %q", body)
+		return nil, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.evs[i], true
+}
+
+// closeAndWait closes conn and waits until it has closed.
+func closeAndWait(t *testing.T, conn *http.Connection, then ...func()) {
+	_ = conn.Close()
+	for _, f := range then {
+		f()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !conn.Closed() {
+		if time.Now().After(deadline) {
+			t.Fatal("sinktest harness: the connection did not close")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// counterLimit is a harness's Limit: enqueuepred's concurrency counter.
+func counterLimit(limit int) (sink.Predicate, func() int) {
+	p := enqueuepred.NewCounter(limit)
+	return p, p.(interface{ InFlight() int }).InFlight
 }

@@ -2,12 +2,9 @@ package http_test
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
 	nethttp "net/http"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,41 +32,11 @@ func TestConnectionSinktest(t *testing.T) {
 		if _, err := client.Write(pipeline); err != nil {
 			t.Fatal(err)
 		}
-		next := func() *http.Request {
-			select {
-			case r := <-reqs:
-				return r
-			case <-time.After(10 * time.Second):
-				t.Fatal("sinktest harness: the server delivered no request")
-				return nil
-			}
-		}
-		first := next()
-		conn := first.Conn.(*http.Connection)
-		pending := []*http.Request{first}
-		var mu sync.Mutex
-		evs := map[int]*http.Reply{}
+		ev := newReplyEvents(t, reqs)
 		br := bufio.NewReader(client)
 		return sinktest.Harness{
-			Sink: conn,
-			Event: func(i int) sink.Event {
-				var req *http.Request
-				if len(pending) > 0 {
-					req, pending = pending[0], pending[1:]
-				} else {
-					req = next()
-				}
-				r := &http.Reply{Req: req, Resp: http.OK("text/plain", []byte(strconv.Itoa(i)))}
-				r.Done = func(err error) {
-					if err != nil && !errors.Is(err, sink.ErrClosed) {
-						_ = conn.Reject(req, 0) // refused: answer 503 in its place
-					}
-				}
-				mu.Lock()
-				evs[i] = r
-				mu.Unlock()
-				return r
-			},
+			Sink:  ev.conn,
+			Event: ev.event,
 			Consume: func() (sink.Event, bool) {
 				_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
 				for {
@@ -86,32 +53,15 @@ func TestConnectionSinktest(t *testing.T) {
 					if resp.StatusCode == nethttp.StatusServiceUnavailable {
 						continue // a refused reply's stand-in
 					}
-					i, err := strconv.Atoi(string(body))
-					if err != nil {
-						t.Errorf("sinktest harness: response %d %q", resp.StatusCode, body)
-						return nil, false
-					}
-					mu.Lock()
-					r := evs[i]
-					mu.Unlock()
-					return r, true
+					return ev.answered(body)
 				}
 			},
 			Close: func() {
-				_ = conn.Close()
-				_ = client.(*net.TCPConn).CloseWrite() // end a lingering close
-				deadline := time.Now().Add(10 * time.Second)
-				for !conn.Closed() {
-					if time.Now().After(deadline) {
-						t.Fatal("sinktest harness: the connection did not close")
-					}
-					time.Sleep(time.Millisecond)
-				}
+				closeAndWait(t, ev.conn, func() {
+					_ = client.(*net.TCPConn).CloseWrite() // end a lingering close
+				})
 			},
-			Limit: func(limit int) (sink.Predicate, func() int) {
-				p := enqueuepred.NewCounter(limit)
-				return p, p.(interface{ InFlight() int }).InFlight
-			},
+			Limit: counterLimit,
 		}
 	})
 }
