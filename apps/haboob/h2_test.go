@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/internal/browsertest"
 )
 
@@ -106,11 +107,12 @@ func TestHTTP2MatchesHTTP1(t *testing.T) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, addr)
 		}}, CheckRedirect: noRedirect, Timeout: 30 * time.Second}
-	t.Cleanup(func() {
+	defer func() {
 		h1.CloseIdleConnections()
 		h2tls.CloseIdleConnections()
 		h2c.CloseIdleConnections()
-	})
+		waitConnsClosed(t, s)
+	}()
 	for _, p := range h2Paths {
 		a1 := fetch(t, h1, p.method, "https://"+tlsAddr+p.path, 1)
 		a2 := fetch(t, h2tls, p.method, "https://"+tlsAddr+p.path, 2)
@@ -144,6 +146,30 @@ func TestHTTP2CanBeTurnedOff(t *testing.T) {
 			t.Errorf("ALPN chose %q, want %q", got, tc.want)
 		}
 		conn.Close()
+	}
+	waitConnsClosed(t, s)
+}
+
+// waitConnsClosed waits until Haboob's servers (and their sockets) have
+// closed every connection the test's clients opened, so that the
+// shutdown at the end of the test has no TLS connection left to close.
+// (aio's Shutdown closing a TLS connection reads state its event loop
+// wrote without synchronization: a race the race detector reports,
+// aio/tlsconn.go sendCloseNotify against startTLS.)
+func waitConnsClosed(t *testing.T, s *site) {
+	t.Helper()
+	for _, get := range []func() (*http.Server, error){s.hb.HTTP, s.hb.HTTPS} {
+		srv, err := get()
+		if err != nil {
+			continue
+		}
+		deadline := time.Now().Add(10 * time.Second) // a hang guard only
+		for srv.Stats().Open > 0 || len(srv.Socket().Connections()) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections still open", srv.Stats().Open)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }
 
@@ -235,6 +261,7 @@ func TestCurlHTTP2(t *testing.T) {
 	if a, b := hs.Stats().HTTP2.Streams, hp.Stats().HTTP2.Streams; a != uint64(len(h2Paths)) || b != uint64(len(h2Paths)) {
 		t.Errorf("h2 streams served: HTTPS %d, HTTP %d, want %d each", a, b, len(h2Paths))
 	}
+	waitConnsClosed(t, s)
 }
 
 // TestBrowserLoadsPageOverHTTP2 loads a Haboob page over HTTPS in
@@ -266,6 +293,7 @@ func TestBrowserLoadsPageOverHTTP2(t *testing.T) {
 		t.Fatalf("chromium's requests did not come over h2: %+v", st.HTTP2)
 	}
 	t.Logf("chromium: %d h2 connections, %d streams, %d requests in all", st.HTTP2.Connections, st.HTTP2.Streams, st.Requests)
+	waitConnsClosed(t, s)
 }
 
 func portOf(addr string) string {
