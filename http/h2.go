@@ -300,11 +300,15 @@ type h2Conn struct {
 	closed     bool  // the socket closed
 	lastAct    int64 // last frame in or out
 	progressAt int64 // last DATA written, or nothing blocked
+	// partialAt is when the input began to hold an incomplete frame or
+	// header block (0: it does not): the request timeout bounds it.
+	partialAt int64
 }
 
 // headerBlock is the header block being received (HEADERS and its
 // CONTINUATION frames).
 type headerBlock struct {
+	open      bool // HEADERS received, END_HEADERS not yet
 	id        uint32
 	endStream bool
 	trailers  bool

@@ -149,3 +149,43 @@ func TestH2StreamTimeouts(t *testing.T) {
 		})
 	}
 }
+
+// TestH2SlowFramesTimedOut: a client that sends a frame (or a header
+// block) in part and no more gets GOAWAY after RequestTimeout, counted,
+// like an HTTP/1.1 request that does not arrive; and an idle client is
+// sent GOAWAY after IdleTimeout.
+func TestH2SlowFramesTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   http.ServerConfig
+		send  func(c *rawH2) error
+		count func(http.ServerStats) uint64
+	}{
+		{"half a frame header", http.ServerConfig{RequestTimeout: 100 * time.Millisecond},
+			func(c *rawH2) error { _, err := c.conn.Write([]byte{0, 0, 4, 1}); return err },
+			func(s http.ServerStats) uint64 { return s.RequestTimeouts }},
+		{"HEADERS without END_HEADERS", http.ServerConfig{RequestTimeout: 100 * time.Millisecond},
+			func(c *rawH2) error {
+				b := c.block("/size/10")
+				return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:2], EndStream: true})
+			},
+			func(s http.ServerStats) uint64 { return s.RequestTimeouts }},
+		{"idle", http.ServerConfig{IdleTimeout: 100 * time.Millisecond},
+			func(c *rawH2) error { return nil },
+			func(s http.ServerStats) uint64 { return s.IdleClosed }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startServer(t, tc.cfg, answerSized)
+			c := dialRaw(t, f.addr)
+			if err := tc.send(c); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.goAway(); err != nil {
+				t.Fatalf("no GOAWAY: %v", err)
+			}
+			if n := tc.count(f.srv.Stats()); n != 1 {
+				t.Fatalf("counted %d, want 1", n)
+			}
+		})
+	}
+}

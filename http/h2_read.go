@@ -25,9 +25,16 @@ func (h *h2Conn) onPacket(data []byte) error {
 		c.mu.Unlock()
 		return nil
 	}
-	h.lastAct = sink.Nanotime()
+	now := sink.Nanotime()
+	h.lastAct = now
 	h.in = append(h.in, data...)
 	h.readFramesLocked()
+	switch partial := len(h.in) > 0 || h.block.open || !h.preface; {
+	case !partial:
+		h.partialAt = 0
+	case h.partialAt == 0:
+		h.partialAt = now
+	}
 	if h.recvUnacked > 0 && !h.failed {
 		_ = h.fr.WriteWindowUpdate(0, uint32(h.recvUnacked))
 		h.takeFramed()
@@ -192,7 +199,7 @@ func (h *h2Conn) onHeadersLocked(f *http2.HeadersFrame) {
 		return
 	}
 	b := &h.block
-	*b = headerBlock{id: id, endStream: f.StreamEnded(), fields: b.fields[:0]}
+	*b = headerBlock{open: true, id: id, endStream: f.StreamEnded(), fields: b.fields[:0]}
 	switch st := h.streams[id]; {
 	case id%2 == 0:
 		h.connErrorLocked(http2.ErrCodeProtocol, &stats.protocolErrors, "HEADERS on an even stream")
@@ -255,6 +262,7 @@ func (h *h2Conn) emitField(f hpack.HeaderField) {
 // endBlockLocked opens the stream of a complete header block.
 func (h *h2Conn) endBlockLocked() {
 	b := &h.block
+	b.open = false
 	id := b.id
 	fields := b.fields
 	defer func() {

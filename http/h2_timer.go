@@ -32,7 +32,8 @@ func (c *Connection) onClosedAny(ev aio.SinkClosed) {
 	c.onClosed(ev)
 }
 
-// checkTimeouts enforces, per stream, the request timeout (408 on the
+// checkTimeouts enforces, per connection, the request timeout on a
+// frame or header block received in part; per stream, the request timeout (408 on the
 // stream), the response timeout (503 on the stream) and a streamed body's stall (the stream is reset); per
 // connection, the write timeout for DATA the client's windows hold back
 // (the outbox has its own for bytes written) and the idle timeout.
@@ -43,6 +44,12 @@ func (h *h2Conn) checkTimeouts(now int64) {
 	c.mu.Lock()
 	if h.closed || h.failed || c.sock.Closing() {
 		c.mu.Unlock()
+		return
+	}
+	if cfg.RequestTimeout > 0 && h.partialAt != 0 && now-h.partialAt > int64(cfg.RequestTimeout) {
+		// A frame or a header block trickling in (slowloris).
+		h.connErrorLocked(http2.ErrCodeNo, &stats.requestTimeouts, "frame or header block not received in time")
+		c.unlock()
 		return
 	}
 	blocked := false
