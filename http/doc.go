@@ -1,4 +1,4 @@
-// Package http is the HTTP/1.1 protocol library of Sandstorm (thesis
+// Package http is the HTTP/1.1 and HTTP/2 protocol library of Sandstorm (thesis
 // chapter 5 §7): the pure, I/O-free core that a server stage on the aio
 // socket layer drives.
 //
@@ -6,6 +6,13 @@
 // behind a standard net/http server, use package nethttp instead. Start
 // here with Listen (a server that enqueues each parsed Request on a
 // stage's sink); a stage answers on the request's Connection with Send.
+//
+// The same server speaks HTTP/2 (RFC 9113): chosen by ALPN on a TLS
+// listener, or by the client preface on a plain one (h2c with prior
+// knowledge). Each stream's request is a Request event like an HTTP/1.1
+// one, answered the same way; [H2Config] bounds what a connection may do
+// (streams, header lists, CONTINUATION frames, resets and control frames
+// per second). See docs/http2.md.
 //
 // # Parsing
 //
