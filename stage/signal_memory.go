@@ -270,11 +270,24 @@ func init() {
 		return cfg, nil
 	}))
 	RegisterService(memorySection, func(m *Manager) (Service, error) {
-		cfg := MemoryConfigFrom(m)
-		src := RuntimeMemory{Limit: cfg.LimitMiB << 20}
-		if _, limit := src.Memory(); cfg.Off || limit == 0 {
-			return nil, nil
+		if mm := MemoryMonitorFor(m); mm != nil {
+			return mm, nil
 		}
-		return NewMemoryMonitor(m, src, cfg), nil
+		return nil, nil // a nil *MemoryMonitor is not a nil Service
 	})
+}
+
+// MemoryMonitorFor returns the monitor of the Go runtime's memory that
+// m's `global.memory` block configures, or nil when the block turns it
+// off or no limit is known (neither limitMiB nor GOMEMLIMIT). Load and
+// Parse run it as the service "memory"; a program that builds its
+// manager otherwise (NewFromConfig) starts it after the manager and shuts
+// it down before.
+func MemoryMonitorFor(m *Manager) *MemoryMonitor {
+	cfg := MemoryConfigFrom(m)
+	src := RuntimeMemory{Limit: cfg.LimitMiB << 20}
+	if _, limit := src.Memory(); cfg.Off || limit == 0 {
+		return nil
+	}
+	return NewMemoryMonitor(m, src, cfg)
 }
