@@ -109,4 +109,3 @@ func init() {
 		return &cacheOnMemory{m: m, srv: srv}, nil
 	})
 }
-

@@ -111,7 +111,7 @@ func TestPageCacheShrink(t *testing.T) {
 	}{
 		{1 << 20, []string{"a", "b", "c"}},
 		{20, []string{"b", "c"}}, // a is the least recently used
-		{10, []string{"c"}}, // then b
+		{10, []string{"c"}},      // then b
 		{0, nil},
 		{-5, nil},
 	}
