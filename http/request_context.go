@@ -31,6 +31,11 @@ func (r *Request) Context() context.Context {
 	return context.Background()
 }
 
+// TraceHeader returns the request's header field key, for otelstage's
+// trace propagation (otelstage.HeaderCarrier): a `traceparent` from the
+// client continues its trace.
+func (r *Request) TraceHeader(key string) string { return r.Header.Get(key) }
+
 // connContext is a Connection's context, made on the first request that
 // asks for it (most never do) and cancelled when the connection closes.
 type connContext struct {
