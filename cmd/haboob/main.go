@@ -21,10 +21,10 @@
 // gave up), /config (the effective configuration, secrets redacted),
 // /metrics and /debug/pprof/ (see haboob -h and package profiler).
 // -access-log PATH writes one line per response (combined log format, or
-// JSON lines with -access-log-format json; "-" is stderr), off the serving
-// path: under overload lines are dropped and counted (accesslog.dropped on
-// the stats page and in the profiler) rather than slowing responses
-// (package http/accesslog). -otel stdout traces every stage visit with
+// JSON lines with -access-log-format json; "-" is stderr) from a stage of
+// its own (AccessLog), off the serving path: under overload lines are
+// dropped and counted (accesslog.dropped on the stats page and in the
+// profiler) rather than slowing responses (package http/accesslog). -otel stdout traces every stage visit with
 // OpenTelemetry (package otelstage), spans as JSON lines on stdout; a
 // request's W3C traceparent header continues the caller's trace.
 // SIGINT or SIGTERM shuts down cleanly, within the configuration's
@@ -312,10 +312,10 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 		_ = closeAccessLog(al)
 		return nil, err
 	}
-	if al != nil {
-		if err := al.Register(m.Metrics()); err != nil {
-			log.Warn("haboob: access log metrics not registered", "err", err)
-		}
+	if err := attachAccessLog(log, al, m); err != nil {
+		_ = node.Close()
+		_ = closeAccessLog(al)
+		return nil, err
 	}
 	pcfg, err := profiler.ConfigFrom(m)
 	if err != nil {
