@@ -1,15 +1,15 @@
 // Package accesslog writes an HTTP server's access log from a stage of
 // its own, off the serving path (DESIGN §12): the server hands each
 // response's facts (http.AccessRecord, through
-// http.ServerConfig.OnResponse) to Record, which never blocks: it offers
-// the record to the AccessLog stage's bounded queue (Attach creates the
-// stage on the application's manager). The stage formats its batches and
-// writes them through a buffered writer, flushed when its queue runs
-// empty, at least every FlushInterval under steady traffic, and on Close.
-// When the queue is full (the disk is slower than the traffic) the record
-// is dropped and counted (Stats.Dropped, the registry's
-// "accesslog.dropped", and the stage's own rejections in the profiler),
-// so that logging never slows responses.
+// http.ServerConfig.OnResponse) to Record, which never blocks and wakes
+// no goroutine: it appends the record to a bounded batch that the
+// AccessLog stage (Attach creates it on the application's manager) takes
+// when it is half full, or 10ms after its first record. The stage formats
+// the batch and writes it through a buffered writer, flushed when no
+// record is waiting, at least every FlushInterval under steady traffic,
+// and on Close. When the buffer is full (the disk is slower than the
+// traffic) the record is dropped and counted (Stats.Dropped, the
+// registry's "accesslog.dropped"), so that logging never slows responses.
 //
 // Lines are in the combined log format of Apache and nginx:
 //
@@ -76,8 +76,10 @@ const (
 // Config configures a Log; its zero value is usable.
 type Config struct {
 	Format Format
-	// Buffer is how many records may wait in the stage's queue (default
-	// DefaultBuffer); beyond it records are dropped and counted.
+	// Buffer is how many records may wait for the stage (default
+	// DefaultBuffer): half of them in the batch being filled, half in the
+	// batch the stage has in hand. Beyond it records are dropped and
+	// counted.
 	Buffer int
 	// WriteBuffer is the size in bytes of the buffered writer in front of
 	// the destination (default DefaultWriteBuffer).
@@ -102,14 +104,23 @@ type Stats struct {
 // goroutine, Close once.
 type Log struct {
 	cfg    Config
-	w      *bufio.Writer // the stage's (one batch at a time), then Close's
+	w      *bufio.Writer // the stage's (one event at a time), then Close's
 	base   io.Writer     // the destination behind w
 	closer io.Closer     // the file Open opened, nil for New's writer
 	json   *slog.Logger
 
-	m      *stage.Manager
-	stage  atomic.Pointer[stage.Stage] // Attach's; nil: records are dropped
-	closed atomic.Bool
+	// mu guards the records on their way to the stage: Record appends to
+	// pending under it and wakes nobody; a half-full pending goes to the
+	// stage as one batch, and a timer has the stage take the rest (see
+	// stage.go).
+	mu      sync.Mutex
+	pending []http.AccessRecord
+	batches int  // batches handed to the stage and not yet taken
+	armed   bool // a tick is on its way to the stage
+	closed  bool
+	m       *stage.Manager
+	queue   sink.Sink    // the stage's; nil before Attach
+	timer   *stage.Timer // the last tick armed
 
 	written atomic.Uint64
 	dropped atomic.Uint64
@@ -156,39 +167,39 @@ func Open(path string, cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// Attach creates the stage that writes the log, StageName, on m (before
-// or after m starts; the manager's Shutdown drains it like any stage):
-// one goroutine, a queue of at most Buffer records. Records made before
-// Attach are dropped and counted.
-func (l *Log) Attach(m *stage.Manager) error {
-	if l.stage.Load() != nil {
-		return fmt.Errorf("accesslog: attached twice")
-	}
-	st, err := m.CreateStage(StageName, &writer{l: l, lastFlush: time.Now()}, stage.StageConfig{
-		Queue:      stage.QueueConfig{Threshold: l.cfg.Buffer},
-		ThreadPool: stage.ThreadPoolConfig{Min: 1, Max: 1},
-	})
-	if err != nil {
-		return fmt.Errorf("accesslog: %w", err)
-	}
-	l.m = m
-	l.stage.Store(st)
-	return nil
-}
-
 // Manager returns the manager Attach gave the log its stage on (nil
 // before).
-func (l *Log) Manager() *stage.Manager { return l.m }
+func (l *Log) Manager() *stage.Manager {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m
+}
 
-// Record queues one line. It never blocks: when the stage's queue is
-// full, or before Attach or after Close, the record is dropped and
-// counted. Its signature is http.ServerConfig.OnResponse's.
+// Record queues one line. It never blocks and wakes no goroutine: it
+// appends the record to the batch being filled; when the batch is half
+// of Buffer, it hands it to the AccessLog stage. When Buffer records are
+// waiting already (the writer is slower than the traffic), or before
+// Attach or after Close, the record is dropped and counted. Its signature
+// is http.ServerConfig.OnResponse's.
 func (l *Log) Record(r http.AccessRecord) {
-	st := l.stage.Load()
-	if st == nil || l.closed.Load() || !st.Sink().EnqueueLossy(r) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.queue == nil || l.closed || len(l.pending) == l.half() {
 		l.dropped.Add(1)
+		return
+	}
+	l.pending = append(l.pending, r)
+	switch {
+	case len(l.pending) == l.half() && l.batches == 0:
+		l.handOverLocked()
+	case len(l.pending) == 1 && !l.armed:
+		l.armLocked()
 	}
 }
+
+// half is a batch's size: Buffer is one batch in the stage's hands and
+// one being filled.
+func (l *Log) half() int { return max(l.cfg.Buffer/2, 1) }
 
 // Stats returns the counts so far.
 func (l *Log) Stats() Stats {
@@ -206,16 +217,29 @@ func (l *Log) Register(r metrics.Registry) error {
 	)
 }
 
-// Close stops taking records, has the stage write those queued (within
+// Close stops taking records, has the stage write those waiting (within
 // CloseTimeout) and flush, destroys it, and closes the file Open opened.
 // Records after Close are dropped. It returns the first write error, or
 // the stage's if it could not drain in time.
 func (l *Log) Close() error {
 	l.once.Do(func() {
-		l.closed.Store(true)
-		if st := l.stage.Load(); st != nil {
+		l.mu.Lock()
+		l.closed = true // no tick is armed from now on
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+		m, queue := l.m, l.queue
+		if queue != nil && len(l.pending) > 0 {
+			l.batches++ // the last batch: beyond the bound, Record is over
+			if err := queue.Enqueue(l.pending); err != nil {
+				l.dropped.Add(uint64(len(l.pending)))
+			}
+			l.pending = nil
+		}
+		l.mu.Unlock()
+		if queue != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CloseTimeout)
-			err := l.m.DestroyStageContext(ctx, st.Name())
+			err := m.DestroyStageContext(ctx, StageName)
 			cancel()
 			if err != nil && !errors.Is(err, stage.ErrNoStage) {
 				l.setErr(fmt.Errorf("accesslog: %w", err))
@@ -240,43 +264,6 @@ func (l *Log) setErr(err error) {
 	if l.err == nil {
 		l.err = err
 	}
-}
-
-// writer is the AccessLog stage's handler: it owns l.w while the stage
-// runs.
-type writer struct {
-	l         *Log
-	line      []byte
-	lastFlush time.Time
-	queue     sink.Sink
-}
-
-func (*writer) SingleThreaded() {}
-
-func (w *writer) Init(c *stage.Context) error {
-	w.queue = c.Stage().Sink()
-	return nil
-}
-
-// HandleEvents writes a batch of records, then flushes if the queue ran
-// empty or the last flush is FlushInterval old.
-func (w *writer) HandleEvents(batch []sink.Event) error {
-	for _, e := range batch {
-		if r, ok := e.(http.AccessRecord); ok {
-			w.line = w.l.write(w.line, &r)
-		}
-	}
-	if now := time.Now(); w.queue.Len() == 0 || now.Sub(w.lastFlush) >= w.l.cfg.FlushInterval {
-		w.l.flush()
-		w.lastFlush = now
-	}
-	return nil
-}
-
-// Destroy flushes the last lines.
-func (w *writer) Destroy() error {
-	w.l.flush()
-	return nil
 }
 
 func (l *Log) write(line []byte, r *http.AccessRecord) []byte {
