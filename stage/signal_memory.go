@@ -56,6 +56,13 @@ type MemorySource interface {
 	Memory() (used, limit uint64)
 }
 
+// MemorySourceFunc adapts a function to MemorySource (a test's fake, a
+// reading of the program's own).
+type MemorySourceFunc func() (used, limit uint64)
+
+// Memory calls f.
+func (f MemorySourceFunc) Memory() (used, limit uint64) { return f() }
+
 // RuntimeMemory is the MemorySource of the Go runtime: the memory mapped
 // by the runtime and not released to the OS (runtime/metrics
 // /memory/classes/total:bytes less /memory/classes/heap/released:bytes,

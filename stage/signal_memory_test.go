@@ -3,31 +3,12 @@ package stage_test
 import (
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
-
-// fakeMemory is a MemorySource a test sets.
-type fakeMemory struct {
-	mu          sync.Mutex
-	used, limit uint64
-}
-
-func (f *fakeMemory) set(used uint64) {
-	f.mu.Lock()
-	f.used = used
-	f.mu.Unlock()
-}
-
-func (f *fakeMemory) Memory() (used, limit uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.used, f.limit
-}
 
 // TestMemorySignalFiresAndClears: with a fake source (limit 1000, marks
 // 0.9 and 0.8), SignalMemory is raised once when the reading crosses the
@@ -69,7 +50,8 @@ stages:
 		t.Fatal(err)
 	}
 
-	src := &fakeMemory{limit: 1000}
+	var used uint64 // the fake source's reading, against a limit of 1000
+	src := stage.MemorySourceFunc(func() (uint64, uint64) { return used, 1000 })
 	mm := stage.NewMemoryMonitor(m, src, stage.MemoryConfig{High: 0.9, Low: 0.8})
 	steps := []struct {
 		used   uint64
@@ -86,7 +68,7 @@ stages:
 	}
 	var want []stage.MemorySignal
 	for i, s := range steps {
-		src.set(s.used)
+		used = s.used
 		if got := mm.Check(); got != s.level {
 			t.Fatalf("step %d (used %d): level %v, want %v", i, s.used, got, s.level)
 		}
@@ -124,7 +106,7 @@ stages:
 // changes the level.
 func TestMemoryWithoutLimitRaisesNothing(t *testing.T) {
 	m := stage.NewManager(stage.Options{})
-	mm := stage.NewMemoryMonitor(m, &fakeMemory{used: 1 << 40}, stage.MemoryConfig{})
+	mm := stage.NewMemoryMonitor(m, stage.MemorySourceFunc(func() (uint64, uint64) { return 1 << 40, 0 }), stage.MemoryConfig{})
 	if got := mm.Check(); got != stage.MemoryOK {
 		t.Fatalf("level %v without a limit", got)
 	}

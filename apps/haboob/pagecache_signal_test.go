@@ -4,31 +4,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
-
-// memorySource is a stage.MemorySource a test sets.
-type memorySource struct {
-	mu          sync.Mutex
-	used, limit uint64
-}
-
-func (f *memorySource) set(used uint64) {
-	f.mu.Lock()
-	f.used = used
-	f.mu.Unlock()
-}
-
-func (f *memorySource) Memory() (used, limit uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.used, f.limit
-}
 
 // TestPageCacheShrinksOnMemorySignal: Haboob's page cache, filled over a
 // socket, gives back half its bytes when the runtime signals memory-high
@@ -59,7 +40,8 @@ func TestPageCacheShrinksOnMemorySignal(t *testing.T) {
 		t.Fatalf("cache before the signal: %+v, want at least %d pages of 2000 bytes", full, pages)
 	}
 
-	src := &memorySource{limit: 1000}
+	var used uint64 // the fake source's reading, against a limit of 1000
+	src := stage.MemorySourceFunc(func() (uint64, uint64) { return used, 1000 })
 	mm := stage.NewMemoryMonitor(s.m, src, stage.MemoryConfig{High: 0.9, Low: 0.8})
 	checksum, _ := s.m.Stage("Checksum")
 	rt := enqueuepred.ResponseTimeOf(checksum.Sink().Predicate())
@@ -75,7 +57,7 @@ func TestPageCacheShrinksOnMemorySignal(t *testing.T) {
 	}
 	var shrunk haboob.CacheStats
 	for i, st := range steps {
-		src.set(st.used)
+		used = st.used
 		mm.Check() // SubscribeFunc: the cache has shrunk when Check returns
 		got := cache.Stats()
 		switch {
