@@ -140,7 +140,8 @@ type MemoryMonitor struct {
 	src MemorySource
 	cfg MemoryConfig
 
-	mu    sync.Mutex
+	check sync.Mutex // serializes Check: crossings are raised in order
+	mu    sync.Mutex // guards level, stop and done
 	level MemoryLevel
 	stop  chan struct{}
 	done  chan struct{}
@@ -172,23 +173,24 @@ func (mm *MemoryMonitor) Level() MemoryLevel {
 // MemoryHigh; under Low·limit at MemoryHigh it raises MemoryOK; between
 // the marks the level stays. It returns the level after the reading.
 func (mm *MemoryMonitor) Check() MemoryLevel {
+	mm.check.Lock()
+	defer mm.check.Unlock()
 	used, limit := mm.src.Memory()
-	mm.mu.Lock()
-	defer mm.mu.Unlock()
-	if limit == 0 {
-		return mm.level
-	}
-	next := mm.level
+	level := mm.Level()
+	next := level
 	switch {
-	case mm.level == MemoryOK && float64(used) > mm.cfg.High*float64(limit):
+	case limit == 0:
+	case level == MemoryOK && float64(used) > mm.cfg.High*float64(limit):
 		next = MemoryHigh
-	case mm.level == MemoryHigh && float64(used) < mm.cfg.Low*float64(limit):
+	case level == MemoryHigh && float64(used) < mm.cfg.Low*float64(limit):
 		next = MemoryOK
 	}
-	if next == mm.level {
+	if next == level {
 		return next
 	}
+	mm.mu.Lock()
 	mm.level = next
+	mm.mu.Unlock()
 	mm.m.log.Info("memory "+next.String(), "used", used, "limit", limit)
 	mm.m.setPressure(next == MemoryHigh)
 	mm.m.raiseLogged(SignalMemory, MemorySignal{Level: next, Used: used, Limit: limit})
