@@ -1,6 +1,7 @@
 package stage_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -56,4 +57,23 @@ func TestRegistryWrap(t *testing.T) {
 			t.Errorf("middleware saw %d handlers, want 2", len(wrapped))
 		}
 	}
+}
+
+// Registry.Wrap puts middleware (tracing, measuring) around every handler
+// a registry makes, keeping what the registry knows of their args.
+func ExampleRegistry_Wrap() {
+	reg := stage.NewRegistry()
+	reg.Register("example.Echo", func() stage.Handler {
+		return stage.HandlerFunc(func(batch []sink.Event) error { return nil })
+	})
+	reg.Wrap(func(h stage.Handler) stage.Handler {
+		return stage.Wrap(h, nil, func(batch []sink.Event) error {
+			fmt.Println("batch of", len(batch))
+			return h.HandleEvents(batch)
+		})
+	})
+	f, _ := reg.Lookup("example.Echo")
+	_ = f().HandleEvents([]sink.Event{1, 2})
+	// Output:
+	// batch of 2
 }
