@@ -156,6 +156,7 @@ type Stage struct {
 	// removed is set when a Reload removes the stage: its sink's refusals
 	// then say so (removedError).
 	removed atomic.Bool
+
 	queue  stageQueue
 	cur    atomic.Pointer[instance] // the handler; swapped by restarts while no batch runs
 	single bool
