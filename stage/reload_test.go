@@ -102,7 +102,7 @@ func (r *reloadRelay) HandleEvents(batch []sink.Event) error {
 // initFails is a handler whose Init fails.
 type initFails struct{}
 
-func (initFails) Init(*stage.Context) error            { return errors.New("no resource") }
+func (initFails) Init(*stage.Context) error             { return errors.New("no resource") }
 func (initFails) HandleEvents(batch []sink.Event) error { return nil }
 
 func reloadRegistry(l *reloadLedger) *stage.Registry {
