@@ -135,6 +135,25 @@ func (m *Manager) ReloadFile(path string) (*ReloadSummary, error) {
 	return m.reload(cfg, perr)
 }
 
+// CheckConfig parses a configuration document and checks it with the
+// registry r (nil: DefaultRegistry) as Load does, reporting every error
+// at once in one *ConfigError, but builds nothing. A command that checks
+// more of its own before a Reload (Haboob: that a stage serves HTTP)
+// reads the file once with it.
+func CheckConfig(data []byte, file string, r *Registry) (*Config, error) {
+	if r == nil {
+		r = DefaultRegistry
+	}
+	cfg, perr := parseConfig(data, file)
+	if cfg == nil {
+		return nil, &ConfigError{File: file, Err: perr}
+	}
+	if err := checkLoad(cfg, r, perr); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
 // reload is Reload with the parse errors of cfg (nil if none).
 func (m *Manager) reload(next *Config, parseErr error) (*ReloadSummary, error) {
 	m.reloading.Lock()
