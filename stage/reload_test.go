@@ -631,3 +631,40 @@ func TestReloadAfterShutdown(t *testing.T) {
 		t.Errorf("reload after shutdown: %v", err)
 	}
 }
+
+// BenchmarkReload measures one Reload of the test graph: "inplace"
+// changes thresholds, a predicate and pool bounds; "addremove" also
+// creates two stages and drains and destroys one (and back).
+func BenchmarkReload(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		to   string
+	}{
+		{"inplace", strings.NewReplacer("threshold: 64}", "threshold: 16}\n    predicate: {type: counter, limit: 8}\n    threadpool: {min: 2, max: 4}").Replace(reloadA)},
+		{"addremove", reloadB},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			m, err := stage.Parse([]byte(reloadA), reloadRegistry(newReloadLedger()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			defer m.Shutdown(context.Background())
+			cfgs := [2]*stage.Config{}
+			for i, doc := range []string{bc.to, reloadA} {
+				if cfgs[i], err = stage.ParseConfig([]byte(doc), ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if _, err := m.Reload(cfgs[i%2]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
