@@ -37,6 +37,16 @@ import (
 // and named in ReloadSummary.NotApplied: it takes effect at the next
 // restart. Connections (aio sockets, HTTP) are never closed by a reload.
 
+// SignalReloaded is raised after each Reload that applied; its event is
+// Reloaded. A handler that keeps something its Init took from the
+// configuration, such as its stage's predicate (enqueuepred.ResponseTimeOf
+// of Context.Stage().Sink().Predicate()), subscribes a sink to it and
+// looks again: a reload that changes the predicate installs a new one.
+const SignalReloaded = "reloaded"
+
+// Reloaded is the event of SignalReloaded.
+type Reloaded struct{ Summary *ReloadSummary }
+
 // ReloadSummary says what a Reload did, for the log.
 type ReloadSummary struct {
 	File    string        // the configuration's file ("" for one parsed from memory)
@@ -193,6 +203,7 @@ func (m *Manager) reload(next *Config, parseErr error) (*ReloadSummary, error) {
 			sum.Errors = append(sum.Errors, err)
 		}
 	}
+	m.raiseLogged(SignalReloaded, Reloaded{Summary: sum})
 	return sum, nil
 }
 

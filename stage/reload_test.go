@@ -410,6 +410,38 @@ func TestReloadApplies(t *testing.T) {
 	}
 }
 
+// TestReloadSignal: subscribers hear of each applied reload, with its
+// summary; a refused one raises nothing.
+func TestReloadSignal(t *testing.T) {
+	m, err := stage.Parse([]byte(reloadA), reloadRegistry(newReloadLedger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(context.Background())
+	q := sink.NewQueue(0)
+	defer m.Subscribe(stage.SignalReloaded, q)()
+	if _, err := m.Reload(parseCfg(t, strings.Replace(reloadA, "handler: test.Relay", "handler: test.Nope", 1))); err == nil {
+		t.Fatal("a file with an unknown handler reloaded")
+	}
+	if q.Len() != 0 {
+		t.Fatal("a refused reload raised SignalReloaded")
+	}
+	sum, err := m.Reload(parseCfg(t, reloadB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make([]sink.Event, 2)
+	if n := q.Dequeue(events, make([]int64, 2)); n != 1 {
+		t.Fatalf("%d events, want 1", n)
+	}
+	if ev, ok := events[0].(stage.Reloaded); !ok || ev.Summary != sum {
+		t.Errorf("event %#v, want Reloaded with the summary", events[0])
+	}
+}
+
 // TestReloadRefused: a file with errors is refused whole, every error
 // reported with its line and key, and the running graph is untouched and
 // still serving.

@@ -122,7 +122,7 @@ func TestBinaryReloadOnSIGHUP(t *testing.T) {
 	}
 	edited := strings.NewReplacer(
 		"queue: {threshold: 256}", "queue: {threshold: 300}",
-		"predicate: {type: rt, target: 200ms, enabled: false}", "predicate: {type: rt, target: 300ms, enabled: false}",
+		"batching: {max: 8}", "batching: {max: 4}",
 	).Replace(string(data))
 	if edited == string(data) {
 		t.Fatal("configs/haboob.yaml changed: the test cannot edit Checksum's block")
@@ -131,7 +131,7 @@ func TestBinaryReloadOnSIGHUP(t *testing.T) {
 	hangup(t, r)
 	line := w.waitFor(t, `msg="configuration reloaded"`)
 	t.Log(line)
-	if !strings.Contains(line, `changes="changed Checksum (queue.threshold, predicate)"`) {
+	if !strings.Contains(line, `changes="changed Checksum (queue.threshold, batching)"`) {
 		t.Errorf("reload summary: %s", line)
 	}
 	if _, cfg := get(t, "http://"+admin+"/config"); !strings.Contains(cfg, "threshold: 300") || strings.Contains(cfg, "threshold: 256") {
