@@ -169,6 +169,21 @@ stages:
     args: {as: tap}
 `
 
+// startGraph starts a manager for doc; the test shuts it down at its end
+// unless it did so itself.
+func startGraph(t *testing.T, doc string, l *reloadLedger) *stage.Manager {
+	t.Helper()
+	m, err := stage.Parse([]byte(doc), reloadRegistry(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	return m
+}
+
 func parseCfg(t *testing.T, doc string) *stage.Config {
 	t.Helper()
 	cfg, err := stage.ParseConfig([]byte(doc), "")
@@ -226,13 +241,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // statistics) or, on the removed stage, as an error saying so.
 func TestReloadUnderLoad(t *testing.T) {
 	l := newReloadLedger()
-	m, err := stage.Parse([]byte(reloadA), reloadRegistry(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	m := startGraph(t, reloadA, l)
 	front, _ := m.Stage("Front")
 	out := &outcome{accepted: map[string][]seqEvent{}, rejected: map[string]int{}}
 	var removedSeen atomic.Int64 // refusals that named the reload
@@ -359,14 +368,7 @@ func TestReloadUnderLoad(t *testing.T) {
 // running stages.
 func TestReloadApplies(t *testing.T) {
 	l := newReloadLedger()
-	m, err := stage.Parse([]byte(reloadA), reloadRegistry(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
+	m := startGraph(t, reloadA, l)
 	if _, err := m.Reload(parseCfg(t, reloadB)); err != nil {
 		t.Fatal(err)
 	}
@@ -413,14 +415,7 @@ func TestReloadApplies(t *testing.T) {
 // TestReloadSignal: subscribers hear of each applied reload, with its
 // summary; a refused one raises nothing.
 func TestReloadSignal(t *testing.T) {
-	m, err := stage.Parse([]byte(reloadA), reloadRegistry(newReloadLedger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
+	m := startGraph(t, reloadA, newReloadLedger())
 	q := sink.NewQueue(0)
 	defer m.Subscribe(stage.SignalReloaded, q)()
 	if _, err := m.Reload(parseCfg(t, strings.Replace(reloadA, "handler: test.Relay", "handler: test.Nope", 1))); err == nil {
@@ -447,14 +442,7 @@ func TestReloadSignal(t *testing.T) {
 // still serving.
 func TestReloadRefused(t *testing.T) {
 	l := newReloadLedger()
-	m, err := stage.Parse([]byte(reloadA), reloadRegistry(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
+	m := startGraph(t, reloadA, l)
 	before := m.Config()
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
@@ -535,14 +523,7 @@ stages:
 // reload; the stages added before it are removed again.
 func TestReloadInitFailure(t *testing.T) {
 	l := newReloadLedger()
-	m, err := stage.Parse([]byte(reloadA), reloadRegistry(l))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
+	m := startGraph(t, reloadA, l)
 	doc := reloadA + `
   Tap:
     handler: test.Relay
@@ -551,7 +532,7 @@ func TestReloadInitFailure(t *testing.T) {
     handler: test.FailingInit
 `
 	before := m.Config()
-	_, err = m.Reload(parseCfg(t, doc))
+	_, err := m.Reload(parseCfg(t, doc))
 	if !errors.Is(err, stage.ErrReloadRefused) || !errors.Is(err, stage.ErrInit) {
 		t.Fatalf("reload: %v, want ErrReloadRefused and ErrInit", err)
 	}
@@ -589,14 +570,7 @@ func TestReloadNotApplied(t *testing.T) {
 				to = "global: {threadManager: {type: shared}}\n" + doc("args: {as: a}")
 				tc.want = "global.threadManager"
 			}
-			m, err := stage.Parse([]byte(from), reloadRegistry(newReloadLedger()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			defer m.Shutdown(context.Background())
+			m := startGraph(t, from, newReloadLedger())
 			sum, err := m.Reload(parseCfg(t, to))
 			if err != nil {
 				t.Fatal(err)
@@ -614,14 +588,7 @@ func TestReloadNotApplied(t *testing.T) {
 // TestReloadConcurrent: reloads from several goroutines are serialized;
 // the graph ends as one of the files describes.
 func TestReloadConcurrent(t *testing.T) {
-	m, err := stage.Parse([]byte(reloadA), reloadRegistry(newReloadLedger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer m.Shutdown(context.Background())
+	m := startGraph(t, reloadA, newReloadLedger())
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)
