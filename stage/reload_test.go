@@ -238,7 +238,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // can, into the chain's first stage and into the stage a reload removes:
 // every event a stage accepted is handled exactly once, every other one
 // came back to its producer as a rejection (counted in the stage's
-// statistics) or, on the removed stage, as an error saying so.
+// statistics) or, on the removed stage, as an error saying so; and the
+// counter predicates that reloads installed and replaced got every credit
+// back.
 func TestReloadUnderLoad(t *testing.T) {
 	l := newReloadLedger()
 	m := startGraph(t, reloadA, l)
@@ -259,7 +261,11 @@ func TestReloadUnderLoad(t *testing.T) {
 				default:
 				}
 				e := seqEvent{p, seq}
-				out.note("Front", e, front.Sink().Enqueue(e))
+				err := front.Sink().Enqueue(e)
+				out.note("Front", e, err)
+				if err != nil {
+					runtime.Gosched() // let the stages drain rather than spin
+				}
 			}
 		}()
 	}
@@ -299,6 +305,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	progress()
 	var sums []*stage.ReloadSummary
+	var counters []interface{ InFlight() int } // Front's predicates, each replaced in turn
 	for i := range 6 {
 		doc := reloadB
 		if i%2 == 1 {
@@ -312,6 +319,13 @@ func TestReloadUnderLoad(t *testing.T) {
 			t.Fatalf("reload %d: %s", i, sum)
 		}
 		sums = append(sums, sum)
+		if doc == reloadB {
+			c, ok := front.Sink().Predicate().(interface{ InFlight() int })
+			if !ok {
+				t.Fatalf("reload %d: Front's predicate %T is not the counter", i, front.Sink().Predicate())
+			}
+			counters = append(counters, c)
+		}
 		progress()
 	}
 	close(stop)
@@ -322,6 +336,13 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every event a replaced counter admitted completed on it: its credits
+	// all came back.
+	for i, c := range counters {
+		if n := c.InFlight(); n != 0 {
+			t.Errorf("counter %d still holds %d credits after the drain", i, n)
+		}
+	}
 	first := sums[0]
 	if !slices.Equal(first.Added, []string{"Tap", "Fork"}) || !slices.Equal(first.Removed, []string{"Side"}) {
 		t.Errorf("first reload: added %v removed %v, want [Tap Fork] [Side]", first.Added, first.Removed)
