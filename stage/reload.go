@@ -318,6 +318,18 @@ func (m *Manager) planReload(prev, cfg *Config) (*reloadPlan, error) {
 			plan.retunes = append(plan.retunes, r)
 		}
 	}
+	// A kept stage goes on with the args its Init read (args change at a
+	// restart): a stage they send to cannot go.
+	for _, s := range m.Stages() {
+		if !fromFile[s.name] || !wanted[s.name] {
+			continue
+		}
+		for _, to := range argStages(m.registry, s.Config()) {
+			if slices.ContainsFunc(plan.removed, func(r *Stage) bool { return r.name == to }) {
+				errs = append(errs, fmt.Errorf("stage %q cannot be removed: stage %q sends to it (its running args name it, and args change only at a restart)", to, s.name))
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrReloadRefused, errors.Join(errs...))
 	}
@@ -364,12 +376,10 @@ func graphOrder(added []NamedStageConfig, r *Registry) []NamedStageConfig {
 	}
 	deps := make([][]int, len(added))
 	for i, ns := range added {
-		for _, key := range r.stageArgKeys(ns.Config.Handler) {
-			walkArgs(nodeOf(ns.Config.Args), "", strings.Split(key, "."), func(n *yaml.Node, _ string) {
-				if j, ok := index[n.Value]; ok && j != i {
-					deps[i] = append(deps[i], j)
-				}
-			})
+		for _, name := range argStages(r, ns.Config) {
+			if j, ok := index[name]; ok && j != i {
+				deps[i] = append(deps[i], j)
+			}
 		}
 	}
 	out := make([]NamedStageConfig, 0, len(added))
@@ -393,6 +403,20 @@ func graphOrder(added []NamedStageConfig, r *Registry) []NamedStageConfig {
 		}
 	}
 	return out
+}
+
+// argStages returns the stage names a stage's args give where its
+// handler declared stage names (Registry.StageArgs).
+func argStages(r *Registry, sc StageConfig) []string {
+	var names []string
+	for _, key := range r.stageArgKeys(sc.Handler) {
+		walkArgs(nodeOf(sc.Args), "", strings.Split(key, "."), func(n *yaml.Node, _ string) {
+			if n.Kind == yaml.ScalarNode && n.Value != "" {
+				names = append(names, n.Value)
+			}
+		})
+	}
+	return names
 }
 
 // ReloadOnSignal reloads m from the configuration file at path on every

@@ -565,6 +565,24 @@ func TestReloadInitFailure(t *testing.T) {
 	}
 }
 
+// TestReloadKeepsRoutes: a stage that a kept stage still sends to (its
+// running args name it) is not removed, even by a file that reroutes the
+// sender: the sender's args change only at a restart.
+func TestReloadKeepsRoutes(t *testing.T) {
+	m := startGraph(t, reloadA, newReloadLedger())
+	rerouted := strings.NewReplacer("args: {next: Last}", "args: {next: Side}", "  Last:\n    handler: test.Relay\n    queue: {threshold: 32}\n    args: {as: last}\n", "").Replace(reloadA)
+	if !strings.Contains(rerouted, "next: Side") || strings.Contains(rerouted, "Last:") {
+		t.Fatalf("the test's edit did not apply:\n%s", rerouted)
+	}
+	_, err := m.Reload(parseCfg(t, rerouted))
+	if !errors.Is(err, stage.ErrReloadRefused) || !strings.Contains(err.Error(), `stage "Last" cannot be removed: stage "Middle" sends to it`) {
+		t.Fatalf("reload: %v", err)
+	}
+	if _, ok := m.Stage("Last"); !ok {
+		t.Error("Last was removed")
+	}
+}
+
 // TestReloadNotApplied: what a running stage cannot take in place is named
 // in the summary, and the stage keeps running as it was.
 func TestReloadNotApplied(t *testing.T) {
