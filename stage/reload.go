@@ -22,7 +22,8 @@ import (
 //
 //  1. check the whole configuration with the registry (the checks Load
 //     makes) and build the changed predicates: any error refuses the
-//     reload whole, and the running configuration stays;
+//     reload whole, and the running configuration stays; so does removing
+//     a stage that a kept stage's running args still send to;
 //  2. create and start the added stages (their Init runs), in graph
 //     order: a stage whose args name another added stage comes after it;
 //  3. apply the changes of the kept stages in place: queue threshold and
