@@ -227,9 +227,6 @@ func (m *Manager) addStages(added []NamedStageConfig, sum *ReloadSummary) error 
 				m.log.Warn("reload: removing an added stage again", "stage", created[i].name, "err", derr)
 			}
 		}
-		if _, ok := errors.AsType[*ConfigError](err); ok {
-			return err
-		}
 		return fmt.Errorf("%w: stage %q: %w", ErrReloadRefused, ns.Name, err)
 	}
 	for _, s := range created {
@@ -332,11 +329,25 @@ func (m *Manager) planReload(prev, cfg *Config) (*reloadPlan, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrReloadRefused, errors.Join(errs...))
+		return nil, refusal(errs)
 	}
 	plan.added = graphOrder(added, m.registry)
 	return plan, nil
 }
+
+// refusal is a reload refused for several reasons, each its own error
+// (LogReload logs them one by one). It wraps ErrReloadRefused.
+type refusal []error
+
+func (r refusal) Error() string {
+	lines := make([]string, len(r))
+	for i, err := range r {
+		lines[i] = ErrReloadRefused.Error() + ": " + err.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (r refusal) Unwrap() []error { return append([]error{ErrReloadRefused}, r...) }
 
 // diffGlobal compares the global blocks and the supervisors: what applies
 // in place, and what waits for a restart.
@@ -448,15 +459,21 @@ func LogReload(log *slog.Logger, file string, sum *ReloadSummary, err error) {
 		return
 	}
 	if err != nil {
-		errs := []error{err}
-		if ce, ok := errors.AsType[*ConfigError](err); ok {
-			errs = nil
-			for _, e := range ce.Errors() {
-				errs = append(errs, &ConfigError{File: ce.File, Err: e})
-			}
+		reasons := []error{err}
+		if r, ok := err.(refusal); ok {
+			reasons = r
 		}
-		for _, e := range errs {
-			log.Error("reload refused: the running configuration stays", "file", file, "err", e)
+		for _, reason := range reasons {
+			errs := []error{reason}
+			if ce, ok := reason.(*ConfigError); ok {
+				errs = nil
+				for _, e := range ce.Errors() {
+					errs = append(errs, &ConfigError{File: ce.File, Err: e})
+				}
+			}
+			for _, e := range errs {
+				log.Error("reload refused: the running configuration stays", "file", file, "err", e)
+			}
 		}
 		return
 	}

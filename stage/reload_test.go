@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -574,12 +575,23 @@ func TestReloadKeepsRoutes(t *testing.T) {
 	if !strings.Contains(rerouted, "next: Side") || strings.Contains(rerouted, "Last:") {
 		t.Fatalf("the test's edit did not apply:\n%s", rerouted)
 	}
+	// A second reason: the file adds a stage by the name of one made in Go.
+	if _, err := m.CreateStage("Extra", stage.HandlerFunc(func([]sink.Event) error { return nil }), stage.StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	rerouted += "  Extra:\n    handler: test.Relay\n"
 	_, err := m.Reload(parseCfg(t, rerouted))
-	if !errors.Is(err, stage.ErrReloadRefused) || !strings.Contains(err.Error(), `stage "Last" cannot be removed: stage "Middle" sends to it`) {
+	if !errors.Is(err, stage.ErrReloadRefused) || !strings.Contains(err.Error(), `stage "Last" cannot be removed: stage "Middle" sends to it`) ||
+		!errors.Is(err, stage.ErrStageExists) {
 		t.Fatalf("reload: %v", err)
 	}
 	if _, ok := m.Stage("Last"); !ok {
 		t.Error("Last was removed")
+	}
+	var logs syncBuffer
+	stage.LogReload(slog.New(slog.NewTextHandler(&logs, nil)), "graph.yaml", nil, err)
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 2 {
+		t.Errorf("%d ERROR records, want one per reason:\n%s", n, logs.String())
 	}
 }
 
