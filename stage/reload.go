@@ -106,8 +106,10 @@ func (r *ReloadSummary) String() string {
 
 // ErrReloadRefused is wrapped by a Reload's error when it changed nothing
 // for a reason other than the configuration's own errors (which are a
-// *ConfigError): the manager is shut down, or an added stage's Init
-// failed (the stages added before it are removed again).
+// *ConfigError): the manager is shut down, an added stage's Init failed
+// (the stages added before it are removed again), the file would remove a
+// stage a kept stage still sends to, or add one by the name of a stage
+// made in Go. Several reasons are reported together; LogReload logs each.
 var ErrReloadRefused = errors.New("stage: reload refused")
 
 // Reload applies cfg to the running manager (or to one not started yet)
