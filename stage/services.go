@@ -236,7 +236,8 @@ func (s *Stage) BatchingController() *batching.Controller {
 }
 
 func (b *batcher) run(ctx context.Context, closed <-chan struct{}) {
-	t := time.NewTicker(b.ctrl.Config().Interval)
+	interval := b.ctrl.Config().Interval
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -246,6 +247,10 @@ func (b *batcher) run(ctx context.Context, closed <-chan struct{}) {
 			return
 		case now := <-t.C:
 			b.s.batchSize.Store(int32(b.ctrl.Observe(now, b.s.handled())))
+			if iv := b.ctrl.Config().Interval; iv != interval { // a Reload changed it
+				interval = iv
+				t.Reset(iv)
+			}
 		}
 	}
 }
@@ -322,8 +327,8 @@ const DefaultShutdownBound = 10 * time.Second
 // (global.shutdown), DefaultShutdownBound when it gives none or m was not
 // made from a configuration.
 func (m *Manager) ShutdownBound() time.Duration {
-	if m.config != nil && m.config.Global.Shutdown > 0 {
-		return m.config.Global.Shutdown
+	if cfg := m.config.Load(); cfg != nil && cfg.Global.Shutdown > 0 {
+		return cfg.Global.Shutdown
 	}
 	return DefaultShutdownBound
 }

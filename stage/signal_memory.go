@@ -259,8 +259,8 @@ const memorySection = "memory"
 // MemoryConfigFrom returns m's `global.memory` block with its defaults
 // (DefaultMemoryConfig for a manager not made from a file).
 func MemoryConfigFrom(m *Manager) MemoryConfig {
-	if m.config != nil {
-		if v, ok := m.config.Global.Section(memorySection); ok {
+	if cfg := m.Config(); cfg != nil {
+		if v, ok := cfg.Global.Section(memorySection); ok {
 			return v.(MemoryConfig)
 		}
 	}

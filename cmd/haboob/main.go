@@ -24,9 +24,16 @@
 // JSON lines with -access-log-format json; "-" is stderr) from a stage of
 // its own (AccessLog), off the serving path: under overload lines are
 // dropped and counted (accesslog.dropped on the stats page and in the
-// profiler) rather than slowing responses (package http/accesslog). -otel stdout traces every stage visit with
-// OpenTelemetry (package otelstage), spans as JSON lines on stdout; a
-// request's W3C traceparent header continues the caller's trace.
+// profiler) rather than slowing responses (package http/accesslog).
+// -otel stdout traces every stage visit with OpenTelemetry (package
+// otelstage), spans as JSON lines on stdout; a request's W3C traceparent
+// header continues the caller's trace.
+// SIGHUP reloads: the HTTPS certificates are read again, and the -config
+// file is applied to the running stages without closing a connection
+// (changed predicates, queue thresholds, thread-pool and batching bounds
+// in place; added stages start, removed ones drain; see docs/yaml.md,
+// "Reloading"). A file with errors is refused whole, every error logged,
+// and the running configuration stays.
 // SIGINT or SIGTERM shuts down cleanly, within the configuration's
 // global.shutdown: the server reads no more requests and closes the
 // connections that owe no response (idle ones, half-sent requests), the
@@ -195,24 +202,11 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 		return err
 	}
 	m := in.m
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	hupDone := make(chan struct{})
-	defer func() { signal.Stop(hup); close(hupDone) }()
-	go func() { // SIGHUP: reload the HTTPS certificates, keeping connections
-		for {
-			select {
-			case <-hupDone:
-				return
-			case <-hup:
-			}
-			if err := in.hb.ReloadCertificates(); err != nil {
-				log.Error("haboob: certificates not reloaded (the old ones stay in use)", "err", err)
-			} else {
-				log.Info("haboob: certificates reloaded")
-			}
-		}
-	}()
+	// SIGHUP: reload the HTTPS certificates and the -config file,
+	// keeping connections (reload.go).
+	hupStop, hupDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(hupDone); in.onHangup(configPath, hupStop) }()
+	defer func() { close(hupStop); <-hupDone }()
 	if a := in.hb.Addr(); a != nil {
 		if ta := in.hb.TLSAddr(); ta != nil {
 			log.Info("haboob: ready", "addr", a.String(), "https", ta.String())
@@ -256,6 +250,12 @@ http://127.0.0.1:9090 with the embedded configuration), not on the site's:
   /healthz           200 while running  /readyz   200 serving, 503 draining or given up
   /config            effective configuration (YAML, secrets redacted)
   /debug/pprof/      Go profiles
+
+Signals: SIGHUP reloads the HTTPS certificates and the -config file in place
+(predicates, queue thresholds, thread-pool and batching bounds; added stages
+start, removed ones drain; connections stay open); a file with errors is
+refused and every error logged, the running configuration stays. SIGINT or
+SIGTERM shuts down gracefully within global.shutdown.
 `
 
 // instance is a Haboob built from a configuration: the web server's
