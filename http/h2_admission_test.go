@@ -1,6 +1,8 @@
 package http_test
 
 import (
+	"context"
+	"errors"
 	"io"
 	"sync"
 	"testing"
@@ -187,5 +189,35 @@ func TestH2SlowFramesTimedOut(t *testing.T) {
 				t.Fatalf("counted %d, want 1", n)
 			}
 		})
+	}
+}
+
+// TestH2RequestContextCancelledOnClose: an h2 stream's request has its
+// connection's context, cancelled with the close as cause when the
+// client hangs up, as for HTTP/1.1.
+func TestH2RequestContextCancelledOnClose(t *testing.T) {
+	reqs, client := inlineServer(t, http.ServerConfig{}, 4)
+	raw := rawOn(t, client)
+	if err := raw.get(1, "/slow"); err != nil {
+		t.Fatal(err)
+	}
+	var req *http.Request
+	select {
+	case req = <-reqs:
+	case <-time.After(10 * time.Second): // hang guard
+		t.Fatal("no request")
+	}
+	ctx := req.Context()
+	if ctx.Err() != nil {
+		t.Fatalf("context ended while the client is connected: %v", context.Cause(ctx))
+	}
+	client.Close()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second): // hang guard
+		t.Fatal("request context not cancelled after the client closed")
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, sink.ErrClosed) {
+		t.Errorf("cause %v, want the connection's close", cause)
 	}
 }

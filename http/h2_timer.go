@@ -143,5 +143,6 @@ func (h *h2Conn) onClosed(ev aio.SinkClosed) {
 	c.closed = true
 	c.releaseBodiesLocked()
 	c.unlock()
+	c.life.close(err)
 	c.srv.remove(c)
 }
