@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	metrics "github.com/rcrowley/go-metrics"
+
 	"github.com/sandstorm-go/sandstorm/http"
 )
 
@@ -51,5 +53,9 @@ func TestH2ManyConcurrentStreamsMixedSizes(t *testing.T) {
 	// opens a second connection.
 	if st.HTTP2.Connections < 1 || st.HTTP2.Connections > 2 || st.HTTP2.Streams != uint64(10*len(sizes)) {
 		t.Errorf("h2 stats %+v, want 1 or 2 connections and %d streams", st.HTTP2, 10*len(sizes))
+	}
+	g, ok := f.m.Metrics().Get("http.http.h2.streams").(metrics.Gauge)
+	if !ok || g.Value() != int64(10*len(sizes)) {
+		t.Errorf("metric http.http.h2.streams: %v", f.m.Metrics().Get("http.http.h2.streams"))
 	}
 }
