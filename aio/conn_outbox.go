@@ -90,6 +90,10 @@ type outbox struct {
 	flushed  atomic.Int64 // bytes written to the kernel
 	lastOut  atomic.Int64 // sink.Nanotime of the last output progress (or of output starting)
 	wantPoll atomic.Bool  // the maintenance goroutine must watch the drain
+
+	// fileWait: the file segment at the front of later waits for the
+	// engine's write poller to report the socket writable (event loop).
+	fileWait bool
 }
 
 // pendingWrite is an accepted write request not yet known to be flushed.
@@ -105,10 +109,13 @@ type pendingWrite struct {
 // owes reports whether the request's completion is owed to someone.
 func (w *pendingWrite) owes() bool { return w.done != nil || w.fn != nil || w.adm.owed() }
 
-// writeOp is one parsed write request.
+// writeOp is one parsed write request: data and bufs, or, if file is not
+// nil, n bytes of file from offset off (a file segment, see sendfile.go).
 type writeOp struct {
 	data []byte
 	bufs [][]byte
+	file *SharedFile
+	off  int64
 	n    int
 	done Receiver
 	fn   func(error)
@@ -660,6 +667,18 @@ func (c *Connection) queueLocked(ops []writeOp, total int64) error {
 		c.keepLocked(ops)
 		return nil
 	}
+	if i := firstFileOp(ops); i >= 0 {
+		// A file segment is sent by the event loop, after the bytes
+		// before it: it and what follows wait behind the window.
+		head, _ := sizeOf(ops[:i])
+		if head > 0 {
+			if err := c.queueLocked(ops[:i], head); err != nil {
+				return err
+			}
+		}
+		c.keepLocked(ops[i:])
+		return nil
+	}
 	room := c.grantLocked(total)
 	if total <= room {
 		if err := c.handOff(ops, total); err != nil {
@@ -697,7 +716,7 @@ func (c *Connection) queueLocked(ops []writeOp, total int64) error {
 func (c *Connection) keepLocked(ops []writeOp) {
 	for _, op := range ops {
 		if op.n > 0 {
-			c.later.push(writeOp{data: op.data, bufs: op.bufs, n: op.n})
+			c.later.push(writeOp{data: op.data, bufs: op.bufs, file: op.file, off: op.off, n: op.n})
 			c.laterBytes += int64(op.n)
 		}
 	}
