@@ -70,6 +70,9 @@ func (s *SharedFile) Release() {
 	}
 }
 
+// Refs is the number of references held.
+func (s *SharedFile) Refs() int { return int(max(s.refs.Load(), 0)) }
+
 // Closed reports whether the last reference was released.
 func (s *SharedFile) Closed() bool { return s.refs.Load() <= 0 }
 
