@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // tempFile writes data to a new file and returns it open, shared.
@@ -200,4 +202,53 @@ func TestWriteFileShrankClosesConnection(t *testing.T) {
 	}
 	waitCond(t, "released", func() bool { return f.refs.Load() == 1 })
 	f.Release()
+}
+
+// OpenShared delivers the open file with one reference and its fstat
+// metadata, or the open's error.
+func TestOpenShared(t *testing.T) {
+	checkLeaks(t)
+	_, fio := startFiles(t, FileConfig{})
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	mustOK(t, os.WriteFile(p, []byte("hello, world"), 0o644))
+	tests := []struct {
+		name    string
+		path    string
+		wantErr error
+	}{
+		{"file", p, nil},
+		{"missing", filepath.Join(dir, "nope"), os.ErrNotExist},
+		{"directory", dir, ErrIsDirectory},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newRecorder("opened")
+			mustOK(t, fio.OpenShared(tc.path, rec, tc.name))
+			evs := rec.wait(t, "completion", func(evs []sink.Event) bool { return len(evs) == 1 })
+			switch ev := evs[0].(type) {
+			case FileOpened:
+				if tc.wantErr != nil {
+					t.Fatalf("opened, want %v", tc.wantErr)
+				}
+				buf := make([]byte, 5)
+				if _, err := ev.File.ReadAt(buf, 7); err != nil || string(buf) != "world" || ev.Info.Size() != 12 || ev.Tag != tc.name {
+					t.Fatalf("read %q (%v), size %d, tag %v", buf, err, ev.Info.Size(), ev.Tag)
+				}
+				if ev.File.Refs() != 1 {
+					t.Fatalf("%d references, want 1", ev.File.Refs())
+				}
+				ev.File.Release()
+				if !ev.File.Closed() {
+					t.Fatal("not closed by its only Release")
+				}
+			case IOError:
+				if !errors.Is(ev, tc.wantErr) || ev.Op != OpOpen {
+					t.Fatalf("error %v (op %v), want %v", ev.Err, ev.Op, tc.wantErr)
+				}
+			default:
+				t.Fatalf("got %T", ev)
+			}
+		})
+	}
 }
