@@ -246,3 +246,7 @@ func copyFileSegment(gc gnet.Conn, f *SharedFile, off, n int64) (int64, error) {
 	}
 	return int64(m), nil
 }
+
+// SendsFiles reports whether WriteFile can send file segments on c: false
+// on a TLS connection.
+func (c *Connection) SendsFiles() bool { return c.tls == nil }

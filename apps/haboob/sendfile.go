@@ -1,0 +1,100 @@
+package haboob
+
+import (
+	"io/fs"
+
+	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// defaultSendfileMin is CacheMiss's default sendfileMin: below it copying
+// a cached page costs less CPU per request than sendfile (measured, see
+// docs/haboob-bench.md "Zero-copy serving (sendfile)").
+const defaultSendfileMin = 64 << 10
+
+// opening is an OpenShared in progress for the open-file cache; requests
+// for the same representation that miss meanwhile wait on it.
+type opening struct {
+	key       string
+	file      string
+	rep       rep
+	anyClient bool
+	reqs      []*http.Request
+}
+
+// sendFile answers req with the file at path (metadata info from
+// resolving it) sent with sendfile, through the open-file cache under
+// key: an entry still describing the file is used again, else the file is
+// opened on asyncFile (open and fstat block) and cached. An answer
+// without a body (HEAD, 304, 416) needs no descriptor.
+func (h *cacheMiss) sendFile(key, path string, r rep, info fs.FileInfo, anyClient bool, req *http.Request) {
+	if resp, _, n := fileResponse(req, info.Size(), repOf(r, info)); n == 0 {
+		h.reply(req, resp)
+		return
+	}
+	files := h.cache.files
+	if e, ok := files.revalidate(key, info, anyClient, sink.Nanotime()); ok {
+		sendFileReply(h.send, fileReply(req, e), h.args.RetryAfter)
+		return
+	}
+	h.mu.Lock()
+	if op := h.opening[key]; op != nil {
+		op.reqs = append(op.reqs, req)
+		h.mu.Unlock()
+		return
+	}
+	op := &opening{key: key, file: path, rep: r, anyClient: anyClient, reqs: []*http.Request{req}}
+	h.opening[key] = op
+	h.mu.Unlock()
+	if err := h.fio.OpenShared(path, h.self, op); err != nil {
+		for _, req := range h.takeOpening(op) {
+			unavailable(req, h.args.RetryAfter)
+		}
+	}
+}
+
+// takeOpening ends an opening and returns the requests waiting on it.
+func (h *cacheMiss) takeOpening(op *opening) []*http.Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.opening[op.key] == op {
+		delete(h.opening, op.key)
+	}
+	reqs := op.reqs
+	op.reqs = nil
+	return reqs
+}
+
+// opened caches a file opened for sendfile and answers the requests that
+// waited for it.
+func (h *cacheMiss) opened(ev aio.FileOpened) {
+	op, ok := ev.Tag.(*opening)
+	if !ok {
+		h.log.Warn("haboob: CacheMiss: file opened without a request", "path", ev.Path)
+		ev.File.Release()
+		return
+	}
+	reqs := h.takeOpening(op)
+	r := repOf(op.rep, ev.Info)
+	e := &openFile{key: op.key, file: ev.File, info: ev.Info, rep: r, header: r.header(), anyClient: op.anyClient}
+	e = h.cache.files.put(e, sink.Nanotime()) // one reference for the replies
+	for i, req := range reqs {
+		if i > 0 {
+			e.file.Retain()
+		}
+		sendFileReply(h.send, fileReply(req, e), h.args.RetryAfter)
+	}
+	if len(reqs) == 0 {
+		e.file.Release()
+	}
+}
+
+// openFailed answers the requests waiting for a file that could not be
+// opened.
+func (h *cacheMiss) openFailed(op *opening, ev aio.IOError) {
+	resp := errorResponse(h.log, ev.Path, ev.Err)
+	for _, req := range h.takeOpening(op) {
+		h.reply(req, resp())
+	}
+}
