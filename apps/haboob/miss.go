@@ -262,6 +262,8 @@ func (h *cacheMiss) miss(req *http.Request) {
 		h.reply(req, http.Forbidden())
 		return
 	case errors.Is(err, ErrNotFound):
+		h.cache.files.remove(key) // a removed file's descriptor is not kept
+		h.cache.files.remove(gzipKey(key))
 		h.reply(req, http.NotFound())
 		return
 	case err != nil:

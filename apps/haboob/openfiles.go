@@ -148,6 +148,15 @@ func (c *openFiles) removeLocked(e *openFile) {
 	e.file.Release()
 }
 
+// remove drops key's entry, if any.
+func (c *openFiles) remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		c.removeLocked(e)
+	}
+}
+
 // purge closes every cached file (each once its responses are out).
 func (c *openFiles) purge() {
 	c.mu.Lock()
