@@ -224,3 +224,19 @@ func sendFileReply(out sendFunc, r *http.Reply, retryAfter time.Duration) {
 	}
 	unavailable(r.Req, retryAfter)
 }
+
+// answerFileInline is the Combine path (answerInline) for a file in the
+// open-file cache, whose entry is valid: answered on the connection with
+// sendfile, as PageCache and HttpSend would have. It declines on a
+// connection that does not send files (TLS).
+func answerFileInline(conn *http.Connection, req *http.Request, files *openFiles, gz bool, now int64) bool {
+	if !conn.Socket().SendsFiles() {
+		return false
+	}
+	e, ok := files.lookup(req.Path, gz, now)
+	if !ok {
+		return false
+	}
+	_ = conn.Send(fileReply(req, e)) // on error the reference is released
+	return true
+}
