@@ -15,8 +15,8 @@ CLIENTS=${CLIENTS:-200}
 SIZE_MB=${SIZE_MB:-100}
 HOLD=${HOLD:-5s}
 SERVERS=${SERVERS:-"haboob nginx"}
-HABOOB_PORT=${HABOOB_PORT:-18090}
-NGINX_PORT=${NGINX_PORT:-18091}
+HABOOB_PORT=${HABOOB_PORT:-18390}
+NGINX_PORT=${NGINX_PORT:-18391}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
