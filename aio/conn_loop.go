@@ -43,7 +43,12 @@ func (c *Connection) takePumpLocked() []writeOp {
 // failed write makes gnet close the connection at once, on this
 // goroutine: OnClose (onClose) takes c.mu and accounts for the rest, so
 // the lock must not be held across a write.
-func (c *Connection) pump(gc gnet.Conn, ops []writeOp) bool {
+//
+// corked says a file segment follows ops: their bytes are written
+// straight to the socket, flagged as more to come, when gnet's buffer is
+// empty (see writeCorked), so that a header leaves with the start of its
+// body.
+func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
 	var bufs [][]byte
 	for _, op := range ops {
 		bufs = bufs[:0]
@@ -51,8 +56,13 @@ func (c *Connection) pump(gc gnet.Conn, ops []writeOp) bool {
 			bufs = append(bufs, op.data)
 		}
 		bufs = append(bufs, op.bufs...)
-		if _, err := gc.Writev(bufs); err != nil {
-			return false
+		if corked && gc.OutboundBuffered() == 0 {
+			bufs = writeCorked(gc, bufs)
+		}
+		if len(bufs) > 0 {
+			if _, err := gc.Writev(bufs); err != nil {
+				return false
+			}
 		}
 		c.mu.Lock()
 		c.applied += int64(op.n)
@@ -169,8 +179,9 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 		var fileBytes int64
 		for {
 			if ops := c.takePumpLocked(); len(ops) > 0 {
+				corked := c.later.len() > 0 && c.later.front().file != nil
 				c.mu.Unlock()
-				ok := c.pump(gc, ops)
+				ok := c.pump(gc, ops, corked)
 				c.mu.Lock()
 				if !ok || c.state == stateClosed {
 					c.mu.Unlock()

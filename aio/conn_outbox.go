@@ -667,16 +667,12 @@ func (c *Connection) queueLocked(ops []writeOp, total int64) error {
 		c.keepLocked(ops)
 		return nil
 	}
-	if i := firstFileOp(ops); i >= 0 {
+	if firstFileOp(ops) >= 0 {
 		// A file segment is sent by the event loop, after the bytes
-		// before it: it and what follows wait behind the window.
-		head, _ := sizeOf(ops[:i])
-		if head > 0 {
-			if err := c.queueLocked(ops[:i], head); err != nil {
-				return err
-			}
-		}
-		c.keepLocked(ops[i:])
+		// before it, which it writes itself, corked with the segment
+		// (a header and its body leave in one go): all of them wait
+		// behind the window, and the loop is woken (see submit).
+		c.keepLocked(ops)
 		return nil
 	}
 	room := c.grantLocked(total)

@@ -43,6 +43,27 @@ func sendFileSegment(gc gnet.Conn, f *SharedFile, off, n int64) (int64, error) {
 	return sent, nil
 }
 
+// writeCorked writes bufs straight to the connection's socket with
+// MSG_MORE (the kernel holds a short segment back for the file bytes that
+// follow) and returns what the socket did not take, for gnet's buffer. On
+// any error it writes nothing and returns bufs: gnet's write reports it.
+func writeCorked(gc gnet.Conn, bufs [][]byte) [][]byte {
+	n, err := unix.SendmsgBuffers(gc.Fd(), bufs, nil, nil, unix.MSG_MORE|unix.MSG_NOSIGNAL)
+	if err != nil || n <= 0 {
+		return bufs
+	}
+	for len(bufs) > 0 && n >= len(bufs[0]) {
+		n -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	if n > 0 {
+		rest := append([][]byte(nil), bufs...)
+		rest[0] = rest[0][n:]
+		return rest
+	}
+	return bufs
+}
+
 // writePoller wakes connections whose socket was full when they had a
 // file segment to send, once it is writable: one goroutine per socket
 // (engine), with an epoll set of its own in which each waiting

@@ -37,7 +37,7 @@ type missArgs struct {
 	Chunk aio.ByteSize `yaml:"chunk"`
 	// SendfileMin is the size from which a file is sent with sendfile
 	// from the OS page cache instead of being read into the page cache
-	// (default 64 KiB, see docs/haboob-bench.md; 0: every file), on a
+	// (default 16 KiB, see docs/haboob-bench.md; 0: every file), on a
 	// connection that can (not TLS). Files above MaxObject are always
 	// sent so. Such files stay open in the open-file cache (PageCache's
 	// openFiles), which answers their requests without a stage hop.
@@ -195,6 +195,8 @@ func (h *cacheMiss) HandleEvents(batch []sink.Event) error {
 			h.failed(ev)
 		case revalidate:
 			h.revalidate(ev)
+		case revalidateFile:
+			h.revalidateFile(ev.e)
 		default:
 			h.log.Warn("haboob: CacheMiss: unexpected event", "type", fmt.Sprintf("%T", e))
 		}

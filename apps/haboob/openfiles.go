@@ -16,19 +16,21 @@ import (
 // args), as nginx's open_file_cache: how many files are kept open and for
 // how long an entry is used before CacheMiss checks its path again.
 type openFileArgs struct {
-	// Max is the number of files kept open (default 1000; negative: none
+	// Max is the number of files kept open (default 4096; negative: none
 	// kept, every request for a file sent with sendfile opens it).
 	Max int `yaml:"max"`
 	// Valid is how long an entry answers requests before its path is
 	// resolved and stat'ed again (default 2s, like Revalidate): a file
-	// replaced or changed is served from its old descriptor at most this
-	// long.
+	// replaced or changed is served from its old descriptor for this long
+	// and until CacheMiss has checked it (PageCache serves the entry
+	// while the check runs, as it does a page; with PageCache's
+	// revalidate negative, an expired entry's request goes to CacheMiss).
 	Valid time.Duration `yaml:"valid"`
 }
 
 func (a openFileArgs) withDefaults() openFileArgs {
 	if a.Max == 0 {
-		a.Max = 1000
+		a.Max = 4096
 	}
 	if a.Valid <= 0 {
 		a.Valid = 2 * time.Second
@@ -76,10 +78,16 @@ func newOpenFiles(args openFileArgs) *openFiles {
 // before now) with its file retained for the caller, who hands the
 // reference to a response.
 func (c *openFiles) get(key string, now int64) (*openFile, bool) {
+	return c.find(key, now, false)
+}
+
+// find is get; with stale, an entry whose validity ran out is returned
+// too (its check is due, see due).
+func (c *openFiles) find(key string, now int64, stale bool) (*openFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
-	if !ok || now-e.checked.Load() > int64(c.args.Valid) {
+	if !ok || !stale && now-e.checked.Load() > int64(c.args.Valid) {
 		return nil, false
 	}
 	c.hits.Add(1)
@@ -148,6 +156,17 @@ func (c *openFiles) removeLocked(e *openFile) {
 	e.file.Release()
 }
 
+// removeStale drops key's entry if it is still e (one checked and found
+// changed).
+func (c *openFiles) removeStale(key string, e *openFile) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[key] == e {
+		c.stale.Add(1)
+		c.removeLocked(e)
+	}
+}
+
 // remove drops key's entry, if any.
 func (c *openFiles) remove(key string) {
 	c.mu.Lock()
@@ -173,15 +192,24 @@ func (c *openFiles) len() int {
 	return len(c.m)
 }
 
+// due reports whether e's validity ran out before now, and if so claims
+// its check: one caller per period gets true and has the path checked
+// (CacheMiss's revalidateFile) while e goes on answering.
+func (c *openFiles) due(e *openFile, now int64) bool {
+	last := e.checked.Load()
+	return now-last > int64(c.args.Valid) && e.checked.CompareAndSwap(last, now)
+}
+
 // lookup finds the entry answering req (gz: the client accepts gzip):
 // the gzip variant's, else the file's own if it serves every client.
-func (c *openFiles) lookup(path string, gz bool, now int64) (*openFile, bool) {
+// With stale, an entry whose validity ran out is returned too.
+func (c *openFiles) lookup(path string, gz bool, now int64, stale bool) (*openFile, bool) {
 	if gz {
-		if e, ok := c.get(gzipKey(path), now); ok {
+		if e, ok := c.find(gzipKey(path), now, stale); ok {
 			return e, true
 		}
 	}
-	e, ok := c.get(path, now)
+	e, ok := c.find(path, now, stale)
 	if ok && gz && !e.anyClient {
 		e.file.Release()
 		return nil, false
@@ -233,7 +261,7 @@ func answerFileInline(conn *http.Connection, req *http.Request, files *openFiles
 	if !conn.Socket().SendsFiles() {
 		return false
 	}
-	e, ok := files.lookup(req.Path, gz, now)
+	e, ok := files.lookup(req.Path, gz, now, false)
 	if !ok {
 		return false
 	}

@@ -46,19 +46,21 @@ func TestOpenFilesReferences(t *testing.T) {
 	a.file.Release() // the reply is sent
 
 	tests := []struct {
-		name string
-		key  string
-		gz   bool
-		now  int64
-		hit  bool
+		name  string
+		key   string
+		gz    bool
+		now   int64
+		stale bool
+		hit   bool
 	}{
-		{"valid", "/a", false, sec / 2, true},
-		{"gzip client, no variant", "/a", true, sec / 2, true},
-		{"expired", "/a", false, 2 * sec, false},
-		{"missing", "/nope", false, 0, false},
+		{"valid", "/a", false, sec / 2, false, true},
+		{"gzip client, no variant", "/a", true, sec / 2, false, true},
+		{"expired", "/a", false, 2 * sec, false, false},
+		{"expired, served while checked", "/a", false, 2 * sec, true, true},
+		{"missing", "/nope", false, 0, true, false},
 	}
 	for _, tc := range tests {
-		e, ok := c.lookup(tc.key, tc.gz, tc.now)
+		e, ok := c.lookup(tc.key, tc.gz, tc.now, tc.stale)
 		if ok != tc.hit {
 			t.Fatalf("%s: hit %v, want %v", tc.name, ok, tc.hit)
 		}
@@ -70,14 +72,21 @@ func TestOpenFilesReferences(t *testing.T) {
 		}
 	}
 
+	// One check per period is due.
+	e, _ := c.get("/a", sec/2)
+	e.file.Release()
+	if c.due(e, sec/2) || !c.due(e, 2*sec) || c.due(e, 2*sec) {
+		t.Fatal("due: not exactly one check once the validity ran out")
+	}
+
 	// Expired but unchanged: revalidated without reopening.
-	if e, ok := c.revalidate("/a", ia, true, 3*sec); !ok || e.file != fa {
+	if e, ok := c.revalidate("/a", ia, true, 5*sec); !ok || e.file != fa {
 		t.Fatal("unchanged file not revalidated")
 	} else {
 		e.file.Release()
 	}
 	// Another file under the same key (changed): dropped, and closed.
-	if _, ok := c.revalidate("/a", ib, true, 3*sec); ok {
+	if _, ok := c.revalidate("/a", ib, true, 5*sec); ok {
 		t.Fatal("a changed file revalidated")
 	}
 	if !fa.Closed() {

@@ -36,6 +36,12 @@ type cacheArgs struct {
 	OpenFiles openFileArgs `yaml:"openFiles"`
 }
 
+// revalidateFile asks CacheMiss to check that an entry of the open-file
+// cache still describes the file its path resolves to.
+type revalidateFile struct {
+	e *openFile // only its immutable fields are read
+}
+
 // revalidate asks CacheMiss to compare a cached page's validators with its
 // file's.
 type revalidate struct {
@@ -191,7 +197,13 @@ func (h *pageCache) openFile(req *http.Request, gz bool, now int64) (*openFile, 
 	if !sendsFiles(req) {
 		return nil, false
 	}
-	return h.cache.files.lookup(req.Path, gz, now)
+	files := h.cache.files
+	e, ok := files.lookup(req.Path, gz, now, h.args.Revalidate > 0)
+	if ok && h.args.Revalidate > 0 && files.due(e, now) {
+		// Served while CacheMiss checks its path, as a page is.
+		h.miss.EnqueueLossy(revalidateFile{e: e})
+	}
+	return e, ok
 }
 
 // sendsFiles reports whether req's connection sends file bodies with

@@ -2,16 +2,20 @@ package haboob
 
 import (
 	"io/fs"
+	"strings"
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// defaultSendfileMin is CacheMiss's default sendfileMin: below it copying
-// a cached page costs less CPU per request than sendfile (measured, see
-// docs/haboob-bench.md "Zero-copy serving (sendfile)").
-const defaultSendfileMin = 64 << 10
+// defaultSendfileMin is CacheMiss's default sendfileMin. Measured (see
+// docs/haboob-bench.md "Zero-copy serving (sendfile)"), sendfile costs
+// less CPU per request than copying a cached page from about 4 KiB; 16
+// KiB keeps the small files of a SPECweb99-like set (most requests) in
+// the page cache, answered without a descriptor, and the rest within the
+// open-file cache's default 4096 entries.
+const defaultSendfileMin = 16 << 10
 
 // opening is an OpenShared in progress for the open-file cache; requests
 // for the same representation that miss meanwhile wait on it.
@@ -96,5 +100,29 @@ func (h *cacheMiss) openFailed(op *opening, ev aio.IOError) {
 	resp := errorResponse(h.log, ev.Path, ev.Err)
 	for _, req := range h.takeOpening(op) {
 		h.reply(req, resp())
+	}
+}
+
+// revalidateFile drops an open-file cache entry whose path no longer
+// resolves to the same, unchanged file (or whose gzip variant appeared or
+// went away).
+func (h *cacheMiss) revalidateFile(e *openFile) {
+	path, isGzip := strings.CutPrefix(e.key, "gzip:")
+	t, err := h.site.Resolve(path)
+	fresh := err == nil && t.Redirect == ""
+	if fresh {
+		sib, hasSib := Target{}, false
+		if h.gz.static() {
+			sib, hasSib = h.site.Sibling(t, ".gz")
+		}
+		switch {
+		case isGzip:
+			fresh = hasSib && sameFile(e.info, sib.Info)
+		default:
+			fresh = sameFile(e.info, t.Info) && e.anyClient == (h.gz.kind(e.rep.ctype, t.Info.Size(), h.cacheable(t.Info.Size()), hasSib) == gzipNone)
+		}
+	}
+	if !fresh {
+		h.cache.files.removeStale(e.key, e)
 	}
 }
