@@ -665,13 +665,14 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 func (c *Connection) queueLocked(ops []writeOp, total int64) error {
 	if c.later.len() > 0 {
 		c.keepLocked(ops)
+		_ = c.gc.Wake(nil) // the event loop writes them now, not at the next drain poll
 		return nil
 	}
 	if firstFileOp(ops) >= 0 {
 		// A file segment is sent by the event loop, after the bytes
 		// before it, which it writes itself, corked with the segment
 		// (a header and its body leave in one go): all of them wait
-		// behind the window, and the loop is woken (see submit).
+		// behind the window, and the loop is woken.
 		c.keepLocked(ops)
 		return nil
 	}

@@ -1,7 +1,10 @@
 package http_test
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -136,4 +139,57 @@ func TestFileBodyReleasedOnDisconnect(t *testing.T) {
 	}
 	conn.Close()
 	ff.waitReleased(t)
+}
+
+// On a TLS connection a file body is read into memory and encrypted: the
+// same pipelined answers arrive byte-exact over TLS, and every reference
+// is released.
+func TestFileBodyOverTLS(t *testing.T) {
+	cert, err := aio.SelfSigned(0, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := aio.NewCertStoreFrom(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff := newFileFixture(t, 3<<20+5)
+	f := startServer(t, http.ServerConfig{Socket: aio.SocketConfig{TLS: &aio.TLSConfig{Store: store}}}, ff.handle)
+	roots := x509.NewCertPool()
+	roots.AddCert(cert.Leaf)
+	conn, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Minute)) // hang guard
+	tests := []struct {
+		method, path string
+		status       int
+		body         []byte
+	}{
+		{"GET", "/full", 200, ff.data},
+		{"HEAD", "/full", 200, nil},
+		{"GET", "/range/7-70006", 206, ff.data[7:70007]},
+		{"GET", "/cond", 304, nil},
+		{"GET", "/a", 200, []byte("small /a")},
+	}
+	var reqs bytes.Buffer
+	for _, tc := range tests {
+		fmt.Fprintf(&reqs, "%s %s HTTP/1.1\r\nHost: x\r\n\r\n", tc.method, tc.path)
+	}
+	if _, err := conn.Write(reqs.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	for i, tc := range tests {
+		resp, body := readResponse(t, br, tc.method)
+		if resp.StatusCode != tc.status || !bytes.Equal([]byte(body), tc.body) {
+			t.Fatalf("%d %s %s: %d with %d bytes, want %d with %d", i, tc.method, tc.path, resp.StatusCode, len(body), tc.status, len(tc.body))
+		}
+	}
+	ff.waitReleased(t)
+	if st := f.srv.Socket().Stats(); st.FileBytes != 0 {
+		t.Fatalf("%d bytes sent from the file on a TLS connection", st.FileBytes)
+	}
 }
