@@ -163,9 +163,10 @@ func (c *Connection) releaseFilesLocked() {
 const fileSendCap = 1 << 20
 
 // sendFileLocked sends (part of) the file segment at the front of later,
-// c.mu held (released around the system calls). It reports whether the
-// segment was sent whole, so the caller may go on with what follows;
-// sent adds the file bytes sent. It stops when gnet's own buffer cannot
+// c.mu held (released around the system calls), as much as the window
+// grants. It reports whether the caller may go on (the grant was sent
+// and the socket takes more: the rest of the segment, or what follows
+// it); sent adds the file bytes sent. It stops when gnet's own buffer cannot
 // be flushed before it (header bytes must go first), when the socket is
 // full (then the engine's write poller wakes the connection when it is
 // writable), when the budget has no room (the drain poll comes back), or
@@ -208,8 +209,7 @@ func (c *Connection) sendFileLocked(gc gnet.Conn, sent *int64) bool {
 	c.eng.files.bytes.Add(uint64(m))
 	c.eng.stats.outPending.Add(m - room) // the grant not used
 	c.updateFlushedLocked(gc)
-	whole := op.n == 0
-	if whole {
+	if op.n == 0 {
 		c.later.pop()
 		f.Release()
 	}
@@ -225,7 +225,7 @@ func (c *Connection) sendFileLocked(gc gnet.Conn, sent *int64) bool {
 		c.abortLocked(ClosedError, fmt.Errorf("%w: %s at %d", ErrFileShrank, f.Name(), off))
 		return false
 	}
-	return whole
+	return true
 }
 
 // copyFileSegment is the portable way to send a file segment: read (at

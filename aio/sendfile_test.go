@@ -252,3 +252,24 @@ func TestOpenShared(t *testing.T) {
 		})
 	}
 }
+
+// A segment larger than the write window goes out window after window
+// on the event loop, without waiting for the maintenance goroutine's
+// drain polls (made rare here): only a full socket makes it wait, and
+// the write poller ends that wait.
+func TestWriteFileNeedsNoDrainPolls(t *testing.T) {
+	checkLeaks(t)
+	_, _, c, client := serverConn(t, SocketConfig{WriteWindow: 16 << 10, PollInterval: time.Hour})
+	data := pattern(5, 8<<20)
+	if err := c.WriteFile(nil, tempFile(t, data), 0, int64(len(data)), nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = client.SetReadDeadline(time.Now().Add(time.Minute)) // hang guard
+	got := make([]byte, len(data))
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatalf("%v: the segment stalled between windows", err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("bytes corrupted")
+	}
+}
