@@ -46,13 +46,17 @@ type missArgs struct {
 	RetryAfter  time.Duration `yaml:"retryAfter"`
 }
 
-// fetch is a file read in progress; requests for the same page that miss
-// meanwhile wait on it instead of reading the file again.
+// fetch is a file read (or, for sendfile, opened) in progress; requests
+// for the same page that miss meanwhile wait on it instead of reading the
+// file again.
 type fetch struct {
 	key  string
 	file string
 	rep  rep // validators filled in from the file read
 	reqs []*http.Request
+	// anyClient: an opened file's representation also answers clients
+	// that accept gzip (see openFile).
+	anyClient bool
 }
 
 // cacheMiss is the CacheMiss stage: it maps a missed path to a file under
@@ -80,7 +84,7 @@ type cacheMiss struct {
 
 	mu       sync.Mutex
 	inflight map[string]*fetch
-	opening  map[string]*opening
+	opening  map[string]*fetch // files being opened for the open-file cache
 	// lines holds, per connection, the last of its streamed transfers:
 	// a connection's transfers run one after the other (see transfer).
 	lines map[*http.Connection]*transfer
@@ -139,7 +143,7 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 		return fmt.Errorf("haboob: CacheMiss send stage: %w", err)
 	}
 	h.inflight = map[string]*fetch{}
-	h.opening = map[string]*opening{}
+	h.opening = map[string]*fetch{}
 	h.lines = map[*http.Connection]*transfer{}
 	h.log.Info("haboob: serving files", "root", h.site.Root())
 	return nil
@@ -188,8 +192,8 @@ func (h *cacheMiss) HandleEvents(batch []sink.Event) error {
 		case aio.FileOpened:
 			h.opened(ev)
 		case aio.IOError:
-			if op, ok := ev.Tag.(*opening); ok {
-				h.openFailed(op, ev)
+			if ev.Op == aio.OpOpen {
+				h.openFailed(ev)
 				continue
 			}
 			h.failed(ev)
@@ -345,11 +349,15 @@ func (h *cacheMiss) join(key string, req *http.Request) bool {
 }
 
 // forget ends a fetch and returns the requests waiting on it.
-func (h *cacheMiss) forget(f *fetch) []*http.Request {
+func (h *cacheMiss) forget(f *fetch) []*http.Request { return h.take(h.inflight, f) }
+
+// take ends f, one of m's (inflight or opening), and returns the
+// requests waiting on it.
+func (h *cacheMiss) take(m map[string]*fetch, f *fetch) []*http.Request {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.inflight[f.key] == f {
-		delete(h.inflight, f.key)
+	if m[f.key] == f {
+		delete(m, f.key)
 	}
 	reqs := f.reqs
 	f.reqs = nil

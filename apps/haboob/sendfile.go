@@ -17,16 +17,6 @@ import (
 // open-file cache's default 4096 entries.
 const defaultSendfileMin = 16 << 10
 
-// opening is an OpenShared in progress for the open-file cache; requests
-// for the same representation that miss meanwhile wait on it.
-type opening struct {
-	key       string
-	file      string
-	rep       rep
-	anyClient bool
-	reqs      []*http.Request
-}
-
 // sendFile answers req with the file at path (metadata info from
 // resolving it) sent with sendfile, through the open-file cache under
 // key: an entry still describing the file is used again, else the file is
@@ -48,38 +38,26 @@ func (h *cacheMiss) sendFile(key, path string, r rep, info fs.FileInfo, anyClien
 		h.mu.Unlock()
 		return
 	}
-	op := &opening{key: key, file: path, rep: r, anyClient: anyClient, reqs: []*http.Request{req}}
+	op := &fetch{key: key, file: path, rep: r, anyClient: anyClient, reqs: []*http.Request{req}}
 	h.opening[key] = op
 	h.mu.Unlock()
 	if err := h.fio.OpenShared(path, h.self, op); err != nil {
-		for _, req := range h.takeOpening(op) {
+		for _, req := range h.take(h.opening, op) {
 			unavailable(req, h.args.RetryAfter)
 		}
 	}
 }
 
-// takeOpening ends an opening and returns the requests waiting on it.
-func (h *cacheMiss) takeOpening(op *opening) []*http.Request {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.opening[op.key] == op {
-		delete(h.opening, op.key)
-	}
-	reqs := op.reqs
-	op.reqs = nil
-	return reqs
-}
-
 // opened caches a file opened for sendfile and answers the requests that
 // waited for it.
 func (h *cacheMiss) opened(ev aio.FileOpened) {
-	op, ok := ev.Tag.(*opening)
+	op, ok := ev.Tag.(*fetch)
 	if !ok {
 		h.log.Warn("haboob: CacheMiss: file opened without a request", "path", ev.Path)
 		ev.File.Release()
 		return
 	}
-	reqs := h.takeOpening(op)
+	reqs := h.take(h.opening, op)
 	r := repOf(op.rep, ev.Info)
 	e := &openFile{key: op.key, file: ev.File, info: ev.Info, rep: r, header: r.header(), anyClient: op.anyClient}
 	e = h.cache.files.put(e, sink.Nanotime()) // one reference for the replies
@@ -96,9 +74,14 @@ func (h *cacheMiss) opened(ev aio.FileOpened) {
 
 // openFailed answers the requests waiting for a file that could not be
 // opened.
-func (h *cacheMiss) openFailed(op *opening, ev aio.IOError) {
+func (h *cacheMiss) openFailed(ev aio.IOError) {
+	op, ok := ev.Tag.(*fetch)
+	if !ok {
+		h.log.Warn("haboob: CacheMiss: open error without a request", "path", ev.Path, "err", ev.Err)
+		return
+	}
 	resp := errorResponse(h.log, ev.Path, ev.Err)
-	for _, req := range h.takeOpening(op) {
+	for _, req := range h.take(h.opening, op) {
 		h.reply(req, resp())
 	}
 }
