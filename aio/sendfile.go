@@ -41,12 +41,13 @@ type fileSending struct {
 // safe for concurrent use and does not move a file offset.
 type SharedFile struct {
 	f    *os.File
+	fd   int // f.Fd(), taken once (sendfile's input)
 	refs atomic.Int32
 }
 
 // NewSharedFile wraps f, holding one reference.
 func NewSharedFile(f *os.File) *SharedFile {
-	s := &SharedFile{f: f}
+	s := &SharedFile{f: f, fd: int(f.Fd())}
 	s.refs.Store(1)
 	return s
 }

@@ -19,7 +19,7 @@ var errSocketFull = unix.EAGAIN
 // sent) or it fails. (0, nil) means the file ends at off. A file
 // sendfile cannot read (EINVAL, ENOSYS) is copied instead.
 func sendFileSegment(gc gnet.Conn, f *SharedFile, off, n int64) (int64, error) {
-	fd, in := gc.Fd(), int(f.f.Fd())
+	fd, in := gc.Fd(), f.fd
 	var sent int64
 	for sent < n {
 		pos := off + sent
@@ -107,10 +107,14 @@ func (p *writePoller) watch(c *Connection, fd int) error {
 	defer p.mu.Unlock()
 	ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: int32(fd)}
 	if _, ok := p.conns[fd]; ok {
-		// Registered already (for c, or for a closed connection whose
-		// descriptor number c has now): re-arm.
+		// Registered already: re-arm. (Should the descriptor have been
+		// closed meanwhile, the kernel dropped it from the set: add it.)
 		p.conns[fd] = c
-		return unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
+		err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, fd, &ev)
+		if !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		delete(p.conns, fd)
 	}
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		return err
