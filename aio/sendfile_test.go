@@ -273,3 +273,35 @@ func TestWriteFileNeedsNoDrainPolls(t *testing.T) {
 		t.Fatal("bytes corrupted")
 	}
 }
+
+// A peer that stops reading a file segment is closed by WriteTimeout
+// although nothing polls the drain (the segment waits on the write
+// poller): the done hears ErrWriteTimeout's close, the file is released.
+func TestWriteFileWriteTimeout(t *testing.T) {
+	checkLeaks(t)
+	srv, owner, c, _ := serverConn(t, SocketConfig{WriteTimeout: 200 * time.Millisecond})
+	data := pattern(6, 32<<20)
+	f := tempFile(t, data)
+	f.Retain()
+	errc := make(chan error, 1)
+	if err := c.WriteFile(nil, f, 0, int64(len(data)), func(err error) { errc <- err }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrConnClosed) {
+			t.Fatalf("done got %v", err)
+		}
+	case <-time.After(time.Minute): // hang guard
+		t.Fatal("a non-reader of a file segment was never timed out")
+	}
+	evs := owner.wait(t, "SinkClosed", func(evs []sink.Event) bool { return count[SinkClosed](evs) == 1 })
+	if ev, _ := first[SinkClosed](evs); ev.Reason != ClosedWriteTimeout {
+		t.Fatalf("closed for %v, want the write timeout", ev.Reason)
+	}
+	if srv.Stats().WriteTimeouts != 1 {
+		t.Fatalf("write timeouts counted: %d", srv.Stats().WriteTimeouts)
+	}
+	waitCond(t, "released", func() bool { return f.Refs() == 1 })
+	f.Release()
+}
