@@ -14,13 +14,13 @@ import (
 // This file is the event loop's side of a Connection (loopState): gnet's
 // callbacks for it, and the code they run.
 
-// takePumpLocked takes the bytes waiting behind the window that the
-// window now has room for, to be written by pump (event loop, with no
+// takePumpLocked takes the bytes waiting behind the window, up to the
+// first file segment, that the window now has room for, to be written by pump (event loop, with no
 // AsyncWrite pending, so they are written at once and in order). They
 // count as handed over from now on.
 func (c *Connection) takePumpLocked() []writeOp {
 	var ops []writeOp
-	for c.later.len() > 0 {
+	for c.later.len() > 0 && c.later.front().file == nil {
 		room := c.grantLocked(int64(c.later.front().n))
 		if room <= 0 {
 			break
@@ -43,7 +43,12 @@ func (c *Connection) takePumpLocked() []writeOp {
 // failed write makes gnet close the connection at once, on this
 // goroutine: OnClose (onClose) takes c.mu and accounts for the rest, so
 // the lock must not be held across a write.
-func (c *Connection) pump(gc gnet.Conn, ops []writeOp) bool {
+//
+// corked says a file segment follows ops: their bytes are written
+// straight to the socket, flagged as more to come, when gnet's buffer is
+// empty (see writeCorked), so that a header leaves with the start of its
+// body.
+func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
 	var bufs [][]byte
 	for _, op := range ops {
 		bufs = bufs[:0]
@@ -51,8 +56,13 @@ func (c *Connection) pump(gc gnet.Conn, ops []writeOp) bool {
 			bufs = append(bufs, op.data)
 		}
 		bufs = append(bufs, op.bufs...)
-		if _, err := gc.Writev(bufs); err != nil {
-			return false
+		if corked && gc.OutboundBuffered() == 0 {
+			bufs = writeCorked(gc, bufs)
+		}
+		if len(bufs) > 0 {
+			if _, err := gc.Writev(bufs); err != nil {
+				return false
+			}
 		}
 		c.mu.Lock()
 		c.applied += int64(op.n)
@@ -166,14 +176,32 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	c.mu.Lock()
 	out := c.updateFlushedLocked(gc)
 	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
-		if ops := c.takePumpLocked(); len(ops) > 0 {
-			c.mu.Unlock()
-			ok := c.pump(gc, ops)
-			c.mu.Lock()
-			if !ok || c.state == stateClosed {
+		var fileBytes int64
+		for {
+			if ops := c.takePumpLocked(); len(ops) > 0 {
+				corked := c.later.len() > 0 && c.later.front().file != nil
 				c.mu.Unlock()
-				return false // closed: OnClose accounted for the rest
+				ok := c.pump(gc, ops, corked)
+				c.mu.Lock()
+				if !ok || c.state == stateClosed {
+					c.mu.Unlock()
+					return false // closed: OnClose accounted for the rest
+				}
 			}
+			if c.later.len() == 0 || c.later.front().file == nil || c.state != stateOpen && c.state != stateClosing {
+				break
+			}
+			if fileBytes >= fileSendCap {
+				_ = gc.Wake(nil) // let the loop serve the others; go on afterwards
+				break
+			}
+			if !c.sendFileLocked(gc, &fileBytes) {
+				break
+			}
+		}
+		if c.state == stateClosed {
+			c.mu.Unlock()
+			return false
 		}
 		out = c.updateFlushedLocked(gc)
 	}
@@ -186,8 +214,8 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	if closeNow && c.linger {
 		closeNow = !c.startLingerLocked(gc)
 	}
-	poll := !closeNow && (c.state == stateClosing || (out > 0 && (c.waiters > 0 || c.clogged)) || c.later.len() > 0)
-	if wt := c.cfg.WriteTimeout; !poll && out > 0 && wt > 0 {
+	poll := !closeNow && (c.state == stateClosing || (out > 0 && (c.waiters > 0 || c.clogged)) || c.later.len() > 0 && !c.fileWait)
+	if wt := c.cfg.WriteTimeout; !poll && (out > 0 || c.fileWait) && wt > 0 {
 		// No need to watch the drain closely: a visit when the write
 		// timeout would pass is enough (the tick checks it).
 		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
@@ -449,6 +477,8 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 		c.released = true
 		c.eng.stats.outPending.Add(-(c.handed - c.flushed.Load()))
 	}
+	c.forgetWritable(gc)
+	c.releaseFilesLocked()
 	c.later = deque[writeOp]{}
 	c.laterBytes = 0
 	reason, rerr := c.reason, c.reasonErr

@@ -90,6 +90,10 @@ type outbox struct {
 	flushed  atomic.Int64 // bytes written to the kernel
 	lastOut  atomic.Int64 // sink.Nanotime of the last output progress (or of output starting)
 	wantPoll atomic.Bool  // the maintenance goroutine must watch the drain
+
+	// fileWait: the file segment at the front of later waits for the
+	// engine's write poller to report the socket writable (event loop).
+	fileWait bool
 }
 
 // pendingWrite is an accepted write request not yet known to be flushed.
@@ -105,10 +109,13 @@ type pendingWrite struct {
 // owes reports whether the request's completion is owed to someone.
 func (w *pendingWrite) owes() bool { return w.done != nil || w.fn != nil || w.adm.owed() }
 
-// writeOp is one parsed write request.
+// writeOp is one parsed write request: data and bufs, or, if file is not
+// nil, n bytes of file from offset off (a file segment, see sendfile.go).
 type writeOp struct {
 	data []byte
 	bufs [][]byte
+	file *SharedFile
+	off  int64
 	n    int
 	done Receiver
 	fn   func(error)
@@ -658,6 +665,15 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 func (c *Connection) queueLocked(ops []writeOp, total int64) error {
 	if c.later.len() > 0 {
 		c.keepLocked(ops)
+		_ = c.gc.Wake(nil) // the event loop writes them now, not at the next drain poll
+		return nil
+	}
+	if firstFileOp(ops) >= 0 {
+		// A file segment is sent by the event loop, after the bytes
+		// before it, which it writes itself, corked with the segment
+		// (a header and its body leave in one go): all of them wait
+		// behind the window, and the loop is woken.
+		c.keepLocked(ops)
 		return nil
 	}
 	room := c.grantLocked(total)
@@ -697,7 +713,7 @@ func (c *Connection) queueLocked(ops []writeOp, total int64) error {
 func (c *Connection) keepLocked(ops []writeOp) {
 	for _, op := range ops {
 		if op.n > 0 {
-			c.later.push(writeOp{data: op.data, bufs: op.bufs, n: op.n})
+			c.later.push(writeOp{data: op.data, bufs: op.bufs, file: op.file, off: op.off, n: op.n})
 			c.laterBytes += int64(op.n)
 		}
 	}

@@ -49,6 +49,10 @@ func (c *Connection) tick(now time.Time) {
 		c.eng.stats.writeTimeouts.Add(1)
 		c.abortLocked(ClosedWriteTimeout, ErrWriteTimeout)
 		return
+	} else if wt > 0 && c.fileWait {
+		// A file segment waits for the write poller: nothing else brings
+		// the connection back here before its write timeout.
+		c.eng.armAt(c, c.lastOut.Load()+wt+1)
 	}
 	wake := c.wantPoll.Load()
 	if c.paused.Load() {

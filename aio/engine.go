@@ -61,6 +61,8 @@ type engine struct {
 
 	gateWarn sync.Once // the warning that reading cannot be stopped
 
+	files fileSending // file segments: the write poller (sendfile.go)
+
 	metricReg    metrics.Registry
 	metricPrefix string // "aio.<name>", or with a suffix if that was taken
 	metricNames  []string
@@ -510,6 +512,7 @@ func (e *engine) finish(last sink.Event, to Receiver) {
 	}
 	close(e.stop)
 	e.wg.Wait()
+	e.files.stop()
 	e.mu.Lock()
 	held := e.held
 	e.held = map[*Connection]struct{}{}

@@ -113,7 +113,7 @@ type FileRead struct {
 // FileStats are the asyncFile stage's counters.
 type FileStats struct {
 	Requests  uint64 // requests accepted
-	Completed uint64 // completion events delivered (IOCompleted, EOF, FileRead)
+	Completed uint64 // completion events delivered (IOCompleted, EOF, FileRead, FileOpened)
 	Errors    uint64 // IOError events delivered
 	Lost      uint64 // completions no sink would take
 	Open      int    // files open now
@@ -289,6 +289,57 @@ func (fio *FileIO) ReadFile(name string, done Receiver, tag any) error {
 	return nil
 }
 
+// OpenShared opens the named file read-only to be shared (SharedFile):
+// sent by several connections with sendfile, read with pread. done
+// receives FileOpened, holding one reference, or IOError{Op: OpOpen} (a
+// directory is ErrIsDirectory). The open and its fstat are the blocking
+// calls; what is done with the file after them is not.
+func (fio *FileIO) OpenShared(name string, done Receiver, tag any) error {
+	if done == nil {
+		return fmt.Errorf("%w: OpenShared needs a completion sink", ErrBadEvent)
+	}
+	if err := fio.in.Enqueue(&openSharedReq{name: name, done: done, tag: tag}); err != nil {
+		return fmt.Errorf("aio: open %s: %w", name, err)
+	}
+	fio.core.stats.requests.Add(1)
+	return nil
+}
+
+// FileOpened completes OpenShared: the open file, with one reference for
+// the receiver, and its metadata from fstat.
+type FileOpened struct {
+	Path string
+	File *SharedFile
+	Info fs.FileInfo
+	Tag  any
+}
+
+type openSharedReq struct {
+	name string
+	done Receiver
+	tag  any
+}
+
+// openShared opens a file for OpenShared.
+func openShared(r *openSharedReq) sink.Event {
+	fail := func(err error) sink.Event {
+		return IOError{Path: r.name, Op: OpOpen, Err: err, Tag: r.tag}
+	}
+	fh, err := os.Open(r.name)
+	if err != nil {
+		return fail(err)
+	}
+	info, err := fh.Stat()
+	if err == nil && info.IsDir() {
+		err = fmt.Errorf("%w: %w", ErrIsDirectory, &fs.PathError{Op: "open", Path: r.name, Err: syscall.EISDIR})
+	}
+	if err != nil {
+		_ = fh.Close()
+		return fail(err)
+	}
+	return FileOpened{Path: r.name, File: NewSharedFile(fh), Info: info, Tag: r.tag}
+}
+
 type readFileReq struct {
 	name string
 	done Receiver
@@ -385,6 +436,8 @@ func (h *fileHandler) HandleEvents(batch []sink.Event) error {
 			v.run()
 		case *readFileReq:
 			h.core.deliver(v.done, h.core.readFile(v))
+		case *openSharedReq:
+			h.core.deliver(v.done, openShared(v))
 		default:
 			bad = append(bad, fmt.Sprintf("%T", ev))
 		}
@@ -608,6 +661,9 @@ func (c *fileCore) deliver(to Receiver, ev sink.Event) {
 		return
 	}
 	if err := waitFor(c.ctx, to, ev); err != nil {
+		if o, ok := ev.(FileOpened); ok {
+			o.File.Release() // nobody will
+		}
 		c.stats.lost.Add(1)
 		c.log.Warn("aio: file completion not delivered", "event", fmt.Sprintf("%T", ev), "err", err)
 	}

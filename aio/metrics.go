@@ -53,6 +53,9 @@ type SocketStats struct {
 	// event loops and not yet written to the kernel (bounded by
 	// OutputBudget); bytes waiting behind it are held by reference.
 	OutputPending int64
+	// FileBytes is the bytes sent from files (WriteFile), and FileWaits
+	// how often a file segment waited for its socket to be writable.
+	FileBytes, FileWaits uint64
 }
 
 type counters struct {
@@ -94,6 +97,8 @@ func (e *engine) snapshotStats() SocketStats {
 		WriteTimeouts:    s.writeTimeouts.Load(),
 		Lingered:         s.lingered.Load(),
 		OutputPending:    s.outPending.Load(),
+		FileBytes:        e.files.bytes.Load(),
+		FileWaits:        e.files.waits.Load(),
 	}
 }
 
@@ -152,6 +157,7 @@ func (e *engine) registerMetrics() {
 	gauge("closed.clogged", u(&s.cloggedClosed))
 	gauge("closed.overflow", u(&s.overflowClosed))
 	gauge("events.lost", u(&s.lost))
+	gauge("bytes.outFromFiles", u(&e.files.bytes))
 }
 
 func (e *engine) unregisterMetrics() {

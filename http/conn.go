@@ -42,6 +42,15 @@ type Reply struct {
 	tracked bool
 }
 
+// refuse gives up on a reply never handed to the output: Done gets err
+// and a file body's reference is released.
+func (r *Reply) refuse(err error) {
+	if r.Resp != nil {
+		r.Resp.release()
+	}
+	finish(r.Done, err)
+}
+
 // Respond sends resp as the answer to req on req's connection.
 func Respond(req *Request, resp *Response) error {
 	if req == nil {
@@ -61,6 +70,10 @@ type outWrite struct {
 	data []byte
 	bufs [][]byte
 	done func(error)
+	// file, if set, is n bytes of it from off after data (a FileBody);
+	// the write owns one reference.
+	file   *aio.SharedFile
+	off, n int64
 }
 
 // waiting is a request handed to the application and not answered yet.
@@ -235,7 +248,7 @@ func (c *Connection) Enqueue(e sink.Event) error {
 	}
 	tk, err := c.adm.Admit(e)
 	if err != nil {
-		finish(r.Done, err)
+		r.refuse(err)
 		return err
 	}
 	track(&r, tk, e)
@@ -268,7 +281,7 @@ func (c *Connection) Send(r *Reply) error {
 	}
 	tk, err := c.adm.Admit(r)
 	if err != nil {
-		finish(r.Done, err)
+		r.refuse(err)
 		return err
 	}
 	cp := *r
@@ -329,7 +342,7 @@ var errAborted = fmt.Errorf("http: reply transaction aborted: %w", sink.ErrRejec
 func (t *replyTxn) Abort() {
 	t.once.Do(func() {
 		for _, r := range t.rs {
-			finish(r.Done, errAborted)
+			r.refuse(errAborted)
 		}
 	})
 }
@@ -357,7 +370,7 @@ func (c *Connection) admit(es []sink.Event) ([]Reply, error) {
 	}
 	if err != nil {
 		for _, r := range rs {
-			finish(r.Done, err)
+			r.refuse(err)
 		}
 		return nil, err
 	}

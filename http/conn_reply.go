@@ -17,7 +17,7 @@ func (c *Connection) reply(r Reply) error {
 		return h.reply(r)
 	}
 	if err := c.check(r); err != nil {
-		finish(r.Done, err)
+		r.refuse(err)
 		return err
 	}
 	c.mu.Lock()
@@ -38,6 +38,17 @@ func (c *Connection) check(r Reply) error {
 		return fmt.Errorf("%w: no response", ErrBadReply)
 	case r.Req.Conn != c:
 		return fmt.Errorf("%w: request of connection %v answered on %s", ErrBadReply, r.Req.Conn, c)
+	}
+	if f := r.Resp.File; f != nil {
+		switch {
+		case f.File == nil || f.Offset < 0 || f.Length < 0:
+			return fmt.Errorf("%w: file body without a file or with a negative region", ErrBadReply)
+		case r.Stream != nil || r.Resp.Body != nil || r.Body != nil:
+			return fmt.Errorf("%w: a file body with another body", ErrBadReply)
+		case f.Length != max(r.Resp.ContentLength, 0):
+			return fmt.Errorf("%w: file body of %d bytes for Content-Length %d", ErrBadReply, f.Length, r.Resp.ContentLength)
+		}
+		return nil
 	}
 	if s := r.Stream; s != nil {
 		switch {
@@ -98,6 +109,7 @@ func (c *Connection) answerLocked(seq uint64, r Reply) error {
 	if err != nil {
 		c.calls = append(c.calls, doneCall{r.Done, err})
 		c.dropStreamLocked(r.Stream, err)
+		r.Resp.release()
 		return err
 	}
 	c.emitLocked(r)
@@ -121,6 +133,7 @@ func (c *Connection) emitPendingLocked() {
 func (c *Connection) dropLocked(r Reply, err error) {
 	c.srv.stats.dropped.Add(1)
 	c.dropStreamLocked(r.Stream, err)
+	r.Resp.release()
 	if r.Done != nil {
 		c.calls = append(c.calls, doneCall{r.Done, err})
 	}
@@ -163,13 +176,21 @@ func (c *Connection) emitLocked(r Reply) {
 	if req != nil {
 		c.releaseBodyLocked(req)
 	}
+	if resp.File != nil && srv.cfg.Socket.TLS != nil && resp.SendsBody(req) {
+		resp = readFileBody(resp) // encrypted in user space: no sendfile
+	}
 	now := time.Now()
 	inline := srv.cfg.InlineBody
 	sends := resp.SendsBody(req)
 	var w outWrite
 	copied := true // the reply's buffers are not needed after formatting
 	switch {
+	case resp.File != nil && sends:
+		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.file, w.off, w.n = resp.File.File, resp.File.Offset, resp.File.Length // the reference goes with it
+		copied = false
 	case !sends, r.Stream != nil:
+		r.Resp.release()
 		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
 	case resp.Body != nil && len(resp.Body) <= inline:
 		w.data = srv.format.Append(make([]byte, 0, headerSize(resp)+len(resp.Body)), resp, req, now)
@@ -244,6 +265,24 @@ func (c *Connection) recordLocked(req *Request, resp *Response, sends bool, arri
 	c.srv.cfg.OnResponse(rec)
 }
 
+// readFileBody returns resp with its file body read into memory (a TLS
+// connection encrypts it), the file's reference released; if the file
+// cannot be read, a 500 that closes the connection.
+func readFileBody(resp *Response) *Response {
+	f := resp.File
+	body := make([]byte, f.Length)
+	n, _ := f.File.ReadAt(body, f.Offset) // short only on an error
+	f.File.Release()
+	if int64(n) < f.Length {
+		failed := InternalServerError()
+		failed.Close = true
+		return failed
+	}
+	cp := *resp
+	cp.File, cp.Body = nil, body
+	return &cp
+}
+
 func headerSize(r *Response) int { return 160 + 40*len(r.Header) }
 
 // writeLocked writes w into the socket's outbox, behind everything
@@ -261,7 +300,12 @@ func headerSize(r *Response) int { return 160 + 40*len(r.Header) }
 // What it costs: mu is held during Write, which may queue a task for the
 // event loop (gnet's AsyncWrite, one eventfd write when the loop sleeps).
 func (c *Connection) writeLocked(w outWrite) error {
-	err := c.sock.Write(w.data, w.bufs, w.done)
+	var err error
+	if w.file != nil {
+		err = c.sock.WriteFile(w.data, w.file, w.off, w.n, w.done) // releases w.file
+	} else {
+		err = c.sock.Write(w.data, w.bufs, w.done)
+	}
 	if err == nil {
 		return nil
 	}

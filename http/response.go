@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/aio"
 )
 
 // DefaultServer is the Server header value of a Formatter whose Server
@@ -25,12 +27,51 @@ type Response struct {
 	Status int // 0 means 200
 	Header Header
 	// Body is the payload. When it is nil, the payload is ContentLength
-	// bytes that the caller sends after the header itself (a file body).
+	// bytes that the caller sends after the header itself (Reply.Body, a
+	// Stream), or File's.
 	Body          []byte
 	ContentLength int64
+	// File, if set, is the payload: a region of an open file, sent with
+	// sendfile on a plain connection (see FileBody). Body is then nil and
+	// ContentLength is File.Length.
+	File *FileBody
 	// Close makes the response announce "Connection: close": the server
 	// closes the connection once it is sent.
 	Close bool
+}
+
+// FileBody is a response payload that is a region of an open file:
+// Length bytes from Offset. A Reply whose Resp.File is set hands the
+// Connection one reference to File, which the Connection releases exactly
+// once: when the bytes are written to the kernel, when the reply is
+// dropped or refused, or at once when the response carries no body (HEAD,
+// 304). An HTTP/1.1 connection sends it with sendfile(2) from its event
+// loop; a TLS connection reads it (pread) into memory and encrypts it.
+// Another writer (an HTTP/2 stream) reads it with File.ReadAt(p,
+// Offset+k), which is safe for concurrent use, and calls File.Release
+// once done with it.
+type FileBody struct {
+	File   *aio.SharedFile
+	Offset int64
+	Length int64
+}
+
+// NewFileBodyResponse returns a response with a status, a Content-Type
+// (none if contentType is empty) and a file body of length bytes of f
+// from offset; it takes over one reference to f.
+func NewFileBodyResponse(status int, contentType string, f *aio.SharedFile, offset, length int64) *Response {
+	r := NewResponse(status, contentType, nil)
+	r.ContentLength = length
+	r.File = &FileBody{File: f, Offset: offset, Length: length}
+	return r
+}
+
+// release gives back the reference a response's file body holds (none:
+// nothing).
+func (r *Response) release() {
+	if r != nil && r.File != nil && r.File.File != nil {
+		r.File.File.Release()
+	}
 }
 
 // NewResponse returns a response with a status, a Content-Type (none if

@@ -64,6 +64,10 @@ type PageCache struct {
 	freeBytes int64        // capacity held in free, at most max
 
 	hits, misses, evictions, reused atomic.Uint64
+
+	// files is the open-file cache of the files left to the OS page cache
+	// (set by the PageCache stage; NewPageCache makes a default one).
+	files *openFiles
 }
 
 // NewPageCache returns a cache holding at most maxBytes of page bodies
@@ -72,7 +76,7 @@ func NewPageCache(maxBytes int64) *PageCache {
 	if maxBytes <= 0 {
 		maxBytes = 64 << 20
 	}
-	return &PageCache{max: maxBytes, pages: map[string]*Page{}, lru: list.New()}
+	return &PageCache{max: maxBytes, pages: map[string]*Page{}, lru: list.New(), files: newOpenFiles(openFileArgs{})}
 }
 
 // Get returns the cached page for key, retained for the caller.
@@ -259,6 +263,10 @@ type CacheStats struct {
 	Pages                           int
 	Bytes, MaxBytes                 int64
 	Hits, Misses, Evictions, Reused uint64
+	// The open-file cache: files kept open for sendfile, and how often
+	// a request found its file there (valid or revalidated) or not.
+	OpenFiles                                   int
+	OpenFileHits, OpenFileMisses, OpenFileStale uint64
 }
 
 // Stats returns the cache's counters.
@@ -268,5 +276,6 @@ func (c *PageCache) Stats() CacheStats {
 	return CacheStats{
 		Pages: len(c.pages), Bytes: c.size, MaxBytes: c.max,
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Reused: c.reused.Load(),
+		OpenFiles: c.files.len(), OpenFileHits: c.files.hits.Load(), OpenFileMisses: c.files.misses.Load(), OpenFileStale: c.files.stale.Load(),
 	}
 }

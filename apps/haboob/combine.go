@@ -23,8 +23,9 @@ type cacheView struct {
 // answerInline is the Combine path, the HTTP servers' Inline hook when
 // HttpRecv's `combine` arg is on: on the goroutine that parsed req (the
 // socket's event loop), it answers a GET or HEAD whose page is cached and
-// fresh straight on the connection, as PageCache and HttpSend would have,
-// and reports whether it did. It is the thesis's Combine pattern (chapter
+// fresh, or whose file is in the open-file cache and valid (sent with
+// sendfile), straight on the connection, as PageCache and HttpSend would
+// have, and reports whether it did. It is the thesis's Combine pattern (chapter
 // 3 §6.4, Fig. 13) applied to HttpRecv, PageCache and HttpSend for cache
 // hits: two queue hand-offs fewer, and the goroutine wake-ups they cost.
 //
@@ -67,7 +68,11 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 	}
 	if p == nil {
 		if p, ok = v.cache.getFresh(path, now, v.revalidate); !ok {
-			return false
+			ok = answerFileInline(conn, req, v.cache.files, gz, now)
+			if ok {
+				h.inline.Add(1)
+			}
+			return ok
 		}
 		if gz && p.rep.gz != gzipNone {
 			// Its gzip variant is not cached: compressing or reading it

@@ -27,7 +27,11 @@
 //     root (Site: index files, directory redirects, nothing outside the
 //     root), reads it through asyncFile (aio.FileIO.ReadFile, completions
 //     back to this stage), inserts it and answers every request that waited
-//     for it; files above `maxObject` are read per request, not cached.
+//     for it. Files from `sendfileMin` (default 16 KiB) and above
+//     `maxObject` are not cached: they are opened through asyncFile
+//     (FileIO.OpenShared), kept in PageCache's open-file cache (`openFiles`,
+//     like nginx's open_file_cache) and sent with sendfile from the OS page
+//     cache; over TLS they are read per request instead.
 //   - HttpSend (haboob.HttpSend) hands each Reply to its connection, which
 //     formats the response inline and sends the responses of a connection
 //     in request order.
@@ -86,7 +90,12 @@
 // with Server.Shutdown before the manager's Shutdown, so that the responses
 // in progress finish while the stages still run.
 //
-// Files up to CacheMiss's maxObject are read whole and cached; larger ones
+// Files below CacheMiss's sendfileMin are read whole and cached; larger
+// ones, on a plain connection, are answered with an http.FileBody that the
+// connection sends with sendfile from its event loop (a client that does
+// not read pins a descriptor and an offset, no buffers), the descriptor
+// shared by every response through the open-file cache. Over TLS, files
+// up to maxObject are cached and larger ones
 // are streamed to each request in chunk-sized pieces read through
 // asyncFile, each piece read once the one before it has been written, so
 // that memory stays bounded whatever the file size (HEAD and 304 read

@@ -34,18 +34,29 @@ type missArgs struct {
 	// may be at most half the HTTP socket's writeThreshold bytes (an Init
 	// error; clamped with a warning if HttpRecv is declared after
 	// CacheMiss).
-	Chunk      aio.ByteSize  `yaml:"chunk"`
-	Send       string        `yaml:"send"`
-	RetryAfter time.Duration `yaml:"retryAfter"`
+	Chunk aio.ByteSize `yaml:"chunk"`
+	// SendfileMin is the size from which a file is sent with sendfile
+	// from the OS page cache instead of being read into the page cache
+	// (default 16 KiB, see docs/haboob-bench.md; 0: every file), on a
+	// connection that can (not TLS). Files above MaxObject are always
+	// sent so. Such files stay open in the open-file cache (PageCache's
+	// openFiles), which answers their requests without a stage hop.
+	SendfileMin aio.ByteSize  `yaml:"sendfileMin"`
+	Send        string        `yaml:"send"`
+	RetryAfter  time.Duration `yaml:"retryAfter"`
 }
 
-// fetch is a file read in progress; requests for the same page that miss
-// meanwhile wait on it instead of reading the file again.
+// fetch is a file read (or, for sendfile, opened) in progress; requests
+// for the same page that miss meanwhile wait on it instead of reading the
+// file again.
 type fetch struct {
 	key  string
 	file string
 	rep  rep // validators filled in from the file read
 	reqs []*http.Request
+	// anyClient: an opened file's representation also answers clients
+	// that accept gzip (see openFile).
+	anyClient bool
 }
 
 // cacheMiss is the CacheMiss stage: it maps a missed path to a file under
@@ -73,6 +84,7 @@ type cacheMiss struct {
 
 	mu       sync.Mutex
 	inflight map[string]*fetch
+	opening  map[string]*fetch // files being opened for the open-file cache
 	// lines holds, per connection, the last of its streamed transfers:
 	// a connection's transfers run one after the other (see transfer).
 	lines map[*http.Connection]*transfer
@@ -80,7 +92,7 @@ type cacheMiss struct {
 
 func (h *cacheMiss) Init(c *stage.Context) error {
 	h.log = h.srv.logger(c)
-	h.args = missArgs{MaxObject: 1 << 20, Chunk: 256 << 10, Send: StageHttpSend, RetryAfter: time.Second}
+	h.args = missArgs{MaxObject: 1 << 20, Chunk: 256 << 10, SendfileMin: defaultSendfileMin, Send: StageHttpSend, RetryAfter: time.Second}
 	if err := c.DecodeArgs(&h.args); err != nil {
 		return err
 	}
@@ -131,6 +143,7 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 		return fmt.Errorf("haboob: CacheMiss send stage: %w", err)
 	}
 	h.inflight = map[string]*fetch{}
+	h.opening = map[string]*fetch{}
 	h.lines = map[*http.Connection]*transfer{}
 	h.log.Info("haboob: serving files", "root", h.site.Root())
 	return nil
@@ -176,10 +189,18 @@ func (h *cacheMiss) HandleEvents(batch []sink.Event) error {
 			h.miss(ev)
 		case aio.FileRead:
 			h.loaded(ev)
+		case aio.FileOpened:
+			h.opened(ev)
 		case aio.IOError:
+			if ev.Op == aio.OpOpen {
+				h.openFailed(ev)
+				continue
+			}
 			h.failed(ev)
 		case revalidate:
 			h.revalidate(ev)
+		case revalidateFile:
+			h.revalidateFile(ev.e)
 		default:
 			h.log.Warn("haboob: CacheMiss: unexpected event", "type", fmt.Sprintf("%T", e))
 		}
@@ -198,6 +219,12 @@ func (h *cacheMiss) sendReply(r *http.Reply) { send(h.send, r, h.args.RetryAfter
 // (else it is streamed).
 func (h *cacheMiss) cacheable(size int64) bool {
 	return size <= int64(h.args.MaxObject) && (h.maxRead <= 0 || size <= h.maxRead)
+}
+
+// sendable reports whether a file of size bytes is sent with sendfile
+// (where the connection can) rather than read and cached.
+func (h *cacheMiss) sendable(size int64) bool {
+	return size >= int64(h.args.SendfileMin) || !h.cacheable(size)
 }
 
 // cached answers req from the page cache if it can: the gzip variant for
@@ -241,6 +268,8 @@ func (h *cacheMiss) miss(req *http.Request) {
 		h.reply(req, http.Forbidden())
 		return
 	case errors.Is(err, ErrNotFound):
+		h.cache.files.remove(key) // a removed file's descriptor is not kept
+		h.cache.files.remove(gzipKey(key))
 		h.reply(req, http.NotFound())
 		return
 	case err != nil:
@@ -263,8 +292,13 @@ func (h *cacheMiss) miss(req *http.Request) {
 	}
 	size := t.Info.Size()
 	kind := h.gz.kind(ctype, size, h.cacheable(size), hasSib)
+	sends := sendsFiles(req)
 	if gz && kind == gzipStatic {
 		r := rep{ctype: ctype, enc: "gzip", vary: true}
+		if sends && h.sendable(sib.Info.Size()) {
+			h.sendFile(gzipKey(key), sib.File, r, sib.Info, false, req)
+			return
+		}
 		if !h.cacheable(sib.Info.Size()) {
 			h.stream(req, sib.File, r, sib.Info)
 			return
@@ -273,6 +307,10 @@ func (h *cacheMiss) miss(req *http.Request) {
 		return
 	}
 	r := rep{ctype: ctype, gz: kind, vary: kind != gzipNone || h.gz.compressible(ctype)}
+	if sends && h.sendable(size) && (!gz || kind != gzipDynamic) {
+		h.sendFile(key, t.File, r, t.Info, kind == gzipNone, req)
+		return
+	}
 	if !h.cacheable(size) {
 		h.stream(req, t.File, r, t.Info)
 		return
@@ -311,11 +349,15 @@ func (h *cacheMiss) join(key string, req *http.Request) bool {
 }
 
 // forget ends a fetch and returns the requests waiting on it.
-func (h *cacheMiss) forget(f *fetch) []*http.Request {
+func (h *cacheMiss) forget(f *fetch) []*http.Request { return h.take(h.inflight, f) }
+
+// take ends f, one of m's (inflight or opening), and returns the
+// requests waiting on it.
+func (h *cacheMiss) take(m map[string]*fetch, f *fetch) []*http.Request {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.inflight[f.key] == f {
-		delete(h.inflight, f.key)
+	if m[f.key] == f {
+		delete(m, f.key)
 	}
 	reqs := f.reqs
 	f.reqs = nil

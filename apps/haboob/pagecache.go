@@ -30,6 +30,16 @@ type cacheArgs struct {
 	// Gzip configures compression (gzip_static and on the fly); see
 	// gzipArgs. On by default.
 	Gzip gzipArgs `yaml:"gzip"`
+	// OpenFiles configures the open-file cache: the files CacheMiss
+	// leaves to the OS page cache, sent with sendfile, are kept open
+	// here, and their requests answered from this stage (see openFiles).
+	OpenFiles openFileArgs `yaml:"openFiles"`
+}
+
+// revalidateFile asks CacheMiss to check that an entry of the open-file
+// cache still describes the file its path resolves to.
+type revalidateFile struct {
+	e *openFile // only its immutable fields are read
 }
 
 // revalidate asks CacheMiss to compare a cached page's validators with its
@@ -94,6 +104,7 @@ func (h *pageCache) Init(c *stage.Context) error {
 		return fmt.Errorf("haboob: a second PageCache stage in one Server")
 	}
 	h.cache = NewPageCache(int64(h.args.MaxBytes))
+	h.cache.files = newOpenFiles(h.args.OpenFiles)
 	h.gz = newGzipper(gzArgs, h.cache)
 	h.srv.cache = h.cache
 	h.srv.gz = h.gz
@@ -106,6 +117,18 @@ func (h *pageCache) Init(c *stage.Context) error {
 	c.Profile("cache.misses", st(func(s CacheStats) float64 { return float64(s.Misses) }))
 	c.Profile("cache.evictions", st(func(s CacheStats) float64 { return float64(s.Evictions) }))
 	c.Profile("gzip.compressions", func() float64 { return float64(h.gz.compressions.Load()) })
+	c.Profile("files.open", st(func(s CacheStats) float64 { return float64(s.OpenFiles) }))
+	c.Profile("files.hits", st(func(s CacheStats) float64 { return float64(s.OpenFileHits) }))
+	c.Profile("files.misses", st(func(s CacheStats) float64 { return float64(s.OpenFileMisses) }))
+	return nil
+}
+
+// Destroy closes the files the open-file cache keeps open (each once the
+// responses sending it are out).
+func (h *pageCache) Destroy() error {
+	if h.cache != nil {
+		h.cache.files.purge()
+	}
 	return nil
 }
 
@@ -113,6 +136,7 @@ func (h *pageCache) HandleEvents(batch []sink.Event) error {
 	hits := make([]hit, 0, len(batch))
 	var misses []*http.Request
 	var compress []hit // gzip clients of pages whose gzip copy is not cached
+	var files []*http.Reply
 	now := sink.Nanotime()
 	for _, e := range batch {
 		req, ok := e.(*http.Request)
@@ -130,6 +154,10 @@ func (h *pageCache) HandleEvents(batch []sink.Event) error {
 		}
 		p, ok := h.cache.Get(req.Path)
 		if !ok {
+			if e, ok := h.openFile(req, gz, now); ok {
+				files = append(files, fileReply(req, e))
+				continue
+			}
 			misses = append(misses, req)
 			continue
 		}
@@ -152,12 +180,37 @@ func (h *pageCache) HandleEvents(batch []sink.Event) error {
 	for _, x := range compress {
 		h.gz.serve(x.req, x.page, reply)
 	}
+	for _, r := range files {
+		sendFileReply(h.send, r, h.args.RetryAfter)
+	}
 	for _, req := range misses {
 		if err := h.miss.Enqueue(req); err != nil {
 			unavailable(req, h.args.RetryAfter)
 		}
 	}
 	return nil
+}
+
+// openFile finds req's file in the open-file cache, for a connection
+// that sends files with sendfile (not TLS).
+func (h *pageCache) openFile(req *http.Request, gz bool, now int64) (*openFile, bool) {
+	if !sendsFiles(req) {
+		return nil, false
+	}
+	files := h.cache.files
+	e, ok := files.lookup(req.Path, gz, now, h.args.Revalidate > 0)
+	if ok && h.args.Revalidate > 0 && files.due(e, now) {
+		// Served while CacheMiss checks its path, as a page is.
+		h.miss.EnqueueLossy(revalidateFile{e: e})
+	}
+	return e, ok
+}
+
+// sendsFiles reports whether req's connection sends file bodies with
+// sendfile (a TLS connection does not).
+func sendsFiles(req *http.Request) bool {
+	c, ok := req.Conn.(*http.Connection)
+	return ok && c.Socket().SendsFiles()
 }
 
 // maybeRevalidate has CacheMiss check a page's file once it is older than

@@ -37,17 +37,15 @@ func (h *httpSend) HandleEvents(batch []sink.Event) error {
 		}
 		if r == nil || r.Req == nil {
 			h.log.Warn("haboob: HttpSend: reply without a request")
-			if r != nil && r.Done != nil {
-				r.Done(http.ErrBadReply)
+			if r != nil {
+				dropReply(r, http.ErrBadReply)
 			}
 			continue
 		}
 		c, ok := r.Req.Conn.(*http.Connection)
 		if !ok {
 			h.log.Warn("haboob: HttpSend: request without a connection", "path", r.Req.Path)
-			if r.Done != nil {
-				r.Done(http.ErrNoConnection)
-			}
+			dropReply(r, http.ErrNoConnection)
 			continue
 		}
 		// An error means the connection closed (Done was called); a bad
@@ -57,6 +55,17 @@ func (h *httpSend) HandleEvents(batch []sink.Event) error {
 		}
 	}
 	return nil
+}
+
+// dropReply gives up on a reply no connection takes: its Done is told and
+// a file body's reference released.
+func dropReply(r *http.Reply, err error) {
+	if r.Resp != nil && r.Resp.File != nil {
+		r.Resp.File.File.Release()
+	}
+	if r.Done != nil {
+		r.Done(err)
+	}
 }
 
 // sendFunc hands a reply on: to the HttpSend stage (viaStage), or straight
