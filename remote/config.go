@@ -143,6 +143,11 @@ type StageConfig struct {
 	// replica's predicate refusing it) goes to the stage's dead-letter
 	// stream with its error instead of being redelivered.
 	MaxDeliver int `yaml:"maxDeliver"`
+	// Idempotent says that handling an event twice does no harm (request
+	// mode): a request whose replica stops answering while it waits for
+	// the verdict is sent once to another replica instead of being
+	// rejected (see SinkStats.Failovers).
+	Idempotent bool `yaml:"idempotent"`
 }
 
 // Section names: the cluster block of `global:` and the remote block of a

@@ -244,14 +244,8 @@ func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, er
 	return b, nil
 }
 
-// encodeEvent appends one event: its codec's name and bytes.
-func (w *Wire) encodeEvent(b []byte, stage string, e sink.Event) ([]byte, error) {
-	b, _, err := w.appendEvent(b, stage, e, nil)
-	return b, err
-}
-
-// appendEvent is encodeEvent reusing last if e is of its type; it
-// returns the codec it used.
+// appendEvent appends one event, its codec's name and bytes, reusing
+// last if e is of its type; it returns the codec it used.
 func (w *Wire) appendEvent(b []byte, stage string, e sink.Event, last *Codec) ([]byte, *Codec, error) {
 	t := reflect.TypeOf(e)
 	if t == nil {
