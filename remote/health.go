@@ -107,9 +107,9 @@ func (s *stageSender) heard(inst, node string) *replicaState {
 	s.mu.Unlock()
 	switch {
 	case joined:
-		s.warn(&s.warns.joined, "remote: replica joined", "node", node, "instance", inst)
+		s.warn(&s.warns.joined, "remote: replica joined", "replica", node, "instance", inst)
 	case back:
-		s.warn(&s.warns.joined, "remote: replica answering again: back in rotation", "node", node, "instance", inst)
+		s.warn(&s.warns.joined, "remote: replica answering again: back in rotation", "replica", node, "instance", inst)
 	}
 	return rs
 }
@@ -164,12 +164,12 @@ func (s *stageSender) sweep() {
 		silence := time.Duration(now.UnixNano() - g.rs.seen.Load()).Round(time.Millisecond)
 		switch {
 		case g.dead:
-			s.warn(&s.warns.left, "remote: replica left (no responders on its subject): out of rotation", "node", g.rs.node, "instance", g.rs.inst)
+			s.warn(&s.warns.left, "remote: replica left (no responders on its subject): out of rotation", "replica", g.rs.node, "instance", g.rs.inst)
 		case g.waited > 0:
-			s.warn(&s.warns.silent, "remote: replica not answering: out of rotation, its requests answered now", "node", g.rs.node,
+			s.warn(&s.warns.silent, "remote: replica not answering: out of rotation, its requests answered now", "replica", g.rs.node,
 				"instance", g.rs.inst, "silent", silence, "waiting", g.waited)
 		default:
-			s.warn(&s.warns.left, "remote: replica left (no heartbeat): out of rotation", "node", g.rs.node, "instance", g.rs.inst, "silent", silence)
+			s.warn(&s.warns.left, "remote: replica left (no heartbeat): out of rotation", "replica", g.rs.node, "instance", g.rs.inst, "silent", silence)
 		}
 	}
 	if len(out) > 0 && live == 0 {

@@ -288,7 +288,7 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) 
 	if rs != nil {
 		node = rs.node
 	}
-	s.warn(&s.warns.timeout, "remote: no verdict in time: enqueue rejected", "node", node, "timeout", s.cfg.Timeout, "attempts", attempts)
+	s.warn(&s.warns.timeout, "remote: no verdict in time: enqueue rejected", "replica", node, "timeout", s.cfg.Timeout, "attempts", attempts)
 	return nil, rs, s.reject(fmt.Sprintf("no verdict within %v (%d attempts)", s.cfg.Timeout, attempts))
 }
 
