@@ -137,6 +137,7 @@ func (s *stageSender) sweep() {
 	stale, forget := now.Add(-s.staleAfter()).UnixNano(), now.Add(-forgetAfter).UnixNano()
 	type gone struct {
 		rs     *replicaState
+		rot    *rotation
 		dead   bool
 		waited int64
 	}
@@ -156,8 +157,7 @@ func (s *stageSender) sweep() {
 			continue
 		}
 		rs.out.Store(true)
-		out = append(out, gone{rs: rs, dead: dead, waited: rs.inflight.Load()})
-		rs.rot.Load().cancel()
+		out = append(out, gone{rs: rs, rot: rs.rot.Load(), dead: dead, waited: rs.inflight.Load()})
 	}
 	s.mu.Unlock()
 	for _, g := range out {
@@ -174,6 +174,11 @@ func (s *stageSender) sweep() {
 	}
 	if len(out) > 0 && live == 0 {
 		s.warn(&s.warns.none, "remote: no replica of the stage left in rotation: its enqueues are rejected")
+	}
+	// Logged first, so the line is out before the callers see their
+	// rejection.
+	for _, g := range out {
+		g.rot.cancel()
 	}
 }
 

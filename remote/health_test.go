@@ -287,7 +287,7 @@ func TestHungReplica(t *testing.T) {
 					t.Fatalf("Enqueue = %v, unanswered %d; want a 'stopped answering' rejection, 1", err2, st.Unanswered)
 				}
 			}
-			if got := logs.String(); !strings.Contains(got, `msg="remote: replica not answering: out of rotation, its requests answered now" replica=node-hung`) {
+			if got := logs.String(); !strings.Contains(got, `msg="remote: replica not answering: out of rotation, its requests answered now" node=front replica=node-hung`) {
 				t.Fatalf("no WARN line about the hung replica:\n%s", got)
 			}
 		})
