@@ -114,6 +114,28 @@ func (s *stageSender) heard(inst, node string) *replicaState {
 	return rs
 }
 
+// answered records a verdict from replica v.inst (rs: the one the
+// request went to, nil for the queue group) and returns its state, or
+// nil if the sender has not heard its heartbeat yet (its node name comes
+// with it).
+func (s *stageSender) answered(rs *replicaState, v *verdict) *replicaState {
+	if rs == nil || rs.inst != v.inst {
+		s.mu.Lock()
+		rs = s.replicas[v.inst]
+		s.mu.Unlock()
+		if rs == nil {
+			return nil
+		}
+	}
+	if rs.out.Load() {
+		rs = s.heard(rs.inst, rs.node)
+	} else {
+		rs.seen.Store(s.now().UnixNano())
+	}
+	rs.len.Store(int64(v.len))
+	return rs
+}
+
 // watch sweeps the replicas every heartbeat until the node closes.
 func (s *stageSender) watch() {
 	defer s.n.wg.Done()
@@ -240,15 +262,24 @@ func (rs *replicaState) inRotation(stale int64) bool {
 }
 
 // homeReplica returns the replica on instance home if it is in rotation,
-// else nil (the least loaded one then takes the request).
+// nil if it is out (the least loaded one then takes the request), or, if
+// the sender has not heard of it yet (its first heartbeat is still on
+// its way), a stand-in for it: a request to an instance that does not
+// serve the stage finds no responders and goes to another replica.
 func (s *stageSender) homeReplica(home string) *replicaState {
 	if home == "" || s.fixed != "" {
 		return nil
 	}
 	stale := s.staleBefore()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if rs := s.replicas[home]; rs != nil && rs.inRotation(stale) {
+	rs := s.replicas[home]
+	s.mu.Unlock()
+	switch {
+	case rs == nil:
+		rs = &replicaState{inst: home, subject: s.n.directSubject(s.stage, home)}
+		rs.rot.Store(newRotation())
+		return rs
+	case rs.inRotation(stale):
 		return rs
 	}
 	return nil

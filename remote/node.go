@@ -28,7 +28,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Codecs encode the events crossing nodes (nil: DefaultCodecs).
 	Codecs *Codecs
+	// Context, if set, bounds Join's wait for a NATS server that is not
+	// up yet: Join waits until the server comes up or Context is done
+	// (a signal), logging a WARN line every WaitWarnEvery. Nil: Join
+	// waits at most 30s.
+	Context context.Context
 }
+
+// WaitWarnEvery is how often Join logs at WARN while it waits for the
+// NATS server to come up.
+const WaitWarnEvery = 5 * time.Second
 
 // Node is this process's membership of a cluster: its NATS connection
 // (and embedded server, if it runs one), the remote sinks of the stages
@@ -118,28 +127,10 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		return nil, fmt.Errorf("remote: connect to NATS %q: %w", url, err)
 	}
 	n.nc = nc
-	// A server not up yet (a worker started before the front) is waited
-	// for; the client reconnects on its own. A server that refuses this
-	// node (wrong token, TLS mismatch) ends the wait at once.
-	for wait := 0; !nc.IsConnected() && wait < 300; wait++ {
-		if err := nc.LastError(); refused(err) || nc.IsClosed() {
-			nc.Close()
-			n.stopServer()
-			return nil, fmt.Errorf("remote: NATS server %q refused this node: %w", url, err)
-		}
-		if wait == 0 {
-			n.log.Info("remote: waiting for the NATS server", "url", url)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !nc.IsConnected() {
-		err := nc.LastError()
+	if err := n.waitConnected(url, o.Context); err != nil {
 		nc.Close()
 		n.stopServer()
-		if err != nil {
-			return nil, fmt.Errorf("remote: NATS server %q not reachable within 30s: %w", url, err)
-		}
-		return nil, fmt.Errorf("remote: NATS server %q not reachable within 30s", url)
+		return nil, err
 	}
 	if n.js, err = nc.JetStream(); err != nil {
 		n.Close()
@@ -155,6 +146,49 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 	}
 	n.log.Info("remote: joined the cluster", "nats", n.URL(), "instance", n.inst)
 	return n, nil
+}
+
+// waitConnected waits for the NATS connection to come up: a server not
+// up yet (a worker started before the front) is waited for, the client
+// reconnecting on its own, with a WARN line every WaitWarnEvery; a
+// server that refuses this node (wrong token, TLS mismatch) ends the wait
+// at once, and so does ctx (nil: the wait lasts at most 30s).
+func (n *Node) waitConnected(url string, ctx context.Context) error {
+	nc := n.nc
+	limit := time.Duration(0) // none
+	if ctx == nil {
+		ctx, limit = context.Background(), 30*time.Second
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	var warned time.Duration
+	for !nc.IsConnected() {
+		if err := nc.LastError(); refused(err) || nc.IsClosed() {
+			return fmt.Errorf("remote: NATS server %q refused this node: %w", url, err)
+		}
+		waited := time.Since(start)
+		if limit > 0 && waited >= limit {
+			if err := nc.LastError(); err != nil {
+				return fmt.Errorf("remote: NATS server %q not reachable within %v: %w", url, limit, err)
+			}
+			return fmt.Errorf("remote: NATS server %q not reachable within %v", url, limit)
+		}
+		if waited >= warned {
+			args := []any{"url", url, "waited", waited.Round(time.Second)}
+			if err := nc.LastError(); err != nil {
+				args = append(args, "err", err)
+			}
+			n.log.Warn("remote: waiting for the NATS server", args...)
+			warned += WaitWarnEvery
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("remote: stopped while waiting for the NATS server %q: %w", url, context.Cause(ctx))
+		}
+	}
+	return nil
 }
 
 // embed starts the embedded NATS server, requiring token (if not empty)

@@ -232,12 +232,7 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) 
 			}
 			s.latency.add(time.Since(start))
 			if v.inst != "" && s.fixed == "" {
-				if rs == nil || rs.inst != v.inst || rs.out.Load() {
-					rs = s.heard(v.inst, v.detail.Node)
-				} else {
-					rs.seen.Store(s.now().UnixNano())
-				}
-				rs.len.Store(int64(v.len))
+				rs = s.answered(rs, v)
 			}
 			return v, rs, nil
 		case errors.Is(err, nats.ErrNoResponders):

@@ -1,19 +1,25 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/remote"
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // clusterFlags are the -node, -nats, -nats-listen, -nats-token-file and
 // -nats-tls-{cert,key,ca} flags: each one given overrides its key of
 // global.cluster.
 type clusterFlags struct {
+	// ctx is done once the process is asked to stop (SIGINT, SIGTERM):
+	// it ends a wait for the NATS server.
+	ctx                       context.Context
 	node, nats, listen        optionalString
 	tokenFile                 optionalString
 	natsCert, natsKey, natsCA optionalString
@@ -67,7 +73,42 @@ func haboobCodecs() *remote.Codecs {
 	c := remote.NewCodecs()
 	remote.RegisterFunc(c, "haboob.Request", encodeRequest, decodeRequest)
 	remote.RegisterFunc(c, "haboob.Reply", encodeReply, decodeReply)
+	// With several front nodes (all hosting HttpSend), a worker's reply
+	// goes to the front that holds its request's connection.
+	remote.SetHome(c, replyHome)
 	return c
+}
+
+// replyHome is the front instance a reply belongs to: the one its
+// request came from, when the request came from another node.
+func replyHome(r *http.Reply) string {
+	if r == nil || r.Req == nil {
+		return ""
+	}
+	if ref, ok := r.Req.Conn.(requestRef); ok {
+		return ref.Inst
+	}
+	return ""
+}
+
+// servesFiles reports whether this process hosts a stage that reads the
+// document root (CacheMiss): a cluster node that does not (a worker)
+// needs no site. cf's -node overrides the configuration's node name.
+func servesFiles(cfg *stage.Config, cf *clusterFlags) bool {
+	cc, ok, err := remote.ClusterFrom(cfg)
+	if !ok || err != nil {
+		return true // one process: it serves everything (errors: found later)
+	}
+	if cf != nil {
+		cf.override(&cc)
+	}
+	for i := range cfg.Stages {
+		sc := &cfg.Stages[i].Config
+		if sc.Handler == haboob.HandlerCacheMiss && sc.HostedOn(cc.Node) {
+			return true
+		}
+	}
+	return false
 }
 
 // requestRef names a front node's request on a worker (in Request.Conn).
@@ -161,4 +202,13 @@ func decodeReply(w *remote.Wire, data []byte) (*http.Reply, error) {
 	}
 	resp := &http.Response{Status: wr.Status, Header: wr.Header, Body: wr.Body, ContentLength: int64(len(wr.Body)), Close: wr.Close}
 	return &http.Reply{Req: req, Resp: resp}, nil
+}
+
+// context returns the context that ends a wait for the NATS server (nil:
+// no flags, Join's own bound).
+func (f *clusterFlags) context() context.Context {
+	if f == nil {
+		return nil
+	}
+	return f.ctx
 }

@@ -28,6 +28,7 @@ import (
 var (
 	joinedRE      = regexp.MustCompile(`msg="remote: joined the cluster" node=\S+ nats=(\S+)`)
 	nodeReadyRE   = regexp.MustCompile(`msg="haboob: ready"`)
+	profilerRE    = regexp.MustCompile(`msg="haboob: profiler dashboard" url=(\S+)`)
 	clusterConfig = "../../configs/haboob-cluster.yaml"
 )
 
@@ -36,7 +37,18 @@ type node struct {
 	cmd  *exec.Cmd
 	addr string // HTTP address, if it serves HTTP
 	nats string // NATS URL it joined or embeds
+	prof string // its profiler's dashboard URL, if it runs one
 	done chan struct{}
+
+	mu  sync.Mutex
+	log strings.Builder // its stderr
+}
+
+// logged returns what the node wrote to stderr so far.
+func (n *node) logged() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.log.String()
 }
 
 // startNode runs the binary and waits until it reports ready.
@@ -62,6 +74,12 @@ func startNode(t *testing.T, bin string, args ...string) *node {
 		once := sync.Once{}
 		for sc.Scan() {
 			line := sc.Text()
+			n.mu.Lock()
+			n.log.WriteString(line + "\n")
+			n.mu.Unlock()
+			if m := profilerRE.FindStringSubmatch(line); m != nil {
+				n.prof = m[1]
+			}
 			if m := joinedRE.FindStringSubmatch(line); m != nil {
 				n.nats = m[1]
 			}

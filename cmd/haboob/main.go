@@ -158,6 +158,8 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 	switch {
 	case root != "":
 		// The flag wins over the configuration.
+	case !servesFiles(cfg, cf):
+		// A cluster node with no file stage (a worker): no site.
 	case croot != "":
 		log.Info("haboob: serving the configured root", "root", croot)
 	default:
@@ -173,16 +175,23 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 		log.Info("haboob: serving the bundled site", "root", dir)
 	}
 
+	sigs, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	if cf != nil {
+		cf.ctx = sigs // a signal ends a wait for the NATS server
+	}
 	in, err := buildNode(log, cfg, root, addr, func(pcfg *profiler.Config) {
 		if prof.set {
 			pcfg.HTTP = prof.value
 		}
 	}, cf)
 	if err != nil {
+		if sigs.Err() != nil && errors.Is(err, context.Canceled) {
+			log.Info("haboob: stopped before joining the cluster", "err", err)
+			return nil
+		}
 		return err
 	}
-	sigs, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
 	if err := in.start(); err != nil {
 		return err
 	}
@@ -290,7 +299,7 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	if cf != nil {
 		override = cf.override
 	}
-	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log}, remote.Options{Codecs: haboobCodecs()}, override)
+	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log}, remote.Options{Codecs: haboobCodecs(), Context: cf.context()}, override)
 	if err != nil {
 		_ = closeAccessLog(al)
 		return nil, err
