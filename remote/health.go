@@ -136,7 +136,8 @@ func (s *stageSender) answered(rs *replicaState, v *verdict) *replicaState {
 	return rs
 }
 
-// watch sweeps the replicas every heartbeat until the node closes.
+// watch sweeps the replicas every heartbeat until the node closes (the
+// only caller of sweep, which owns lastSweep).
 func (s *stageSender) watch() {
 	defer s.n.wg.Done()
 	t := time.NewTicker(s.n.cfg.Heartbeat)
@@ -156,6 +157,14 @@ func (s *stageSender) watch() {
 // long.
 func (s *stageSender) sweep() {
 	now := s.now()
+	last := s.lastSweep
+	s.lastSweep = now
+	if !last.IsZero() && now.Sub(last) > s.staleAfter()/2 {
+		// This process was paused (SIGSTOP) or starved: the silence it
+		// sees is its own. The heartbeats that came meanwhile are
+		// handled before the next sweep.
+		return
+	}
 	stale, forget := now.Add(-s.staleAfter()).UnixNano(), now.Add(-forgetAfter).UnixNano()
 	type gone struct {
 		rs     *replicaState
@@ -201,6 +210,9 @@ func (s *stageSender) sweep() {
 	// rejection.
 	for _, g := range out {
 		g.rot.cancel()
+		if s.n.watcher != nil {
+			s.n.watcher.Out(s.stage, g.rs.inst)
+		}
 	}
 }
 

@@ -78,35 +78,47 @@ func TestReplicaWatch(t *testing.T) {
 	if got := s.Replicas(); got != 2 {
 		t.Fatalf("Replicas() = %d, want 2", got)
 	}
+	// sweepFor moves the clock by d, sweeping every heartbeat as the
+	// watch does.
+	sweepFor := func(d time.Duration) {
+		for step := 100 * time.Millisecond; d > 0; d -= step {
+			clock.advance(step)
+			s.sweep()
+		}
+	}
 	steps := []struct {
 		name    string
+		before  func() // then the clock moves on, sweeping
 		advance time.Duration
-		before  func() // before the sweep
-		wantLog string // in the lines the sweep logs ("": none)
+		wantLog string // in the lines the sweeps log ("": none)
 		inRot   map[*replicaState]bool
 		allOut  bool // pick finds every known replica out of rotation
 	}{
 		{name: "both heard within the bound", advance: 900 * time.Millisecond,
 			inRot: map[*replicaState]bool{a: true, b: true}},
-		{name: "b silent, a beats", advance: 200 * time.Millisecond, before: func() { s.heard("ia", "wa") },
+		{name: "b silent, a beats", before: func() { s.heard("ia", "wa") }, advance: 200 * time.Millisecond,
 			wantLog: `msg="remote: replica left (no heartbeat): out of rotation" replica=wb instance=ib silent=1.1s stage=Work`,
 			inRot:   map[*replicaState]bool{a: true, b: false}},
-		{name: "a silent with a request waiting", advance: 1100 * time.Millisecond, before: func() { a.inflight.Add(1) },
+		{name: "a silent with a request waiting", before: func() { a.inflight.Add(1) }, advance: 1100 * time.Millisecond,
 			wantLog: `msg="remote: replica not answering: out of rotation, its requests answered now" replica=wa instance=ia silent=1.1s waiting=1 stage=Work`,
 			inRot:   map[*replicaState]bool{a: false, b: false}, allOut: true},
-		{name: "b beats again", advance: 100 * time.Millisecond, before: func() { a.inflight.Add(-1); s.heard("ib", "wb") },
+		{name: "b beats again", before: func() { a.inflight.Add(-1); s.heard("ib", "wb") }, advance: 100 * time.Millisecond,
 			inRot: map[*replicaState]bool{a: false, b: true}},
-		{name: "b has no responders", advance: 1100 * time.Millisecond, before: func() { s.heard("ia", "wa"); b.dead.Store(true) },
+		{name: "b has no responders", before: func() { s.heard("ia", "wa"); b.dead.Store(true) }, advance: 100 * time.Millisecond,
 			wantLog: `msg="remote: replica left (no responders on its subject): out of rotation" replica=wb instance=ib stage=Work`,
 			inRot:   map[*replicaState]bool{a: true, b: false}},
+		{name: "this process paused: no decision", before: func() { clock.advance(5 * time.Second) }, advance: 0,
+			inRot: map[*replicaState]bool{a: true, b: false}},
 	}
 	for _, st := range steps {
-		clock.advance(st.advance)
 		if st.before != nil {
 			st.before()
 		}
 		logs.take()
-		s.sweep()
+		if st.advance == 0 {
+			s.sweep()
+		}
+		sweepFor(st.advance)
 		got := logs.take()
 		if st.wantLog != "" && !strings.Contains(got, st.wantLog) {
 			t.Errorf("%s: log lacks %q:\n%s", st.name, st.wantLog, got)
@@ -115,8 +127,8 @@ func TestReplicaWatch(t *testing.T) {
 			t.Errorf("%s: unexpected line:\n%s", st.name, got)
 		}
 		for rs, want := range st.inRot {
-			if got := rs.inRotation(s.staleBefore()); got != want {
-				t.Errorf("%s: replica %s in rotation = %v, want %v", st.name, rs.node, got, want)
+			if got := rs.out.Load(); got == want {
+				t.Errorf("%s: replica %s out of rotation = %v, want %v", st.name, rs.node, got, !want)
 			}
 			if cancelled := rs.rot.Load().ctx.Err() != nil; cancelled == want {
 				t.Errorf("%s: replica %s: its requests' context cancelled = %v", st.name, rs.node, cancelled)
@@ -134,9 +146,7 @@ func TestReplicaWatch(t *testing.T) {
 		t.Errorf("noneInRotation() = %v", err)
 	}
 	// Out of rotation for long: forgotten.
-	clock.advance(forgetAfter + time.Minute)
-	s.sweep()
-	s.sweep()
+	sweepFor(forgetAfter + time.Minute)
 	if n := len(s.replicas); n != 0 {
 		t.Errorf("%d replicas remembered after %v of silence", n, forgetAfter)
 	}

@@ -33,6 +33,25 @@ type Options struct {
 	// (a signal), logging a WARN line every WaitWarnEvery. Nil: Join
 	// waits at most 30s.
 	Context context.Context
+	// Watcher, if set, hears which replica admitted each event this
+	// node's request-mode remote sinks sent, and which replicas are taken
+	// out of rotation: what an application needs to answer at once the
+	// requests a replica took with it (Haboob answers 503 to the HTTP
+	// requests a dead or hung worker had admitted).
+	Watcher ReplicaWatcher
+}
+
+// ReplicaWatcher hears what request-mode remote sinks learn of the
+// replicas of their stages. Its methods are called on the senders'
+// goroutines and must not block.
+type ReplicaWatcher interface {
+	// Admitted: replica inst of stage admitted e (an Enqueue's or
+	// EnqueueMany's event; not a Prepare's).
+	Admitted(stage, inst string, e sink.Event)
+	// Out: replica inst of stage was taken out of rotation (it stopped
+	// sending heartbeats, or its subject had no responders); the events
+	// it admitted and has not answered for may never be handled.
+	Out(stage, inst string)
 }
 
 // WaitWarnEvery is how often Join logs at WARN while it waits for the
@@ -43,15 +62,16 @@ const WaitWarnEvery = 5 * time.Second
 // (and embedded server, if it runs one), the remote sinks of the stages
 // other nodes host, and the replicas of the stages it hosts.
 type Node struct {
-	cfg  ClusterConfig
-	log  *slog.Logger
-	node string // node name
-	inst string // this process, unique
-	srv  *server.Server
-	dir  string // temporary JetStream directory to remove
-	nc   *nats.Conn
-	js   nats.JetStreamContext
-	wire *Wire
+	cfg     ClusterConfig
+	log     *slog.Logger
+	node    string // node name
+	inst    string // this process, unique
+	srv     *server.Server
+	dir     string // temporary JetStream directory to remove
+	nc      *nats.Conn
+	js      nats.JetStreamContext
+	wire    *Wire
+	watcher ReplicaWatcher
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -83,7 +103,8 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 	if o.Codecs == nil {
 		o.Codecs = DefaultCodecs
 	}
-	n := &Node{cfg: cfg, log: o.Logger.With("node", cfg.Node), node: cfg.Node, inst: nuid.Next(), senders: map[string]*stageSender{}}
+	n := &Node{cfg: cfg, log: o.Logger.With("node", cfg.Node), node: cfg.Node, inst: nuid.Next(), senders: map[string]*stageSender{},
+		watcher: o.Watcher}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.wire = newWire(n, o.Codecs, cfg.KeepTTL)
 	opts := []nats.Option{nats.Name("sandstorm " + cfg.Node), nats.MaxReconnects(-1),

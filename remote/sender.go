@@ -62,8 +62,9 @@ type stageSender struct {
 	comb  combiner // concurrent Enqueues, sent together
 	homes sync.Map // home instance → *combiner, for events with a home (Codecs.SetHome)
 
-	now   func() time.Time // the clock of the replicas' health (tests set a fake one)
-	warns frontWarnings
+	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
+	warns     frontWarnings
+	lastSweep time.Time // the watch's
 
 	unanswered, failovers atomic.Uint64
 }
@@ -142,16 +143,19 @@ func (s *stageSender) heartbeat(m *nats.Msg) {
 // reported plus this sender's requests in flight to it; a replica whose
 // request timed out lately only if no other is left), or nil if none is
 // known: then the request goes to the queue group. allOut reports that
-// replicas are known but every one is out of rotation.
+// replicas are known but the watch took every one out of rotation.
 func (s *stageSender) pick() (rs *replicaState, allOut bool) {
 	if s.fixed != "" {
 		return nil, false
 	}
 	stale := s.staleBefore()
 	var fresh, slow []*replicaState
+	out := 0
 	s.mu.Lock()
 	for _, rs := range s.replicas {
 		switch {
+		case rs.out.Load():
+			out++
 		case !rs.inRotation(stale):
 		case rs.timedOut.Load() >= stale:
 			slow = append(slow, rs)
@@ -166,7 +170,7 @@ func (s *stageSender) pick() (rs *replicaState, allOut bool) {
 		live = slow
 	}
 	if len(live) == 0 {
-		return nil, known > 0
+		return nil, known > 0 && out == known
 	}
 	// the least loaded, ties broken from a random start
 	off := rand.IntN(len(live))
@@ -332,6 +336,11 @@ func (s *stageSender) enqueueMany(es []sink.Event) error {
 		return err
 	}
 	s.events.Add(uint64(len(es)))
+	if s.n.watcher != nil && s.fixed == "" {
+		for _, e := range es {
+			s.n.watcher.Admitted(s.stage, v.inst, e)
+		}
+	}
 	return nil
 }
 
@@ -478,6 +487,7 @@ type combiner struct {
 
 // pending is one Enqueue waiting in a combiner.
 type pending struct {
+	event sink.Event
 	enc   []byte // the event, encoded by its own goroutine
 	trace pendingTrace
 	err   error
@@ -497,7 +507,7 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 		s.rejected.Add(1)
 		return err
 	}
-	p.enc, p.err, p.asked, p.trace = enc, nil, false, tracedPending(e)
+	p.event, p.enc, p.err, p.asked, p.trace = e, enc, nil, false, tracedPending(e)
 	c := &s.comb
 	if cd.Home != nil && s.fixed == "" {
 		if home := cd.Home(e); home != "" {
@@ -525,7 +535,7 @@ func (c *combiner) enqueue(s *stageSender, p *pending) error {
 		c.lead(s)
 	}
 	err := p.err
-	p.err = nil
+	p.err, p.event = nil, nil
 	if cap(p.enc) > 4096 {
 		p.enc = nil
 	}
@@ -595,6 +605,9 @@ func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 			p.err = err
 		case v.each[i] == statusOK:
 			s.events.Add(1)
+			if s.n.watcher != nil && s.fixed == "" {
+				s.n.watcher.Admitted(s.stage, v.inst, p.event)
+			}
 		default:
 			d := verdictDetail{}
 			if why < len(v.why) {

@@ -110,6 +110,18 @@ func (w *Wire) Keep(v any) uint64 { return w.kept.put(v) }
 // Take returns and forgets the object Keep stored under id.
 func (w *Wire) Take(id uint64) (any, bool) { return w.kept.take(id) }
 
+// Release forgets the kept object v (compared with ==: a pointer) and
+// reports whether it was still kept: of Release and Take, the first wins,
+// so an object answered another way (its replica left, see
+// ReplicaWatcher) is answered once. It looks through every kept object:
+// call it on rare paths.
+func (w *Wire) Release(v any) bool {
+	if v == nil || !reflect.TypeOf(v).Comparable() {
+		return false
+	}
+	return w.kept.release(v)
+}
+
 // Instance returns the identity of this process on the wire (SinkRef.Inst).
 func (w *Wire) Instance() string { return w.n.inst }
 
@@ -150,6 +162,20 @@ func (k *keptObjects) take(id uint64) (any, bool) {
 		return v, true
 	}
 	return nil, false
+}
+
+func (k *keptObjects) release(v any) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, gen := range []map[uint64]any{k.cur, k.prev} {
+		for id, x := range gen {
+			if x == v {
+				delete(gen, id)
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ---- messages ----

@@ -233,3 +233,42 @@ func TestWorkerWaitingForNATS(t *testing.T) {
 		t.Errorf("left in TMPDIR: %v", left)
 	}
 }
+
+// TestClusterHungWorker SIGSTOPs one of two workers under load: the
+// front takes it out of rotation once its heartbeats stop, logs it, and
+// answers the requests that worker held (503) instead of leaving them to
+// HttpRecv's 5s response timeout; the other worker serves the rest, and
+// the stopped one comes back into rotation after SIGCONT.
+func TestClusterHungWorker(t *testing.T) {
+	bin := buildHaboob(t)
+	front := startNode(t, bin, "-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "")
+	w1 := startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats)
+	startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats)
+	fronts := []*node{front}
+	if ok, _ := loadFronts(t, fronts, 4, 40); ok == 0 {
+		t.Fatal("nothing served before the stop")
+	}
+	done := make(chan struct{})
+	var ok, unavailable int64
+	go func() {
+		defer close(done)
+		ok, unavailable = loadFronts(t, fronts, 8, 400)
+	}()
+	time.Sleep(200 * time.Millisecond) // the load is on (not a pass/fail criterion)
+	if err := w1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitLogged(t, front, `level=WARN msg="remote: replica not answering: out of rotation`)
+	<-done
+	t.Logf("with a worker stopped: %d × 200, %d × 503", ok, unavailable)
+	if ok+unavailable != 400 || ok == 0 {
+		t.Fatalf("%d × 200 and %d × 503 for 400 requests", ok, unavailable)
+	}
+	if err := w1.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitLogged(t, front, `msg="remote: replica answering again: back in rotation"`)
+	if got := front.logged(); strings.Contains(got, "request not answered in time") {
+		t.Errorf("a request waited for the response timeout:\n%s", got)
+	}
+}

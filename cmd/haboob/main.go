@@ -299,11 +299,14 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	if cf != nil {
 		override = cf.override
 	}
-	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log}, remote.Options{Codecs: haboobCodecs(), Context: cf.context()}, override)
+	orphaned := newOrphans(keepTTL(cfg))
+	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log},
+		remote.Options{Codecs: haboobCodecs(orphaned), Context: cf.context(), Watcher: orphaned}, override)
 	if err != nil {
 		_ = closeAccessLog(al)
 		return nil, err
 	}
+	orphaned.watch(node, m)
 	if al != nil {
 		if err := al.Register(m.Metrics()); err != nil {
 			log.Warn("haboob: access log metrics not registered", "err", err)
