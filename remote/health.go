@@ -146,6 +146,7 @@ func (s *stageSender) watch() {
 		select {
 		case <-t.C:
 			s.sweep()
+			s.findSource()
 		case <-s.n.ctx.Done():
 			return
 		}
@@ -296,3 +297,47 @@ func (s *stageSender) homeReplica(home string) *replicaState {
 	}
 	return nil
 }
+
+// from is the request's sending stage: the one stage of this node that
+// enqueues on the sender's stage (traced edges), or "" if none or several
+// do. The replicas count what they admit by it (Node.deliveredFrom), so
+// that the receiving node's graph draws an edge from this stage.
+func (s *stageSender) from() string {
+	if p := s.source.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// findSource sets from from the manager's traced edges.
+func (s *stageSender) findSource() {
+	s.n.mu.Lock()
+	m := s.n.m
+	s.n.mu.Unlock()
+	if m == nil {
+		return
+	}
+	src := ""
+	for _, e := range m.Edges() {
+		if e.To != s.stage || e.From == "" {
+			continue
+		}
+		if _, local := m.Stage(e.From); !local {
+			continue
+		}
+		if src != "" && src != e.From {
+			src = "" // several: nobody in particular
+			break
+		}
+		src = e.From
+	}
+	if cur := s.source.Load(); cur == nil || *cur != src {
+		s.source.Store(&src)
+	}
+}
+
+// Delivered returns how many events replicas of this sender's stage (on
+// other nodes) delivered to the stages this node hosts, by destination:
+// the edges from the remote stage into this node's graph (the profiler
+// draws them instead of edges from outside).
+func (s *stageSender) Delivered() map[string]uint64 { return s.n.deliveredFrom(s.stage) }

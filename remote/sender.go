@@ -65,6 +65,7 @@ type stageSender struct {
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
 	warns     frontWarnings
 	lastSweep time.Time // the watch's
+	source    atomic.Pointer[string] // the one local stage sending here, if one (sourceStage)
 
 	unanswered, failovers atomic.Uint64
 }
@@ -201,7 +202,7 @@ func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState
 	if id == "" {
 		id = s.newID()
 	}
-	data, err := s.n.wire.encodeRequest(&request{op: op, id: id, from: "", ref: s.ref, events: es}, s.stage)
+	data, err := s.n.wire.encodeRequest(&request{op: op, id: id, from: s.from(), ref: s.ref, events: es}, s.stage)
 	if err != nil {
 		s.rejected.Add(1)
 		return nil, nil, err
@@ -581,7 +582,7 @@ func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 	for _, p := range batch {
 		size += len(p.enc)
 	}
-	data := requestHeader(make([]byte, 0, size), opEach, s.newID(), "", s.ref)
+	data := requestHeader(make([]byte, 0, size), opEach, s.newID(), s.from(), s.ref)
 	data = binary.AppendUvarint(data, uint64(len(batch)))
 	var hdr nats.Header
 	for i, p := range batch {
