@@ -64,7 +64,7 @@ type stageSender struct {
 
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
 	warns     frontWarnings
-	lastSweep time.Time // the watch's
+	lastSweep time.Time              // the watch's
 	source    atomic.Pointer[string] // the one local stage sending here, if one (sourceStage)
 
 	unanswered, failovers atomic.Uint64
