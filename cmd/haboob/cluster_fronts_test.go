@@ -46,10 +46,12 @@ func handledBy(t *testing.T, w *node) int {
 
 // loadFronts sends total GET /checksum/ requests over clients
 // connections, spread over the fronts in turn, and counts the answers.
-// A transport error or a status other than 200 and 503 is reported.
+// A transport error or a status other than 200 and 503 is reported. The
+// slowest answer's time is logged (a measurement, not a criterion).
 func loadFronts(t *testing.T, fronts []*node, clients, total int) (ok, unavailable int64) {
 	t.Helper()
-	var sent, okN, unavailableN atomic.Int64
+	var sent, okN, unavailableN, slowest atomic.Int64
+	defer func() { t.Logf("%d requests: slowest answer %v", total, time.Duration(slowest.Load())) }()
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for c := range clients {
@@ -60,6 +62,7 @@ func loadFronts(t *testing.T, fronts []*node, clients, total int) (ok, unavailab
 			defer client.CloseIdleConnections()
 			for i := sent.Add(1); i <= int64(total); i = sent.Add(1) {
 				front := fronts[(int(i)+c)%len(fronts)]
+				start := time.Now()
 				resp, err := client.Get("http://" + front.addr + "/checksum/x" + strconv.FormatInt(i, 10))
 				if err != nil {
 					errs <- err
@@ -67,6 +70,12 @@ func loadFronts(t *testing.T, fronts []*node, clients, total int) (ok, unavailab
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
+				for d := int64(time.Since(start)); ; {
+					cur := slowest.Load()
+					if d <= cur || slowest.CompareAndSwap(cur, d) {
+						break
+					}
+				}
 				switch resp.StatusCode {
 				case 200:
 					okN.Add(1)
