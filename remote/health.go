@@ -256,16 +256,23 @@ func (s *stageSender) noneInRotation() error {
 // Replicas returns how many replicas of the stage are in rotation: heard
 // from within the staleness bound and not gone.
 func (s *stageSender) Replicas() int {
+	n, _ := s.inRotation()
+	return n
+}
+
+// inRotation returns how many replicas are in rotation and the sum of
+// their queue lengths as last reported.
+func (s *stageSender) inRotation() (replicas, queued int) {
 	stale := s.staleBefore()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
 	for _, rs := range s.replicas {
 		if rs.inRotation(stale) {
-			n++
+			replicas++
+			queued += int(rs.len.Load())
 		}
 	}
-	return n
+	return replicas, queued
 }
 
 // inRotation reports whether rs may be sent requests: not gone, not out

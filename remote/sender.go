@@ -413,16 +413,8 @@ func (t *remoteTxn) Abort()  { t.finish(opAbort) }
 // Len returns the sum of the queue lengths of the replicas in rotation,
 // as last reported.
 func (s *stageSender) Len() int {
-	stale := s.staleBefore()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	total := 0
-	for _, rs := range s.replicas {
-		if rs.inRotation(stale) {
-			total += int(rs.len.Load())
-		}
-	}
-	return total
+	_, queued := s.inRotation()
+	return queued
 }
 
 // SetPredicate sets a predicate run on this node before an event is sent
