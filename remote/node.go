@@ -128,9 +128,25 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		token = tok
 		opts = append(opts, nats.Token(token))
 	}
+	var nkeyPub string
+	if cfg.NKeyFile != "" {
+		pub, err := readNKey(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: global.cluster.nkeyFile: %v", stage.ErrInvalidConfig, err)
+		}
+		opt, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: global.cluster.nkeyFile %q: no NKey seed in it", stage.ErrInvalidConfig, cfg.NKeyFile)
+		}
+		nkeyPub = pub
+		opts = append(opts, opt)
+	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
 	url := cfg.NATS
 	if url == "" {
-		if err := n.embed(token); err != nil {
+		if err := n.embed(token, nkeyPub); err != nil {
 			return nil, err
 		}
 		// In-process: no TLS needed, but the token is.
@@ -212,11 +228,15 @@ func (n *Node) waitConnected(url string, ctx context.Context) error {
 	return nil
 }
 
-// embed starts the embedded NATS server, requiring token (if not empty)
-// from every client and speaking TLS if the configuration says so.
-func (n *Node) embed(token string) error {
+// embed starts the embedded NATS server, requiring token or the NKey
+// user nkeyPub (if not empty) from every client and speaking TLS if the
+// configuration says so.
+func (n *Node) embed(token, nkeyPub string) error {
 	opts := &server.Options{ServerName: "sandstorm-" + n.node, JetStream: true, StoreDir: n.cfg.StoreDir, NoSigs: true, NoLog: true,
 		Authorization: token}
+	if nkeyPub != "" {
+		opts.Nkeys = []*server.NkeyUser{{Nkey: nkeyPub}}
+	}
 	if t := n.cfg.TLS; t.Enabled() {
 		if t.Cert == "" {
 			return fmt.Errorf("%w: global.cluster.tls: the node embedding the NATS server needs cert and key", stage.ErrInvalidConfig)

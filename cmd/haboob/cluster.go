@@ -18,15 +18,16 @@ import (
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
-// clusterFlags are the -node, -nats, -nats-listen, -nats-token-file and
-// -nats-tls-{cert,key,ca} flags: each one given overrides its key of
-// global.cluster.
+// clusterFlags are the -node, -nats, -nats-listen, -nats-token-file,
+// -nats-nkey-file, -nats-creds-file and -nats-tls-{cert,key,ca} flags:
+// each one given overrides its key of global.cluster.
 type clusterFlags struct {
 	// ctx is done once the process is asked to stop (SIGINT, SIGTERM):
 	// it ends a wait for the NATS server.
 	ctx                       context.Context
 	node, nats, listen        optionalString
-	tokenFile                 optionalString
+	tokenFile, nkeyFile       optionalString
+	credsFile                 optionalString
 	natsCert, natsKey, natsCA optionalString
 	tls                       tlsFlags // the HTTPS flags travel along to buildNode
 	access                    accessLogFlags
@@ -37,7 +38,8 @@ type tlsFlags struct{ addr, cert, key string }
 
 // given reports whether any cluster flag was given.
 func (f *clusterFlags) given() bool {
-	return f.node.set || f.nats.set || f.listen.set || f.tokenFile.set || f.natsCert.set || f.natsKey.set || f.natsCA.set
+	return f.node.set || f.nats.set || f.listen.set || f.tokenFile.set || f.nkeyFile.set || f.credsFile.set ||
+		f.natsCert.set || f.natsKey.set || f.natsCA.set
 }
 
 func (f *clusterFlags) override(cc *remote.ClusterConfig) {
@@ -52,6 +54,12 @@ func (f *clusterFlags) override(cc *remote.ClusterConfig) {
 	}
 	if f.tokenFile.set {
 		cc.TokenFile = f.tokenFile.value
+	}
+	if f.nkeyFile.set {
+		cc.NKeyFile = f.nkeyFile.value
+	}
+	if f.credsFile.set {
+		cc.CredsFile = f.credsFile.value
 	}
 	if f.natsCert.set {
 		cc.TLS.Cert = f.natsCert.value

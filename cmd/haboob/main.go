@@ -4,7 +4,8 @@
 //
 //	haboob [-config FILE] [-root DIR] [-addr HOST:PORT] [-profiler HOST:PORT]
 //	       [-tls-addr HOST:PORT [-tls-cert FILE -tls-key FILE]] [-debug]
-//	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT] [-nats-token-file FILE]
+//	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT]
+//	       [-nats-token-file FILE | -nats-nkey-file FILE | -nats-creds-file FILE]
 //	       [-nats-tls-cert FILE -nats-tls-key FILE] [-nats-tls-ca FILE]
 //	       [-access-log PATH|- [-access-log-format combined|json]]
 //
@@ -38,7 +39,9 @@
 // embedding one, and -nats-listen is where the embedded server takes
 // other processes' connections. -nats-token-file names a file holding
 // the cluster's token (the embedded server requires it, every node
-// presents it), and -nats-tls-cert, -nats-tls-key and -nats-tls-ca make
+// presents it) — or -nats-nkey-file an NKey user seed (the server admits
+// that user only), or -nats-creds-file a creds file for an external
+// operator-mode server —, and -nats-tls-cert, -nats-tls-key and -nats-tls-ca make
 // NATS speak TLS (see remote.ClusterTLS). The flags override
 // global.cluster's node, nats, listen, tokenFile and tls.{cert,key,ca}; a
 // configuration without a cluster block starts no NATS. Cluster flags without -config select the embedded
@@ -94,6 +97,8 @@ func run(args []string) int {
 	fs.Var(&cf.nats, "nats", `NATS server URL to join, overriding global.cluster.nats ("": embed one)`)
 	fs.Var(&cf.listen, "nats-listen", "client address of the embedded NATS server, overriding global.cluster.listen")
 	fs.Var(&cf.tokenFile, "nats-token-file", "file holding the cluster's NATS token (required by the embedded server, presented by every node), overriding global.cluster.tokenFile")
+	fs.Var(&cf.nkeyFile, "nats-nkey-file", "file holding the cluster's NKey user seed (the embedded server admits only that user, every node signs with it), overriding global.cluster.nkeyFile")
+	fs.Var(&cf.credsFile, "nats-creds-file", "NATS credentials file (user JWT and seed) for an external operator-mode server, overriding global.cluster.credsFile")
 	fs.Var(&cf.natsCert, "nats-tls-cert", "NATS TLS certificate (PEM), overriding global.cluster.tls.cert")
 	fs.Var(&cf.natsKey, "nats-tls-key", "NATS TLS private key (PEM), overriding global.cluster.tls.key")
 	fs.Var(&cf.natsCA, "nats-tls-ca", "CA (PEM) NATS peers are verified against, overriding global.cluster.tls.ca")
