@@ -23,7 +23,9 @@ import (
 // SinkStats.Unanswered) and no new request goes to it. A heartbeat brings
 // it back. While every replica it knows is out of rotation, an enqueue is
 // rejected at once. Each of these is logged at WARN, at most one line a
-// second per cause and stage, with the count of the lines suppressed.
+// second per cause and stage, with the count of the lines suppressed
+// (departures only by a sink that has sent something: a node hears the
+// replicas of every stage it does not host, used or not).
 
 // forgetAfter is how long a replica out of rotation is remembered (to
 // log its return, and to reject at once while it is the only one).
@@ -192,7 +194,13 @@ func (s *stageSender) sweep() {
 		out = append(out, gone{rs: rs, rot: rs.rot.Load(), dead: dead, waited: rs.inflight.Load()})
 	}
 	s.mu.Unlock()
+	// A sink this node never sent through (a stage it does not use, whose
+	// replicas it hears all the same) stays quiet about departures.
+	quiet := s.sent.Load() == 0
 	for _, g := range out {
+		if quiet {
+			break
+		}
 		silence := time.Duration(now.UnixNano() - g.rs.seen.Load()).Round(time.Millisecond)
 		switch {
 		case g.dead:
@@ -204,7 +212,7 @@ func (s *stageSender) sweep() {
 			s.warn(&s.warns.left, "remote: replica left (no heartbeat): out of rotation", "replica", g.rs.node, "instance", g.rs.inst, "silent", silence)
 		}
 	}
-	if len(out) > 0 && live == 0 {
+	if len(out) > 0 && live == 0 && !quiet {
 		s.warn(&s.warns.none, "remote: no replica of the stage left in rotation: its enqueues are rejected")
 	}
 	// Logged first, so the line is out before the callers see their

@@ -71,6 +71,7 @@ func watchedSender(t *testing.T, rc StageConfig) (*stageSender, *fakeClock, *log
 
 func TestReplicaWatch(t *testing.T) {
 	s, clock, logs := watchedSender(t, StageConfig{})
+	s.sent.Add(1) // a sink in use: it logs departures
 	a, b := s.heard("ia", "wa"), s.heard("ib", "wb")
 	if got := logs.take(); !strings.Contains(got, `msg="remote: replica joined" replica=wa instance=ia stage=Work`) {
 		t.Fatalf("no join line for the first replica:\n%s", got)
@@ -149,6 +150,17 @@ func TestReplicaWatch(t *testing.T) {
 	sweepFor(forgetAfter + time.Minute)
 	if n := len(s.replicas); n != 0 {
 		t.Errorf("%d replicas remembered after %v of silence", n, forgetAfter)
+	}
+
+	// A sink that never sent says nothing of departures.
+	unused, clock2, logs2 := watchedSender(t, StageConfig{})
+	unused.heard("ic", "wc")
+	for range 20 {
+		clock2.advance(100 * time.Millisecond)
+		unused.sweep()
+	}
+	if got := logs2.String(); strings.Contains(got, "out of rotation") || strings.Contains(got, "no replica") {
+		t.Errorf("an unused sink logged a departure:\n%s", got)
 	}
 }
 
