@@ -1,10 +1,10 @@
 package remote_test
 
 import (
-	"log/slog"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
