@@ -209,7 +209,7 @@ func (s *stageSender) sweep() {
 			s.warn(&s.warns.silent, "remote: replica not answering: out of rotation, its requests answered now", "replica", g.rs.node,
 				"instance", g.rs.inst, "silent", silence, "waiting", g.waited)
 		default:
-			s.warn(&s.warns.left, "remote: replica left (no heartbeat): out of rotation", "replica", g.rs.node, "instance", g.rs.inst, "silent", silence)
+			s.warn(&s.warns.left, "remote: replica silent (no heartbeat: gone or hung): out of rotation", "replica", g.rs.node, "instance", g.rs.inst, "silent", silence)
 		}
 	}
 	if len(out) > 0 && live == 0 && !quiet {

@@ -98,7 +98,7 @@ func TestReplicaWatch(t *testing.T) {
 		{name: "both heard within the bound", advance: 900 * time.Millisecond,
 			inRot: map[*replicaState]bool{a: true, b: true}},
 		{name: "b silent, a beats", before: func() { s.heard("ia", "wa") }, advance: 200 * time.Millisecond,
-			wantLog: `msg="remote: replica left (no heartbeat): out of rotation" replica=wb instance=ib silent=1.1s stage=Work`,
+			wantLog: `msg="remote: replica silent (no heartbeat: gone or hung): out of rotation" replica=wb instance=ib silent=1.1s stage=Work`,
 			inRot:   map[*replicaState]bool{a: true, b: false}},
 		{name: "a silent with a request waiting", before: func() { a.inflight.Add(1) }, advance: 1100 * time.Millisecond,
 			wantLog: `msg="remote: replica not answering: out of rotation, its requests answered now" replica=wa instance=ia silent=1.1s waiting=1 stage=Work`,

@@ -59,6 +59,6 @@ func TestPartitionedReplica(t *testing.T) {
 		t.Errorf("the cut-off replica handled %d events after the cut", got-before)
 	}
 	waitFor(t, "node a's WARN line", func() bool {
-		return strings.Contains(logs.String(), `level=WARN msg="remote: replica left`)
+		return strings.Contains(logs.String(), `out of rotation" node=a replica=b`)
 	})
 }

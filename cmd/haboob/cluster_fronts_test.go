@@ -142,7 +142,7 @@ func TestClusterTwoFrontsTwoWorkers(t *testing.T) {
 		t.Fatalf("after the kill: %d × 200 and %d × 503 for 200 requests", ok, unavailable)
 	}
 	for _, f := range fronts {
-		waitLogged(t, f, `level=WARN msg="remote: replica left`)
+		waitLogged(t, f, `out of rotation" node=front replica=worker`)
 	}
 	before := handledBy(t, w2)
 	if ok, _ := loadFronts(t, fronts, 2, 20); ok == 0 {
@@ -267,7 +267,7 @@ func TestClusterHungWorker(t *testing.T) {
 	if err := w1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitLogged(t, front, `level=WARN msg="remote: replica not answering: out of rotation`)
+	waitLogged(t, front, `out of rotation" node=front replica=worker`)
 	<-done
 	t.Logf("with a worker stopped: %d × 200, %d × 503", ok, unavailable)
 	if ok+unavailable != 400 || ok == 0 {
