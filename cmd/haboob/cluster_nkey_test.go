@@ -1,14 +1,11 @@
 package main
 
 import (
-	"io"
-	nethttp "net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nkeys"
 )
@@ -33,15 +30,7 @@ func TestClusterWithNKey(t *testing.T) {
 	front := startNode(t, bin, "-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "",
 		"-nats-nkey-file", seedFile)
 	worker := startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats, "-nats-nkey-file", seedFile)
-	resp, err := (&nethttp.Client{Timeout: 30 * time.Second}).Get("http://" + front.addr + "/checksum/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("/checksum/ through the worker: %d", resp.StatusCode)
-	}
+	checksumThrough(t, front)
 	out, err := exec.Command(bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "refused this node") {
 		t.Fatalf("a worker without the seed: %v\n%s", err, out)
