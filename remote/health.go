@@ -182,6 +182,7 @@ func (s *stageSender) sweep() {
 		if rs.out.Load() {
 			if rs.seen.Load() < forget {
 				delete(s.replicas, inst)
+				s.homes.Delete(inst) // its events' combiner, if it was a home
 			}
 			continue
 		}

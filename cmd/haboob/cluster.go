@@ -82,7 +82,11 @@ func (f *clusterFlags) override(cc *remote.ClusterConfig) {
 // request, which the front takes back (Wire.Take) to answer on its
 // connection. Replies carry an in-memory response; a streamed reply or a
 // completion callback cannot cross nodes and is an error at Enqueue.
-func haboobCodecs(o *orphans) *remote.Codecs {
+func haboobCodecs() *remote.Codecs { return haboobCodecsFor(nil) }
+
+// haboobCodecsFor is haboobCodecs telling o (if not nil) of the replies
+// that came back, so that it stops following their requests.
+func haboobCodecsFor(o *orphans) *remote.Codecs {
 	c := remote.NewCodecs()
 	remote.RegisterFunc(c, "haboob.Request", encodeRequest, decodeRequest)
 	remote.RegisterFunc(c, "haboob.Reply", encodeReply, func(w *remote.Wire, data []byte) (*http.Reply, error) {

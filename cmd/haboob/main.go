@@ -306,7 +306,7 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	}
 	orphaned := newOrphans(keepTTL(cfg))
 	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log},
-		remote.Options{Codecs: haboobCodecs(orphaned), Context: cf.context(), Watcher: orphaned}, override)
+		remote.Options{Codecs: haboobCodecsFor(orphaned), Context: cf.context(), Watcher: orphaned}, override)
 	if err != nil {
 		_ = closeAccessLog(al)
 		return nil, err
