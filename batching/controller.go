@@ -195,7 +195,39 @@ func New(cfg Config) *Controller {
 }
 
 // Config returns the configuration with defaults applied.
-func (c *Controller) Config() Config { return c.cfg }
+func (c *Controller) Config() Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg
+}
+
+// SetConfig replaces the controller's configuration while it runs, as a
+// configuration reload does; Enabled stays as it is (the driver decides
+// whether it runs). The factor moves into the new [Min, Max]; when the
+// bounds change, the search starts over from Max, as after a workload
+// change (the rates measured with the old bounds say nothing about the
+// new ones), though Resets does not count it. It returns cfg's error if it is invalid, and changes
+// nothing then.
+func (c *Controller) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg.Enabled = c.cfg.Enabled
+	cfg = cfg.withDefaults()
+	rebound := cfg.Min != c.cfg.Min || cfg.Max != c.cfg.Max
+	if cfg.Window != c.cfg.Window {
+		c.window = ring.New[float64](cfg.Window)
+	}
+	c.cfg = cfg
+	if rebound { // a reset, not counted among the workload changes
+		c.window.Clear()
+		c.phase, c.prevRate = shrinking, 0
+		c.setFactor(float64(c.cfg.Max))
+	}
+	return nil
+}
 
 // BatchSize returns the current batching factor: the most events a handler
 // invocation should receive. It is safe and cheap to call from any

@@ -16,6 +16,8 @@
 // The controller is a clock-free state machine: the stage feeds it its
 // cumulative completion count once per interval with
 // [Controller.Observe], and workers read the current factor with
-// [Controller.BatchSize], an atomic load safe on the hot path. The package
-// imports nothing from the rest of the project.
+// [Controller.BatchSize], an atomic load safe on the hot path.
+// [Controller.SetConfig] changes its bounds and settings while it runs (a
+// configuration reload). The package imports nothing from the rest of the
+// project.
 package batching

@@ -47,10 +47,11 @@ type Degrader struct {
 	cfg DegraderConfig
 	rt  *ResponseTime // nil: fed through Update only
 
-	mu    sync.Mutex
-	q     float64
-	last  time.Time
-	admit bool
+	mu       sync.Mutex
+	q        float64
+	last     time.Time
+	admit    bool
+	pressure bool // SetPressure's; the ResponseTime's counts too
 }
 
 // NewDegrader returns a controller at full quality with admission off,
@@ -116,6 +117,35 @@ func (d *Degrader) Admission() bool {
 	return d.admit
 }
 
+// PressureTaker is implemented by predicates that take resource pressure:
+// the runtime's memory monitor (stage.SignalMemory) puts every stage's
+// predicates under pressure while memory is high.
+type PressureTaker interface {
+	SetPressure(on bool)
+}
+
+// SetPressure tells the ResponseTime that the process is short of a
+// resource (memory): a Degrader driving it serves at its lowest quality
+// until the pressure is lifted. Admission is not changed.
+func (r *ResponseTime) SetPressure(on bool) { r.pressure.Store(on) }
+
+// Pressure reports whether SetPressure put r under pressure.
+func (r *ResponseTime) Pressure() bool { return r.pressure.Load() }
+
+// SetPressure puts the controller under resource pressure (or lifts it),
+// for a Degrader without a ResponseTime; with one, the ResponseTime's
+// pressure counts too. Under pressure Observe and Update return the
+// lowest quality at once; once lifted, the quality climbs back by
+// Increase per Interval as usual.
+func (d *Degrader) SetPressure(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pressure = on
+	if on {
+		d.q = d.cfg.Min
+	}
+}
+
 // Observe runs the controller at time now on its ResponseTime's current
 // p90 and target, and returns the quality to serve at. Without a
 // ResponseTime it returns the current quality.
@@ -134,6 +164,10 @@ func (d *Degrader) Observe(now time.Time) float64 {
 func (d *Degrader) Update(now time.Time, p90, target time.Duration) (quality float64, admission bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.pressure || d.rt != nil && d.rt.Pressure() {
+		d.q = d.cfg.Min // short of memory: the least work per request
+		return d.q, d.admit
+	}
 	if p90 <= 0 || target <= 0 || now.Sub(d.last) < d.cfg.Interval {
 		return d.q, d.admit
 	}

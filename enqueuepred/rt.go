@@ -395,7 +395,10 @@ type ResponseTime struct {
 	p       params
 	enabled atomic.Bool
 	next    atomic.Int64 // fast mode: ns since origin when the controller is due
-	log     *slog.Logger
+	// pressure: the process is short of a resource (SetPressure, in
+	// degrade.go); the stage's Degrader serves at its lowest quality.
+	pressure atomic.Bool
+	log      *slog.Logger
 
 	mu sync.Mutex
 }

@@ -123,6 +123,8 @@ type Connection struct {
 	// calls are the Done callbacks collected under mu, run by unlock
 	// after mu is released.
 	calls []doneCall
+	// life is the requests' Context, cancelled on close (request_context.go).
+	life connContext
 }
 
 // pipeline is a Connection's request side: received bytes held, parsed

@@ -318,5 +318,6 @@ func (c *Connection) onClosed(ev aio.SinkClosed) {
 	c.failLocked(err)
 	c.releaseBodiesLocked()
 	c.unlock()
+	c.life.close(err)
 	c.srv.remove(c)
 }

@@ -1,14 +1,21 @@
 package http
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // requestContext is Request's context field's type, named here so that
 // everything about the context lives in this file.
 type requestContext = context.Context
 
-// Context returns the request's context: context.Background() unless
-// SetContext gave it another. The server does not end it when the
-// connection closes: it carries values (a trace span), not cancellation.
+// Context returns the request's context. Unless SetContext gave it
+// another, it is its connection's: cancelled when the connection closes
+// (the client went away, a timeout or the server closed it), with
+// context.Cause naming why, so that a handler doing long work for the
+// request can stop. A context SetContext gives that derives from this one
+// (a trace span's, as otelstage sets) is cancelled with it. A Request no
+// server parsed has context.Background().
 //
 // With Context a Request is a stage.ContextEvent, and with SetContext a
 // stage.ContextSetter, so otelstage traces Haboob's requests: each
@@ -18,7 +25,49 @@ func (r *Request) Context() context.Context {
 	if r.ctx != nil {
 		return r.ctx
 	}
+	if c, ok := r.Conn.(*Connection); ok {
+		return c.life.context()
+	}
 	return context.Background()
+}
+
+// TraceHeader returns the request's header field key, for otelstage's
+// trace propagation (otelstage.HeaderCarrier): a `traceparent` from the
+// client continues its trace.
+func (r *Request) TraceHeader(key string) string { return r.Header.Get(key) }
+
+// connContext is a Connection's context, made on the first request that
+// asks for it (most never do) and cancelled when the connection closes.
+type connContext struct {
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	cause  error // set once closed
+}
+
+func (cc *connContext) context() context.Context {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.ctx == nil {
+		cc.ctx, cc.cancel = context.WithCancelCause(context.Background())
+		if cc.cause != nil {
+			cc.cancel(cc.cause)
+		}
+	}
+	return cc.ctx
+}
+
+// close cancels the context with cause (the connection closed).
+func (cc *connContext) close(cause error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.cause != nil {
+		return
+	}
+	cc.cause = cause
+	if cc.cancel != nil {
+		cc.cancel(cause)
+	}
 }
 
 // SetContext replaces the request's context (nil: context.Background()).

@@ -20,6 +20,11 @@
 // the start of the batch, as the attribute sandstorm.queue_wait_ns (the
 // stage's queue then reads the clock for every event; stage.WrapWaits).
 //
+// An event without a span in its context that carries a W3C
+// `traceparent` header (HeaderCarrier: an http.Request) continues the
+// remote caller's trace: its first stage's span (Haboob's HttpRecv) is a
+// child of the caller's span, and has its trace ID.
+//
 // Without a TracerProvider (nil) Handler returns the handler as it is.
 // Events without a context are not traced; events whose context cannot be
 // replaced get sibling spans, as before. A span covers the batch the
@@ -34,6 +39,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -69,6 +75,7 @@ func Handler(tp trace.TracerProvider, h stage.Handler) stage.Handler {
 			if ctx == nil {
 				ctx = context.Background()
 			}
+			ctx = continueRemote(ctx, e)
 			attrs := []attribute.KeyValue{attribute.String("sandstorm.stage", name), attribute.Int("sandstorm.batch_size", len(batch))}
 			if waits[i] >= 0 {
 				attrs = append(attrs, attribute.Int64(QueueWaitKey, int64(waits[i])))
@@ -99,6 +106,36 @@ func Handler(tp trace.TracerProvider, h stage.Handler) stage.Handler {
 		return err
 	})
 }
+
+// HeaderCarrier is implemented by events that carry a remote caller's
+// trace context in header fields: an http.Request, whose W3C
+// `traceparent` and `tracestate` fields (TraceContext) continue the
+// caller's trace.
+type HeaderCarrier interface {
+	TraceHeader(key string) string
+}
+
+// traceContext is the W3C Trace Context propagator the stage spans of a
+// HeaderCarrier event without a span continue from.
+var traceContext = propagation.TraceContext{}
+
+// continueRemote returns ctx with the remote span context of e's
+// `traceparent` field when ctx has no span yet (the event's first stage:
+// Haboob's HttpRecv), so that its span is a child of the caller's.
+func continueRemote(ctx context.Context, e sink.Event) context.Context {
+	hc, ok := e.(HeaderCarrier)
+	if !ok || trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	return traceContext.Extract(ctx, headerCarrier{hc})
+}
+
+// headerCarrier adapts a HeaderCarrier to the propagator's read side.
+type headerCarrier struct{ h HeaderCarrier }
+
+func (c headerCarrier) Get(key string) string { return c.h.TraceHeader(key) }
+func (c headerCarrier) Set(string, string)    {} // extraction never sets
+func (c headerCarrier) Keys() []string        { return nil }
 
 // QueueWaitKey is the span attribute holding the event's queue wait in
 // nanoseconds: from its enqueue on the stage to the start of its batch.

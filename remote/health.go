@@ -207,7 +207,7 @@ func (s *stageSender) sweep() {
 		case g.dead:
 			s.warn(&s.warns.left, "remote: replica left (no responders on its subject): out of rotation", "replica", g.rs.node, "instance", g.rs.inst)
 		case g.waited > 0:
-			s.warn(&s.warns.silent, "remote: replica not answering: out of rotation, its requests answered now", "replica", g.rs.node,
+			s.warn(&s.warns.silent, "remote: replica not answering (requests waiting): out of rotation", "replica", g.rs.node,
 				"instance", g.rs.inst, "silent", silence, "waiting", g.waited)
 		default:
 			s.warn(&s.warns.left, "remote: replica silent (no heartbeat: gone or hung): out of rotation", "replica", g.rs.node, "instance", g.rs.inst, "silent", silence)

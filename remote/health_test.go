@@ -101,7 +101,7 @@ func TestReplicaWatch(t *testing.T) {
 			wantLog: `msg="remote: replica silent (no heartbeat: gone or hung): out of rotation" replica=wb instance=ib silent=1.1s stage=Work`,
 			inRot:   map[*replicaState]bool{a: true, b: false}},
 		{name: "a silent with a request waiting", before: func() { a.inflight.Add(1) }, advance: 1100 * time.Millisecond,
-			wantLog: `msg="remote: replica not answering: out of rotation, its requests answered now" replica=wa instance=ia silent=1.1s waiting=1 stage=Work`,
+			wantLog: `msg="remote: replica not answering (requests waiting): out of rotation" replica=wa instance=ia silent=1.1s waiting=1 stage=Work`,
 			inRot:   map[*replicaState]bool{a: false, b: false}, allOut: true},
 		{name: "b beats again", before: func() { a.inflight.Add(-1); s.heard("ib", "wb") }, advance: 100 * time.Millisecond,
 			inRot: map[*replicaState]bool{a: false, b: true}},
@@ -309,7 +309,7 @@ func TestHungReplica(t *testing.T) {
 					t.Fatalf("Enqueue = %v, unanswered %d; want a 'stopped answering' rejection, 1", err2, st.Unanswered)
 				}
 			}
-			if got := logs.String(); !strings.Contains(got, `msg="remote: replica not answering: out of rotation, its requests answered now" node=front replica=node-hung`) {
+			if got := logs.String(); !strings.Contains(got, `msg="remote: replica not answering (requests waiting): out of rotation" node=front replica=node-hung`) {
 				t.Fatalf("no WARN line about the hung replica:\n%s", got)
 			}
 		})

@@ -49,8 +49,11 @@ const stampSample = 64
 // is the runtime, which also has operations of its own
 // (internal/sinkrt).
 type Queue struct {
-	name     string
-	capacity int // <= 0: unbounded
+	name string
+	// capacity is the bound (<= 0: unbounded). SetCapacity changes it
+	// under mu; it is atomic for the readers that take no lock
+	// (Capacity, Backlogged).
+	capacity atomic.Int64
 
 	mu       sync.Mutex
 	ring     []entry
@@ -124,23 +127,36 @@ func NewNamedQueue(name string, capacity int) *Queue {
 		initial = capacity
 	}
 	q := &Queue{
-		name:     name,
-		capacity: capacity,
-		ring:     make([]entry, initial),
-		full:     &RejectError{Sink: name, Reason: "queue full"},
-		shut:     &ClosedError{Sink: name},
-		ready:    make(chan struct{}, 1),
-		space:    make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		name:  name,
+		ring:  make([]entry, initial),
+		full:  &RejectError{Sink: name, Reason: "queue full"},
+		shut:  &ClosedError{Sink: name},
+		ready: make(chan struct{}, 1),
+		space: make(chan struct{}, 1),
+		done:  make(chan struct{}),
 	}
+	q.capacity.Store(int64(capacity))
 	return q
 }
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
 
-// Capacity returns the bound given to NewQueue (<= 0: unbounded).
-func (q *Queue) Capacity() int { return q.capacity }
+// Capacity returns the bound given to NewQueue or the last SetCapacity
+// (<= 0: unbounded).
+func (q *Queue) Capacity() int { return int(q.capacity.Load()) }
+
+// SetCapacity changes the queue's bound while traffic flows (<= 0:
+// unbounded), as a configuration reload does. Events already queued stay
+// queued when the bound is lowered below their number: the queue refuses
+// new ones until it has drained below the new bound. Raising the bound
+// wakes producers waiting for room (EnqueueWait).
+func (q *Queue) SetCapacity(capacity int) {
+	q.mu.Lock()
+	q.capacity.Store(int64(capacity))
+	q.mu.Unlock()
+	q.signalSpace()
+}
 
 // Len returns the number of events waiting (prepared, uncommitted events are
 // not counted).
@@ -196,7 +212,7 @@ func (q *Queue) Enqueue(e Event) error {
 		q.rejectedClosed.Add(1)
 		return q.shut
 	}
-	if q.capacity > 0 && q.count+q.reserved >= q.capacity && !IsNonRejectable(e) {
+	if c := int(q.capacity.Load()); c > 0 && q.count+q.reserved >= c && !IsNonRejectable(e) {
 		q.mu.Unlock()
 		q.rejectedFull.Add(1)
 		return q.full
@@ -226,7 +242,7 @@ func (q *Queue) Enqueue(e Event) error {
 	}
 	q.push(e, q.stampLocked(b))
 	w := q.popWaiterLocked()
-	long := q.count > softBound && q.capacity <= 0
+	long := q.count > softBound && q.capacity.Load() <= 0
 	q.mu.Unlock()
 	q.wake(w)
 	if long {
@@ -239,7 +255,7 @@ func (q *Queue) Enqueue(e Event) error {
 // a few thousand events: EnqueueWait then waits for room as on a full
 // bounded queue (see Backlogger), though Enqueue would accept.
 func (q *Queue) Backlogged() bool {
-	return q.capacity <= 0 && q.length.Load() > softBound
+	return q.capacity.Load() <= 0 && q.length.Load() > softBound
 }
 
 // softBound is the length past which an unbounded queue makes its
@@ -278,7 +294,7 @@ func (q *Queue) EnqueueMany(es []Event) error {
 	}
 	q.enqueued += uint64(len(es))
 	w := q.popWaiterLocked()
-	long := q.count > softBound && q.capacity <= 0
+	long := q.count > softBound && q.capacity.Load() <= 0
 	q.mu.Unlock()
 	q.wake(w)
 	if long {
@@ -295,7 +311,7 @@ func (q *Queue) admitLocked(es []Event) error {
 		q.rejectedClosed.Add(uint64(n))
 		return q.shut
 	}
-	if q.capacity > 0 && q.count+q.reserved+n > q.capacity && !allNonRejectable(es) {
+	if c := int(q.capacity.Load()); c > 0 && q.count+q.reserved+n > c && !allNonRejectable(es) {
 		q.rejectedFull.Add(uint64(n))
 		return q.full
 	}

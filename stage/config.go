@@ -700,7 +700,7 @@ func newFromConfig(cfg *Config, r *Registry, o Options, parseErr error) (*Manage
 	}
 	o.Registry = r
 	m := NewManager(o)
-	m.config = cfg
+	m.config.Store(cfg)
 	if err := declareGroups(m, cfg); err != nil {
 		return nil, err
 	}

@@ -91,10 +91,10 @@ func TestRegisterSectionDecodes(t *testing.T) {
 			"conf.yaml: line 3: global.aio.reuse: unlucky without reuse", 1, nil},
 		// a section nobody registered is an unknown key
 		{"unregistered", "global:\n  tracer: {bogus: [1]}\n",
-			"conf.yaml: line 2: global.tracer: unknown key (known: aio, batching, predicate, profiler, queue, shutdown, threadManager, threadpool); " +
+			"conf.yaml: line 2: global.tracer: unknown key (known: aio, batching, memory, predicate, profiler, queue, shutdown, threadManager, threadpool); " +
 				"or a section of a package that is not linked in (a forgotten import?)", 0, nil},
 		{"typo", "global:\n  aoi: {}\n",
-			`conf.yaml: line 2: global.aoi: unknown key (did you mean "aio"? known: aio, batching, predicate, profiler, queue, shutdown, threadManager, threadpool)`, 0, nil},
+			`conf.yaml: line 2: global.aoi: unknown key (did you mean "aio"? known: aio, batching, memory, predicate, profiler, queue, shutdown, threadManager, threadpool)`, 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

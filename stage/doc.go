@@ -51,6 +51,15 @@
 // run time; events they cannot have handled are reported
 // (ErrEventsDiscarded), never dropped silently.
 //
+// Reload applies a new configuration to a running manager (the thesis's
+// dynamic stage creation put to work; ReloadFile, ReloadOnSignal for
+// SIGHUP): changed predicates, queue thresholds, thread-pool and batching
+// bounds apply in place while traffic flows, added stages are created and
+// started, removed ones stop intake and drain; a file with errors is
+// refused whole and the running configuration stays. What a running
+// stage cannot take in place (its handler's args, a section of global:)
+// is named in the ReloadSummary, never ignored silently.
+//
 // Whirlwind's mechanisms (Donald & Ghosh §III) are built in:
 //
 //   - Fault containment and monitors: a failure (handler error or panic) is

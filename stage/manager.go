@@ -78,7 +78,7 @@ const (
 //
 // Who owns what: the fields from opts to bounded are set by NewManager
 // (and by Load or Parse before they hand the manager out) and never
-// change. mu
+// change, but for config, which Reload replaces (under reloading). mu
 // guards the stage table and the lifecycle state; it is held only to read
 // or change them, never across a call into a stage's queue, thread pool,
 // handler or the supervisor. The atomics are read on hot paths. timers,
@@ -91,7 +91,11 @@ type Manager struct {
 	metrics    metrics.Registry
 	shared     *threadpool.SharedPool
 	predShared *enqueuepred.Shared // group rates of the stages' predicates
-	config     *Config
+	// config is the configuration the manager was built from, replaced
+	// by each Reload that applies.
+	config atomic.Pointer[Config]
+	// reloading serializes Reload (reload.go).
+	reloading sync.Mutex
 	// services are those Load or Parse built (services.go); bounded: a
 	// manager made by them bounds Shutdown by the file's global.shutdown.
 	services []*namedService
@@ -263,7 +267,8 @@ func (m *Manager) Metrics() metrics.Registry { return m.metrics }
 func (m *Manager) Registry() *Registry { return m.registry }
 
 // Config returns the configuration the manager was built from, or nil.
-func (m *Manager) Config() *Config { return m.config }
+// After a Reload it is the reloaded one.
+func (m *Manager) Config() *Config { return m.config.Load() }
 
 // Failures returns the number of failed batches across all stages.
 func (m *Manager) Failures() uint64 { return m.failures.Load() }

@@ -10,15 +10,21 @@ import (
 // buildPredicate returns the stage's admission predicate: the Go value if
 // one was given, else the one described by the configuration block.
 func (m *Manager) buildPredicate(s *Stage) (sink.Predicate, error) {
-	if s.cfg.Predicate != nil {
-		return s.cfg.Predicate, nil
+	return m.predicateFor(s.name, s.cfg)
+}
+
+// predicateFor builds the predicate cfg gives the stage called name (a
+// Reload builds a changed one before it installs it).
+func (m *Manager) predicateFor(name string, cfg StageConfig) (sink.Predicate, error) {
+	if cfg.Predicate != nil {
+		return cfg.Predicate, nil
 	}
-	spec := s.cfg.PredicateSpec
+	spec := cfg.PredicateSpec
 	if !present(spec) {
 		return nil, nil
 	}
 	p, err := enqueuepred.FromSpec(spec, enqueuepred.Env{
-		Stage:  s.name,
+		Stage:  name,
 		Logger: m.log,
 		Lookup: func(name string) (sink.Sink, bool) {
 			st, ok := m.Stage(name)

@@ -128,6 +128,7 @@ type ShutdownStarted struct{}
 type subscription struct {
 	signal string
 	s      sink.Sink
+	f      func(sink.Event) // SubscribeFunc's, instead of s
 }
 
 type signalBus struct {
@@ -138,7 +139,19 @@ type signalBus struct {
 // Subscribe has every later Raise of signal enqueue its event on s. The
 // returned function cancels the subscription.
 func (m *Manager) Subscribe(signal string, s sink.Sink) (unsubscribe func()) {
-	sub := &subscription{signal: signal, s: s}
+	return m.subscribe(&subscription{signal: signal, s: s})
+}
+
+// SubscribeFunc has every later Raise of signal call f with its event, in
+// the raising goroutine, for a service that reacts to a signal without a
+// stage of its own (Haboob's page cache shrinking on SignalMemory): f
+// must be quick and must not block. The returned function cancels the
+// subscription.
+func (m *Manager) SubscribeFunc(signal string, f func(sink.Event)) (unsubscribe func()) {
+	return m.subscribe(&subscription{signal: signal, f: f})
+}
+
+func (m *Manager) subscribe(sub *subscription) (unsubscribe func()) {
 	b := &m.signals
 	b.mu.Lock()
 	b.subs = append(b.subs, sub)
@@ -160,16 +173,20 @@ func (m *Manager) Subscribe(signal string, s sink.Sink) (unsubscribe func()) {
 func (m *Manager) Raise(signal string, ev sink.Event) error {
 	b := &m.signals
 	b.mu.Lock()
-	var targets []sink.Sink
+	var targets []*subscription
 	for _, sub := range b.subs {
 		if sub.signal == signal {
-			targets = append(targets, sub.s)
+			targets = append(targets, sub)
 		}
 	}
 	b.mu.Unlock()
 	var errs []error
-	for _, s := range targets {
-		if err := s.Enqueue(ev); err != nil {
+	for _, sub := range targets {
+		if sub.f != nil {
+			sub.f(ev)
+			continue
+		}
+		if err := sub.s.Enqueue(ev); err != nil {
 			errs = append(errs, fmt.Errorf("signal %s: %w", signal, err))
 		}
 	}
@@ -219,7 +236,8 @@ func (s *Stage) BatchingController() *batching.Controller {
 }
 
 func (b *batcher) run(ctx context.Context, closed <-chan struct{}) {
-	t := time.NewTicker(b.ctrl.Config().Interval)
+	interval := b.ctrl.Config().Interval
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -229,6 +247,10 @@ func (b *batcher) run(ctx context.Context, closed <-chan struct{}) {
 			return
 		case now := <-t.C:
 			b.s.batchSize.Store(int32(b.ctrl.Observe(now, b.s.handled())))
+			if iv := b.ctrl.Config().Interval; iv != interval { // a Reload changed it
+				interval = iv
+				t.Reset(iv)
+			}
 		}
 	}
 }
@@ -305,8 +327,8 @@ const DefaultShutdownBound = 10 * time.Second
 // (global.shutdown), DefaultShutdownBound when it gives none or m was not
 // made from a configuration.
 func (m *Manager) ShutdownBound() time.Duration {
-	if m.config != nil && m.config.Global.Shutdown > 0 {
-		return m.config.Global.Shutdown
+	if cfg := m.config.Load(); cfg != nil && cfg.Global.Shutdown > 0 {
+		return cfg.Global.Shutdown
 	}
 	return DefaultShutdownBound
 }

@@ -145,9 +145,18 @@ type Stats struct {
 // Stage is a running stage: a handler, its admission-controlled queue and
 // the goroutines that serve it.
 type Stage struct {
-	name   string
-	mgr    *Manager
-	cfg    StageConfig
+	name string
+	mgr  *Manager
+	cfg  StageConfig
+	// live is the configuration Config reports once a Reload has changed
+	// the stage in place (nil: cfg). What the runtime reads of cfg never
+	// changes after creation; Reload applies its changes to the queue,
+	// pool and batching controller (reload_stage.go).
+	live atomic.Pointer[StageConfig]
+	// removed is set when a Reload removes the stage: its sink's refusals
+	// then say so (removedError).
+	removed atomic.Bool
+
 	queue  stageQueue
 	cur    atomic.Pointer[instance] // the handler; swapped by restarts while no batch runs
 	single bool
@@ -231,7 +240,13 @@ func (s *Stage) Handler() Handler { return s.cur.Load().h }
 func (s *Stage) instanceNumber() uint64 { return s.cur.Load().n }
 
 // Config returns the stage's configuration (defaults applied).
-func (s *Stage) Config() StageConfig { return s.cfg }
+// After a Reload that changed the stage it is the reloaded configuration.
+func (s *Stage) Config() StageConfig {
+	if c := s.live.Load(); c != nil {
+		return *c
+	}
+	return s.cfg
+}
 
 // Manager returns the manager the stage belongs to.
 func (s *Stage) Manager() *Manager { return s.mgr }
@@ -563,7 +578,7 @@ func (k *stageSink) Enqueue(e sink.Event) error {
 		return err
 	}
 	if err := k.st.queue.Enqueue(e); err != nil {
-		return err
+		return k.st.removedError(err)
 	}
 	k.count(1)
 	return nil
@@ -574,7 +589,7 @@ func (k *stageSink) EnqueueMany(es []sink.Event) error {
 		return err
 	}
 	if err := k.st.queue.EnqueueMany(es); err != nil {
-		return err
+		return k.st.removedError(err)
 	}
 	k.count(len(es))
 	return nil
@@ -597,7 +612,7 @@ func (k *stageSink) Prepare(es []sink.Event) (sink.Txn, error) {
 	}
 	t, err := k.st.queue.Prepare(es)
 	if err != nil {
-		return nil, err
+		return nil, k.st.removedError(err)
 	}
 	return &countedTxn{Txn: t, k: k, n: len(es)}, nil
 }

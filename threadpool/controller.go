@@ -315,7 +315,11 @@ func NewController(cfg ControllerConfig, min, max int, rnd *rand.Rand) *Controll
 }
 
 // Config returns the configuration with defaults applied.
-func (c *Controller) Config() ControllerConfig { return c.cfg }
+func (c *Controller) Config() ControllerConfig {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg
+}
 
 // Tick feeds one sample and returns the desired pool size, in [min, max].
 func (c *Controller) Tick(s Sample) (target int) {

@@ -25,4 +25,8 @@
 //
 // Both stop the same way: when the stage's queue is closed, the workers drain
 // what is left and exit.
+//
+// Pool.Retune changes a running pool's bounds and controller settings in
+// place (a configuration reload: stage.Manager.Reload); turning the
+// controller on or off or changing its type needs a new pool.
 package threadpool

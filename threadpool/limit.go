@@ -4,7 +4,8 @@ package threadpool
 // at or below it unless a resize is still under way. It is
 //
 //   - the initial size when no controller runs (Controller not enabled,
-//     SingleThreaded, Max == Min): the pool never resizes;
+//     SingleThreaded, Max == Min): the pool never resizes, unless Retune
+//     moves its bounds past that size;
 //   - the SEDA Controller's Limit: Max, or the lower limit its thrashing
 //     detection set;
 //   - Max under another Sizer (Whirlwind, NewSizer), which detects no
@@ -15,11 +16,12 @@ package threadpool
 // thesis §8.2.1). It takes no lock: it is read while a stage's queue is
 // locked.
 func (p *Pool) Limit() int {
+	_, hi := p.bounds()
 	switch {
 	case !p.cfg.Controller.Enabled:
-		return p.cfg.Initial
+		return int(p.pinned.Load())
 	case p.other == nil:
-		return min(p.ctrl.Limit(), p.cfg.Max)
+		return min(p.ctrl.Limit(), hi)
 	}
-	return p.cfg.Max
+	return hi
 }

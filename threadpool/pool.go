@@ -130,6 +130,17 @@ type Pool struct {
 
 	size   atomic.Int32 // live workers
 	target atomic.Int32 // desired workers
+	// limits packs the current Min (high half) and Max (low half):
+	// cfg's, until Retune changes them (retune.go).
+	limits atomic.Uint64
+	// pinned is the size of a pool without a controller: cfg.Initial,
+	// until Retune moves the bounds past it.
+	pinned atomic.Int32
+	// resizeMu serializes resize: the control goroutine and Retune.
+	resizeMu sync.Mutex
+	// retuned wakes the control goroutine to read its configuration
+	// again (Retune).
+	retuned chan struct{}
 	// lastTick is the UnixNano of the controller's latest tick, once
 	// applied.
 	lastTick atomic.Int64
@@ -178,7 +189,10 @@ func NewPool(st Stage, cfg Config) *Pool {
 		ctlDone: make(chan struct{}),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		retuned: make(chan struct{}, 1),
 	}
+	p.storeBounds(cfg.Min, cfg.Max)
+	p.pinned.Store(int32(cfg.Initial))
 	p.ctrl, p.other = newSizer(cfg)
 	return p
 }
@@ -226,8 +240,20 @@ func (p *Pool) Sizer() Sizer {
 // to, for Sample.LockLatency: give it to a Mutex, or Observe waits on it.
 func (p *Pool) LockMeter() *LockMeter { return &p.locks }
 
-// Config returns the pool's configuration with defaults filled in.
-func (p *Pool) Config() Config { return p.cfg }
+// Config returns the pool's configuration with defaults filled in, with
+// the bounds and controller settings Retune has set since.
+func (p *Pool) Config() Config {
+	cfg := p.cfg
+	cfg.Min, cfg.Max = p.bounds()
+	cc := p.ctrl.Config()
+	cc.Enabled, cc.Disabled = cfg.Controller.Enabled, cfg.Controller.Disabled
+	cc.Type, cc.NewSizer = cfg.Controller.Type, cfg.Controller.NewSizer
+	if w, ok := p.other.(*Whirlwind); ok {
+		cc.Whirlwind = w.Config()
+	}
+	cfg.Controller = cc
+	return cfg
+}
 
 // Size returns the number of live workers.
 func (p *Pool) Size() int { return int(p.size.Load()) }
@@ -249,8 +275,12 @@ func (p *Pool) Start(ctx context.Context) {
 		p.wakeAll()
 	})
 	p.mu.Unlock()
-	p.target.Store(int32(p.cfg.Initial))
-	p.grow(p.cfg.Initial)
+	p.resizeMu.Lock()
+	lo, hi := p.bounds()
+	initial := clamp(int(p.pinned.Load()), lo, hi)
+	p.target.Store(int32(initial))
+	p.grow(initial)
+	p.resizeMu.Unlock()
 	if p.cfg.Controller.Enabled {
 		p.meas.start(p, p.cfg.Clock.Now())
 		go p.control()
@@ -432,7 +462,7 @@ func (p *Pool) share(bs, queued int) int {
 		return bs
 	}
 	w := p.Size()
-	if w < p.cfg.Max && p.cfg.Controller.Enabled {
+	if _, hi := p.bounds(); w < hi && p.cfg.Controller.Enabled {
 		w++
 	}
 	if w <= 1 {
@@ -507,7 +537,6 @@ func (p *Pool) idleWorkers(now time.Time, d time.Duration) int {
 
 func (p *Pool) control() {
 	defer close(p.ctlDone)
-	cfg := p.ctrl.Config()
 	// Only the SEDA controller on the real clock goes dormant: its ticks
 	// are no-ops at the pool's minimum size with nothing queued. Other
 	// sizers measure idle and queueing time at every tick, and a test's
@@ -516,6 +545,7 @@ func (p *Pool) control() {
 	mayRest := realTime && p.other == nil
 	rouse := make(chan struct{}, 1)
 	for {
+		cfg := p.ctrl.Config() // again after a Retune
 		if mayRest && p.quiet(cfg) && sinkrt.Of(p.st.Queue()).NotifyBacklog(rouse, cfg.QueueThreshold) {
 			// Dormant: no tick could change the pool's size until
 			// more events are queued (the workers take care of the
@@ -544,6 +574,8 @@ func (p *Pool) rest(rouse chan struct{}) bool {
 		return false
 	case <-p.done:
 		return false
+	case <-p.retuned:
+		return true // the control loop reads its configuration again
 	case <-rouse:
 	}
 	// The intervals slept through are not measured: the next tick is a
@@ -555,7 +587,8 @@ func (p *Pool) rest(rouse chan struct{}) bool {
 }
 
 // tickUntilQuiet runs the controller once per interval. It returns true
-// once the pool is quiet (if mayRest) and false when the pool is stopping.
+// once the pool is quiet (if mayRest) or Retune changed the controller's
+// configuration, and false when the pool is stopping.
 func (p *Pool) tickUntilQuiet(cfg ControllerConfig, mayRest bool) bool {
 	ticks, stop := p.cfg.Clock.NewTicker(cfg.Interval)
 	defer stop()
@@ -567,6 +600,8 @@ func (p *Pool) tickUntilQuiet(cfg ControllerConfig, mayRest bool) bool {
 			return false
 		case <-p.done:
 			return false
+		case <-p.retuned:
+			return true
 		case now := <-ticks:
 			p.tick(now, cfg.Idle)
 			if mayRest && p.quiet(cfg) {
@@ -580,7 +615,8 @@ func (p *Pool) tickUntilQuiet(cfg ControllerConfig, mayRest bool) bool {
 // on its way in or out, and fewer events queued than would make the
 // controller add a worker.
 func (p *Pool) quiet(cfg ControllerConfig) bool {
-	return int(p.target.Load()) == p.cfg.Min && p.Size() == p.cfg.Min && p.st.Queue().Len() < cfg.QueueThreshold
+	lo, _ := p.bounds()
+	return int(p.target.Load()) == lo && p.Size() == lo && p.st.Queue().Len() < cfg.QueueThreshold
 }
 
 // tick samples the stage, asks the controller and resizes the pool.
@@ -604,7 +640,10 @@ func (p *Pool) tick(now time.Time, idle time.Duration) {
 }
 
 func (p *Pool) resize(target int) {
-	target = clamp(target, p.cfg.Min, p.cfg.Max)
+	p.resizeMu.Lock()
+	defer p.resizeMu.Unlock()
+	lo, hi := p.bounds()
+	target = clamp(target, lo, hi)
 	p.target.Store(int32(target))
 	if cur := p.Size(); target > cur {
 		p.cfg.Logger.Debug("threadpool: grow", "stage", p.st.Name(), "from", cur, "to", target)

@@ -94,7 +94,11 @@ func NewWhirlwind(cfg WhirlwindConfig, min, max int) *Whirlwind {
 }
 
 // Config returns the configuration with defaults applied.
-func (w *Whirlwind) Config() WhirlwindConfig { return w.cfg }
+func (w *Whirlwind) Config() WhirlwindConfig {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cfg
+}
 
 // Tick applies Fig. 1 to one sample and returns the desired pool size, in
 // [min, max].

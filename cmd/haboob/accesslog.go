@@ -1,6 +1,11 @@
 package main
 
-import "github.com/sandstorm-go/sandstorm/http/accesslog"
+import (
+	"log/slog"
+
+	"github.com/sandstorm-go/sandstorm/http/accesslog"
+	"github.com/sandstorm-go/sandstorm/stage"
+)
 
 // accessLogFlags are -access-log and -access-log-format.
 type accessLogFlags struct{ path, format string }
@@ -23,4 +28,19 @@ func closeAccessLog(al *accesslog.Log) error {
 		return nil
 	}
 	return al.Close()
+}
+
+// attachAccessLog gives al (nil: nothing) its stage on m and its gauges
+// in m's metrics.
+func attachAccessLog(log *slog.Logger, al *accesslog.Log, m *stage.Manager) error {
+	if al == nil {
+		return nil
+	}
+	if err := al.Attach(m); err != nil {
+		return err
+	}
+	if err := al.Register(m.Metrics()); err != nil {
+		log.Warn("haboob: access log metrics not registered", "err", err)
+	}
+	return nil
 }

@@ -31,6 +31,7 @@ type clusterFlags struct {
 	natsCert, natsKey, natsCA optionalString
 	tls                       tlsFlags // the HTTPS flags travel along to buildNode
 	access                    accessLogFlags
+	otel                      string // -otel (otel.go)
 }
 
 // tlsFlags are -tls-addr, -tls-cert and -tls-key.

@@ -7,7 +7,7 @@
 //	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT]
 //	       [-nats-token-file FILE | -nats-nkey-file FILE | -nats-creds-file FILE]
 //	       [-nats-tls-cert FILE -nats-tls-key FILE] [-nats-tls-ca FILE]
-//	       [-access-log PATH|- [-access-log-format combined|json]]
+//	       [-access-log PATH|- [-access-log-format combined|json]] [-otel off|stdout]
 //
 // With no flags it serves a small bundled site on 127.0.0.1:8080, so that
 // `go run ./cmd/haboob` just works; the bundled files are extracted to a
@@ -22,10 +22,19 @@
 // gave up), /config (the effective configuration, secrets redacted),
 // /metrics and /debug/pprof/ (see haboob -h and package profiler).
 // -access-log PATH writes one line per response (combined log format, or
-// JSON lines with -access-log-format json; "-" is stderr), off the serving
-// path: under overload lines are dropped and counted (accesslog.dropped on
-// the stats page and in the profiler) rather than slowing responses
-// (package http/accesslog).
+// JSON lines with -access-log-format json; "-" is stderr) from a stage of
+// its own (AccessLog), off the serving path: under overload lines are
+// dropped and counted (accesslog.dropped on the stats page and in the
+// profiler) rather than slowing responses (package http/accesslog).
+// -otel stdout traces every stage visit with OpenTelemetry (package
+// otelstage), spans as JSON lines on stdout; a request's W3C traceparent
+// header continues the caller's trace.
+// SIGHUP reloads: the HTTPS certificates are read again, and the -config
+// file is applied to the running stages without closing a connection
+// (changed predicates, queue thresholds, thread-pool and batching bounds
+// in place; added stages start, removed ones drain; see docs/yaml.md,
+// "Reloading"). A file with errors is refused whole, every error logged,
+// and the running configuration stays.
 // SIGINT or SIGTERM shuts down cleanly, within the configuration's
 // global.shutdown: the server reads no more requests and closes the
 // connections that owe no response (idle ones, half-sent requests), the
@@ -53,6 +62,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -113,7 +123,12 @@ func run(args []string) int {
 	}
 	fs.StringVar(&cf.access.path, "access-log", "", `access log file, one line per response ("-": stderr; default: none)`)
 	fs.StringVar(&cf.access.format, "access-log-format", "combined", "access log format: combined or json (JSON lines through slog)")
+	fs.StringVar(&cf.otel, "otel", "off", otelHelp)
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if _, err := newTracing(cf.otel, io.Discard); err != nil {
+		fmt.Fprintln(os.Stderr, "haboob:", err)
 		return 2
 	}
 	if _, err := accesslog.ParseFormat(cf.access.format); err != nil {
@@ -201,24 +216,11 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 		return err
 	}
 	m := in.m
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	hupDone := make(chan struct{})
-	defer func() { signal.Stop(hup); close(hupDone) }()
-	go func() { // SIGHUP: reload the HTTPS certificates, keeping connections
-		for {
-			select {
-			case <-hupDone:
-				return
-			case <-hup:
-			}
-			if err := in.hb.ReloadCertificates(); err != nil {
-				log.Error("haboob: certificates not reloaded (the old ones stay in use)", "err", err)
-			} else {
-				log.Info("haboob: certificates reloaded")
-			}
-		}
-	}()
+	// SIGHUP: reload the HTTPS certificates and the -config file,
+	// keeping connections (reload.go).
+	hupStop, hupDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(hupDone); in.onHangup(configPath, hupStop) }()
+	defer func() { close(hupStop); <-hupDone }()
 	if a := in.hb.Addr(); a != nil {
 		if ta := in.hb.TLSAddr(); ta != nil {
 			log.Info("haboob: ready", "addr", a.String(), "https", ta.String())
@@ -262,6 +264,12 @@ http://127.0.0.1:9090 with the embedded configuration), not on the site's:
   /healthz           200 while running  /readyz   200 serving, 503 draining or given up
   /config            effective configuration (YAML, secrets redacted)
   /debug/pprof/      Go profiles
+
+Signals: SIGHUP reloads the HTTPS certificates and the -config file in place
+(predicates, queue thresholds, thread-pool and batching bounds; added stages
+start, removed ones drain; connections stay open); a file with errors is
+refused and every error logged, the running configuration stays. SIGINT or
+SIGTERM shuts down gracefully within global.shutdown.
 `
 
 // instance is a Haboob built from a configuration: the web server's
@@ -275,6 +283,9 @@ type instance struct {
 	node *remote.Node
 	// al is the access log (-access-log; nil: none).
 	al *accesslog.Log
+	// mem raises the memory signal (memory.go); tr is -otel's tracing.
+	mem memoryWatch
+	tr  tracing
 }
 
 // build wires Haboob from cfg: root and addr override the configuration
@@ -300,6 +311,12 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	hb := haboob.New(opts)
 	reg := stage.NewRegistry()
 	hb.Register(reg)
+	tr, err := cf.tracing()
+	if err != nil {
+		_ = closeAccessLog(al)
+		return nil, err
+	}
+	tr.wrap(reg)
 	var override func(*remote.ClusterConfig)
 	if cf != nil {
 		override = cf.override
@@ -312,10 +329,10 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 		return nil, err
 	}
 	orphaned.watch(node, m)
-	if al != nil {
-		if err := al.Register(m.Metrics()); err != nil {
-			log.Warn("haboob: access log metrics not registered", "err", err)
-		}
+	if err := attachAccessLog(log, al, m); err != nil {
+		_ = node.Close()
+		_ = closeAccessLog(al)
+		return nil, err
 	}
 	pcfg, err := profiler.ConfigFrom(m)
 	if err != nil {
@@ -331,7 +348,7 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 		_ = closeAccessLog(al)
 		return nil, err
 	}
-	return &instance{log: log, hb: hb, m: m, p: p, node: node, al: al}, nil
+	return &instance{log: log, hb: hb, m: m, p: p, node: node, al: al, mem: watchMemory(m, hb), tr: tr}, nil
 }
 
 // start starts the stages, then the profiler. A profiler that cannot start
@@ -353,6 +370,7 @@ func (in *instance) start() error {
 		_ = closeAccessLog(in.al)
 		return fmt.Errorf("profiler not started (-profiler \"\" runs without it): %w", err)
 	}
+	in.mem.start()
 	if a := in.p.Addr(); a != nil {
 		in.log.Info("haboob: profiler dashboard", "url", "http://"+a.String()+profiler.DashboardPath)
 	}
@@ -381,7 +399,8 @@ func (in *instance) shutdown(ctx context.Context) error {
 	hbErr := in.hb.Shutdown(ctx)
 	// Every response is out: the access log has its last line.
 	alErr := closeAccessLog(in.al)
-	return errors.Join(hbErr, alErr, in.node.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx), in.node.Close())
+	in.mem.stop(ctx)
+	return errors.Join(hbErr, alErr, in.node.Shutdown(ctx), in.m.Shutdown(ctx), in.p.Shutdown(ctx), in.node.Close(), in.tr.shutdown(ctx))
 }
 
 // configRoot returns the document root the configuration sets: the `root`

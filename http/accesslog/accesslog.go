@@ -1,13 +1,15 @@
-// Package accesslog writes an HTTP server's access log off the serving
-// path (DESIGN §12): the server hands each response's facts
-// (http.AccessRecord, through http.ServerConfig.OnResponse) to Record,
-// which never blocks and wakes nobody: it appends the record to a bounded
-// batch that one writer goroutine, owned by the Log, takes every 10ms (or
-// as soon as it is half full), formats and writes through a buffered
-// writer, flushed every FlushInterval and on Close. When the
-// buffer is full (the disk is slower than the traffic) the record is
-// dropped and counted (Stats.Dropped, the registry's
-// "accesslog.dropped"), so that logging never slows responses.
+// Package accesslog writes an HTTP server's access log from a stage of
+// its own, off the serving path (DESIGN §12): the server hands each
+// response's facts (http.AccessRecord, through
+// http.ServerConfig.OnResponse) to Record, which never blocks and wakes
+// no goroutine: it appends the record to a bounded batch that the
+// AccessLog stage (Attach creates it on the application's manager) takes
+// when it is half full, or 10ms after its first record. The stage formats
+// the batch and writes it through a buffered writer, flushed when no
+// record is waiting, at least every FlushInterval under steady traffic,
+// and on Close. When the buffer is full (the disk is slower than the
+// traffic) the record is dropped and counted (Stats.Dropped, the
+// registry's "accesslog.dropped"), so that logging never slows responses.
 //
 // Lines are in the combined log format of Apache and nginx:
 //
@@ -35,6 +37,8 @@ import (
 	metrics "github.com/rcrowley/go-metrics"
 
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // Format selects the line format.
@@ -58,61 +62,76 @@ func ParseFormat(s string) (Format, error) {
 	return 0, fmt.Errorf("accesslog: format %q: want combined or json", s)
 }
 
+// StageName is the name of the stage Attach creates.
+const StageName = "AccessLog"
+
 // Defaults of zero Config fields.
 const (
 	DefaultBuffer        = 8192
 	DefaultWriteBuffer   = 64 << 10
 	DefaultFlushInterval = time.Second
+	DefaultCloseTimeout  = 10 * time.Second
 )
 
 // Config configures a Log; its zero value is usable.
 type Config struct {
 	Format Format
-	// Buffer is how many records may wait for the writer (default
-	// DefaultBuffer); beyond it records are dropped and counted.
+	// Buffer is how many records may wait for the stage (default
+	// DefaultBuffer): half of them in the batch being filled, half in the
+	// batch the stage has in hand. Beyond it records are dropped and
+	// counted.
 	Buffer int
 	// WriteBuffer is the size in bytes of the buffered writer in front of
 	// the destination (default DefaultWriteBuffer).
 	WriteBuffer int
-	// FlushInterval is how often buffered lines are flushed (default
-	// DefaultFlushInterval).
+	// FlushInterval bounds how long a line stays in the buffered writer
+	// while records keep coming (default DefaultFlushInterval); the
+	// writer is flushed whenever the stage's queue runs empty.
 	FlushInterval time.Duration
+	// CloseTimeout bounds Close's wait for the stage to write the records
+	// queued (default DefaultCloseTimeout).
+	CloseTimeout time.Duration
 }
 
 // Stats counts a Log's records.
 type Stats struct {
 	Written uint64 // lines formatted into the destination's buffer
-	Dropped uint64 // records dropped because the buffer was full
+	Dropped uint64 // records dropped: the queue was full, or no stage
 	Errors  uint64 // writes that failed
 }
 
-// Log is an access log: Record from any goroutine; Close once.
+// Log is an access log: Attach it to a manager, Record from any
+// goroutine, Close once.
 type Log struct {
-	cfg  Config
-	quit chan struct{}
-	wake chan struct{} // a batch is half full: the writer should take it
+	cfg    Config
+	w      *bufio.Writer // the stage's (one event at a time), then Close's
+	base   io.Writer     // the destination behind w
+	closer io.Closer     // the file Open opened, nil for New's writer
+	json   *slog.Logger
 
-	// mu guards pending and closed: the records waiting for the writer.
-	// Record appends under it (no goroutine is woken per record: the
-	// writer takes the whole batch on its tick, or when the batch is half
-	// full); the writer swaps the batch out.
+	// mu guards the records on their way to the stage: Record appends to
+	// pending under it and wakes nobody; a half-full pending goes to the
+	// stage as one batch, and a timer has the stage take the rest (see
+	// stage.go).
 	mu      sync.Mutex
 	pending []http.AccessRecord
+	batches int  // batches handed to the stage and not yet taken
+	armed   bool // a tick is on its way to the stage
 	closed  bool
-	done    chan struct{}
-	w       *bufio.Writer
-	base    io.Writer // the destination behind w
-	closer  io.Closer // the file Open opened, nil for New's writer
-	json    *slog.Logger
+	m       *stage.Manager
+	queue   sink.Sink    // the stage's; nil before Attach
+	timer   *stage.Timer // the last tick armed
 
 	written atomic.Uint64
 	dropped atomic.Uint64
 	errs    atomic.Uint64
 	once    sync.Once
-	err     error // the writer goroutine's first write error (read after done)
+	errMu   sync.Mutex
+	err     error // the first write error
 }
 
-// New returns a Log writing to w and starts its writer goroutine.
+// New returns a Log writing to w. It writes nothing until Attach gives it
+// its stage.
 func New(w io.Writer, cfg Config) *Log {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = DefaultBuffer
@@ -123,19 +142,13 @@ func New(w io.Writer, cfg Config) *Log {
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = DefaultFlushInterval
 	}
-	l := &Log{
-		cfg:     cfg,
-		pending: make([]http.AccessRecord, 0, cfg.Buffer),
-		wake:    make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
-		w:       bufio.NewWriterSize(w, cfg.WriteBuffer),
-		base:    w,
+	if cfg.CloseTimeout <= 0 {
+		cfg.CloseTimeout = DefaultCloseTimeout
 	}
+	l := &Log{cfg: cfg, w: bufio.NewWriterSize(w, cfg.WriteBuffer), base: w}
 	if cfg.Format == FormatJSON {
 		l.json = slog.New(slog.NewJSONHandler(l.w, nil))
 	}
-	go l.run()
 	return l
 }
 
@@ -154,26 +167,39 @@ func Open(path string, cfg Config) (*Log, error) {
 	return l, nil
 }
 
-// Record queues one line. It never blocks: when the buffer is full, or
-// the Log is closed, the record is dropped and counted. Its signature is
-// http.ServerConfig.OnResponse's.
+// Manager returns the manager Attach gave the log its stage on (nil
+// before).
+func (l *Log) Manager() *stage.Manager {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m
+}
+
+// Record queues one line. It never blocks and wakes no goroutine: it
+// appends the record to the batch being filled; when the batch is half
+// of Buffer, it hands it to the AccessLog stage. When Buffer records are
+// waiting already (the writer is slower than the traffic), or before
+// Attach or after Close, the record is dropped and counted. Its signature
+// is http.ServerConfig.OnResponse's.
 func (l *Log) Record(r http.AccessRecord) {
 	l.mu.Lock()
-	if l.closed || len(l.pending) == l.cfg.Buffer {
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	if l.queue == nil || l.closed || len(l.pending) == l.half() {
 		l.dropped.Add(1)
 		return
 	}
 	l.pending = append(l.pending, r)
-	half := len(l.pending) == max(l.cfg.Buffer/2, 1)
-	l.mu.Unlock()
-	if half {
-		select {
-		case l.wake <- struct{}{}:
-		default:
-		}
+	switch {
+	case len(l.pending) == l.half() && l.batches == 0:
+		l.handOverLocked()
+	case len(l.pending) == 1 && !l.armed:
+		l.armLocked()
 	}
 }
+
+// half is a batch's size: Buffer is one batch in the stage's hands and
+// one being filled.
+func (l *Log) half() int { return max(l.cfg.Buffer/2, 1) }
 
 // Stats returns the counts so far.
 func (l *Log) Stats() Stats {
@@ -191,61 +217,52 @@ func (l *Log) Register(r metrics.Registry) error {
 	)
 }
 
-// Close writes the records already queued, flushes, stops the writer
-// goroutine and closes the file Open opened. Records after Close are
-// dropped. It returns the first write error, if any.
+// Close stops taking records, has the stage write those waiting (within
+// CloseTimeout) and flush, destroys it, and closes the file Open opened.
+// Records after Close are dropped. It returns the first write error, or
+// the stage's if it could not drain in time.
 func (l *Log) Close() error {
 	l.once.Do(func() {
 		l.mu.Lock()
-		l.closed = true
+		l.closed = true // no tick is armed from now on
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+		m, queue := l.m, l.queue
+		if queue != nil && len(l.pending) > 0 {
+			l.batches++ // the last batch: beyond the bound, Record is over
+			if err := queue.Enqueue(l.pending); err != nil {
+				l.dropped.Add(uint64(len(l.pending)))
+			}
+			l.pending = nil
+		}
 		l.mu.Unlock()
-		close(l.quit)
-		<-l.done
+		if queue != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), l.cfg.CloseTimeout)
+			err := m.DestroyStageContext(ctx, StageName)
+			cancel()
+			if err != nil && !errors.Is(err, stage.ErrNoStage) {
+				l.setErr(fmt.Errorf("accesslog: %w", err))
+			}
+		} else {
+			l.flush()
+		}
 		if l.closer != nil {
-			if err := l.closer.Close(); err != nil && l.err == nil {
-				l.err = err
+			if err := l.closer.Close(); err != nil {
+				l.setErr(err)
 			}
 		}
 	})
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
 	return l.err
 }
 
-// drainEvery is how often the writer takes the records waiting, when the
-// batch has not filled up to half before.
-const drainEvery = 10 * time.Millisecond
-
-// run is the writer goroutine: it owns w and the batch it swapped out.
-func (l *Log) run() {
-	defer close(l.done)
-	drain := time.NewTicker(drainEvery)
-	defer drain.Stop()
-	lastFlush := time.Now()
-	var line []byte
-	batch := make([]http.AccessRecord, 0, l.cfg.Buffer)
-	take := func() {
-		l.mu.Lock()
-		batch, l.pending = l.pending, batch[:0]
-		l.mu.Unlock()
-		for i := range batch {
-			line = l.write(line, &batch[i])
-			batch[i] = http.AccessRecord{} // let the requests' strings go
-		}
-	}
-	for {
-		select {
-		case <-l.wake:
-			take()
-		case now := <-drain.C:
-			take()
-			if now.Sub(lastFlush) >= l.cfg.FlushInterval {
-				l.flush()
-				lastFlush = now
-			}
-		case <-l.quit:
-			take() // Record adds nothing once closed is set
-			l.flush()
-			return
-		}
+func (l *Log) setErr(err error) {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	if l.err == nil {
+		l.err = err
 	}
 }
 
@@ -289,15 +306,12 @@ func (l *Log) flush() {
 
 func (l *Log) fail(err error) {
 	if l.errs.Add(1) == 1 {
-		l.err = fmt.Errorf("accesslog: %w", err)
+		l.setErr(fmt.Errorf("accesslog: %w", err))
 	}
 	// bufio keeps the error forever: start over so that a transient
 	// failure (a full disk freed) does not stop the log for good.
-	l.w.Reset(l.dest())
+	l.w.Reset(l.base)
 }
-
-// dest returns the writer behind w.
-func (l *Log) dest() io.Writer { return l.base }
 
 // AppendCombined appends r as one line of the combined log format,
 // newline included:

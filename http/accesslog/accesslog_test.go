@@ -120,35 +120,115 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
+// startedManager returns a running manager, shut down when the test ends.
+func startedManager(t *testing.T) *stage.Manager {
+	t.Helper()
+	m := stage.NewManager(stage.Options{})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = m.Shutdown(ctx)
+	})
+	return m
+}
+
 // TestDropsWhenWriterBlocked: with the writer stuck, Record neither blocks
-// nor grows the buffer: it drops and counts exactly what does not fit.
+// nor holds more than Buffer records (a batch in the AccessLog stage's
+// hands, one being filled): it drops and counts exactly what does not
+// fit; records before Attach and after Close are dropped and counted too.
 func TestDropsWhenWriterBlocked(t *testing.T) {
 	w := &blockingWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	l := accesslog.New(w, accesslog.Config{Buffer: 4, WriteBuffer: 1, FlushInterval: time.Hour})
 	rec := http.AccessRecord{Time: time.Now(), Method: "GET", Target: "/", Proto: "HTTP/1.1", Status: 200}
-	l.Record(rec)
-	l.Record(rec) // half the buffer: the writer takes both, blocks in Write
+	l.Record(rec) // no stage yet: dropped
+	m := startedManager(t)
+	if err := l.Attach(m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Stage(accesslog.StageName); !ok {
+		t.Fatal("no AccessLog stage")
+	}
+	l.Record(rec) // the stage takes it on its tick and blocks in Write
 	<-w.entered
 	for range 4 + 10 {
-		l.Record(rec) // 4 fit in the buffer, 10 are dropped
+		l.Record(rec) // 2 handed to the stage, 2 waiting, 10 dropped
 	}
-	if st := l.Stats(); st.Dropped != 10 {
-		t.Fatalf("Dropped = %d, want 10", st.Dropped)
+	if st := l.Stats(); st.Dropped != 1+10 {
+		t.Fatalf("Dropped = %d, want 11", st.Dropped)
 	}
 	close(w.release)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st := l.Stats()
-	if st.Written != 6 || st.Dropped != 10 {
-		t.Errorf("Stats = %+v, want 6 written, 10 dropped", st)
+	if _, ok := m.Stage(accesslog.StageName); ok {
+		t.Error("the AccessLog stage outlived Close")
 	}
-	if n := strings.Count(w.buf.String(), "\n"); n != 6 {
-		t.Errorf("%d lines written, want 6", n)
+	st := l.Stats()
+	if st.Written != 5 || st.Dropped != 11 {
+		t.Errorf("Stats = %+v, want 5 written, 11 dropped", st)
+	}
+	if n := strings.Count(w.buf.String(), "\n"); n != 5 {
+		t.Errorf("%d lines written, want 5", n)
 	}
 	l.Record(rec) // after Close: dropped, no panic
-	if st := l.Stats(); st.Dropped != 11 {
-		t.Errorf("Dropped after Close = %d, want 11", st.Dropped)
+	if st := l.Stats(); st.Dropped != 12 {
+		t.Errorf("Dropped after Close = %d, want 12", st.Dropped)
+	}
+}
+
+// TestBlockedWriterDoesNotSlowResponses: over a real socket, while the
+// log's writer is stuck every request is still answered; the lines that
+// do not fit in the stage's queue are dropped and counted, on Stats and
+// on the registry's accesslog.dropped, and the rest are written once the
+// writer moves again.
+func TestBlockedWriterDoesNotSlowResponses(t *testing.T) {
+	w := &blockingWriter{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	const buffer, n = 8, 60
+	l := accesslog.New(w, accesslog.Config{Buffer: buffer, WriteBuffer: 1})
+	addr, stop := server(t, l)
+	if err := l.Register(l.Manager().Metrics()); err != nil {
+		t.Fatal(err)
+	}
+	client := &nethttp.Client{Transport: &nethttp.Transport{}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	for i := range n { // every one answered while the writer is stuck
+		resp, err := client.Get(fmt.Sprintf("http://%s/p%d", addr, i))
+		if err != nil {
+			t.Fatalf("request %d with the log's writer blocked: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+		if i == 0 {
+			<-w.entered // the stage holds the first line, stuck in Write
+		}
+	}
+	// The responses are out before their records are made: wait for the
+	// last ones to be dropped. Buffer records wait (a batch handed to the
+	// stage, a batch filled), one is stuck in Write, the rest is dropped.
+	var st accesslog.Stats
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if st = l.Stats(); st.Dropped >= n-1-buffer {
+			break
+		}
+	}
+	if st.Dropped != n-1-buffer || st.Written != 0 {
+		t.Fatalf("Stats %+v; want %d dropped, none written yet (one line stuck in Write)", st, n-1-buffer)
+	}
+	if g := l.Manager().Metrics().Get("accesslog.dropped"); g == nil || g.(interface{ Value() int64 }).Value() != int64(st.Dropped) {
+		t.Errorf("accesslog.dropped gauge %v, want %d", g, st.Dropped)
+	}
+	close(w.release)
+	stop()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(w.buf.String(), "\n"); got != 1+buffer || l.Stats().Written != 1+buffer {
+		t.Errorf("%d lines written (Stats %+v), want %d", got, l.Stats(), 1+buffer)
 	}
 }
 
@@ -171,6 +251,9 @@ func server(t *testing.T, l *accesslog.Log) (addr string, stop func()) {
 		return nil
 	}), stage.StageConfig{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Attach(m); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Start(context.Background()); err != nil {

@@ -1,18 +1,29 @@
 package accesslog_test
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"os"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/http/accesslog"
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // A Log takes the server's records (http.ServerConfig{OnResponse:
-// log.Record}) and writes them off the serving path; Close flushes.
+// log.Record}) and writes them from a stage of its own, off the serving
+// path; Close drains the stage and flushes.
 func ExampleNew() {
+	m := stage.NewManager(stage.Options{})
 	log := accesslog.New(os.Stdout, accesslog.Config{})
+	if err := log.Attach(m); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = m.Start(context.Background())
+	defer m.Shutdown(context.Background())
 	log.Record(http.AccessRecord{
 		RemoteAddr: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 40000},
 		Time:       time.Date(2026, 11, 27, 1, 2, 3, 0, time.UTC),
