@@ -35,16 +35,7 @@ func userSeed(t *testing.T, name string) string {
 // another user's seed, is refused at once.
 func TestNKeyRequiredAndSigned(t *testing.T) {
 	seed := userSeed(t, "cluster.nk")
-	c := &cluster{t: t, tune: func(cc *remote.ClusterConfig) { cc.NKeyFile = seed }}
-	ma, na := c.node(secureGraph, "a", nil)
-	work := &recorder{}
-	_, _ = c.node(secureGraph, "b", map[string]stage.Handler{"Work": work})
-	if err := remoteSink(t, ma, "Work").Enqueue("x"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the event handled on b", func() bool { return work.count() == 1 })
-
-	url := na.URL()
+	url := securedPair(t, func(cc *remote.ClusterConfig) { cc.NKeyFile = seed })
 	if err := plainConnect(url); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		t.Fatalf("a client without the nkey: %v, want an authorization violation", err)
 	}
