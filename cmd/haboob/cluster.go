@@ -322,13 +322,13 @@ func (o *orphans) Out(_, inst string) {
 }
 
 // watch starts answering orphans on node's wire, and publishes their
-// count as the metric remote.orphans.answered (nothing without a cluster).
+// count as the metric haboob.orphans.answered (nothing without a cluster).
 func (o *orphans) watch(n *remote.Node, m *stage.Manager) {
 	if n == nil {
 		return
 	}
 	o.wire.Store(n.Wire())
-	_ = m.Metrics().Register("remote.orphans.answered", metrics.NewFunctionalGauge(func() int64 { return int64(o.answered.Load()) }))
+	_ = m.Metrics().Register("haboob.orphans.answered", metrics.NewFunctionalGauge(func() int64 { return int64(o.answered.Load()) }))
 }
 
 // keepTTL is how long a request waiting for a worker's reply is kept:
