@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // OutsideNode labels the node that stands for producers outside any stage
@@ -70,13 +74,60 @@ func Dot(s *Sample) []byte {
 			from = outside
 		}
 		style := ""
-		if _, remote := s.RemoteStage(e.To); remote {
+		_, toRemote := s.RemoteStage(e.To)
+		_, fromRemote := s.RemoteStage(e.From)
+		if toRemote || fromRemote {
 			style = "style=dashed, "
 		}
 		fmt.Fprintf(&b, "\t%s -> %s [%slabel=%s];\n", quote(from), quote(e.To), style, quote(strconv.FormatUint(e.Count, 10)))
 	}
 	b.WriteString("}\n")
 	return b.Bytes()
+}
+
+// deliverer is a remote sink (package remote's, request mode) that
+// knows how many events the replicas of its stage, on other nodes,
+// delivered to each stage of this node: replies coming back.
+type deliverer interface {
+	Delivered() map[string]uint64
+}
+
+// drawDeliveries redraws the events that stages hosted on other nodes
+// delivered to this node's stages (their replicas enqueue them through
+// the stages' own sinks, traced from outside) as edges from those remote
+// stages. remoteSink returns a remote stage's sink.
+func drawDeliveries(s *Sample, remoteSink func(name string) (sink.Sink, bool)) {
+	for _, rs := range s.Remote {
+		sk, ok := remoteSink(rs.Name)
+		if !ok || sk == nil {
+			continue
+		}
+		if u, ok := sk.(interface{ Unwrap() sink.Sink }); ok {
+			sk = u.Unwrap()
+		}
+		d, ok := sk.(deliverer)
+		if !ok {
+			continue
+		}
+		for to, n := range d.Delivered() {
+			if n == 0 {
+				continue
+			}
+			for i := range s.Edges {
+				if e := &s.Edges[i]; e.From == "" && e.To == to {
+					e.Count -= min(e.Count, n) // counted apart, a moment apart
+				}
+			}
+			s.Edges = append(s.Edges, stage.Edge{From: rs.Name, To: to, Count: n})
+		}
+	}
+	s.Edges = slices.DeleteFunc(s.Edges, func(e stage.Edge) bool { return e.Count == 0 })
+	slices.SortFunc(s.Edges, func(a, b stage.Edge) int {
+		if c := strings.Compare(a.From, b.From); c != 0 {
+			return c
+		}
+		return strings.Compare(a.To, b.To)
+	})
 }
 
 // nodesLabel is how a graph names the nodes hosting a stage (a
@@ -96,6 +147,12 @@ func remoteLabel(rs *StageSample) string {
 	get := func(name string) (string, bool) {
 		v, ok := rs.Get(name)
 		return num(v), ok
+	}
+	if n, ok := rs.Get("replicas"); ok {
+		label += ", " + num(n) + " replica"
+		if n != 1 {
+			label += "s"
+		}
 	}
 	var line []string
 	if v, ok := get("rate.events"); ok {

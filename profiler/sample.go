@@ -289,6 +289,7 @@ func (s *sampler) placeLocked(out *Sample) {
 		out.Remote = append(out.Remote, rs)
 	}
 	s.prevRemote = next
+	drawDeliveries(out, s.m.RemoteSink)
 }
 
 // release unregisters the predicate gauges take registered.

@@ -227,6 +227,9 @@ func BenchmarkRemoteEnqueueMany(b *testing.B) {
 	})
 	waitCount(work, sent.Load())
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	p50, p99, _ := remote.RoundTrip(s)
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
 }
 
 // BenchmarkDurableEnqueue: durable-mode Enqueue (a JetStream publish
@@ -333,4 +336,7 @@ func BenchmarkRemoteEnqueueManyBinary(b *testing.B) {
 	})
 	waitCount(work, sent.Load())
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	p50, p99, _ := remote.RoundTrip(s)
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
 }

@@ -24,6 +24,11 @@ type Codec struct {
 	Type   reflect.Type
 	Encode func(w *Wire, v any) ([]byte, error)
 	Decode func(w *Wire, data []byte) (any, error)
+	// Home, if set, names the process (Node.Instance) an event of this
+	// type belongs to: a remote sink sends it to the replica of its stage
+	// on that instance when it serves the stage ("" or an instance that
+	// does not: any replica, as usual). See SetHome.
+	Home func(v any) string
 }
 
 // Codecs is a registry of event codecs keyed by Go type (to encode) and by
@@ -98,6 +103,34 @@ func RegisterFunc[T any](c *Codecs, name string, enc func(w *Wire, v T) ([]byte,
 			return dec(w, data)
 		},
 	})
+}
+
+// SetHome makes remote sinks send the events of type T (whose codec is
+// registered in c) to the replica on the instance home returns, when that
+// instance serves the stage: a reply goes back to the process that holds
+// its request when several processes host the stage it is sent to (two
+// front nodes hosting HttpSend). An empty home, or an instance not serving
+// the stage, leaves the choice to the load as usual. Call it right after
+// the registration, before any node uses c. It panics if T has no codec.
+func SetHome[T any](c *Codecs, home func(v T) string) {
+	t := reflect.TypeFor[T]()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cd := c.byType[t]
+	if cd == nil {
+		panic(fmt.Sprintf("remote: SetHome: no codec for type %v", t))
+	}
+	withHome := *cd
+	withHome.Home = func(v any) string { return home(v.(T)) }
+	c.byType[t], c.byName[cd.Name] = &withHome, &withHome
+}
+
+// home returns the instance e belongs to (its codec's Home), or "".
+func (w *Wire) home(e sink.Event) string {
+	if cd := w.codecs.forType(reflect.TypeOf(e)); cd != nil && cd.Home != nil {
+		return cd.Home(e)
+	}
+	return ""
 }
 
 var sinkType = reflect.TypeFor[sink.Sink]()

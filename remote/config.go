@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -36,6 +38,18 @@ type ClusterConfig struct {
 	// presents it. Only the path is kept here; the token itself is read
 	// when the node joins and is never logged nor put in an error.
 	TokenFile string `yaml:"tokenFile"`
+	// NKeyFile names a file holding the cluster's NKey user seed ("SU...",
+	// as `nk -gen user` writes it, or a decorated creds-style block):
+	// the embedded server admits only that user's public key, and every
+	// node signs the server's challenge with the seed. Like the token, only
+	// the path is kept; the seed never leaves the file but for signing.
+	NKeyFile string `yaml:"nkeyFile"`
+	// CredsFile names a NATS credentials file (a user JWT and its seed)
+	// for joining an external NATS server with decentralized
+	// authentication (operator, accounts). The embedded server cannot
+	// check JWTs: a node embedding it with credsFile is a configuration
+	// error (use nkeyFile or tokenFile there).
+	CredsFile string `yaml:"credsFile"`
 	// TLS makes the embedded server and every node's connection speak
 	// TLS (zero: plain TCP).
 	TLS ClusterTLS `yaml:"tls"`
@@ -85,8 +99,47 @@ func (c ClusterConfig) Validate() error {
 		return fmt.Errorf("%w: tls.cert %q without tls.key", stage.ErrInvalidConfig, c.TLS.Cert)
 	case c.TLS.Key != "" && c.TLS.Cert == "":
 		return fmt.Errorf("%w: tls.key %q without tls.cert", stage.ErrInvalidConfig, c.TLS.Key)
+	case c.authKinds() > 1:
+		return fmt.Errorf("%w: tokenFile, nkeyFile and credsFile exclude each other (one way for nodes to authenticate)", stage.ErrInvalidConfig)
+	case c.CredsFile != "" && c.NATS == "":
+		return fmt.Errorf("%w: credsFile needs an external NATS server (nats: URL): the embedded server cannot check JWTs; use nkeyFile or tokenFile", stage.ErrInvalidConfig)
 	}
 	return nil
+}
+
+// authKinds counts the authentication methods the configuration sets.
+func (c ClusterConfig) authKinds() int {
+	n := 0
+	for _, f := range []string{c.TokenFile, c.NKeyFile, c.CredsFile} {
+		if f != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// readNKey reads the NKey user seed in file and returns its public key;
+// an unreadable file, or one holding no user seed, is an error naming the
+// file (never the seed), which the caller wraps in stage.ErrInvalidConfig.
+func readNKey(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("nkey file %q: %v", file, err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return "", fmt.Errorf("nkey file %q: no NKey seed in it", file)
+	}
+	defer kp.Wipe()
+	pub, err := kp.PublicKey()
+	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
+		return "", fmt.Errorf("nkey file %q: not a user seed (SU...)", file)
+	}
+	return pub, nil
 }
 
 // readToken reads the cluster token from file, trimmed; an unreadable or
@@ -143,6 +196,11 @@ type StageConfig struct {
 	// replica's predicate refusing it) goes to the stage's dead-letter
 	// stream with its error instead of being redelivered.
 	MaxDeliver int `yaml:"maxDeliver"`
+	// Idempotent says that handling an event twice does no harm (request
+	// mode): a request whose replica stops answering while it waits for
+	// the verdict is sent once to another replica instead of being
+	// rejected (see SinkStats.Failovers).
+	Idempotent bool `yaml:"idempotent"`
 }
 
 // Section names: the cluster block of `global:` and the remote block of a
@@ -190,6 +248,16 @@ func decodeCluster(d stage.Decoder) (ClusterConfig, error) {
 	if c.TokenFile != "" {
 		if _, err := readToken(c.TokenFile); err != nil {
 			return c, d.Key("tokenFile").Errorf("%v", err)
+		}
+	}
+	if c.NKeyFile != "" {
+		if _, err := readNKey(c.NKeyFile); err != nil {
+			return c, d.Key("nkeyFile").Errorf("%v", err)
+		}
+	}
+	if c.CredsFile != "" {
+		if _, err := os.Stat(c.CredsFile); err != nil {
+			return c, d.Key("credsFile").Errorf("%v", err)
 		}
 	}
 	if err := c.Validate(); err != nil {

@@ -94,3 +94,21 @@ stages:
 		t.Fatalf("default maxDeliver %d, want 5", got)
 	}
 }
+
+func TestIdempotentKey(t *testing.T) {
+	for _, tt := range []struct {
+		block string
+		want  bool
+	}{
+		{"{mode: request, idempotent: true}", true},
+		{"{mode: request}", false},
+	} {
+		cfg, err := stage.ParseConfig([]byte("stages:\n  W:\n    handler: t.W\n    remote: "+tt.block+"\n"), "c.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := remote.StageConfigOf(&cfg.Stages[0].Config).Idempotent; got != tt.want {
+			t.Errorf("%s: Idempotent = %v, want %v", tt.block, got, tt.want)
+		}
+	}
+}

@@ -49,6 +49,20 @@
 //     replica died) comes back as JetStream's max-deliveries advisory,
 //     which one replica turns into the dead letter.
 //
+// Replica health (request mode): every sender sweeps the replicas of its
+// stage each heartbeat and takes out of rotation one silent for three
+// heartbeats (at least a second) or gone (no responders): the requests
+// waiting for its verdict are rejected at once (SinkStats.Unanswered) or,
+// for a stage marked `remote: {idempotent: true}`, sent once to another
+// replica (SinkStats.Failovers); a heartbeat brings it back. Joins,
+// leaves, silences, timeouts and "no replica" are logged at WARN, at
+// most one line a second per cause and stage. Options.Watcher (a
+// ReplicaWatcher) hears which replica admitted each event and which
+// replica went out, so an application can answer at once what a dead
+// replica took with it. SetHome routes events of a type to the replica
+// on the instance they belong to (a reply to the front holding its
+// connection, when several nodes host the stage).
+//
 // Security: `global.cluster.tokenFile` makes the embedded server require
 // a token every node presents (nats-server Authorization, nats.go Token),
 // and `global.cluster.tls` (ClusterTLS) makes NATS speak TLS, the server

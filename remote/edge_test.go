@@ -64,8 +64,8 @@ func TestRemoteEdgesAreTraced(t *testing.T) {
 	for _, want := range []string{
 		`label="node a"`,
 		`"Src" [label="Src\nqueue 0\nthreads 1\non a"]`,
-		`"Work" [style=dashed, label="Work\non b\n`,
-		`"Picky" [style=dashed, label="Picky\non b\n`,
+		`"Work" [style=dashed, label="Work\non b, 1 replica\n`,
+		`"Picky" [style=dashed, label="Picky\non b, `,
 		`rejected 0 (0/s)\nrtt p50 `,
 		`"Src" -> "Work" [style=dashed, label="2"]`,
 	} {
@@ -73,9 +73,19 @@ func TestRemoteEdgesAreTraced(t *testing.T) {
 			t.Errorf("node a's graph lacks %s:\n%s", want, dotA)
 		}
 	}
-	for _, want := range []string{`label="node b"`, `"Work" [label="Work\nqueue 0\nthreads 1\non b"]`, `"Src" [style=dashed, label="Src\non a\n`} {
+	for _, want := range []string{`label="node b"`, `"Work" [label="Work\nqueue 0\nthreads 1\non b"]`, `"Src" [style=dashed, label="Src\non a, `} {
 		if !strings.Contains(dotB, want) {
 			t.Errorf("node b's graph lacks %s:\n%s", want, dotB)
 		}
 	}
+
+	// Once node a's sink knows Src sends to Work (its traced edge, read
+	// every heartbeat), node b draws what it receives as an edge from
+	// Src rather than from outside.
+	waitFor(t, "node b's edge from Src", func() bool {
+		if err := src.Sink().Enqueue("z"); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(graph(mb), `"Src" -> "Work" [style=dashed, label="`)
+	})
 }

@@ -66,3 +66,76 @@ stages:
 	// worker got "hello"
 	// rejected: true no codec: true
 }
+
+// letter is an event that belongs to one process: the inbox it is for.
+type letter struct {
+	To   string `json:"to"` // a Node.Instance
+	Text string `json:"text"`
+}
+
+// Two processes host Inbox; SetHome sends each letter to the one it is
+// addressed to, whatever their loads (as Haboob sends a worker's reply to
+// the front that holds the client's connection).
+func ExampleSetHome() {
+	const graph = `
+global:
+  cluster: {node: post, listen: "127.0.0.1:0"}
+stages:
+  Inbox:
+    handler: example.Inbox
+    nodes: [inbox]
+`
+	codecs := remote.NewCodecs()
+	remote.Register[letter](codecs, "example.letter")
+	remote.SetHome(codecs, func(l letter) string { return l.To })
+
+	cfg, err := stage.ParseConfig([]byte(graph), "graph.yaml")
+	if err != nil {
+		panic(err)
+	}
+	got := make(chan string, 1)
+	start := func(name, url string) (*stage.Manager, *remote.Node) {
+		reg := stage.NewRegistry()
+		var self *remote.Node
+		reg.Register("example.Inbox", func() stage.Handler {
+			return stage.HandlerFunc(func(batch []sink.Event) error {
+				for _, e := range batch {
+					l := e.(letter)
+					got <- fmt.Sprintf("%q reached its inbox: %v", l.Text, l.To == self.Instance())
+				}
+				return nil
+			})
+		})
+		m, n, err := remote.NewManager(cfg, reg, stage.Options{}, remote.Options{Codecs: codecs}, func(cc *remote.ClusterConfig) {
+			cc.Node, cc.NATS = name, url
+		})
+		if err != nil {
+			panic(err)
+		}
+		self = n
+		if err := m.Start(context.Background()); err != nil {
+			panic(err)
+		}
+		return m, n
+	}
+	post, pnode := start("post", "")
+	defer pnode.Close()
+	defer post.Shutdown(context.Background())
+	m1, inbox1 := start("inbox", pnode.URL())
+	defer inbox1.Close()
+	defer m1.Shutdown(context.Background())
+	m2, inbox2 := start("inbox", pnode.URL())
+	defer inbox2.Close()
+	defer m2.Shutdown(context.Background())
+
+	s, _ := post.RemoteSink("Inbox")
+	for _, to := range []*remote.Node{inbox2, inbox1} {
+		if err := s.Enqueue(letter{To: to.Instance(), Text: "hello " + to.Name()}); err != nil {
+			panic(err)
+		}
+		fmt.Println(<-got)
+	}
+	// Output:
+	// "hello inbox" reached its inbox: true
+	// "hello inbox" reached its inbox: true
+}

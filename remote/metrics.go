@@ -10,7 +10,8 @@ import (
 // registerSinkMetrics publishes a remote sink's counters in the manager's
 // metrics registry (and so in the profiler's log, dashboard JSON and
 // Prometheus export) as "remote.<stage>.<name>": sent, events, rejected,
-// retransmits, dropped, rtt.p50.us, rtt.p99.us and, for a durable stage,
+// retransmits, dropped, rtt.p50.us, rtt.p99.us, in request mode replicas
+// (in rotation), unanswered and failovers, and for a durable stage
 // redelivered and deadletters (SinkStats.Redelivered, DeadLettered).
 func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 	reg := m.Metrics()
@@ -28,6 +29,11 @@ func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 	gauge("dropped", stat(func(st SinkStats) uint64 { return st.Dropped }))
 	gauge("rtt.p50.us", func() int64 { p50, _, _ := RoundTrip(s); return p50.Microseconds() })
 	gauge("rtt.p99.us", func() int64 { _, p99, _ := RoundTrip(s); return p99.Microseconds() })
+	if r, ok := s.(interface{ Replicas() int }); ok {
+		gauge("replicas", func() int64 { return int64(r.Replicas()) })
+		gauge("unanswered", stat(func(st SinkStats) uint64 { return st.Unanswered }))
+		gauge("failovers", stat(func(st SinkStats) uint64 { return st.Failovers }))
+	}
 	if _, durable := s.(*durableSender); durable {
 		// The name the replicas use for the redeliveries they received.
 		gauge("redelivered", stat(func(st SinkStats) uint64 { return st.Redelivered }))

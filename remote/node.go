@@ -28,21 +28,50 @@ type Options struct {
 	Logger *slog.Logger
 	// Codecs encode the events crossing nodes (nil: DefaultCodecs).
 	Codecs *Codecs
+	// Context, if set, bounds Join's wait for a NATS server that is not
+	// up yet: Join waits until the server comes up or Context is done
+	// (a signal), logging a WARN line every WaitWarnEvery. Nil: Join
+	// waits at most 30s.
+	Context context.Context
+	// Watcher, if set, hears which replica admitted each event this
+	// node's request-mode remote sinks sent, and which replicas are taken
+	// out of rotation: what an application needs to answer at once the
+	// requests a replica took with it (Haboob answers 503 to the HTTP
+	// requests a dead or hung worker had admitted).
+	Watcher ReplicaWatcher
 }
+
+// ReplicaWatcher hears what request-mode remote sinks learn of the
+// replicas of their stages. Its methods are called on the senders'
+// goroutines and must not block.
+type ReplicaWatcher interface {
+	// Admitted: replica inst of stage admitted e (an Enqueue's or
+	// EnqueueMany's event; not a Prepare's).
+	Admitted(stage, inst string, e sink.Event)
+	// Out: replica inst of stage was taken out of rotation (it stopped
+	// sending heartbeats, or its subject had no responders); the events
+	// it admitted and has not answered for may never be handled.
+	Out(stage, inst string)
+}
+
+// WaitWarnEvery is how often Join logs at WARN while it waits for the
+// NATS server to come up.
+const WaitWarnEvery = 5 * time.Second
 
 // Node is this process's membership of a cluster: its NATS connection
 // (and embedded server, if it runs one), the remote sinks of the stages
 // other nodes host, and the replicas of the stages it hosts.
 type Node struct {
-	cfg  ClusterConfig
-	log  *slog.Logger
-	node string // node name
-	inst string // this process, unique
-	srv  *server.Server
-	dir  string // temporary JetStream directory to remove
-	nc   *nats.Conn
-	js   nats.JetStreamContext
-	wire *Wire
+	cfg     ClusterConfig
+	log     *slog.Logger
+	node    string // node name
+	inst    string // this process, unique
+	srv     *server.Server
+	dir     string // temporary JetStream directory to remove
+	nc      *nats.Conn
+	js      nats.JetStreamContext
+	wire    *Wire
+	watcher ReplicaWatcher
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -74,7 +103,8 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 	if o.Codecs == nil {
 		o.Codecs = DefaultCodecs
 	}
-	n := &Node{cfg: cfg, log: o.Logger.With("node", cfg.Node), node: cfg.Node, inst: nuid.Next(), senders: map[string]*stageSender{}}
+	n := &Node{cfg: cfg, log: o.Logger.With("node", cfg.Node), node: cfg.Node, inst: nuid.Next(), senders: map[string]*stageSender{},
+		watcher: o.Watcher}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.wire = newWire(n, o.Codecs, cfg.KeepTTL)
 	opts := []nats.Option{nats.Name("sandstorm " + cfg.Node), nats.MaxReconnects(-1),
@@ -98,9 +128,25 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		token = tok
 		opts = append(opts, nats.Token(token))
 	}
+	var nkeyPub string
+	if cfg.NKeyFile != "" {
+		pub, err := readNKey(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: global.cluster.nkeyFile: %v", stage.ErrInvalidConfig, err)
+		}
+		opt, err := nats.NkeyOptionFromSeed(cfg.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: global.cluster.nkeyFile %q: no NKey seed in it", stage.ErrInvalidConfig, cfg.NKeyFile)
+		}
+		nkeyPub = pub
+		opts = append(opts, opt)
+	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
 	url := cfg.NATS
 	if url == "" {
-		if err := n.embed(token); err != nil {
+		if err := n.embed(token, nkeyPub); err != nil {
 			return nil, err
 		}
 		// In-process: no TLS needed, but the token is.
@@ -118,28 +164,10 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		return nil, fmt.Errorf("remote: connect to NATS %q: %w", url, err)
 	}
 	n.nc = nc
-	// A server not up yet (a worker started before the front) is waited
-	// for; the client reconnects on its own. A server that refuses this
-	// node (wrong token, TLS mismatch) ends the wait at once.
-	for wait := 0; !nc.IsConnected() && wait < 300; wait++ {
-		if err := nc.LastError(); refused(err) || nc.IsClosed() {
-			nc.Close()
-			n.stopServer()
-			return nil, fmt.Errorf("remote: NATS server %q refused this node: %w", url, err)
-		}
-		if wait == 0 {
-			n.log.Info("remote: waiting for the NATS server", "url", url)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !nc.IsConnected() {
-		err := nc.LastError()
+	if err := n.waitConnected(url, o.Context); err != nil {
 		nc.Close()
 		n.stopServer()
-		if err != nil {
-			return nil, fmt.Errorf("remote: NATS server %q not reachable within 30s: %w", url, err)
-		}
-		return nil, fmt.Errorf("remote: NATS server %q not reachable within 30s", url)
+		return nil, err
 	}
 	if n.js, err = nc.JetStream(); err != nil {
 		n.Close()
@@ -157,11 +185,58 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 	return n, nil
 }
 
-// embed starts the embedded NATS server, requiring token (if not empty)
-// from every client and speaking TLS if the configuration says so.
-func (n *Node) embed(token string) error {
+// waitConnected waits for the NATS connection to come up: a server not
+// up yet (a worker started before the front) is waited for, the client
+// reconnecting on its own, with a WARN line every WaitWarnEvery; a
+// server that refuses this node (wrong token, TLS mismatch) ends the wait
+// at once, and so does ctx (nil: the wait lasts at most 30s).
+func (n *Node) waitConnected(url string, ctx context.Context) error {
+	nc := n.nc
+	limit := time.Duration(0) // none
+	if ctx == nil {
+		ctx, limit = context.Background(), 30*time.Second
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	var warned time.Duration
+	for !nc.IsConnected() {
+		if err := nc.LastError(); refused(err) || nc.IsClosed() {
+			return fmt.Errorf("remote: NATS server %q refused this node: %w", url, err)
+		}
+		waited := time.Since(start)
+		if limit > 0 && waited >= limit {
+			if err := nc.LastError(); err != nil {
+				return fmt.Errorf("remote: NATS server %q not reachable within %v: %w", url, limit, err)
+			}
+			return fmt.Errorf("remote: NATS server %q not reachable within %v", url, limit)
+		}
+		if waited >= warned {
+			args := []any{"url", url, "waited", waited.Round(time.Second)}
+			if err := nc.LastError(); err != nil {
+				args = append(args, "err", err)
+			}
+			n.log.Warn("remote: waiting for the NATS server", args...)
+			warned += WaitWarnEvery
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("remote: stopped while waiting for the NATS server %q: %w", url, context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
+// embed starts the embedded NATS server, requiring token or the NKey
+// user nkeyPub (if not empty) from every client and speaking TLS if the
+// configuration says so.
+func (n *Node) embed(token, nkeyPub string) error {
 	opts := &server.Options{ServerName: "sandstorm-" + n.node, JetStream: true, StoreDir: n.cfg.StoreDir, NoSigs: true, NoLog: true,
 		Authorization: token}
+	if nkeyPub != "" {
+		opts.Nkeys = []*server.NkeyUser{{Nkey: nkeyPub}}
+	}
 	if t := n.cfg.TLS; t.Enabled() {
 		if t.Cert == "" {
 			return fmt.Errorf("%w: global.cluster.tls: the node embedding the NATS server needs cert and key", stage.ErrInvalidConfig)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,8 @@ type cluster struct {
 	url string
 	// tune, if set, adjusts every node's cluster block (token, TLS).
 	tune func(*remote.ClusterConfig)
+	// log, if set, is every node's logger.
+	log *slog.Logger
 }
 
 // node starts one process's node of the graph in yaml, as name, with h as
@@ -111,7 +114,7 @@ func (c *cluster) node(yaml, name string, hs map[string]stage.Handler) (*stage.M
 			reg.Register(ns.Config.Handler, func() stage.Handler { return &recorder{} })
 		}
 	}
-	m, n, err := remote.NewManager(cfg, reg, stage.Options{}, remote.Options{Codecs: testCodecs}, func(cc *remote.ClusterConfig) {
+	m, n, err := remote.NewManager(cfg, reg, stage.Options{Logger: c.log}, remote.Options{Codecs: testCodecs}, func(cc *remote.ClusterConfig) {
 		cc.Node = name
 		cc.Heartbeat = 20 * time.Millisecond
 		if c.url == "" {

@@ -52,10 +52,12 @@ func plainConnect(url string, o ...nats.Option) error {
 	return nc.Flush()
 }
 
-func TestTokenRequiredAndPresented(t *testing.T) {
-	const secret = "s3cret-t0ken"
-	file := writeFile(t, "token", "\n  "+secret+"  \n")
-	c := &cluster{t: t, tune: func(cc *remote.ClusterConfig) { cc.TokenFile = file }}
+// securedPair starts node a (embedding the server) and node b hosting
+// Work, both with tune applied, checks that an event crosses from a to b,
+// and returns the server's URL.
+func securedPair(t *testing.T, tune func(*remote.ClusterConfig)) string {
+	t.Helper()
+	c := &cluster{t: t, tune: tune}
 	ma, na := c.node(secureGraph, "a", nil)
 	work := &recorder{}
 	_, _ = c.node(secureGraph, "b", map[string]stage.Handler{"Work": work})
@@ -63,8 +65,13 @@ func TestTokenRequiredAndPresented(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the event handled on b", func() bool { return work.count() == 1 })
+	return na.URL()
+}
 
-	url := na.URL()
+func TestTokenRequiredAndPresented(t *testing.T) {
+	const secret = "s3cret-t0ken"
+	file := writeFile(t, "token", "\n  "+secret+"  \n")
+	url := securedPair(t, func(cc *remote.ClusterConfig) { cc.TokenFile = file })
 	if err := plainConnect(url); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		t.Fatalf("a client without the token: %v, want an authorization violation", err)
 	}

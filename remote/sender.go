@@ -36,6 +36,14 @@ type SinkStats struct {
 	// so purging it does not lower it), for every sender of the stage,
 	// refreshed at most once per heartbeat.
 	DeadLettered uint64
+	// Unanswered counts requests rejected before the timeout because
+	// their replica was taken out of rotation while they waited (request
+	// mode: it stopped sending heartbeats); the event may have been
+	// admitted there.
+	Unanswered uint64
+	// Failovers counts requests of an idempotent stage sent again to
+	// another replica when theirs was taken out of rotation.
+	Failovers uint64
 }
 
 // stageSender is the sink of a stage hosted on other nodes, in request
@@ -51,16 +59,15 @@ type stageSender struct {
 	mu       sync.Mutex
 	replicas map[string]*replicaState // by instance
 
-	comb combiner // concurrent Enqueues, sent together
-}
+	comb  combiner // concurrent Enqueues, sent together
+	homes sync.Map // home instance → *combiner, for events with a home (Codecs.SetHome)
 
-// replicaState is what a sender knows of one replica of its stage.
-type replicaState struct {
-	inst, node, subject string
-	len                 atomic.Int64 // last reported queue length
-	inflight            atomic.Int64 // this sender's requests waiting for it
-	seen                atomic.Int64 // last heartbeat, UnixNano
-	dead                atomic.Bool  // no responders on its subject
+	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
+	warns     frontWarnings
+	lastSweep time.Time              // the watch's
+	source    atomic.Pointer[string] // the one local stage sending here, if one (sourceStage)
+
+	unanswered, failovers atomic.Uint64
 }
 
 var (
@@ -77,16 +84,21 @@ func (n *Node) StageSink(name string, rc StageConfig) (sink.Sink, error) {
 	if s, ok := n.senders[name]; ok {
 		return s, nil
 	}
-	rc = rc.withDefaults()
-	s := &stageSender{senderCore: senderCore{n: n, stage: name, cfg: rc, latency: newLatencies()},
-		group: n.stageSubject(name), replicas: map[string]*replicaState{}}
+	s := newStageSender(n, name, rc)
 	sub, err := n.nc.Subscribe(n.loadSubject(name), s.heartbeat)
 	if err != nil {
 		return nil, fmt.Errorf("remote: subscribe to %s's load: %w", name, err)
 	}
 	s.sub = sub
 	n.senders[name] = s
+	n.wg.Add(1)
+	go s.watch()
 	return s, nil
+}
+
+func newStageSender(n *Node, name string, rc StageConfig) *stageSender {
+	return &stageSender{senderCore: senderCore{n: n, stage: name, cfg: rc.withDefaults(), latency: newLatencies()},
+		group: n.stageSubject(name), replicas: map[string]*replicaState{}, now: time.Now}
 }
 
 // refSink is a sink another node exported (SinkRef) and this node imported.
@@ -97,7 +109,7 @@ type refSink struct {
 
 func (n *Node) refSink(r SinkRef) sink.Sink {
 	s := &stageSender{senderCore: senderCore{n: n, stage: r.Name, cfg: StageConfig{}.withDefaults()},
-		fixed: n.refSubject(r.Inst), ref: r.ID}
+		fixed: n.refSubject(r.Inst), ref: r.ID, now: time.Now}
 	return &refSink{stageSender: s, ref: r}
 }
 
@@ -111,6 +123,13 @@ func (s *refSink) String() string {
 
 func (s *stageSender) String() string { return "remote stage " + s.stage }
 
+// Stats returns the sink's counters.
+func (s *stageSender) Stats() SinkStats {
+	st := s.senderCore.Stats()
+	st.Unanswered, st.Failovers = s.unanswered.Load(), s.failovers.Load()
+	return st
+}
+
 // heartbeat records a replica's load report.
 func (s *stageSender) heartbeat(m *nats.Msg) {
 	r := &reader{b: m.Data}
@@ -118,41 +137,41 @@ func (s *stageSender) heartbeat(m *nats.Msg) {
 	if r.err != nil {
 		return
 	}
-	rs := s.replica(inst, node)
-	rs.len.Store(int64(l))
-	rs.seen.Store(time.Now().UnixNano())
-	rs.dead.Store(false)
+	s.heard(inst, node).len.Store(int64(l))
 }
 
-func (s *stageSender) replica(inst, node string) *replicaState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rs := s.replicas[inst]
-	if rs == nil {
-		rs = &replicaState{inst: inst, node: node, subject: s.n.directSubject(s.stage, inst)}
-		s.replicas[inst] = rs
-	}
-	return rs
-}
-
-// pick returns the least loaded live replica (queue length as last
-// reported plus this sender's requests in flight to it), or nil if none
-// is known: then the request goes to the queue group.
-func (s *stageSender) pick() *replicaState {
+// pick returns the least loaded replica in rotation (queue length as last
+// reported plus this sender's requests in flight to it; a replica whose
+// request timed out lately only if no other is left), or nil if none is
+// known: then the request goes to the queue group. allOut reports that
+// replicas are known but the watch took every one out of rotation.
+func (s *stageSender) pick() (rs *replicaState, allOut bool) {
 	if s.fixed != "" {
-		return nil
+		return nil, false
 	}
 	stale := s.staleBefore()
+	var fresh, slow []*replicaState
+	out := 0
 	s.mu.Lock()
-	live := make([]*replicaState, 0, len(s.replicas))
 	for _, rs := range s.replicas {
-		if !rs.dead.Load() && rs.seen.Load() >= stale {
-			live = append(live, rs)
+		switch {
+		case rs.out.Load():
+			out++
+		case !rs.inRotation(stale):
+		case rs.timedOut.Load() >= stale:
+			slow = append(slow, rs)
+		default:
+			fresh = append(fresh, rs)
 		}
 	}
+	known := len(s.replicas)
 	s.mu.Unlock()
+	live := fresh
 	if len(live) == 0 {
-		return nil
+		live = slow
+	}
+	if len(live) == 0 {
+		return nil, known > 0 && out == known
 	}
 	// the least loaded, ties broken from a random start
 	off := rand.IntN(len(live))
@@ -164,15 +183,7 @@ func (s *stageSender) pick() *replicaState {
 			best, bestLoad = rs, l
 		}
 	}
-	return best
-}
-
-// staleBefore is the time before which a replica that was not heard of
-// (heartbeat or verdict) is taken as gone: three heartbeats, at least a
-// second (a busy machine delays heartbeats; a replica that really died is
-// found at once by "no responders" on its subject).
-func (s *stageSender) staleBefore() int64 {
-	return time.Now().Add(-max(3*s.n.cfg.Heartbeat, time.Second)).UnixNano()
+	return best, false
 }
 
 func (s *stageSender) subject(rs *replicaState) string {
@@ -191,7 +202,7 @@ func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState
 	if id == "" {
 		id = s.newID()
 	}
-	data, err := s.n.wire.encodeRequest(&request{op: op, id: id, from: "", ref: s.ref, events: es}, s.stage)
+	data, err := s.n.wire.encodeRequest(&request{op: op, id: id, from: s.from(), ref: s.ref, events: es}, s.stage)
 	if err != nil {
 		s.rejected.Add(1)
 		return nil, nil, err
@@ -200,38 +211,33 @@ func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState
 }
 
 // roundTrip sends an encoded request (which holds its idempotency key)
-// and returns the verdict. hdr, if not nil, holds the events' trace
-// contexts.
+// to to (nil: the least loaded replica in rotation) and returns the
+// verdict. hdr, if not nil, holds the events' trace contexts.
 func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) (*verdict, *replicaState, error) {
 	attempts := s.cfg.Retries + 1
 	per := s.cfg.Timeout / time.Duration(attempts)
 	rs := to
 	if rs == nil {
-		rs = s.pick()
+		var allOut bool
+		if rs, allOut = s.pick(); allOut {
+			return nil, nil, s.noneInRotation()
+		}
 	}
 	s.sent.Add(1)
 	start := time.Now()
-	for attempt, failovers := 0, 0; attempt < attempts; {
-		if rs != nil {
-			rs.inflight.Add(1)
-		}
-		msg, err := s.n.nc.RequestMsg(&nats.Msg{Subject: s.subject(rs), Data: data, Header: hdr}, per)
-		if rs != nil {
-			rs.inflight.Add(-1)
-		}
+	msg := &nats.Msg{Data: data, Header: hdr}
+	for attempt, failovers, movedOn := 0, 0, false; attempt < attempts; {
+		msg.Subject = s.subject(rs)
+		reply, err := s.request(msg, rs, per)
 		switch {
 		case err == nil:
-			v, derr := decodeVerdict(msg.Data)
+			v, derr := decodeVerdict(reply.Data)
 			if derr != nil {
 				return nil, rs, s.reject(derr.Error())
 			}
 			s.latency.add(time.Since(start))
 			if v.inst != "" && s.fixed == "" {
-				if rs == nil || rs.inst != v.inst {
-					rs = s.replica(v.inst, v.detail.Node)
-				}
-				rs.len.Store(int64(v.len))
-				rs.seen.Store(time.Now().UnixNano())
+				rs = s.answered(rs, v)
 			}
 			return v, rs, nil
 		case errors.Is(err, nats.ErrNoResponders):
@@ -243,13 +249,32 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) 
 			if rs != nil && failovers < 8 {
 				rs.dead.Store(true) // nobody there: it is gone, try another
 				failovers++
-				rs = s.pick()
+				var allOut bool
+				if rs, allOut = s.pick(); allOut {
+					return nil, nil, s.noneInRotation()
+				}
 				continue
 			}
 			if s.fixed != "" {
 				return nil, nil, s.reject("the node holding the sink is gone")
 			}
+			s.warn(&s.warns.none, "remote: no replica of the stage is up: enqueue rejected")
 			return nil, nil, s.reject("no replica of the stage is up")
+		case errors.Is(err, errOutOfRotation):
+			// Its replica stopped answering while we waited. An
+			// idempotent stage takes the event from another replica, once;
+			// otherwise it may have been admitted there: answer now
+			// rather than at the timeout.
+			if s.cfg.Idempotent && !movedOn {
+				if next, _ := s.pick(); next != nil {
+					movedOn, rs = true, next
+					s.failovers.Add(1)
+					continue
+				}
+			}
+			s.unanswered.Add(1)
+			return nil, rs, s.reject(fmt.Sprintf("replica on node %s stopped answering (silent for %v) before its verdict came back (the event may have been admitted)",
+				rs.node, s.staleAfter()))
 		case errors.Is(err, nats.ErrTimeout):
 			attempt++
 			if attempt < attempts {
@@ -259,6 +284,11 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) 
 			return nil, rs, s.reject(err.Error())
 		}
 	}
+	node := "(queue group)"
+	if rs != nil {
+		node = rs.node
+	}
+	s.warn(&s.warns.timeout, "remote: no verdict in time: enqueue rejected", "replica", node, "timeout", s.cfg.Timeout, "attempts", attempts)
 	return nil, rs, s.reject(fmt.Sprintf("no verdict within %v (%d attempts)", s.cfg.Timeout, attempts))
 }
 
@@ -274,7 +304,7 @@ func (s *stageSender) Enqueue(e sink.Event) error {
 		return err
 	}
 	start := time.Now()
-	err = s.comb.enqueue(s, e)
+	err = s.enqueueCombined(e)
 	if t.Predicate() != nil {
 		complete(t, []sink.Event{e}, err, start)
 	}
@@ -298,7 +328,7 @@ func (s *stageSender) EnqueueMany(es []sink.Event) error {
 }
 
 func (s *stageSender) enqueueMany(es []sink.Event) error {
-	v, _, err := s.call(opEnqueue, "", es, nil)
+	v, _, err := s.call(opEnqueue, "", es, s.homeReplica(s.n.wire.home(es[0])))
 	if err != nil {
 		return err
 	}
@@ -307,6 +337,11 @@ func (s *stageSender) enqueueMany(es []sink.Event) error {
 		return err
 	}
 	s.events.Add(uint64(len(es)))
+	if s.n.watcher != nil && s.fixed == "" {
+		for _, e := range es {
+			s.n.watcher.Admitted(s.stage, v.inst, e)
+		}
+	}
 	return nil
 }
 
@@ -375,18 +410,11 @@ func (t *remoteTxn) finish(op byte) {
 func (t *remoteTxn) Commit() { t.finish(opCommit) }
 func (t *remoteTxn) Abort()  { t.finish(opAbort) }
 
-// Len returns the sum of the replicas' queue lengths as last reported.
+// Len returns the sum of the queue lengths of the replicas in rotation,
+// as last reported.
 func (s *stageSender) Len() int {
-	stale := s.staleBefore()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	total := 0
-	for _, rs := range s.replicas {
-		if !rs.dead.Load() && rs.seen.Load() >= stale {
-			total += int(rs.len.Load())
-		}
-	}
-	return total
+	_, queued := s.inRotation()
+	return queued
 }
 
 // SetPredicate sets a predicate run on this node before an event is sent
@@ -444,6 +472,7 @@ const (
 // the others wait for their verdict or to be asked to lead the next
 // request. One goroutine alone sends its event by itself, at once.
 type combiner struct {
+	home    string // the instance its requests go to (Codecs.SetHome), or ""
 	mu      sync.Mutex
 	waiting []*pending
 	leaders int
@@ -451,6 +480,7 @@ type combiner struct {
 
 // pending is one Enqueue waiting in a combiner.
 type pending struct {
+	event sink.Event
 	enc   []byte // the event, encoded by its own goroutine
 	trace pendingTrace
 	err   error
@@ -460,15 +490,30 @@ type pending struct {
 
 var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
 
-func (c *combiner) enqueue(s *stageSender, e sink.Event) error {
+// enqueueCombined encodes e and sends it with the other Enqueues waiting
+// for the same destination: its home (Codecs.SetHome), or any replica.
+func (s *stageSender) enqueueCombined(e sink.Event) error {
 	p := pendingPool.Get().(*pending)
-	enc, err := s.n.wire.encodeEvent(p.enc[:0], s.stage, e)
+	enc, cd, err := s.n.wire.appendEvent(p.enc[:0], s.stage, e, nil)
 	if err != nil {
 		pendingPool.Put(p)
 		s.rejected.Add(1)
 		return err
 	}
-	p.enc, p.err, p.asked, p.trace = enc, nil, false, tracedPending(e)
+	p.event, p.enc, p.err, p.asked, p.trace = e, enc, nil, false, tracedPending(e)
+	c := &s.comb
+	if cd.Home != nil && s.fixed == "" {
+		if home := cd.Home(e); home != "" {
+			v, _ := s.homes.LoadOrStore(home, &combiner{home: home})
+			c = v.(*combiner)
+		}
+	}
+	return c.enqueue(s, p)
+}
+
+// enqueue sends p's event with the others waiting in c and returns its
+// verdict.
+func (c *combiner) enqueue(s *stageSender, p *pending) error {
 	c.mu.Lock()
 	c.waiting = append(c.waiting, p)
 	lead := c.leaders < maxLeaders
@@ -482,8 +527,8 @@ func (c *combiner) enqueue(s *stageSender, e sink.Event) error {
 	for <-p.wake {
 		c.lead(s)
 	}
-	err = p.err
-	p.err = nil
+	err := p.err
+	p.err, p.event = nil, nil
 	if cap(p.enc) > 4096 {
 		p.enc = nil
 	}
@@ -501,7 +546,7 @@ func (c *combiner) lead(s *stageSender) {
 	c.waiting = append(c.waiting[:0], c.waiting[n:]...)
 	c.mu.Unlock()
 	if n > 0 {
-		s.sendEach(batch)
+		s.sendEach(batch, s.homeReplica(c.home))
 	}
 	c.mu.Lock()
 	var next *pending
@@ -524,19 +569,19 @@ func (c *combiner) lead(s *stageSender) {
 
 // sendEach sends a combined request and wakes every waiter with its own
 // verdict.
-func (s *stageSender) sendEach(batch []*pending) {
+func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 	size := 64
 	for _, p := range batch {
 		size += len(p.enc)
 	}
-	data := requestHeader(make([]byte, 0, size), opEach, s.newID(), "", s.ref)
+	data := requestHeader(make([]byte, 0, size), opEach, s.newID(), s.from(), s.ref)
 	data = binary.AppendUvarint(data, uint64(len(batch)))
 	var hdr nats.Header
 	for i, p := range batch {
 		data = append(data, p.enc...)
 		hdr = p.trace.add(hdr, i)
 	}
-	v, _, err := s.roundTrip(data, hdr, nil)
+	v, _, err := s.roundTrip(data, hdr, to)
 	if err == nil && v.status != statusEach {
 		err = v.err() // the whole request failed (it could not be decoded)
 		if err == nil {
@@ -553,6 +598,9 @@ func (s *stageSender) sendEach(batch []*pending) {
 			p.err = err
 		case v.each[i] == statusOK:
 			s.events.Add(1)
+			if s.n.watcher != nil && s.fixed == "" {
+				s.n.watcher.Admitted(s.stage, v.inst, p.event)
+			}
 		default:
 			d := verdictDetail{}
 			if why < len(v.why) {

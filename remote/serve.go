@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +31,7 @@ type replica struct {
 	stopC chan struct{}
 	done  chan struct{}
 	once  sync.Once
+	from  sync.Map // sending stage → *atomic.Uint64, the events admitted from it
 }
 
 type heldTxn struct {
@@ -146,9 +149,19 @@ func (r *replica) decide(data []byte, hdr nats.Header) *verdict {
 	extractTraces(hdr, q.events)
 	switch q.op {
 	case opEnqueue, opPrepare:
-		return r.seen.once(q.id, func() *verdict { return r.admit(q) })
+		return r.seen.once(q.id, func() *verdict {
+			v := r.admit(q)
+			if v.status == statusOK && q.op == opEnqueue {
+				r.count(q.from, len(q.events))
+			}
+			return v
+		})
 	case opEach:
-		return r.seen.once(q.id, func() *verdict { return admitEach(r.st.Sink(), r.n.node, r.name, q.events) })
+		return r.seen.once(q.id, func() *verdict {
+			v := admitEach(r.st.Sink(), r.n.node, r.name, q.events)
+			r.count(q.from, len(q.events)-len(v.why))
+			return v
+		})
 	case opCommit, opAbort:
 		r.txMu.Lock()
 		h := r.txns[q.id]
@@ -195,6 +208,33 @@ func (r *replica) admit(q *request) *verdict {
 		err = s.EnqueueMany(q.events)
 	}
 	return verdictOf(err)
+}
+
+// count adds n events admitted from stage from (of another node).
+func (r *replica) count(from string, n int) {
+	if from == "" || n <= 0 {
+		return
+	}
+	c, ok := r.from.Load(from)
+	if !ok {
+		c, _ = r.from.LoadOrStore(from, new(atomic.Uint64))
+	}
+	c.(*atomic.Uint64).Add(uint64(n))
+}
+
+// deliveredFrom returns the events the replicas of this node admitted
+// from stage from (hosted on other nodes), by replica stage.
+func (n *Node) deliveredFrom(from string) map[string]uint64 {
+	n.mu.Lock()
+	reps := slices.Clone(n.replicas)
+	n.mu.Unlock()
+	out := map[string]uint64{}
+	for _, r := range reps {
+		if c, ok := r.from.Load(from); ok {
+			out[r.name] += c.(*atomic.Uint64).Load()
+		}
+	}
+	return out
 }
 
 // admitEach enqueues every event on its own and reports each outcome.

@@ -110,6 +110,18 @@ func (w *Wire) Keep(v any) uint64 { return w.kept.put(v) }
 // Take returns and forgets the object Keep stored under id.
 func (w *Wire) Take(id uint64) (any, bool) { return w.kept.take(id) }
 
+// Release forgets the kept object v (compared with ==: a pointer) and
+// reports whether it was still kept: of Release and Take, the first wins,
+// so an object answered another way (its replica left, see
+// ReplicaWatcher) is answered once. It looks through every kept object:
+// call it on rare paths.
+func (w *Wire) Release(v any) bool {
+	if v == nil || !reflect.TypeOf(v).Comparable() {
+		return false
+	}
+	return w.kept.release(v)
+}
+
 // Instance returns the identity of this process on the wire (SinkRef.Inst).
 func (w *Wire) Instance() string { return w.n.inst }
 
@@ -150,6 +162,20 @@ func (k *keptObjects) take(id uint64) (any, bool) {
 		return v, true
 	}
 	return nil, false
+}
+
+func (k *keptObjects) release(v any) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, gen := range []map[uint64]any{k.cur, k.prev} {
+		for id, x := range gen {
+			if x == v {
+				delete(gen, id)
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ---- messages ----
@@ -244,14 +270,8 @@ func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, er
 	return b, nil
 }
 
-// encodeEvent appends one event: its codec's name and bytes.
-func (w *Wire) encodeEvent(b []byte, stage string, e sink.Event) ([]byte, error) {
-	b, _, err := w.appendEvent(b, stage, e, nil)
-	return b, err
-}
-
-// appendEvent is encodeEvent reusing last if e is of its type; it
-// returns the codec it used.
+// appendEvent appends one event, its codec's name and bytes, reusing
+// last if e is of its type; it returns the codec it used.
 func (w *Wire) appendEvent(b []byte, stage string, e sink.Event, last *Codec) ([]byte, *Codec, error) {
 	t := reflect.TypeOf(e)
 	if t == nil {

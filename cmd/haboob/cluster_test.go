@@ -28,6 +28,7 @@ import (
 var (
 	joinedRE      = regexp.MustCompile(`msg="remote: joined the cluster" node=\S+ nats=(\S+)`)
 	nodeReadyRE   = regexp.MustCompile(`msg="haboob: ready"`)
+	profilerRE    = regexp.MustCompile(`msg="haboob: profiler dashboard" url=(\S+)`)
 	clusterConfig = "../../configs/haboob-cluster.yaml"
 )
 
@@ -36,7 +37,18 @@ type node struct {
 	cmd  *exec.Cmd
 	addr string // HTTP address, if it serves HTTP
 	nats string // NATS URL it joined or embeds
+	prof string // its profiler's dashboard URL, if it runs one
 	done chan struct{}
+
+	mu  sync.Mutex
+	log strings.Builder // its stderr
+}
+
+// logged returns what the node wrote to stderr so far.
+func (n *node) logged() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.log.String()
 }
 
 // startNode runs the binary and waits until it reports ready.
@@ -62,6 +74,12 @@ func startNode(t *testing.T, bin string, args ...string) *node {
 		once := sync.Once{}
 		for sc.Scan() {
 			line := sc.Text()
+			n.mu.Lock()
+			n.log.WriteString(line + "\n")
+			n.mu.Unlock()
+			if m := profilerRE.FindStringSubmatch(line); m != nil {
+				n.prof = m[1]
+			}
 			if m := joinedRE.FindStringSubmatch(line); m != nil {
 				n.nats = m[1]
 			}
@@ -181,15 +199,7 @@ func TestClusterWithToken(t *testing.T) {
 	front := startNode(t, bin, "-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "",
 		"-nats-token-file", tokenFile)
 	startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats, "-nats-token-file", tokenFile)
-	resp, err := (&nethttp.Client{Timeout: 30 * time.Second}).Get("http://" + front.addr + "/checksum/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("/checksum/ through the worker: %d", resp.StatusCode)
-	}
+	checksumThrough(t, front)
 	wrong := filepath.Join(dir, "wrong")
 	if err := os.WriteFile(wrong, []byte("not-"+secret), 0o600); err != nil {
 		t.Fatal(err)
@@ -213,6 +223,21 @@ func TestClusterWithToken(t *testing.T) {
 		if strings.Contains(string(out), secret) {
 			t.Errorf("%v: the token is in the logs\n%s", args, out)
 		}
+	}
+}
+
+// checksumThrough asks front for /checksum/x and fails the test unless a
+// worker answered it (200).
+func checksumThrough(t *testing.T, front *node) {
+	t.Helper()
+	resp, err := (&nethttp.Client{Timeout: 30 * time.Second}).Get("http://" + front.addr + "/checksum/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/checksum/ through the worker: %d", resp.StatusCode)
 	}
 }
 
@@ -273,15 +298,7 @@ func TestClusterWithTLSAndToken(t *testing.T) {
 	sec := []string{"-nats-token-file", tokenFile, "-nats-tls-cert", cert, "-nats-tls-key", key, "-nats-tls-ca", ca}
 	front := startNode(t, bin, append([]string{"-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", ""}, sec...)...)
 	startNode(t, bin, append([]string{"-config", clusterConfig, "-node", "worker", "-nats", front.nats}, sec...)...)
-	resp, err := (&nethttp.Client{Timeout: 30 * time.Second}).Get("http://" + front.addr + "/checksum/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("/checksum/ through the worker: %d", resp.StatusCode)
-	}
+	checksumThrough(t, front)
 	out, err := exec.Command(bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats, "-nats-token-file", tokenFile).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "refused this node") {
 		t.Fatalf("a worker without TLS: %v\n%s", err, out)

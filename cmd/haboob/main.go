@@ -4,7 +4,8 @@
 //
 //	haboob [-config FILE] [-root DIR] [-addr HOST:PORT] [-profiler HOST:PORT]
 //	       [-tls-addr HOST:PORT [-tls-cert FILE -tls-key FILE]] [-debug]
-//	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT] [-nats-token-file FILE]
+//	       [-node NAME] [-nats URL] [-nats-listen HOST:PORT]
+//	       [-nats-token-file FILE | -nats-nkey-file FILE | -nats-creds-file FILE]
 //	       [-nats-tls-cert FILE -nats-tls-key FILE] [-nats-tls-ca FILE]
 //	       [-access-log PATH|- [-access-log-format combined|json]] [-otel off|stdout]
 //
@@ -47,7 +48,9 @@
 // embedding one, and -nats-listen is where the embedded server takes
 // other processes' connections. -nats-token-file names a file holding
 // the cluster's token (the embedded server requires it, every node
-// presents it), and -nats-tls-cert, -nats-tls-key and -nats-tls-ca make
+// presents it) — or -nats-nkey-file an NKey user seed (the server admits
+// that user only), or -nats-creds-file a creds file for an external
+// operator-mode server —, and -nats-tls-cert, -nats-tls-key and -nats-tls-ca make
 // NATS speak TLS (see remote.ClusterTLS). The flags override
 // global.cluster's node, nats, listen, tokenFile and tls.{cert,key,ca}; a
 // configuration without a cluster block starts no NATS. Cluster flags without -config select the embedded
@@ -104,6 +107,8 @@ func run(args []string) int {
 	fs.Var(&cf.nats, "nats", `NATS server URL to join, overriding global.cluster.nats ("": embed one)`)
 	fs.Var(&cf.listen, "nats-listen", "client address of the embedded NATS server, overriding global.cluster.listen")
 	fs.Var(&cf.tokenFile, "nats-token-file", "file holding the cluster's NATS token (required by the embedded server, presented by every node), overriding global.cluster.tokenFile")
+	fs.Var(&cf.nkeyFile, "nats-nkey-file", "file holding the cluster's NKey user seed (the embedded server admits only that user, every node signs with it), overriding global.cluster.nkeyFile")
+	fs.Var(&cf.credsFile, "nats-creds-file", "NATS credentials file (user JWT and seed) for an external operator-mode server, overriding global.cluster.credsFile")
 	fs.Var(&cf.natsCert, "nats-tls-cert", "NATS TLS certificate (PEM), overriding global.cluster.tls.cert")
 	fs.Var(&cf.natsKey, "nats-tls-key", "NATS TLS private key (PEM), overriding global.cluster.tls.key")
 	fs.Var(&cf.natsCA, "nats-tls-ca", "CA (PEM) NATS peers are verified against, overriding global.cluster.tls.ca")
@@ -173,6 +178,8 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 	switch {
 	case root != "":
 		// The flag wins over the configuration.
+	case !servesFiles(cfg, cf):
+		// A cluster node with no file stage (a worker): no site.
 	case croot != "":
 		log.Info("haboob: serving the configured root", "root", croot)
 	default:
@@ -188,16 +195,23 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 		log.Info("haboob: serving the bundled site", "root", dir)
 	}
 
+	sigs, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	if cf != nil {
+		cf.ctx = sigs // a signal ends a wait for the NATS server
+	}
 	in, err := buildNode(log, cfg, root, addr, func(pcfg *profiler.Config) {
 		if prof.set {
 			pcfg.HTTP = prof.value
 		}
 	}, cf)
 	if err != nil {
+		if sigs.Err() != nil && errors.Is(err, context.Canceled) {
+			log.Info("haboob: stopped before joining the cluster", "err", err)
+			return nil
+		}
 		return err
 	}
-	sigs, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
 	if err := in.start(); err != nil {
 		return err
 	}
@@ -307,11 +321,14 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	if cf != nil {
 		override = cf.override
 	}
-	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log}, remote.Options{Codecs: haboobCodecs()}, override)
+	orphaned := newOrphans(keepTTL(cfg))
+	m, node, err := remote.NewManager(cfg, reg, stage.Options{Logger: log},
+		remote.Options{Codecs: haboobCodecsFor(orphaned), Context: cf.context(), Watcher: orphaned}, override)
 	if err != nil {
 		_ = closeAccessLog(al)
 		return nil, err
 	}
+	orphaned.watch(node, m)
 	if err := attachAccessLog(log, al, m); err != nil {
 		_ = node.Close()
 		_ = closeAccessLog(al)
