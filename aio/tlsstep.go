@@ -82,9 +82,17 @@ func (s *tlsSession) pause() {
 
 func (s *tlsSession) give() { s.turn <- struct{}{} }
 
+// NonRejectable makes a handshake's later steps pass the stage's queue
+// threshold: a handshake admitted at its first step runs to its end, so a
+// flood is refused at the door and not halfway (when a TLS 1.3 client
+// already believes the handshake is done). Later steps queued at once are
+// at most one per handshake in progress.
+func (s *tlsSession) NonRejectable() bool { return s.started.Load() }
+
 func (s *tlsSession) resume() {
 	if err := s.hs.enqueue(s); err != nil {
-		// Refused (the stage is overloaded): the handshake ends, counted.
+		// Refused (the stage closed, or a predicate refuses even later
+		// steps): the handshake ends, counted.
 		s.settle(err)
 		_ = s.tr.Close()
 		s.give()
