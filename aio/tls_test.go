@@ -59,7 +59,7 @@ type tlsFixture struct {
 	roots  *x509.CertPool
 }
 
-func newTLSFixture(t *testing.T, cfg TLSConfig) *tlsFixture {
+func newTLSFixture(t testing.TB, cfg TLSConfig) *tlsFixture {
 	t.Helper()
 	f := newTLSFixtureStopped(t, cfg)
 	f.start(t)
@@ -67,7 +67,7 @@ func newTLSFixture(t *testing.T, cfg TLSConfig) *tlsFixture {
 }
 
 // start starts the fixture's manager (and so the handshake stage's workers).
-func (f *tlsFixture) start(t *testing.T) {
+func (f *tlsFixture) start(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := f.m.Start(ctx); err != nil {
@@ -82,7 +82,7 @@ func (f *tlsFixture) start(t *testing.T) {
 }
 
 // newTLSFixtureStopped is newTLSFixture with the manager not started yet.
-func newTLSFixtureStopped(t *testing.T, cfg TLSConfig) *tlsFixture {
+func newTLSFixtureStopped(t testing.TB, cfg TLSConfig) *tlsFixture {
 	t.Helper()
 	def, err := SelfSigned(0, "localhost", "127.0.0.1")
 	if err != nil {
@@ -118,7 +118,7 @@ func (f *tlsFixture) clientConfig(server string, version uint16) *tls.Config {
 }
 
 // handshake runs both sides and returns the server's outcome.
-func (f *tlsFixture) handshake(t *testing.T, p *memPair) error {
+func (f *tlsFixture) handshake(t testing.TB, p *memPair) error {
 	t.Helper()
 	srvDone := make(chan error, 1)
 	if err := f.hs.submit(p.srv, func(err error) { srvDone <- err }); err != nil {
