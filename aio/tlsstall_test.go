@@ -1,7 +1,9 @@
 package aio_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // openStalled opens n TCP connections to addr: the even ones send the
@@ -183,5 +187,62 @@ func TestTLSSocketGarbageClosedAndCounted(t *testing.T) {
 		}
 		c.Close()
 		waitFor(t, func() bool { return hs.Stats().NotTLS == uint64(i+1) }, tc.name+" counted as not TLS")
+	}
+}
+
+// TestTLSSocketALPNAndState: a server offering h2 then http/1.1 (as the
+// HTTP/2 port does) negotiates each with the client that asks for it, and
+// the application reads the outcome from TLSState once it gets the
+// connection.
+func TestTLSSocketALPNAndState(t *testing.T) {
+	cert, err := aio.SelfSigned(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := aio.NewCertStoreFrom(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert.Leaf)
+	m := stage.NewManager(stage.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		_ = m.Shutdown(sctx)
+	}()
+	cfg := aio.TLSConfig{Store: store, Config: &tls.Config{NextProtos: []string{"h2", "http/1.1"}}}
+	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0", TLS: &cfg}, aio.Func(func(e sink.Event) error {
+		c, ok := e.(*aio.Connection)
+		if !ok {
+			return nil
+		}
+		st, ok := c.TLSState()
+		if !ok {
+			return c.Close()
+		}
+		// Answer with the protocol the server side negotiated.
+		return c.Write([]byte(st.NegotiatedProtocol+"\n"), nil, nil)
+	}), aio.Env{Manager: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, offer := range [][]string{{"h2", "http/1.1"}, {"http/1.1"}} {
+		c, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "localhost", NextProtos: offer})
+		if err != nil {
+			t.Fatalf("offer %v: %v", offer, err)
+		}
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a hang guard
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || line != offer[0]+"\n" || c.ConnectionState().NegotiatedProtocol != offer[0] {
+			t.Fatalf("offer %v: server says %q (%v), client negotiated %q", offer, line, err, c.ConnectionState().NegotiatedProtocol)
+		}
 	}
 }

@@ -145,12 +145,14 @@ done
 echo
 echo "4. Haboob's CPU profile under full handshakes (wrk -c$(echo $CLIENTS | cut -d' ' -f1) Connection: close, 8 s), pprof -top"
 echo
-kill "$HABOOB_PID" && wait "$HABOOB_PID" 2>/dev/null || true
+kill "$HABOOB_PID"
+wait "$HABOOB_PID" 2>/dev/null || true
 start_haboob 127.0.0.1:$PROFILER_PORT
 wait_port $HABOOB_TLS_PORT
+wait_port $PROFILER_PORT
 wrk -t2 -c"$(echo $CLIENTS | cut -d' ' -f1)" -d12s -H "Connection: close" "${URL[haboob]}/small.html" >/dev/null 2>&1 &
 sleep 2
-curl -s -o "$WORK/cpu.pprof" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/profile?seconds=8"
+curl -sf -o "$WORK/cpu.pprof" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/profile?seconds=8" || echo "no profile" >&2
 wait
 echo '```'
 go tool pprof -top -nodecount=25 "$WORK/haboob" "$WORK/cpu.pprof" 2>/dev/null | sed -n '1,35p'
