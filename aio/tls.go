@@ -221,6 +221,7 @@ type tlsSession struct {
 	// the first read decrypts even if the transport is empty.
 	fresh atomic.Bool
 	raw   func([]byte) error // the handshake's output, straight to the socket
+	hsOut []byte             // the current step's output (the handshake goroutine)
 
 	// Once established, records are collected here and the connection
 	// takes them, in order, onto its output (encryptLocked).
@@ -243,11 +244,13 @@ func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw fun
 	return s
 }
 
-// output receives crypto/tls's records: straight to the socket during the
-// handshake, collected afterwards.
+// output receives crypto/tls's records: during the handshake they are
+// gathered and leave for the socket in one write when the step ends
+// (flushHandshake); afterwards they are collected for the connection.
 func (s *tlsSession) output(b []byte) error {
 	if !s.ok.Load() {
-		return s.raw(b)
+		s.hsOut = append(s.hsOut, b...)
+		return nil
 	}
 	s.pendMu.Lock()
 	s.pending = append(s.pending, b)

@@ -63,6 +63,9 @@ func (s *tlsSession) step() {
 // connection's timer, which closes the transport.
 func (s *tlsSession) run() {
 	err := s.conn.HandshakeContext(context.Background())
+	if ferr := s.flushHandshake(); err == nil && ferr != nil {
+		err = ferr
+	}
 	if err == nil {
 		s.tr.SetBlocking(false)
 		s.fresh.Store(true)
@@ -76,8 +79,23 @@ func (s *tlsSession) run() {
 }
 
 func (s *tlsSession) pause() {
+	if err := s.flushHandshake(); err != nil {
+		_ = s.tr.Close() // the connection is gone: the handshake ends
+	}
 	s.yield <- struct{}{}
 	<-s.turn
+}
+
+// flushHandshake sends what the step wrote, in one write (crypto/tls
+// flushes a flight in several: the server's first flight and its session
+// tickets, for one).
+func (s *tlsSession) flushHandshake() error {
+	if len(s.hsOut) == 0 {
+		return nil
+	}
+	b := s.hsOut
+	s.hsOut = nil
+	return s.raw(b)
 }
 
 func (s *tlsSession) give() { s.turn <- struct{}{} }
