@@ -3,7 +3,6 @@ package aio_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/sink"
-	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // openStalled opens n TCP connections to addr: the even ones send the
@@ -205,17 +203,7 @@ func TestTLSSocketALPNAndState(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(cert.Leaf)
-	m := stage.NewManager(stage.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		_ = m.Shutdown(sctx)
-	}()
+	m := startedManager(t)
 	cfg := aio.TLSConfig{Store: store, Config: &tls.Config{NextProtos: []string{"h2", "http/1.1"}}}
 	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0", TLS: &cfg}, aio.Func(func(e sink.Event) error {
 		c, ok := e.(*aio.Connection)
