@@ -151,9 +151,10 @@ start_haboob 127.0.0.1:$PROFILER_PORT
 wait_port $HABOOB_TLS_PORT
 wait_port $PROFILER_PORT
 wrk -t2 -c"$(echo $CLIENTS | cut -d' ' -f1)" -d12s -H "Connection: close" "${URL[haboob]}/small.html" >/dev/null 2>&1 &
+WRK_PID=$!
 sleep 2
 curl -sf -o "$WORK/cpu.pprof" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/profile?seconds=8" || echo "no profile" >&2
-wait
+wait "$WRK_PID" || true
 echo '```'
 go tool pprof -top -nodecount=25 "$WORK/haboob" "$WORK/cpu.pprof" 2>/dev/null | sed -n '1,35p'
 echo '```'
