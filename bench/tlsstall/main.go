@@ -71,7 +71,7 @@ func main() {
 		}
 		c.Close()
 	}
-	fmt.Printf("stalled %d (still open %d) | handshakes %d | handshake p50 %.2f ms | p99 %.2f ms | max %.2f ms | request p50 %.2f ms | failures %d\n",
+	fmt.Printf("stalled %d (still open %d); handshakes %d; handshake p50 %.2f ms; p99 %.2f ms; max %.2f ms; request p50 %.2f ms; failures %d\n",
 		*stalled, alive, len(hs), ms(pct(hs, 50)), ms(pct(hs, 99)), ms(pct(hs, 100)), ms(pct(total, 50)), failures)
 	if failures > 0 {
 		os.Exit(1)
