@@ -378,9 +378,13 @@ func (h *Handshakes) Stats() TLSStats { return h.counter.snapshot() }
 
 // submit queues s's first step; done is called with the handshake's
 // outcome (on the handshake's goroutine). A refusal is counted and
-// returned at once (and done is not called).
+// returned at once (and done is not called). A connection's session has
+// its stage and done set already (startTLS: the connection's timer reads
+// them), and keeps them.
 func (h *Handshakes) submit(s *tlsSession, done func(error)) error {
-	s.hs, s.done = h, done
+	if s.hs == nil {
+		s.hs, s.done = h, done
+	}
 	if err := h.enqueue(s); err != nil {
 		s.settle(err)
 		return err
