@@ -14,6 +14,7 @@ const (
 	recordHeaderLen       = 5
 	recordTypeCCS         = 20 // change_cipher_spec: never moves a TLS 1.3 handshake on
 	recordTypeHandshake   = 22
+	recordTypeHeartbeat   = 24            // the highest record type (RFC 6520)
 	maxRecordPayload      = 16<<10 + 2048 // TLSCiphertext bound (RFC 8446 §5.2)
 	handshakeTypeHello    = 1             // client_hello
 	maxClientHelloLen     = 64 << 10      // crypto/tls's bound on a handshake message
@@ -81,7 +82,10 @@ func clientHelloStatus(buf []byte) (whole bool, err error) {
 }
 
 // recordScanner follows the record framing of a byte stream fed to it in
-// pieces and counts the records that can move a handshake on.
+// pieces and counts the records that can move a handshake on: every whole
+// record but a change_cipher_spec, and every header that is not a TLS
+// record's (so that the handshake fails on it without waiting for the
+// length it claims).
 type recordScanner struct {
 	header [recordHeaderLen]byte
 	have   int // header bytes of the current record seen
@@ -100,6 +104,9 @@ func (r *recordScanner) scan(p []byte) {
 				return
 			}
 			r.left = int(r.header[3])<<8 | int(r.header[4])
+			if typ := r.header[0]; typ < recordTypeCCS || typ > recordTypeHeartbeat || r.header[1] != 3 {
+				r.moves++ // not a TLS record: crypto/tls fails on this header at once
+			}
 		}
 		k := min(r.left, len(p))
 		r.left -= k
