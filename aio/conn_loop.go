@@ -453,7 +453,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	}
 	c.mu.Unlock()
 	if c.tls != nil {
-		c.tls.tr.FeedEOF() // a handshake waiting for the peer ends now
+		c.tls.ended() // a handshake waiting for the peer ends now
 	}
 	// Bytes received and not yet taken by a reader are delivered, not lost.
 	var tail []Packet

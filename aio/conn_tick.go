@@ -27,6 +27,9 @@ func (c *Connection) tick(now time.Time) {
 			c.box.send(delivery{to: c.events(), ev: TimerExpired{Conn: c}})
 		}
 	}
+	if c.tls != nil && c.tlsHandshakeExpired(nowN) {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch c.state {

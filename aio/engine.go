@@ -212,9 +212,9 @@ func (e *engine) announce(c *Connection) {
 		e.stats.rejectedAccepts.Add(1)
 		e.log.Debug("aio: connection refused by sink", "err", err)
 		c.closeWith(ClosedLocal, nil)
-		return
 	}
-	_ = c.gc.Wake(nil) // records that arrived with the handshake's end
+	// Records that arrived with the handshake's end are decrypted when the
+	// application starts reading (StartReader wakes the event loop).
 }
 
 // announceClient hands a client's TLS connection to its owner.
@@ -227,7 +227,6 @@ func (e *engine) announceClient(c *Connection) {
 	c.announced = true
 	c.mu.Unlock()
 	c.box.send(delivery{to: c.owner, ev: c})
-	_ = c.gc.Wake(nil)
 }
 
 func (e *engine) OnTraffic(gc gnet.Conn) gnet.Action {

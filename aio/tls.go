@@ -1,12 +1,12 @@
 package aio
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,21 +22,24 @@ import (
 var ErrHandshakeRefused = errors.New("aio: TLS handshake refused")
 
 // TLSConfig configures a TLS socket (thesis ch. 5 §7: TLS as stages on top
-// of the socket layer). The handshake runs on the handshake stage (it
-// blocks on the peer); records are decrypted inline as packets arrive and
-// encrypted on the connection's normal output path.
+// of the socket layer). The event loop holds a new connection until its
+// ClientHello has arrived whole; the handshake then runs in steps on the
+// handshake stage, a worker computing each step and none held while the
+// peer's next flight is on its way. Records are decrypted inline as
+// packets arrive and encrypted on the connection's normal output path.
 type TLSConfig struct {
 	// Certs are the server's certificate and key files; the first is the
 	// default, the others are chosen by SNI. Ignored when Store or Config
 	// supplies certificates.
 	Certs []CertFiles `yaml:"certs"`
 	// HandshakeTimeout bounds a handshake from accept to Finished
-	// (0 → 10s): a peer that stalls is closed and counted.
+	// (0 → 10s): a peer that stalls, before or after its ClientHello, is
+	// closed and counted by the connection's timer.
 	HandshakeTimeout time.Duration `yaml:"handshakeTimeout"`
 	// Stage is the handshake stage's configuration (name "aio.tls" unless
-	// set; queue threshold 1024 and at most 256 handshakes in progress
-	// unless set). Its queue threshold and predicate decide which new
-	// connections are admitted to a handshake.
+	// set; queue threshold 1024 and two workers per CPU, at least four,
+	// unless set). Its queue threshold and predicate decide which
+	// handshakes are admitted to their next step.
 	Stage HandshakeStageConfig `yaml:"stage"`
 
 	// Store serves the certificates (SNI, Reload); built from Certs when
@@ -51,12 +54,12 @@ type TLSConfig struct {
 // HandshakeStageConfig sizes the handshake stage.
 type HandshakeStageConfig struct {
 	Name string `yaml:"name"` // "" → "aio.tls"
-	// Queue is the number of connections waiting for a handshake worker
-	// (0 → 1024); beyond it a new connection is refused.
+	// Queue is the number of handshake steps waiting for a worker
+	// (0 → 1024); beyond it the connection is refused (closed, counted).
 	Queue int `yaml:"queue"`
-	// Workers is the most handshakes in progress at once (0 → 256). A
-	// worker mostly waits for the peer, so this bounds memory and the
-	// handshakes a stalled client can hold, not CPU.
+	// Workers is the most handshake steps computing at once (0 → two per
+	// CPU, at least four). Handshakes waiting for their peer hold no
+	// worker: they cost their connection's descriptor and buffers.
 	Workers int `yaml:"workers"`
 }
 
@@ -71,7 +74,7 @@ func (c TLSConfig) withDefaults() TLSConfig {
 		c.Stage.Queue = 1024
 	}
 	if c.Stage.Workers == 0 {
-		c.Stage.Workers = 256
+		c.Stage.Workers = max(4, 2*runtime.GOMAXPROCS(0))
 	}
 	return c
 }
@@ -173,12 +176,14 @@ func (t *tlsCounters) snapshot() TLSStats {
 }
 
 // countFailure classifies a failed handshake.
-func (t *tlsCounters) countFailure(ctx context.Context, err error) {
+func (t *tlsCounters) countFailure(err error) {
 	var rh tls.RecordHeaderError
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, errHandshakeTimeout):
 		t.timeouts.Add(1)
-	case errors.As(err, &rh):
+	case errors.Is(err, ErrHandshakeRefused):
+		t.refused.Add(1)
+	case errors.Is(err, errNotTLS), errors.As(err, &rh):
 		t.notTLS.Add(1)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
 		strings.Contains(err.Error(), "remote error"):
@@ -201,7 +206,8 @@ func (t *tlsCounters) countDone(st tls.ConnectionState) {
 }
 
 // tlsSession is one connection's TLS state: crypto/tls over a
-// tlsTransport. Ciphertext in: feed. Plaintext out: write.
+// tlsTransport. Ciphertext in: feed. Plaintext out: write. Its handshake
+// runs in steps on the handshake stage (tlsstep.go).
 type tlsSession struct {
 	tr   *tlsTransport
 	conn *tls.Conn
@@ -215,17 +221,21 @@ type tlsSession struct {
 	// the first read decrypts even if the transport is empty.
 	fresh atomic.Bool
 	raw   func([]byte) error // the handshake's output, straight to the socket
+	hsOut []byte             // the current step's output (the handshake goroutine)
 
 	// Once established, records are collected here and the connection
 	// takes them, in order, onto its output (encryptLocked).
 	pendMu  sync.Mutex
 	pending [][]byte
 	pendN   int
+
+	handshakeSteps
 }
 
 func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw func([]byte) error) *tlsSession {
-	s := &tlsSession{raw: raw}
+	s := &tlsSession{raw: raw, handshakeSteps: newHandshakeSteps()}
 	s.tr = newTLSTransport(local, remote, s.output)
+	s.tr.turns = s
 	if server {
 		s.conn = tls.Server(s.tr, cfg)
 	} else {
@@ -234,11 +244,13 @@ func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw fun
 	return s
 }
 
-// output receives crypto/tls's records: straight to the socket during the
-// handshake, collected afterwards.
+// output receives crypto/tls's records: during the handshake they are
+// gathered and leave for the socket in one write when the step ends
+// (flushHandshake); afterwards they are collected for the connection.
 func (s *tlsSession) output(b []byte) error {
 	if !s.ok.Load() {
-		return s.raw(b)
+		s.hsOut = append(s.hsOut, b...)
+		return nil
 	}
 	s.pendMu.Lock()
 	s.pending = append(s.pending, b)
@@ -260,20 +272,6 @@ func (s *tlsSession) hasPending() bool {
 	s.pendMu.Lock()
 	defer s.pendMu.Unlock()
 	return s.pendN > 0
-}
-
-// handshake runs the handshake (it blocks on the peer) within timeout and
-// switches the transport to non-blocking reads on success.
-func (s *tlsSession) handshake(ctx context.Context, timeout time.Duration) (context.Context, error) {
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := s.conn.HandshakeContext(hctx)
-	if err == nil {
-		s.tr.SetBlocking(false)
-		s.fresh.Store(true)
-		s.ok.Store(true)
-	}
-	return hctx, err
 }
 
 // feed takes ciphertext from the socket and hands every complete record's
@@ -323,20 +321,15 @@ func (s *tlsSession) closeNotify() error { return s.conn.CloseWrite() }
 // state returns the negotiated parameters.
 func (s *tlsSession) state() tls.ConnectionState { return s.conn.ConnectionState() }
 
-// Handshakes is the handshake stage: new TLS connections wait on its
-// queue, guarded by its predicate, for one of its workers to run their
-// handshake. Get it with TLSHandshakes.
+// Handshakes is the handshake stage: a TLS connection whose ClientHello
+// has arrived whole waits on its queue, guarded by its predicate, for one
+// of its workers to run the handshake's next step; a step ends when the
+// handshake has to wait for the peer, and the worker goes back to the
+// pool. Get it with TLSHandshakes.
 type Handshakes struct {
 	st      *stage.Stage
 	cfg     TLSConfig
-	ctx     atomic.Pointer[context.Context]
 	counter tlsCounters
-}
-
-// handshakeJob is the handshake stage's event.
-type handshakeJob struct {
-	s    *tlsSession
-	done func(ctx context.Context, err error)
 }
 
 // TLSHandshakes returns the manager's handshake stage named by cfg, creating it if needed.
@@ -357,15 +350,13 @@ func TLSHandshakes(m *stage.Manager, cfg TLSConfig) (*Handshakes, error) {
 			return h.hs, nil
 		}
 		hs := &Handshakes{cfg: cfg}
-		bg := context.Background()
-		hs.ctx.Store(&bg)
 		st, err := m.CreateStage(cfg.Stage.Name, &handshakeHandler{hs: hs}, stage.StageConfig{
 			Queue: stage.QueueConfig{Threshold: cfg.Stage.Queue},
-			// Every worker mostly waits for its peer, so the pool is
-			// fixed at Workers: a stalled client must not hold up the
-			// others while a controller decides to grow.
+			// A worker only computes (waiting for the peer holds none),
+			// so a fixed pool of a few per CPU keeps the handshakes
+			// from crowding out the rest of the server.
 			ThreadPool: stage.ThreadPoolConfig{Min: cfg.Stage.Workers, Max: cfg.Stage.Workers},
-			Batching:   stage.BatchingConfig{Max: 1}, // one handshake per worker at a time
+			Batching:   stage.BatchingConfig{Max: 1}, // one step per worker at a time
 		})
 		if errors.Is(err, stage.ErrStageExists) {
 			continue
@@ -385,11 +376,25 @@ func (h *Handshakes) Stage() *stage.Stage { return h.st }
 // Stats returns the handshake counters.
 func (h *Handshakes) Stats() TLSStats { return h.counter.snapshot() }
 
-// submit queues s for a handshake; done is called from a worker with its
-// outcome. A refusal is returned at once (and done is not called).
-func (h *Handshakes) submit(s *tlsSession, done func(context.Context, error)) error {
-	if err := h.st.Sink().Enqueue(&handshakeJob{s: s, done: done}); err != nil {
-		h.counter.refused.Add(1)
+// submit queues s's first step; done is called with the handshake's
+// outcome (on the handshake's goroutine). A refusal is counted and
+// returned at once (and done is not called). A connection's session has
+// its stage and done set already (startTLS: the connection's timer reads
+// them), and keeps them.
+func (h *Handshakes) submit(s *tlsSession, done func(error)) error {
+	if s.hs == nil {
+		s.hs, s.done = h, done
+	}
+	if err := h.enqueue(s); err != nil {
+		s.settle(err)
+		return err
+	}
+	return nil
+}
+
+// enqueue asks for a worker to run s's next step.
+func (h *Handshakes) enqueue(s *tlsSession) error {
+	if err := h.st.Sink().Enqueue(s); err != nil {
 		return fmt.Errorf("%w: %w", ErrHandshakeRefused, err)
 	}
 	return nil
@@ -398,8 +403,6 @@ func (h *Handshakes) submit(s *tlsSession, done func(context.Context, error)) er
 type handshakeHandler struct{ hs *Handshakes }
 
 func (h *handshakeHandler) Init(c *stage.Context) error {
-	ctx := c.Context()
-	h.hs.ctx.Store(&ctx)
 	for name, f := range map[string]func() uint64{
 		"handshakes": h.hs.counter.handshakes.Load, "resumed": h.hs.counter.resumed.Load,
 		"refused": h.hs.counter.refused.Load, "timeouts": h.hs.counter.timeouts.Load,
@@ -413,17 +416,11 @@ func (h *handshakeHandler) Init(c *stage.Context) error {
 
 func (h *handshakeHandler) HandleEvents(batch []sink.Event) error {
 	for _, ev := range batch {
-		job, ok := ev.(*handshakeJob)
+		s, ok := ev.(*tlsSession)
 		if !ok {
 			return fmt.Errorf("%w: TLS handshake stage got %T", ErrBadEvent, ev)
 		}
-		hctx, err := job.s.handshake(*h.hs.ctx.Load(), h.hs.cfg.HandshakeTimeout)
-		if err != nil {
-			h.hs.counter.countFailure(hctx, err)
-		} else {
-			h.hs.counter.countDone(job.s.state())
-		}
-		job.done(hctx, err)
+		s.step()
 	}
 	return nil
 }

@@ -57,10 +57,32 @@ type tlsFixture struct {
 	hs     *Handshakes
 	srvCfg *tls.Config
 	roots  *x509.CertPool
-	cancel context.CancelFunc
 }
 
-func newTLSFixture(t *testing.T, cfg TLSConfig) *tlsFixture {
+func newTLSFixture(t testing.TB, cfg TLSConfig) *tlsFixture {
+	t.Helper()
+	f := newTLSFixtureStopped(t, cfg)
+	f.start(t)
+	return f
+}
+
+// start starts the fixture's manager (and so the handshake stage's workers).
+func (f *tlsFixture) start(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := f.m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		_ = f.m.Shutdown(sctx)
+		cancel()
+	})
+}
+
+// newTLSFixtureStopped is newTLSFixture with the manager not started yet.
+func newTLSFixtureStopped(t testing.TB, cfg TLSConfig) *tlsFixture {
 	t.Helper()
 	def, err := SelfSigned(0, "localhost", "127.0.0.1")
 	if err != nil {
@@ -87,17 +109,7 @@ func newTLSFixture(t *testing.T, cfg TLSConfig) *tlsFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		_ = m.Shutdown(sctx)
-		cancel()
-	})
-	return &tlsFixture{m: m, hs: hs, srvCfg: srvCfg, roots: roots, cancel: cancel}
+	return &tlsFixture{m: m, hs: hs, srvCfg: srvCfg, roots: roots}
 }
 
 func (f *tlsFixture) clientConfig(server string, version uint16) *tls.Config {
@@ -106,14 +118,19 @@ func (f *tlsFixture) clientConfig(server string, version uint16) *tls.Config {
 }
 
 // handshake runs both sides and returns the server's outcome.
-func (f *tlsFixture) handshake(t *testing.T, p *memPair) error {
+func (f *tlsFixture) handshake(t testing.TB, p *memPair) error {
 	t.Helper()
 	srvDone := make(chan error, 1)
-	if err := f.hs.submit(p.srv, func(_ context.Context, err error) { srvDone <- err }); err != nil {
+	if err := f.hs.submit(p.srv, func(err error) { srvDone <- err }); err != nil {
 		return err
 	}
 	cliErr := p.cli.Handshake()
-	srvErr := <-srvDone
+	var srvErr error
+	select {
+	case srvErr = <-srvDone:
+	case <-time.After(30 * time.Second): // a hang guard, not a threshold
+		t.Fatal("the server's handshake did not end")
+	}
 	if srvErr != nil {
 		return srvErr
 	}
@@ -213,12 +230,12 @@ func TestTLSRecordsFedOneByteAtATime(t *testing.T) {
 }
 
 func TestTLSHandshakeFailures(t *testing.T) {
-	f := newTLSFixture(t, TLSConfig{HandshakeTimeout: 200 * time.Millisecond})
+	f := newTLSFixture(t, TLSConfig{})
 
 	// Garbage instead of a ClientHello: closed, counted, no panic.
 	p := newMemPair(f.srvCfg, f.clientConfig("localhost", 0))
 	done := make(chan error, 1)
-	if err := f.hs.submit(p.srv, func(_ context.Context, err error) { done <- err }); err != nil {
+	if err := f.hs.submit(p.srv, func(err error) { done <- err }); err != nil {
 		t.Fatal(err)
 	}
 	_ = p.serverInput([]byte("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"))
@@ -226,31 +243,78 @@ func TestTLSHandshakeFailures(t *testing.T) {
 		t.Fatal("a plain-text request passed the handshake")
 	}
 
-	// A client that stalls after connecting is timed out.
+	// A client that stalls after connecting is timed out when its
+	// connection's timer expires it (here: at once).
 	p = newMemPair(f.srvCfg, f.clientConfig("localhost", 0))
-	if err := f.hs.submit(p.srv, func(_ context.Context, err error) { done <- err }); err != nil {
+	if err := f.hs.submit(p.srv, func(err error) { done <- err }); err != nil {
 		t.Fatal(err)
+	}
+	if !p.srv.expire() {
+		t.Fatal("expire: the stalled handshake had already ended")
 	}
 	if err := <-done; err == nil {
 		t.Fatal("a stalled handshake succeeded")
 	}
+	if p.srv.expire() {
+		t.Fatal("expire ended a handshake twice")
+	}
 	st := f.hs.Stats()
-	if st.NotTLS != 1 || st.Timeouts != 1 || st.Handshakes != 0 {
+	if st.NotTLS != 1 || st.Timeouts != 1 || st.Handshakes != 0 || st.PeerGone != 0 {
 		t.Fatalf("stats = %+v; want one not-TLS failure and one timeout", st)
+	}
+}
+
+// TestTLSStalledHandshakesHoldNoWorker parks many handshakes whose
+// clients never answer on a stage with one worker: each gives the worker
+// back while it waits, so a real client's handshake still completes.
+func TestTLSStalledHandshakesHoldNoWorker(t *testing.T) {
+	f := newTLSFixture(t, TLSConfig{Stage: HandshakeStageConfig{Workers: 1, Queue: 64}})
+	var stalled []*memPair
+	for range 50 {
+		p := newMemPair(f.srvCfg, f.clientConfig("localhost", 0))
+		if err := f.hs.submit(p.srv, func(error) {}); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, p)
+	}
+	// Half of them send a ClientHello and then never the next flight.
+	for _, p := range stalled[:25] {
+		toServer, sent := p.cliT.out, false
+		p.cliT.out = func(b []byte) error {
+			if sent {
+				return nil
+			}
+			sent = true
+			return toServer(b)
+		}
+		go func() { _ = p.cli.Handshake() }()
+	}
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		if err := f.handshake(t, newMemPair(f.srvCfg, f.clientConfig("localhost", v))); err != nil {
+			t.Fatalf("%s with 50 stalled handshakes parked: %v", tls.VersionName(v), err)
+		}
+	}
+	for _, p := range stalled {
+		p.srv.expire()
+		p.cliT.Close()
+	}
+	st := f.hs.Stats()
+	if st.Handshakes != 2 || st.Timeouts != 50 {
+		t.Fatalf("stats = %+v; want 2 handshakes and 50 timeouts", st)
 	}
 }
 
 func TestTLSHandshakeFloodRefused(t *testing.T) {
 	const workers, queue, clients = 4, 8, 40
-	f := newTLSFixture(t, TLSConfig{HandshakeTimeout: 5 * time.Second, Stage: HandshakeStageConfig{Workers: workers, Queue: queue}})
-	// Stalled clients fill the workers and the queue; the rest is refused
-	// at once, and the refusal says why.
+	f := newTLSFixtureStopped(t, TLSConfig{Stage: HandshakeStageConfig{Workers: workers, Queue: queue}})
+	// Before the stage runs, the first steps fill its queue; the rest is
+	// refused at once, and the refusal says why.
 	results := make(chan error, clients)
-	var sessions []*tlsSession
+	var admitted []*memPair
 	refused := 0
 	for range clients {
 		p := newMemPair(f.srvCfg, f.clientConfig("localhost", 0))
-		err := f.hs.submit(p.srv, func(_ context.Context, err error) { results <- err })
+		err := f.hs.submit(p.srv, func(err error) { results <- err })
 		if errors.Is(err, ErrHandshakeRefused) {
 			refused++
 			continue
@@ -258,21 +322,25 @@ func TestTLSHandshakeFloodRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sessions = append(sessions, p.srv)
+		admitted = append(admitted, p)
 	}
-	// The admitted ones may be in service or queued: at most workers+queue.
-	if len(sessions) > workers+queue || refused < clients-workers-queue {
-		t.Fatalf("admitted %d, refused %d; want at most %d admitted", len(sessions), refused, workers+queue)
+	if len(admitted) > queue || refused < clients-queue {
+		t.Fatalf("admitted %d, refused %d; want at most %d admitted", len(admitted), refused, queue)
 	}
 	if got := f.hs.Stats().Refused; got != uint64(refused) {
 		t.Fatalf("Refused counter = %d; %d refusals returned", got, refused)
 	}
-	for _, s := range sessions { // end the stalled handshakes
-		s.tr.Close()
+	// The admitted ones complete once the stage runs.
+	f.start(t)
+	for _, p := range admitted {
+		go func() { _ = p.cli.Handshake() }()
 	}
-	for range sessions {
-		if err := <-results; err == nil {
-			t.Fatal("a stalled handshake whose transport closed succeeded")
+	for range admitted {
+		if err := <-results; err != nil {
+			t.Fatalf("an admitted handshake failed: %v", err)
 		}
+	}
+	if st := f.hs.Stats(); st.Handshakes != uint64(len(admitted)) {
+		t.Fatalf("stats = %+v; want %d handshakes", st, len(admitted))
 	}
 }

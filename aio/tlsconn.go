@@ -1,12 +1,12 @@
 package aio
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 
+	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -55,18 +55,21 @@ func newTLSClient(cfg SocketConfig, m *stage.Manager) (*tlsServer, error) {
 	return &tlsServer{client: true, cfg: cfg.TLS.clientConfig(), hs: hs}, nil
 }
 
-// startTLS begins the server handshake of a new connection (event loop,
-// from OnOpen): the connection reaches the application only once the
-// handshake succeeded. It reports false if the handshake stage refused the
-// connection, which must then be closed.
+// startTLS begins the handshake of a new connection (event loop, from
+// OnOpen): the connection reaches the application only once the handshake
+// succeeded. A server waits for the ClientHello (handshakeInput); a
+// client's first step is queued at once. The connection's timer closes it
+// at HandshakeTimeout. startTLS reports false if the handshake stage
+// refused the connection, which must then be closed.
 func (c *Connection) startTLS(ts *tlsServer, announce func(), failed func(error)) bool {
 	cfg := ts.cfg
 	if ts.client && cfg.ServerName == "" && !cfg.InsecureSkipVerify {
 		cfg = cfg.Clone()
 		cfg.ServerName = c.dialHost
 	}
-	c.tls = newTLSSession(!ts.client, cfg, c.local, c.remote, c.writeHandshake)
-	err := ts.hs.submit(c.tls, func(_ context.Context, err error) {
+	s := newTLSSession(!ts.client, cfg, c.local, c.remote, c.writeHandshake)
+	s.hs = ts.hs
+	s.done = func(err error) {
 		if err != nil {
 			c.eng.log.Debug("aio: TLS handshake failed", "conn", c.String(), "err", err)
 			c.closeWith(ClosedError, err)
@@ -76,8 +79,21 @@ func (c *Connection) startTLS(ts *tlsServer, announce func(), failed func(error)
 			return
 		}
 		announce()
-	})
-	if err != nil {
+	}
+	s.deadline = sink.Nanotime() + int64(ts.hs.cfg.HandshakeTimeout)
+	c.tls = s
+	c.eng.armAt(c, s.deadline)
+	if ts.client {
+		return c.submitHandshake()
+	}
+	return true
+}
+
+// submitHandshake queues the handshake's first step (event loop).
+func (c *Connection) submitHandshake() bool {
+	s := c.tls
+	s.submitted = true
+	if err := s.hs.submit(s, s.done); err != nil {
 		c.eng.log.Debug("aio: TLS handshake refused", "conn", c.String(), "err", err)
 		return false
 	}
@@ -92,10 +108,14 @@ func (c *Connection) writeHandshake(b []byte) error {
 }
 
 // handshakeInput moves every buffered byte to the handshake (event loop).
+// Before the first step it checks that the bytes are a ClientHello and
+// queues the step once it is whole. It reports false when the connection
+// must close (not TLS, too much input, refused), the reason counted.
 func (c *Connection) handshakeInput(gc interface {
 	InboundBuffered() int
 	Read([]byte) (int, error)
 }) bool {
+	s := c.tls
 	for n := gc.InboundBuffered(); n > 0; n = gc.InboundBuffered() {
 		data := make([]byte, n)
 		m, _ := gc.Read(data)
@@ -103,9 +123,67 @@ func (c *Connection) handshakeInput(gc interface {
 			break
 		}
 		c.countIn(m)
-		c.tls.tr.Feed(data[:m])
+		s.tr.Feed(data[:m])
 	}
-	return c.tls.tr.Buffered() <= maxHandshakeInput
+	if s.submitted {
+		if s.tr.Buffered() > maxHandshakeInput {
+			c.closeTLSInput(ClosedOverflow, ErrInboundOverflow)
+			return false
+		}
+		return true
+	}
+	var whole bool
+	var err error
+	s.tr.inspect(func(in []byte) {
+		whole, err = clientHelloStatus(in)
+		if err == nil && !whole && len(in) > maxClientHelloInput {
+			err = fmt.Errorf("%w: %d bytes and no whole ClientHello", errNotTLS, len(in))
+		}
+	})
+	switch {
+	case err != nil:
+		s.settle(err)
+		c.closeTLSInput(ClosedError, err)
+		return false
+	case !whole:
+		return true
+	case !c.submitHandshake():
+		c.eng.stats.rejectedAccepts.Add(1)
+		c.closeTLSInput(ClosedLocal, ErrHandshakeRefused)
+		return false
+	}
+	return true
+}
+
+// closeTLSInput records why the event loop closes a connection whose
+// handshake input was refused.
+func (c *Connection) closeTLSInput(r CloseReason, err error) {
+	c.mu.Lock()
+	if c.reason == 0 {
+		c.reason, c.reasonErr = r, err
+	}
+	c.state = stateAborting
+	c.mu.Unlock()
+}
+
+// tlsHandshakeExpired closes the connection if its handshake is past its
+// deadline (the maintenance goroutine's visit), and re-arms the timer if
+// it is still to come.
+func (c *Connection) tlsHandshakeExpired(now int64) bool {
+	s := c.tls
+	if s.ok.Load() || s.settled.Load() || s.deadline == 0 {
+		return false
+	}
+	if now < s.deadline {
+		c.eng.armAt(c, s.deadline)
+		return false
+	}
+	if !s.expire() {
+		return false
+	}
+	c.eng.log.Debug("aio: TLS handshake timed out", "conn", c.String())
+	c.closeWith(ClosedError, errHandshakeTimeout)
+	return true
 }
 
 // decrypt feeds ciphertext to the session and hands each plaintext piece

@@ -31,11 +31,7 @@ func tlsEcho(t *testing.T, cfg aio.TLSConfig) (string, *x509.CertPool, *aio.Hand
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(cert.Leaf)
-	m := stage.NewManager(stage.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := startedManager(t)
 	closed := &closedCount{}
 	srv, err := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0", TLS: &cfg}, aio.Func(func(e sink.Event) error {
 		c, ok := e.(*aio.Connection)
@@ -59,14 +55,26 @@ func tlsEcho(t *testing.T, cfg aio.TLSConfig) (string, *x509.CertPool, *aio.Hand
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv.Addr().String(), roots, hs, closed
+}
+
+// startedManager returns a started manager, shut down when the test ends
+// (after the test's own cleanups: a socket closes before its stages stop).
+func startedManager(t *testing.T) *stage.Manager {
+	t.Helper()
+	m := stage.NewManager(stage.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		_ = srv.Close()
 		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
 		defer c()
 		_ = m.Shutdown(sctx)
 		cancel()
 	})
-	return srv.Addr().String(), roots, hs, closed
+	return m
 }
 
 type closedCount struct {
@@ -154,17 +162,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 
 func TestTLSClientSocket(t *testing.T) {
 	addr, roots, _, _ := tlsEcho(t, aio.TLSConfig{})
-	m := stage.NewManager(stage.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := m.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-		defer c()
-		_ = m.Shutdown(sctx)
-	}()
+	m := startedManager(t)
 	cl, err := aio.NewClient(aio.SocketConfig{TLS: &aio.TLSConfig{Config: &tls.Config{RootCAs: roots}}}, aio.Env{Manager: m})
 	if err != nil {
 		t.Fatal(err)

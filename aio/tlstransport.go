@@ -23,12 +23,19 @@ func (wouldBlockError) Temporary() bool { return true }
 
 // tlsTransport is the net.Conn a crypto/tls Conn runs over: ciphertext
 // is pushed in by Feed (from the socket's packets) and leaves through out
-// (the socket's output). While blocking (the handshake, run on a
-// goroutine of the handshake stage) Read waits for input; afterwards Read
-// never blocks, so decryption can be driven by arriving packets.
+// (the socket's output). While blocking (the handshake) Read waits for
+// input; afterwards Read never blocks, so decryption can be driven by
+// arriving packets.
+//
+// A handshake's transport has turns (see handshakeTurns): a Read that
+// must wait gives the handshake stage's worker back and waits without one
+// until a record that can move the handshake on has arrived whole and a
+// worker has taken the next step up. Without turns (a test's client)
+// Read simply waits.
 type tlsTransport struct {
 	out           func([]byte) error
 	local, remote net.Addr
+	turns         handshakeTurns
 
 	mu       sync.Mutex
 	cond     sync.Cond
@@ -36,6 +43,9 @@ type tlsTransport struct {
 	eof      bool // the peer closed: Read returns io.EOF once in is empty
 	closed   bool // Close was called: Read and Write fail
 	blocking bool
+	scan     recordScanner // the input's records, while blocking
+	parked   bool          // a Read waits without a worker
+	mark     uint64        // scan.moves when it parked
 }
 
 func newTLSTransport(local, remote net.Addr, out func([]byte) error) *tlsTransport {
@@ -48,16 +58,29 @@ func newTLSTransport(local, remote net.Addr, out func([]byte) error) *tlsTranspo
 func (t *tlsTransport) Feed(p []byte) {
 	t.mu.Lock()
 	t.in = append(t.in, p...)
+	if t.blocking {
+		t.scan.scan(p)
+	}
+	wake := t.parked && t.scan.moves > t.mark
+	t.parked = t.parked && !wake
 	t.mu.Unlock()
 	t.cond.Broadcast()
+	if wake {
+		t.turns.resume()
+	}
 }
 
 // FeedEOF records that the peer will send nothing more.
 func (t *tlsTransport) FeedEOF() {
 	t.mu.Lock()
 	t.eof = true
+	wake := t.parked
+	t.parked = false
 	t.mu.Unlock()
 	t.cond.Broadcast()
+	if wake {
+		t.turns.resume()
+	}
 }
 
 // SetBlocking switches between the handshake's blocking reads and the
@@ -67,6 +90,14 @@ func (t *tlsTransport) SetBlocking(b bool) {
 	t.blocking = b
 	t.mu.Unlock()
 	t.cond.Broadcast()
+}
+
+// inspect calls f with the buffered input (under the lock: f must not
+// keep it).
+func (t *tlsTransport) inspect(f func([]byte)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(t.in)
 }
 
 // Buffered reports the ciphertext bytes not yet read by crypto/tls.
@@ -87,8 +118,14 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		case !t.blocking:
 			return 0, errWouldBlock
+		case t.turns == nil:
+			t.cond.Wait()
+			continue
 		}
-		t.cond.Wait()
+		t.parked, t.mark = true, t.scan.moves
+		t.mu.Unlock()
+		t.turns.pause()
+		t.mu.Lock()
 	}
 	n := copy(p, t.in)
 	t.in = t.in[n:]
@@ -112,13 +149,19 @@ func (t *tlsTransport) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close wakes a blocked Read (HandshakeContext closes the transport when
-// its context ends, which is how the handshake deadline is enforced).
+// Close makes Read and Write fail and wakes a waiting Read (the
+// connection closed, or its handshake timed out); a Read waiting without
+// a worker goes on without one, since all it does is fail.
 func (t *tlsTransport) Close() error {
 	t.mu.Lock()
 	t.closed = true
+	wake := t.parked
+	t.parked = false
 	t.mu.Unlock()
 	t.cond.Broadcast()
+	if wake {
+		t.turns.give()
+	}
 	return nil
 }
 

@@ -1,0 +1,154 @@
+package aio
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+)
+
+// This file runs a handshake in steps (DESIGN §10). crypto/tls's
+// Handshake is one blocking call, so it runs on a goroutine of its own;
+// but that goroutine computes only while a worker of the handshake stage
+// has lent it its turn. When crypto/tls reads and no ciphertext is
+// buffered, the transport parks the goroutine and the worker goes back to
+// the pool; when the event loop has fed a record that can move the
+// handshake on, the next step is queued on the stage (admission control
+// again), and the worker that takes it hands the turn back. A parked
+// handshake costs its goroutine's stack and its connection's buffers,
+// never a worker; a connection still sending its ClientHello costs no
+// goroutine at all (the event loop buffers it, tlsconn.go).
+
+// errHandshakeTimeout closes a connection whose handshake did not end
+// within TLSConfig.HandshakeTimeout.
+var errHandshakeTimeout = errors.New("aio: TLS handshake timed out")
+
+// handshakeTurns is what a handshake's transport asks of its session.
+type handshakeTurns interface {
+	pause()  // give the worker back and wait for the next step's turn
+	resume() // input that moves the handshake on arrived: queue the next step
+	give()   // go on without a worker (the transport closed: Read only fails)
+}
+
+// handshakeSteps is a session's handshake state.
+type handshakeSteps struct {
+	hs       *Handshakes
+	done     func(error) // the outcome, on the handshake goroutine
+	turn     chan struct{}
+	yield    chan struct{}
+	started  atomic.Bool // the handshake goroutine exists
+	settled  atomic.Bool // the outcome is counted
+	deadline int64       // sink.Nanotime by which it must end (0: none)
+	// submitted is set by the event loop when the first step is queued.
+	submitted bool
+}
+
+func newHandshakeSteps() handshakeSteps {
+	return handshakeSteps{turn: make(chan struct{}, 1), yield: make(chan struct{}, 1)}
+}
+
+// step runs the handshake until it waits for the peer or ends (a worker
+// of the handshake stage).
+func (s *tlsSession) step() {
+	if s.started.CompareAndSwap(false, true) {
+		go s.run()
+	} else {
+		s.turn <- struct{}{}
+	}
+	<-s.yield
+}
+
+// run is the handshake goroutine. Its context has no Done channel, so
+// crypto/tls starts no goroutine to watch it: the deadline is the
+// connection's timer, which closes the transport.
+func (s *tlsSession) run() {
+	err := s.conn.HandshakeContext(context.Background())
+	if ferr := s.flushHandshake(); err == nil && ferr != nil {
+		err = ferr
+	}
+	if err == nil {
+		s.tr.SetBlocking(false)
+		s.fresh.Store(true)
+		s.ok.Store(true)
+	}
+	s.settle(err)
+	if s.done != nil {
+		s.done(err)
+	}
+	s.yield <- struct{}{}
+}
+
+func (s *tlsSession) pause() {
+	if err := s.flushHandshake(); err != nil {
+		_ = s.tr.Close() // the connection is gone: the handshake ends
+	}
+	s.yield <- struct{}{}
+	<-s.turn
+}
+
+// flushHandshake sends what the step wrote, in one write (crypto/tls
+// flushes a flight in several: the server's first flight and its session
+// tickets, for one).
+func (s *tlsSession) flushHandshake() error {
+	if len(s.hsOut) == 0 {
+		return nil
+	}
+	b := s.hsOut
+	s.hsOut = nil
+	return s.raw(b)
+}
+
+func (s *tlsSession) give() { s.turn <- struct{}{} }
+
+// NonRejectable makes a handshake's later steps pass the stage's queue
+// threshold: a handshake admitted at its first step runs to its end, so a
+// flood is refused at the door and not halfway (when a TLS 1.3 client
+// already believes the handshake is done). Later steps queued at once are
+// at most one per handshake in progress.
+func (s *tlsSession) NonRejectable() bool { return s.started.Load() }
+
+func (s *tlsSession) resume() {
+	if err := s.hs.enqueue(s); err != nil {
+		// Refused (the stage closed, or a predicate refuses even later
+		// steps): the handshake ends, counted.
+		s.settle(err)
+		_ = s.tr.Close()
+		s.give()
+	}
+}
+
+// settle counts the handshake's outcome, once; it reports whether this
+// call counted it.
+func (s *tlsSession) settle(err error) bool {
+	if s.hs == nil || !s.settled.CompareAndSwap(false, true) {
+		return false
+	}
+	if err == nil {
+		s.hs.counter.countDone(s.state())
+	} else {
+		s.hs.counter.countFailure(err)
+	}
+	return true
+}
+
+// expire ends a handshake that is still in progress: counted as a
+// timeout, its goroutine (if any) released. It reports false if the
+// handshake had already ended.
+func (s *tlsSession) expire() bool {
+	if s.ok.Load() || !s.settle(errHandshakeTimeout) {
+		return false
+	}
+	_ = s.tr.Close()
+	return true
+}
+
+// ended is told that the connection closed: an established session reads
+// what is left, a handshake in progress ends (counted: the peer left).
+func (s *tlsSession) ended() {
+	if s.ok.Load() {
+		s.tr.FeedEOF()
+		return
+	}
+	s.settle(io.EOF)
+	_ = s.tr.Close()
+}
