@@ -81,8 +81,9 @@ func (p *Profiler) serveConfig(w http.ResponseWriter, r *http.Request) {
 // the profiler's own configuration after command-line overrides. Secrets
 // are redacted: the string value of every key one of whose words
 // (split at '_', '-', '.' and lower-to-upper case changes) is password,
-// passwd, secret, token, key, credential(s) or auth — tls.key,
-// tokenFile, apiKey, nats password — reads Redacted. Files named by the
+// passwd, secret, token, key, nkey, creds, credential(s) or auth —
+// tls.key, tokenFile, nkeyFile, credsFile, apiKey, nats password — reads
+// Redacted. Files named by the
 // configuration are never opened.
 func EffectiveConfig(cfg *stage.Config, prof Config) ([]byte, error) {
 	var root yaml.Node
@@ -249,7 +250,7 @@ func addComment(m *yaml.Node, c string) {
 var secretWords = map[string]bool{
 	"password": true, "passwd": true, "secret": true, "token": true,
 	"key": true, "credential": true, "credentials": true, "auth": true,
-	"apikey": true, "passphrase": true,
+	"apikey": true, "passphrase": true, "nkey": true, "creds": true,
 }
 
 // IsSecretKey reports whether /config redacts the string value of a key

@@ -234,6 +234,7 @@ func TestIsSecretKey(t *testing.T) {
 		"secret": true, "clientSecret": true, "token": true, "tokenFile": true,
 		"apiToken": true, "key": true, "api_key": true, "apiKey": true, "TLSKey": true,
 		"private-key": true, "credentials": true, "auth": true,
+		"nkeyFile": true, "credsFile": true,
 		"keyed": false, "monkey": false, "keys": false, "tokenizer": false, "cert": false,
 		"root": false, "http": false, "author": false, "": false,
 	} {
