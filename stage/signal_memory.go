@@ -274,16 +274,17 @@ func (m *Manager) applyPressure(s *Stage) {
 	}
 }
 
-// replacePredicate installs p as stage s's admission predicate (a
-// Reload), starting it with the current pressure state.
-func (m *Manager) replacePredicate(s *Stage, p sink.Predicate) {
+// installPredicate puts p in stage s's queue as its admission predicate
+// (stageSink.SetPredicate: a Reload, or a program), starting it with the
+// current pressure state.
+func (m *Manager) installPredicate(s *Stage, p sink.Predicate) {
 	ps := &m.signals.memory
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.on {
 		pressPredicate(p, true)
 	}
-	s.external.SetPredicate(p)
+	s.queue.SetPredicate(p)
 }
 
 // pressPredicate sets the pressure of every predicate in p's tree that

@@ -11,7 +11,7 @@ import (
 // TestPredicatesInstalledUnderPressure: while memory is high, an rt
 // predicate that a Reload installs (replacing a stage's predicate, giving
 // one to a stage that had none, or with an added stage), and one of a
-// stage created in Go, start under pressure, without waiting for the next
+// stage created in Go and one a program sets on it, start under pressure, without waiting for the next
 // crossing; once memory is back under the low mark all are lifted.
 func TestPredicatesInstalledUnderPressure(t *testing.T) {
 	const before = `
@@ -71,6 +71,8 @@ stages:
 		Predicate: mustRT(t)}); err != nil {
 		t.Fatal(err)
 	}
+	inGo, _ := m.Stage("InGo")
+	inGo.Sink().(interface{ SetPredicate(sink.Predicate) }).SetPredicate(mustRT(t))
 	stages := []string{"Degrading", "Plain", "Added", "InGo"}
 	if rtOf("Degrading") == old {
 		t.Fatal("the reload did not replace Degrading's rt predicate")
