@@ -150,11 +150,50 @@ func (d *Degrader) SetPressure(on bool) {
 // p90 and target, and returns the quality to serve at. Without a
 // ResponseTime it returns the current quality.
 func (d *Degrader) Observe(now time.Time) float64 {
-	if d.rt == nil {
+	rt := d.ResponseTime()
+	if rt == nil {
 		return d.Quality()
 	}
-	q, _ := d.Update(now, d.rt.P90(), d.rt.Target())
+	q, _ := d.Update(now, rt.P90(), rt.Target())
 	return q
+}
+
+// ResponseTime returns the ResponseTime the controller drives (nil if
+// none): the one given to NewDegrader or the last Retarget.
+func (d *Degrader) ResponseTime() *ResponseTime {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rt
+}
+
+// Retarget makes the controller drive rt from now on, keeping its
+// quality and admission wish: a configuration reload that replaced the
+// stage's predicate (stage.SignalReloaded) hands the new ResponseTime
+// over. With Admission the wish is applied to rt at once, so a new
+// predicate starts degraded-first as the old one ran. rt may be nil (the
+// reload removed the rt block): Observe then keeps the current quality.
+func (d *Degrader) Retarget(rt *ResponseTime) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rt == d.rt {
+		return
+	}
+	d.rt = rt
+	if rt != nil && d.cfg.Admission {
+		if d.admit {
+			rt.Enable()
+		} else {
+			rt.Disable()
+		}
+	}
+	d.cfg.Logger.Info("degrader follows a new rt predicate", "target", targetOf(rt))
+}
+
+func targetOf(rt *ResponseTime) time.Duration {
+	if rt == nil {
+		return 0
+	}
+	return rt.Target()
 }
 
 // Update feeds a p90 response time (0: no measurement yet) and its target

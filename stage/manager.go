@@ -403,6 +403,7 @@ func (m *Manager) CreateStage(name string, h Handler, cfg StageConfig) (*Stage, 
 	running := m.state == stateRunning
 	m.mu.Unlock()
 	s.metrics.publish()
+	m.applyPressure(s) // a stage created while memory is high starts under pressure
 
 	if cfg.Supervisor != nil {
 		if err := m.sup.addOwn(s, *cfg.Supervisor); err != nil {

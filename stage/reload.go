@@ -41,8 +41,10 @@ import (
 // SignalReloaded is raised after each Reload that applied; its event is
 // Reloaded. A handler that keeps something its Init took from the
 // configuration, such as its stage's predicate (enqueuepred.ResponseTimeOf
-// of Context.Stage().Sink().Predicate()), subscribes a sink to it and
-// looks again: a reload that changes the predicate installs a new one.
+// of Context.Stage().Sink().Predicate()), subscribes to it in Init
+// (Manager.SubscribeFunc, ended in Destroy) and looks again: a reload that
+// changes the predicate installs a new one (Haboob's Checksum and Arashi's
+// pages hand it to their enqueuepred.Degrader with Retarget).
 const SignalReloaded = "reloaded"
 
 // Reloaded is the event of SignalReloaded.

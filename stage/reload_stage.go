@@ -116,7 +116,7 @@ func (r *stageRetune) apply() (later []string) {
 		case "queue.max_time":
 			s.queue.SetMaxAge(r.cfg.Queue.MaxTime)
 		case "predicate":
-			s.external.SetPredicate(r.pred)
+			s.external.SetPredicate(r.pred) // under the current memory pressure
 		case "threadpool":
 			tp := r.cfg.ThreadPool
 			err := s.pool.Retune(threadpool.Config{Min: tp.Min, Max: tp.Max, Controller: tp.Controller})

@@ -134,6 +134,9 @@ type subscription struct {
 type signalBus struct {
 	mu   sync.Mutex
 	subs []*subscription
+	// memory is the resource pressure the memory monitor announced, which
+	// every predicate installed later starts with (signal_memory.go).
+	memory pressureState
 }
 
 // Subscribe has every later Raise of signal enqueue its event on s. The

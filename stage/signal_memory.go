@@ -241,16 +241,60 @@ func (mm *MemoryMonitor) Shutdown(ctx context.Context) error {
 	}
 }
 
+// pressureState is the memory pressure last announced. Its mutex
+// serializes announcing it to the stages' predicates with installing a
+// predicate (a stage created, a reload replacing a predicate), so that a
+// predicate installed at any moment ends up with the current state.
+type pressureState struct {
+	mu sync.Mutex
+	on bool
+}
+
 // setPressure puts the admission predicates of every stage that take
-// resource pressure under it (or lifts it).
+// resource pressure under it (or lifts it), and remembers the state for
+// the predicates installed later.
 func (m *Manager) setPressure(on bool) {
+	ps := &m.signals.memory
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.on = on
 	for _, s := range m.Stages() {
-		sink.Walk(s.queue.Predicate(), func(p sink.Predicate) {
-			if pt, ok := p.(enqueuepred.PressureTaker); ok {
-				pt.SetPressure(on)
-			}
-		})
+		pressPredicate(s.queue.Predicate(), on)
 	}
+}
+
+// applyPressure gives a newly published stage's predicates the current
+// pressure state.
+func (m *Manager) applyPressure(s *Stage) {
+	ps := &m.signals.memory
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.on {
+		pressPredicate(s.queue.Predicate(), true)
+	}
+}
+
+// installPredicate puts p in stage s's queue as its admission predicate
+// (stageSink.SetPredicate: a Reload, or a program), starting it with the
+// current pressure state.
+func (m *Manager) installPredicate(s *Stage, p sink.Predicate) {
+	ps := &m.signals.memory
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.on {
+		pressPredicate(p, true)
+	}
+	s.queue.SetPredicate(p)
+}
+
+// pressPredicate sets the pressure of every predicate in p's tree that
+// takes it.
+func pressPredicate(p sink.Predicate, on bool) {
+	sink.Walk(p, func(q sink.Predicate) {
+		if pt, ok := q.(enqueuepred.PressureTaker); ok {
+			pt.SetPressure(on)
+		}
+	})
 }
 
 // memorySection is the `global.memory` block's name.

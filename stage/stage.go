@@ -641,10 +641,11 @@ func (k *stageSink) Predicate() sink.Predicate              { return k.st.queue.
 func (k *stageSink) SpaceSignal() (<-chan struct{}, func()) { return k.st.queue.SpaceSignal() }
 
 // SetPredicate replaces the stage's admission predicate while traffic
-// flows; a predicate with a Run method gets its background loop started.
+// flows, under the current memory pressure; a predicate with a Run method
+// gets its background loop started.
 func (k *stageSink) SetPredicate(p sink.Predicate) {
 	k.st.bindPool(p)
-	k.st.queue.SetPredicate(p)
+	k.st.mgr.installPredicate(k.st, p)
 	if ctx := k.st.mgr.runContext(); ctx != nil {
 		k.st.startPredicate(ctx, p)
 	}

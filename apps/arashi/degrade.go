@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
+	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
@@ -66,12 +67,15 @@ func pageSize(q float64) int {
 // withCounts reports whether the folders page counts messages at quality q.
 func withCounts(q float64) bool { return q >= 0.5 }
 
-// degrader is a stage's degradation state.
+// degrader is a stage's degradation state. The stage's rt predicate is
+// looked up again after every configuration reload (stage.SignalReloaded),
+// which may have replaced it: the new one is switched as the old one was,
+// and the Degrader drives it.
 type degrader struct {
-	mode Degrade
-	rt   *enqueuepred.ResponseTime
-	deg  *enqueuepred.Degrader // nil: the stage does not degrade
-	now  func() time.Time
+	mode  Degrade
+	deg   *enqueuepred.Degrader // nil: the stage does not degrade
+	now   func() time.Time
+	unsub func() // the SignalReloaded subscription
 }
 
 // initDegrade sets the stage's degradation up for the App's mode.
@@ -83,23 +87,47 @@ func (p *page) initDegrade(c *stage.Context) error {
 	if p.dg.mode != DegradeAlone && p.dg.mode != DegradeAdmission {
 		return fmt.Errorf("arashi: unknown degradation mode %v", p.dg.mode)
 	}
-	p.dg.rt = enqueuepred.ResponseTimeOf(c.Stage().Sink().Predicate())
-	if p.dg.rt == nil {
+	st := c.Stage()
+	rt := enqueuepred.ResponseTimeOf(st.Sink().Predicate())
+	if rt == nil {
 		return fmt.Errorf("arashi: %s: degradation needs an rt predicate on the stage, e.g. %s", p.kind.Handler(), DefaultPredicate)
 	}
 	if p.dg.mode == DegradeAlone {
-		p.dg.rt.Disable()
+		rt.Disable()
 	}
-	if !p.kind.degradable() {
-		return nil
+	if p.kind.degradable() {
+		var err error
+		if p.dg.deg, err = enqueuepred.NewDegrader(rt, enqueuepred.DegraderConfig{
+			Admission: p.dg.mode == DegradeAdmission, Logger: p.log}); err != nil {
+			return fmt.Errorf("arashi: %s: %w", p.kind.Handler(), err)
+		}
+		c.Profile("quality", p.dg.deg.Quality)
+		p.app.setDegrader(p.kind, p.dg.deg)
 	}
-	var err error
-	if p.dg.deg, err = enqueuepred.NewDegrader(p.dg.rt, enqueuepred.DegraderConfig{
-		Admission: p.dg.mode == DegradeAdmission, Logger: p.log}); err != nil {
-		return fmt.Errorf("arashi: %s: %w", p.kind.Handler(), err)
+	p.dg.unsub = c.Manager().SubscribeFunc(stage.SignalReloaded, func(sink.Event) { p.retarget(st.Sink().Predicate()) })
+	return nil
+}
+
+// retarget applies the degradation mode to the stage's rt predicate after
+// a reload, which may have installed a new one: alone, its admission
+// control goes off; the Degrader, if any, drives it from now on.
+func (p *page) retarget(pred sink.Predicate) {
+	rt := enqueuepred.ResponseTimeOf(pred)
+	if rt == nil {
+		p.log.Warn("arashi: the reload left no rt predicate on the stage; its quality stays where it is")
+	} else if p.dg.mode == DegradeAlone {
+		rt.Disable()
 	}
-	c.Profile("quality", p.dg.deg.Quality)
-	p.app.setDegrader(p.kind, p.dg.deg)
+	if p.dg.deg != nil {
+		p.dg.deg.Retarget(rt)
+	}
+}
+
+// Destroy ends the stage's reload subscription.
+func (p *page) Destroy() error {
+	if p.dg.unsub != nil {
+		p.dg.unsub()
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,17 +38,19 @@ type checksumArgs struct {
 // of the thesis's degradation experiment (§7.3.4): each request hashes
 // quality × Work bytes and gets an HTML page with the digest. The stage
 // must be guarded by an rt predicate ({type: rt, target: ...}); its p90
-// estimate drives the Degrader.
+// estimate drives the Degrader. A configuration reload that replaces the
+// stage's predicate (stage.SignalReloaded) retargets the Degrader to the
+// new rt predicate.
 type checksum struct {
-	srv  *Server
-	log  *slog.Logger
-	name string
-	args checksumArgs
-	rt   *enqueuepred.ResponseTime
-	deg  *enqueuepred.Degrader
-	data []byte
-	send sendFunc
-	now  func() time.Time // the degrader's clock (time.Now; tests fake it)
+	srv   *Server
+	log   *slog.Logger
+	name  string
+	args  checksumArgs
+	deg   *enqueuepred.Degrader // drives the stage's rt predicate: deg.ResponseTime()
+	data  []byte
+	send  sendFunc
+	now   func() time.Time // the degrader's clock (time.Now; tests fake it)
+	unsub func()           // the SignalReloaded subscription
 }
 
 func (h *checksum) Init(c *stage.Context) error {
@@ -61,12 +64,12 @@ func (h *checksum) Init(c *stage.Context) error {
 	if h.args.Work <= 0 {
 		return fmt.Errorf("haboob: %s: work must be positive", h.name)
 	}
-	h.rt = enqueuepred.ResponseTimeOf(c.Stage().Sink().Predicate())
-	if h.rt == nil {
+	rt := enqueuepred.ResponseTimeOf(c.Stage().Sink().Predicate())
+	if rt == nil {
 		return fmt.Errorf("haboob: %s needs an rt predicate on its stage, e.g. predicate: {type: rt, target: 100ms}", h.name)
 	}
 	var err error
-	h.deg, err = enqueuepred.NewDegrader(h.rt, enqueuepred.DegraderConfig{Min: h.args.MinQuality, Increase: h.args.Increase,
+	h.deg, err = enqueuepred.NewDegrader(rt, enqueuepred.DegraderConfig{Min: h.args.MinQuality, Increase: h.args.Increase,
 		Decrease: h.args.Decrease, Interval: h.args.Interval, Admission: h.args.Admission, Logger: h.log})
 	if err != nil {
 		return fmt.Errorf("haboob: %s: %w", h.name, err)
@@ -83,6 +86,35 @@ func (h *checksum) Init(c *stage.Context) error {
 	h.srv.mu.Lock()
 	h.srv.checksums = append(h.srv.checksums, h)
 	h.srv.mu.Unlock()
+	st := c.Stage()
+	h.unsub = c.Manager().SubscribeFunc(stage.SignalReloaded, func(sink.Event) { h.retarget(st.Sink().Predicate()) })
+	return nil
+}
+
+// retarget hands the stage's rt predicate, which a reload may have
+// replaced, to the degrader.
+func (h *checksum) retarget(p sink.Predicate) {
+	rt := enqueuepred.ResponseTimeOf(p)
+	if rt == h.deg.ResponseTime() {
+		return
+	}
+	if rt == nil {
+		h.log.Warn("haboob: Checksum: the reload left no rt predicate on the stage; the quality stays where it is", "stage", h.name)
+	}
+	h.deg.Retarget(rt)
+}
+
+// Destroy ends the reload subscription and drops the handler from the
+// server's statistics.
+func (h *checksum) Destroy() error {
+	if h.unsub != nil {
+		h.unsub()
+	}
+	if h.srv != nil {
+		h.srv.mu.Lock()
+		h.srv.checksums = slices.DeleteFunc(h.srv.checksums, func(c *checksum) bool { return c == h })
+		h.srv.mu.Unlock()
+	}
 	return nil
 }
 
@@ -97,8 +129,8 @@ func (h *checksum) HandleEvents(batch []sink.Event) error {
 		n := max(1, int(q*float64(len(h.data))))
 		sum := sha256.Sum256(h.data[:n])
 		body := fmt.Sprintf("<!doctype html>\n<title>checksum</title>\n<h1>Checksum</h1>\n"+
-			"<p>quality %.3f: SHA-256 of %d bytes</p>\n<p><code>%s</code></p>\n<p>p90 %v, target %v, admission control %v</p>\n",
-			q, n, hex.EncodeToString(sum[:]), h.rt.P90().Round(time.Microsecond), h.rt.Target(), h.rt.Enabled())
+			"<p>quality %.3f: SHA-256 of %d bytes</p>\n<p><code>%s</code></p>\n<p>%s</p>\n",
+			q, n, hex.EncodeToString(sum[:]), rtState(h.deg.ResponseTime()))
 		resp := http.OK("text/html; charset=utf-8", []byte(body))
 		resp.Header.Add("X-Quality", strconv.FormatFloat(q, 'f', 3, 64))
 		resp.Header.Add("Cache-Control", "no-store")
@@ -110,3 +142,11 @@ func (h *checksum) HandleEvents(batch []sink.Event) error {
 // adjust runs the degrader, which applies its admission wish to the
 // stage's rt predicate, and returns the quality to serve at.
 func (h *checksum) adjust() float64 { return h.deg.Observe(h.now()) }
+
+// rtState describes the rt predicate a Checksum drives, for its page.
+func rtState(rt *enqueuepred.ResponseTime) string {
+	if rt == nil {
+		return "no rt predicate"
+	}
+	return fmt.Sprintf("p90 %v, target %v, admission control %v", rt.P90().Round(time.Microsecond), rt.Target(), rt.Enabled())
+}

@@ -22,7 +22,7 @@ func TestChecksumDrivesAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &checksum{log: slog.New(slog.DiscardHandler), args: checksumArgs{Admission: true}, rt: rt, deg: deg, now: now}
+	h := &checksum{log: slog.New(slog.DiscardHandler), args: checksumArgs{Admission: true}, deg: deg, now: now}
 	complete := func(d time.Duration) {
 		for range 10 {
 			rt.Accept(nil)

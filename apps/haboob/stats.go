@@ -116,8 +116,11 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 	h.srv.mu.Unlock()
 	for _, c := range sums {
 		line("dynamic."+c.name+".quality", fmt.Sprintf("%.3f", c.deg.Quality()))
-		line("dynamic."+c.name+".p90", c.rt.P90())
-		line("dynamic."+c.name+".admission", c.rt.Enabled())
+		if rt := c.deg.ResponseTime(); rt != nil {
+			line("dynamic."+c.name+".p90", rt.P90())
+			line("dynamic."+c.name+".target", rt.Target())
+			line("dynamic."+c.name+".admission", rt.Enabled())
+		}
 	}
 	resp := http.OK("text/plain; charset=utf-8", []byte(b.String()))
 	resp.Header.Add("Cache-Control", "no-store")
