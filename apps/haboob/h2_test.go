@@ -403,6 +403,13 @@ func dialH2c(t *testing.T, addr string, window uint32) *rawH2c {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawH2On(t, conn, window)
+}
+
+// rawH2On starts HTTP/2 on conn (plain, or TLS that negotiated h2) with
+// a stream window of window bytes.
+func rawH2On(t *testing.T, conn net.Conn, window uint32) *rawH2c {
+	t.Helper()
 	t.Cleanup(func() { conn.Close() })
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a hang guard only
 	c := &rawH2c{conn: conn, fr: http2.NewFramer(conn, conn)}
@@ -555,4 +562,45 @@ func TestHTTP2FileReleasedMidBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHTTP2MissesNotSerialised: over h2 on TLS, files above maxObject are
+// streamed by CacheMiss. A stream whose client gives it no window holds
+// up its own transfer only: the connection's next stream, asking for the
+// same kind of file, gets its whole body meanwhile.
+func TestHTTP2MissesNotSerialised(t *testing.T) {
+	s, roots, files := startH2Files(t)
+	conn, err := tls.Dial("tcp", s.hb.TLSAddr().String(), &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawH2On(t, conn, 65535)
+	c.get(t, 1, "/large.bin") // stalls once its 64 KiB window is used
+	c.get(t, 3, "/large.bin")
+	_ = c.fr.WriteWindowUpdate(0, 64<<20)
+	var body []byte
+	unacked := 0
+	for {
+		fr, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, ok := fr.(*http2.DataFrame)
+		if !ok || d.StreamID != 3 {
+			continue
+		}
+		body = append(body, d.Data()...)
+		if unacked += len(d.Data()); unacked >= 32<<10 {
+			_ = c.fr.WriteWindowUpdate(3, uint32(unacked))
+			unacked = 0
+		}
+		if d.StreamEnded() {
+			break
+		}
+	}
+	if !bytes.Equal(body, files["/large.bin"]) {
+		t.Fatalf("stream 3: %d bytes, not the file's %d", len(body), len(files["/large.bin"]))
+	}
+	c.conn.Close()
+	waitConnsClosed(t, s)
 }
