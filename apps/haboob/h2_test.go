@@ -98,6 +98,15 @@ func startHTTPS(t *testing.T, extra string) (*site, *x509.CertPool) {
 	return startHaboob(t, cfg), roots
 }
 
+// h2cTransport speaks HTTP/2 with prior knowledge over plain TCP.
+func h2cTransport() *http2.Transport {
+	return &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}}
+}
+
 func noRedirect(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }
 
 // TestHTTP2MatchesHTTP1 fetches the same pages over HTTPS with HTTP/1.1
@@ -111,11 +120,7 @@ func TestHTTP2MatchesHTTP1(t *testing.T) {
 		CheckRedirect: noRedirect, Timeout: 30 * time.Second}
 	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}},
 		CheckRedirect: noRedirect, Timeout: 30 * time.Second}
-	h2c := &nethttp.Client{Transport: &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}}, CheckRedirect: noRedirect, Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2cTransport(), CheckRedirect: noRedirect, Timeout: 30 * time.Second}
 	defer func() {
 		h1.CloseIdleConnections()
 		h2tls.CloseIdleConnections()
@@ -343,11 +348,7 @@ func TestHTTP2FilesMatchHTTP1(t *testing.T) {
 	tlsAddr := s.hb.TLSAddr().String()
 	h1 := &nethttp.Client{Transport: &nethttp.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: time.Minute}
 	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: time.Minute}
-	h2c := &nethttp.Client{Transport: &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}}, Timeout: time.Minute}
+	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: time.Minute}
 	defer func() {
 		h1.CloseIdleConnections()
 		h2tls.CloseIdleConnections()
