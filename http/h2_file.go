@@ -117,7 +117,8 @@ func (b *fileBody) take(bufs [][]byte, dones []func(error), n int) ([][]byte, []
 	return bufs, dones, k
 }
 
-func (b *fileBody) done() bool { return b.left <= 0 }
+func (b *fileBody) done() bool    { return b.left <= 0 }
+func (b *fileBody) pending() bool { return b.left > 0 && b.err == nil }
 
 // fail releases the file if it is still held and gives the reply's
 // completion err. Its chunks may still be in the outbox: they are left to

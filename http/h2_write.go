@@ -24,15 +24,17 @@ import (
 // h2Body is where a stream's DATA comes from. The output owner asks it
 // for bytes when the stream's turn comes and both windows have room; the
 // bytes are written by reference, and each piece's completion runs once
-// its last byte is written to the kernel (or dropped). The bodies today
-// are pieces (pieceBody): a response's in-memory body, a cached page's
-// buffers, a Stream's pieces as the application writes them. A file body
-// read by pread would be another h2Body: ready reports what is read,
-// take hands out window-sized chunks, and a completion starts the next
-// read, so a stream never holds more than a window of the file.
+// its last byte is written to the kernel (or dropped). The bodies are
+// pieces (pieceBody): a response's in-memory body, a cached page's
+// buffers, a Stream's pieces as the application writes them; and a file
+// region (fileBody, h2_file.go), read with pread a chunk at a time, at
+// most two chunks held.
 type h2Body interface {
 	// ready is how many bytes take can hand out now.
 	ready() int
+	// pending reports that bytes of the body are waiting to be taken (as
+	// ready, without reading anything ahead).
+	pending() bool
 	// take appends up to n ready bytes to bufs and the completions of
 	// the pieces it finished to dones; it returns how many it took.
 	take(bufs [][]byte, dones []func(error), n int) ([][]byte, []func(error), int)
@@ -57,8 +59,9 @@ func (p *pieceBody) push(b []byte, done func(error)) {
 	p.buffered += len(b)
 }
 
-func (p *pieceBody) ready() int { return p.buffered }
-func (p *pieceBody) done() bool { return p.left <= 0 }
+func (p *pieceBody) ready() int    { return p.buffered }
+func (p *pieceBody) pending() bool { return p.buffered > 0 }
+func (p *pieceBody) done() bool    { return p.left <= 0 }
 
 func (p *pieceBody) take(bufs [][]byte, dones []func(error), n int) ([][]byte, []func(error), int) {
 	took := 0
