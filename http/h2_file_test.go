@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	nethttp "net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -267,5 +268,62 @@ func TestH2ResetCancelsContext(t *testing.T) {
 	}
 	if status, body, err := c.response(5); err != nil || status != "200" || len(body) != 20 {
 		t.Fatalf("after the reset: %q, %d bytes, %v", status, len(body), err)
+	}
+}
+
+// A request still queued on its stage when the client resets its stream
+// is dropped unhandled (its context has ended: stage's expiry), while the
+// connection's other streams are served.
+func TestH2ResetRequestExpiresInQueue(t *testing.T) {
+	release := make(chan struct{})
+	var seen sync.Map
+	f := startServer(t, http.ServerConfig{}, func(req *http.Request) {
+		seen.Store(req.Seq, true)
+		if req.Path == "/block" {
+			<-release // both of the stage's threads wait here
+		}
+		answerSized(req)
+	})
+	c := dialRaw(t, f.addr)
+	for _, id := range []uint32{1, 3} {
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.block("/block"), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	handled := func(id uint64) func() bool {
+		return func() bool { _, ok := seen.Load(id); return ok }
+	}
+	waitUntil(t, "the blocking requests handled", handled(1))
+	waitUntil(t, "the blocking requests handled", handled(3))
+	if err := c.get(5, "/size/10"); err != nil { // queued: both threads are busy
+		t.Fatal(err)
+	}
+	waitUntil(t, "stream 5's request delivered", func() bool { return f.srv.Stats().Requests >= 3 })
+	if err := c.fr.WriteRSTStream(5, http2.ErrCodeCancel); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the reset read", func() bool { return f.srv.Stats().HTTP2.ResetsIn >= 1 })
+	close(release)
+	for id, r := range c.responses(1, 3) {
+		if r.err != nil || r.status != "404" { // answerSized: /block is not a size
+			t.Fatalf("stream %d: %q %v", id, r.status, r.err)
+		}
+	}
+	st, _ := f.m.Stage("App")
+	waitUntil(t, "stream 5's request dropped as expired", func() bool { return st.Stats().Expired >= 1 })
+	if _, ok := seen.Load(uint64(5)); ok {
+		t.Fatal("the reset stream's request reached the handler")
+	}
+}
+
+// waitUntil polls cond until it holds; the deadline is a hang guard only.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting: %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
