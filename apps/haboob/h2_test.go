@@ -605,3 +605,74 @@ func TestHTTP2MissesNotSerialised(t *testing.T) {
 	c.conn.Close()
 	waitConnsClosed(t, s)
 }
+
+// TestStatsShowsHTTP2: /stats has the HTTP/2 counters of both listeners,
+// h2c on the plain one and h2 on the HTTPS one, counting the streams
+// each served.
+func TestStatsShowsHTTP2(t *testing.T) {
+	s, roots := startHTTPS(t, "")
+	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: 30 * time.Second}
+	defer func() {
+		h2tls.CloseIdleConnections()
+		h2c.CloseIdleConnections()
+		waitConnsClosed(t, s)
+	}()
+	for range 2 {
+		fetch(t, h2c, "GET", "http://"+s.addr+"/page.txt", 2)
+	}
+	fetch(t, h2tls, "GET", "https://"+s.hb.TLSAddr().String()+"/page.txt", 2)
+	code, body := s.raw(t, "/stats")
+	if code != 200 {
+		t.Fatalf("/stats: %d", code)
+	}
+	for _, want := range []string{"http.h2.connections 1\n", "http.h2.streams 2\n", "https.h2.connections 1\n",
+		"https.h2.streams 1\n", "http.h2.resets.in 0\n", "https.h2.bounded.resets 0\n", "http.h2.timeouts.write 0\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/stats lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// TestDisableHTTP2Option: Options.DisableHTTP2 (haboob -http2=false)
+// turns HTTP/2 off on both listeners: ALPN picks http/1.1, and the h2c
+// preface on the plain port is not HTTP/2 (the client fails, nothing is
+// counted as h2); HTTP/1.1 is served on both.
+func TestDisableHTTP2Option(t *testing.T) {
+	dir, root := t.TempDir(), t.TempDir()
+	roots := x509.NewCertPool()
+	writeCert(t, dir, "default", roots, "localhost", "127.0.0.1")
+	writeCert(t, dir, "other", roots, "other.test")
+	write(t, filepath.Join(root, "page.txt"), "0123456789")
+	s := startSite(t, tlsConfig(dir), haboob.Options{Root: root, DisableHTTP2: true}, nil)
+	conn, err := tls.Dial("tcp", s.hb.TLSAddr().String(), &tls.Config{RootCAs: roots, ServerName: "localhost", NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conn.ConnectionState().NegotiatedProtocol; got != "http/1.1" {
+		t.Errorf("ALPN chose %q, want http/1.1", got)
+	}
+	conn.Close()
+	h1 := &nethttp.Client{Transport: &nethttp.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: 30 * time.Second}
+	defer func() {
+		h1.CloseIdleConnections()
+		h2c.CloseIdleConnections()
+		waitConnsClosed(t, s)
+	}()
+	if _, err := h2c.Get("http://" + s.addr + "/page.txt"); err == nil {
+		t.Error("an h2c request was answered with HTTP/2 turned off")
+	}
+	for _, url := range []string{"http://" + s.addr, "https://" + s.hb.TLSAddr().String()} {
+		if a := fetch(t, h1, "GET", url+"/page.txt", 1); string(a.body) != "0123456789" {
+			t.Errorf("%s over HTTP/1.1: %d %q", url, a.status, a.body)
+		}
+	}
+	hp, err := s.hb.HTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := hp.Stats().HTTP2.Connections; n != 0 {
+		t.Errorf("%d h2 connections on the plain port", n)
+	}
+}
