@@ -126,6 +126,9 @@ func (b *fileBody) pending() bool { return b.left > 0 && b.err == nil }
 func (b *fileBody) fail(calls []doneCall, err error) []doneCall {
 	b.release()
 	b.data = nil
+	if b.err == nil {
+		b.err = err // nothing more is read
+	}
 	if b.replyDone != nil {
 		calls = append(calls, doneCall{b.replyDone, err})
 		b.replyDone = nil
