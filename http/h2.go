@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"slices"
@@ -251,9 +252,16 @@ type h2Stream struct {
 	reset        bool // reset by either side: no more frames of it
 	discard      bool // the request body is not kept (SkipBody, or answered early)
 	queued       bool // in the connection's send queue
+	fileWait     bool // in fileWaits: its file body waits for a chunk to be written
 
 	body   h2Body  // the response's DATA still to send
 	stream *Stream // the streamed body feeding it, if any
+
+	// The request's context (request_context.go), made when first asked
+	// for; dropped is why the stream was given up on, if it was.
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	dropped error
 }
 
 // h2Conn is a Connection's HTTP/2 state. All of it is guarded by
@@ -288,6 +296,7 @@ type h2Conn struct {
 	out         []byte       // control and HEADERS frames of the next write
 	outDones    []func(error)
 	sendq       ring.Ring[*h2Stream] // streams with DATA to send and window for it
+	fileWaits   []*h2Stream          // streams whose file body waits for a write (fileBody.waiting)
 	sendWindow  int64                // connection send window
 	peerWindow  int64                // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	inflight    int                  // DATA bytes handed to the outbox, not yet written

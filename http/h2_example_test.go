@@ -3,6 +3,7 @@ package http_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -54,4 +55,49 @@ func ExampleH2Config() {
 	// Output:
 	// HTTP/2.0 200 OK: HTTP/2.0 /stream
 	// h2 connections: 1 streams: 1
+}
+
+// A handler doing long work for an HTTP/2 request watches the request's
+// Context: the client resetting the stream (here, cancelling its
+// request) cancels it with ErrStreamReset, while the connection and its
+// other streams go on.
+func ExampleErrStreamReset() {
+	arrived := make(chan struct{})
+	causes := make(chan error, 1)
+	srv, err := http.Listen(http.ServerConfig{
+		Socket: aio.SocketConfig{Addr: "127.0.0.1:0"},
+		Inline: func(req *http.Request) bool {
+			ctx := req.Context()
+			go func() { // the long work, which stops when ctx ends
+				<-ctx.Done()
+				causes <- context.Cause(ctx)
+				_ = http.Respond(req, http.OK("text/plain", nil)) // too late: dropped
+			}()
+			close(arrived)
+			return true
+		},
+	}, sink.NewQueue(1), aio.Env{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+	tr := &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-arrived
+		cancel() // the client gives up: RST_STREAM
+	}()
+	req, _ := nethttp.NewRequestWithContext(ctx, "GET", "http://"+srv.Addr().String()+"/slow", nil)
+	if _, err := tr.RoundTrip(req); err == nil {
+		fmt.Println("answered?")
+	}
+	fmt.Println("stream reset:", errors.Is(<-causes, http.ErrStreamReset))
+	// Output:
+	// stream reset: true
 }

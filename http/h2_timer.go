@@ -54,7 +54,7 @@ func (h *h2Conn) checkTimeouts(now int64) {
 	}
 	blocked := false
 	for _, st := range h.streams {
-		if st.body != nil && st.body.ready() > 0 && (st.window <= 0 || h.sendWindow <= 0) {
+		if st.body != nil && st.body.pending() && (st.window <= 0 || h.sendWindow <= 0) {
 			blocked = true
 		}
 		if !st.delivered && !st.reset && cfg.RequestTimeout > 0 && now-st.at > int64(cfg.RequestTimeout) {
@@ -76,7 +76,7 @@ func (h *h2Conn) checkTimeouts(now int64) {
 			}
 			c.srv.log.Warn("http: h2 request not answered in time", "conn", c.String(), "stream", st.id)
 			h.emitLocked(st, Reply{Req: st.req, Resp: ServiceUnavailable(cfg.RetryAfter)})
-		case st.stream != nil && st.body.ready() == 0:
+		case st.stream != nil && !st.body.pending():
 			stats.responseTimeouts.Add(1)
 			c.srv.log.Warn("http: h2 streamed body stalled", "conn", c.String(), "stream", st.id)
 			h.resetLocked(st.id, http2.ErrCodeInternal)

@@ -24,15 +24,17 @@ import (
 // h2Body is where a stream's DATA comes from. The output owner asks it
 // for bytes when the stream's turn comes and both windows have room; the
 // bytes are written by reference, and each piece's completion runs once
-// its last byte is written to the kernel (or dropped). The bodies today
-// are pieces (pieceBody): a response's in-memory body, a cached page's
-// buffers, a Stream's pieces as the application writes them. A file body
-// read by pread would be another h2Body: ready reports what is read,
-// take hands out window-sized chunks, and a completion starts the next
-// read, so a stream never holds more than a window of the file.
+// its last byte is written to the kernel (or dropped). The bodies are
+// pieces (pieceBody): a response's in-memory body, a cached page's
+// buffers, a Stream's pieces as the application writes them; and a file
+// region (fileBody, h2_file.go), read with pread a chunk at a time, at
+// most two chunks held.
 type h2Body interface {
 	// ready is how many bytes take can hand out now.
 	ready() int
+	// pending reports that bytes of the body are waiting to be taken (as
+	// ready, without reading anything ahead).
+	pending() bool
 	// take appends up to n ready bytes to bufs and the completions of
 	// the pieces it finished to dones; it returns how many it took.
 	take(bufs [][]byte, dones []func(error), n int) ([][]byte, []func(error), int)
@@ -57,8 +59,9 @@ func (p *pieceBody) push(b []byte, done func(error)) {
 	p.buffered += len(b)
 }
 
-func (p *pieceBody) ready() int { return p.buffered }
-func (p *pieceBody) done() bool { return p.left <= 0 }
+func (p *pieceBody) ready() int    { return p.buffered }
+func (p *pieceBody) pending() bool { return p.buffered > 0 }
+func (p *pieceBody) done() bool    { return p.left <= 0 }
 
 func (p *pieceBody) take(bufs [][]byte, dones []func(error), n int) ([][]byte, []func(error), int) {
 	took := 0
@@ -103,7 +106,7 @@ func (p *pieceBody) fail(calls []doneCall, err error) []doneCall {
 func (h *h2Conn) reply(r Reply) error {
 	c := h.c
 	if err := c.check(r); err != nil {
-		finish(r.Done, err)
+		r.refuse(err)
 		return err
 	}
 	c.mu.Lock()
@@ -145,6 +148,7 @@ func (h *h2Conn) replyLocked(r Reply) error {
 			s.err = err
 			s.failPiecesLocked(err)
 		}
+		r.Resp.release()
 		c.calls = append(c.calls, doneCall{r.Done, err})
 		return err
 	}
@@ -173,6 +177,7 @@ func (h *h2Conn) emitLocked(st *h2Stream, r Reply) {
 	h.writeHeadersLocked(st.id, resp, !hasBody, now)
 	switch {
 	case !hasBody:
+		r.Resp.release() // HEAD, 304, an empty file: no file body to read
 		h.outDones = appendDone(h.outDones, r.Done)
 		if s != nil {
 			s.emitted = true
@@ -191,6 +196,8 @@ func (h *h2Conn) emitLocked(st *h2Stream, r Reply) {
 		st.body, st.stream = b, s
 		h.bodies[s] = st
 		h.outDones = appendDone(h.outDones, r.Done)
+	case resp.File != nil:
+		st.body = newFileBody(resp.File, r.Done)
 	case resp.Body != nil:
 		b := &pieceBody{left: length}
 		b.push(resp.Body, r.Done)
@@ -334,9 +341,34 @@ func h2FieldValue(v string) string {
 // scheduleLocked puts st in the send queue if it has DATA to send and
 // window for it.
 func (h *h2Conn) scheduleLocked(st *h2Stream) {
-	if !st.queued && st.body != nil && !st.reset && st.window > 0 && st.body.ready() > 0 {
+	if st.queued || st.body == nil || st.reset || st.window <= 0 {
+		return
+	}
+	if st.body.ready() > 0 {
 		st.queued = true
 		h.sendq.Push(st)
+		return
+	}
+	if b, ok := st.body.(*fileBody); ok {
+		switch {
+		case b.err != nil:
+			h.c.srv.log.Warn("http: h2 file body", "conn", h.c.String(), "stream", st.id, "err", b.err)
+			h.resetLocked(st.id, http2.ErrCodeInternal)
+		case b.waiting() && !st.fileWait:
+			st.fileWait = true
+			h.fileWaits = append(h.fileWaits, st)
+		}
+	}
+}
+
+// wakeFilesLocked schedules again the streams whose file body waited for
+// its previous chunk to be written.
+func (h *h2Conn) wakeFilesLocked() {
+	waits := h.fileWaits
+	h.fileWaits = nil
+	for _, st := range waits {
+		st.fileWait = false
+		h.scheduleLocked(st)
 	}
 }
 
@@ -368,6 +400,7 @@ func (h *h2Conn) flushLocked() {
 		}
 		n := int(min(int64(h2FrameSize), st.window, h.sendWindow, int64(st.body.ready())))
 		if n <= 0 {
+			h.scheduleLocked(st) // a file body waiting for a write, or that failed
 			continue
 		}
 		if hdrs == nil {
@@ -445,6 +478,7 @@ func (h *h2Conn) written(sent int, dones []func(error), err error) {
 	h.inflight -= sent
 	if err == nil {
 		h.progressAt = sink.Nanotime()
+		h.wakeFilesLocked()
 		h.flushLocked()
 	}
 	c.unlock()
@@ -497,6 +531,7 @@ func (h *h2Conn) resetLocked(id uint32, code http2.ErrCode) {
 func (h *h2Conn) dropStreamLocked(st *h2Stream, err error) {
 	c := h.c
 	st.reset = true
+	h.endContextLocked(st, err)
 	if st.body != nil {
 		c.calls = st.body.fail(c.calls, err)
 		st.body = nil
@@ -515,6 +550,7 @@ func (h *h2Conn) dropStreamLocked(st *h2Stream, err error) {
 }
 
 func (h *h2Conn) closeStreamLocked(st *h2Stream) {
+	h.endContextLocked(st, ErrStreamDone)
 	if h.streams[st.id] == st {
 		delete(h.streams, st.id)
 	}
@@ -578,6 +614,7 @@ func (h *h2Conn) failStreamsLocked(err error) {
 		h.dropStreamLocked(st, err)
 	}
 	h.sendq.Clear()
+	h.fileWaits = nil
 }
 
 // ---- streamed bodies (Stream's methods on an HTTP/2 connection) ----

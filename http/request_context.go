@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -13,7 +14,12 @@ type requestContext = context.Context
 // another, it is its connection's: cancelled when the connection closes
 // (the client went away, a timeout or the server closed it), with
 // context.Cause naming why, so that a handler doing long work for the
-// request can stop. A context SetContext gives that derives from this one
+// request can stop. An HTTP/2 request's is its stream's, derived from the
+// connection's: also cancelled when the stream is reset (by the client,
+// or by the server for an error: the cause wraps ErrStreamReset) and once
+// its response is all written (ErrStreamDone), as net/http's is when
+// ServeHTTP returns. It is made on the first call, which should be the
+// goroutine holding the request's. A context SetContext gives that derives from this one
 // (a trace span's, as otelstage sets) is cancelled with it. A Request no
 // server parsed has context.Background().
 //
@@ -26,9 +32,60 @@ func (r *Request) Context() context.Context {
 		return r.ctx
 	}
 	if c, ok := r.Conn.(*Connection); ok {
+		if h := c.h2.Load(); h != nil && r.Major == 2 {
+			if ctx := h.streamContext(r); ctx != nil {
+				r.ctx = ctx // the same context on every call
+				return ctx
+			}
+		}
 		return c.life.context()
 	}
 	return context.Background()
+}
+
+// HTTP/2 stream context causes (context.Cause of an h2 request's
+// Context).
+var (
+	// ErrStreamReset: the stream was reset, by the client (RST_STREAM)
+	// or by the server (an error, an aborted Stream). When the whole
+	// connection fails or closes first, the cause is the connection's
+	// error instead.
+	ErrStreamReset = errStreamReset
+	// ErrStreamDone: the stream's response is written.
+	ErrStreamDone = errors.New("http: h2 stream done")
+)
+
+// streamContext returns the context of r's stream, made now if it is the
+// first asked for; nil if the stream is no longer open (its response is
+// written: the connection's context serves).
+func (h *h2Conn) streamContext(r *Request) context.Context {
+	parent := h.c.life.context()
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := h.streams[uint32(r.Seq)]
+	if st == nil || st.req != r {
+		return nil
+	}
+	if st.ctx == nil {
+		st.ctx, st.cancel = context.WithCancelCause(parent)
+		if st.dropped != nil {
+			st.cancel(st.dropped)
+		}
+	}
+	return st.ctx
+}
+
+// endContextLocked cancels st's context, if one was made, with cause
+// (after the connection's lock is released).
+func (h *h2Conn) endContextLocked(st *h2Stream, cause error) {
+	if st.dropped == nil {
+		st.dropped = cause
+	}
+	if st.cancel != nil {
+		h.c.calls = append(h.c.calls, doneCall{st.cancel, cause})
+		st.cancel = nil
+	}
 }
 
 // TraceHeader returns the request's header field key, for otelstage's

@@ -5,17 +5,21 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	nethttp "net/http"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
+	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/internal/browsertest"
 )
@@ -35,11 +39,16 @@ type h2Answer struct {
 	body   []byte
 }
 
-func fetch(t *testing.T, c *nethttp.Client, method, url string, wantMajor int) h2Answer {
+// fetch sends one request (with headers as name, value pairs) and
+// returns its answer, failing unless it came over HTTP/wantMajor.
+func fetch(t *testing.T, c *nethttp.Client, method, url string, wantMajor int, headers ...string) h2Answer {
 	t.Helper()
 	req, err := nethttp.NewRequest(method, url, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -89,6 +98,15 @@ func startHTTPS(t *testing.T, extra string) (*site, *x509.CertPool) {
 	return startHaboob(t, cfg), roots
 }
 
+// h2cTransport speaks HTTP/2 with prior knowledge over plain TCP.
+func h2cTransport() *http2.Transport {
+	return &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}}
+}
+
 func noRedirect(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }
 
 // TestHTTP2MatchesHTTP1 fetches the same pages over HTTPS with HTTP/1.1
@@ -102,11 +120,7 @@ func TestHTTP2MatchesHTTP1(t *testing.T) {
 		CheckRedirect: noRedirect, Timeout: 30 * time.Second}
 	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}},
 		CheckRedirect: noRedirect, Timeout: 30 * time.Second}
-	h2c := &nethttp.Client{Transport: &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}}, CheckRedirect: noRedirect, Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2cTransport(), CheckRedirect: noRedirect, Timeout: 30 * time.Second}
 	defer func() {
 		h1.CloseIdleConnections()
 		h2tls.CloseIdleConnections()
@@ -299,4 +313,366 @@ func TestBrowserLoadsPageOverHTTP2(t *testing.T) {
 func portOf(addr string) string {
 	_, port, _ := net.SplitHostPort(addr)
 	return port
+}
+
+// h2FilesConfig is the HTTPS test site with the default sendfileMin (16
+// KiB) and files up to 1 MiB cached: small files are answered from the
+// page cache, the others from the open-file cache (file bodies) on the
+// plain port and read per request over TLS.
+func startH2Files(t *testing.T) (*site, *x509.CertPool, map[string][]byte) {
+	t.Helper()
+	dir := t.TempDir()
+	roots := x509.NewCertPool()
+	writeCert(t, dir, "default", roots, "localhost", "127.0.0.1")
+	writeCert(t, dir, "other", roots, "other.test")
+	cfg := strings.Replace(tlsConfig(dir), "args: {maxObject: 4KiB}", "args: {maxObject: 1MiB}", 1)
+	s := startHaboob(t, cfg)
+	files := map[string][]byte{}
+	for name, size := range map[string]int{"small.bin": 10 << 10, "edge.bin": 16 << 10, "mid.bin": 300<<10 + 7, "large.bin": 3<<20 + 11} {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = byte(i*31 + i>>12)
+		}
+		write(t, filepath.Join(s.root, name), string(b))
+		files["/"+name] = b
+	}
+	return s, roots, files
+}
+
+// TestHTTP2FilesMatchHTTP1 fetches files below and above sendfileMin,
+// whole, by range, HEAD and conditionally, over h2c and h2 over TLS:
+// each answer is the HTTP/1.1 one, byte for byte, and the h2c answers
+// came from the open-file cache.
+func TestHTTP2FilesMatchHTTP1(t *testing.T) {
+	s, roots, files := startH2Files(t)
+	tlsAddr := s.hb.TLSAddr().String()
+	h1 := &nethttp.Client{Transport: &nethttp.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: time.Minute}
+	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: time.Minute}
+	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: time.Minute}
+	defer func() {
+		h1.CloseIdleConnections()
+		h2tls.CloseIdleConnections()
+		h2c.CloseIdleConnections()
+		waitConnsClosed(t, s)
+	}()
+	for path, data := range files {
+		etag := fetch(t, h1, "HEAD", "http://"+s.addr+path, 1).header.Get("ETag")
+		for _, tc := range []struct {
+			method  string
+			headers []string
+		}{
+			{"GET", nil}, {"GET", nil}, {"HEAD", nil},
+			{"GET", []string{"Range", "bytes=100-9999"}},
+			{"GET", []string{"Range", "bytes=-5000"}},
+			{"GET", []string{"If-None-Match", etag}},
+		} {
+			what := fmt.Sprintf("%s %s %v", tc.method, path, tc.headers)
+			c1 := fetch(t, h1, tc.method, "http://"+s.addr+path, 1, tc.headers...)
+			c2 := fetch(t, h2c, tc.method, "http://"+s.addr+path, 2, tc.headers...)
+			sameAnswer(t, "h2c "+what, c1, c2)
+			a1 := fetch(t, h1, tc.method, "https://"+tlsAddr+path, 1, tc.headers...)
+			a2 := fetch(t, h2tls, tc.method, "https://"+tlsAddr+path, 2, tc.headers...)
+			sameAnswer(t, "h2 "+what, a1, a2)
+			if tc.method == "GET" && tc.headers == nil && !bytes.Equal(c2.body, data) {
+				t.Errorf("%s: %d bytes, not the file's %d", what, len(c2.body), len(data))
+			}
+		}
+	}
+	st := s.hb.Cache().Stats()
+	if st.OpenFiles != 3 || st.OpenFileHits == 0 {
+		t.Errorf("the files from sendfileMin were not answered from the open-file cache: %+v", st)
+	}
+	for path := range files {
+		if refs := haboob.OpenFileRefs(s.hb.Cache(), path); refs > 1 {
+			t.Errorf("%s: %d references left after the answers, want the cache's only", path, refs)
+		}
+	}
+}
+
+// rawH2c is a bare HTTP/2 client with prior knowledge: the test reads its
+// frames and gives back windows itself.
+type rawH2c struct {
+	conn net.Conn
+	fr   *http2.Framer
+	enc  *hpack.Encoder
+	hb   bytes.Buffer
+}
+
+func dialH2c(t *testing.T, addr string, window uint32) *rawH2c {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawH2On(t, conn, window)
+}
+
+// rawH2On starts HTTP/2 on conn (plain, or TLS that negotiated h2) with
+// a stream window of window bytes.
+func rawH2On(t *testing.T, conn net.Conn, window uint32) *rawH2c {
+	t.Helper()
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a hang guard only
+	c := &rawH2c{conn: conn, fr: http2.NewFramer(conn, conn)}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.enc = hpack.NewEncoder(&c.hb)
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *rawH2c) get(t *testing.T, id uint32, path string) {
+	t.Helper()
+	c.hb.Reset()
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "localhost"}, {":path", path}} {
+		_ = c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHTTP2ManyFileStreamsSmallWindow asks for large files on many
+// streams of one h2c connection with a 16 KiB stream window: no stream
+// gets DATA past its window, the streams interleave, every body is the
+// file's, and every reference to the files is given back.
+func TestHTTP2ManyFileStreamsSmallWindow(t *testing.T) {
+	s, _, files := startH2Files(t)
+	const window = 16 << 10
+	c := dialH2c(t, s.addr, window)
+	paths := map[uint32]string{}
+	for i := range 12 {
+		id := uint32(2*i + 1)
+		paths[id] = []string{"/large.bin", "/mid.bin", "/edge.bin"}[i%3]
+		c.get(t, id, paths[id])
+	}
+	bodies := map[uint32][]byte{}
+	unacked := map[uint32]int{}
+	ended := map[uint32]bool{}
+	switches, last := 0, uint32(0)
+	for len(ended) < len(paths) {
+		fr, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch fr := fr.(type) {
+		case *http2.MetaHeadersFrame:
+			if st := fr.PseudoValue("status"); st != "200" {
+				t.Fatalf("stream %d: status %s", fr.StreamID, st)
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream %d reset: %v", fr.StreamID, fr.ErrCode)
+		case *http2.DataFrame:
+			id, n := fr.StreamID, len(fr.Data())
+			if unacked[id]+n > window {
+				t.Fatalf("stream %d: %d bytes past a window of %d", id, unacked[id]+n, window)
+			}
+			if id != last {
+				switches++
+				last = id
+			}
+			bodies[id] = append(bodies[id], fr.Data()...)
+			unacked[id] += n
+			if fr.StreamEnded() {
+				ended[id] = true
+			} else if unacked[id] >= window/2 {
+				_ = c.fr.WriteWindowUpdate(id, uint32(unacked[id]))
+				unacked[id] = 0
+			}
+			if n > 0 {
+				_ = c.fr.WriteWindowUpdate(0, uint32(n))
+			}
+		}
+	}
+	for id, path := range paths {
+		if !bytes.Equal(bodies[id], files[path]) {
+			t.Errorf("stream %d %s: %d bytes, not the file's %d", id, path, len(bodies[id]), len(files[path]))
+		}
+	}
+	if switches < len(paths)*2 {
+		t.Errorf("the streams did not interleave: %d switches between streams", switches)
+	}
+	for _, path := range []string{"/large.bin", "/mid.bin", "/edge.bin"} {
+		poll(t, path+" references given back", func() bool { return haboob.OpenFileRefs(s.hb.Cache(), path) == 1 })
+	}
+}
+
+// TestHTTP2FileReleasedMidBody gives up on a large file's response after
+// its first DATA frame, by resetting the stream or closing the
+// connection: the response's reference to the open-file cache's file is
+// given back (the cache's own stays), and after a reset the connection
+// still serves.
+func TestHTTP2FileReleasedMidBody(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reset bool
+	}{{"reset", true}, {"close", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, files := startH2Files(t)
+			c := dialH2c(t, s.addr, 65535) // no WINDOW_UPDATE: the response stalls after 64 KiB
+			c.get(t, 1, "/large.bin")
+			for {
+				fr, err := c.fr.ReadFrame()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d, ok := fr.(*http2.DataFrame); ok && d.StreamID == 1 {
+					break
+				}
+			}
+			if refs := haboob.OpenFileRefs(s.hb.Cache(), "/large.bin"); refs != 2 {
+				t.Fatalf("%d references while the file is sent, want the cache's and the response's", refs)
+			}
+			if !tc.reset {
+				c.conn.Close()
+				poll(t, "the response's reference", func() bool { return haboob.OpenFileRefs(s.hb.Cache(), "/large.bin") == 1 })
+				return
+			}
+			if err := c.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+				t.Fatal(err)
+			}
+			poll(t, "the response's reference", func() bool { return haboob.OpenFileRefs(s.hb.Cache(), "/large.bin") == 1 })
+			_ = c.fr.WriteWindowUpdate(0, 1<<20) // what stream 1 used of the connection's window
+			c.get(t, 3, "/edge.bin")
+			var body []byte
+			for {
+				fr, err := c.fr.ReadFrame()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d, ok := fr.(*http2.DataFrame); ok && d.StreamID == 3 {
+					body = append(body, d.Data()...)
+					if d.StreamEnded() {
+						break
+					}
+				}
+			}
+			if !bytes.Equal(body, files["/edge.bin"]) {
+				t.Fatalf("after the reset: %d bytes, not the file's %d", len(body), len(files["/edge.bin"]))
+			}
+			hp, err := s.hb.HTTP()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := hp.Stats().HTTP2; st.ResetsIn != 1 {
+				t.Errorf("ResetsIn %d, want 1", st.ResetsIn)
+			}
+		})
+	}
+}
+
+// TestHTTP2MissesNotSerialised: over h2 on TLS, files above maxObject are
+// streamed by CacheMiss. A stream whose client gives it no window holds
+// up its own transfer only: the connection's next stream, asking for the
+// same kind of file, gets its whole body meanwhile.
+func TestHTTP2MissesNotSerialised(t *testing.T) {
+	s, roots, files := startH2Files(t)
+	conn, err := tls.Dial("tcp", s.hb.TLSAddr().String(), &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawH2On(t, conn, 65535)
+	c.get(t, 1, "/large.bin") // stalls once its 64 KiB window is used
+	c.get(t, 3, "/large.bin")
+	_ = c.fr.WriteWindowUpdate(0, 64<<20)
+	var body []byte
+	unacked := 0
+	for {
+		fr, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, ok := fr.(*http2.DataFrame)
+		if !ok || d.StreamID != 3 {
+			continue
+		}
+		body = append(body, d.Data()...)
+		if unacked += len(d.Data()); unacked >= 32<<10 {
+			_ = c.fr.WriteWindowUpdate(3, uint32(unacked))
+			unacked = 0
+		}
+		if d.StreamEnded() {
+			break
+		}
+	}
+	if !bytes.Equal(body, files["/large.bin"]) {
+		t.Fatalf("stream 3: %d bytes, not the file's %d", len(body), len(files["/large.bin"]))
+	}
+	c.conn.Close()
+	waitConnsClosed(t, s)
+}
+
+// TestStatsShowsHTTP2: /stats has the HTTP/2 counters of both listeners,
+// h2c on the plain one and h2 on the HTTPS one, counting the streams
+// each served.
+func TestStatsShowsHTTP2(t *testing.T) {
+	s, roots := startHTTPS(t, "")
+	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: 30 * time.Second}
+	defer func() {
+		h2tls.CloseIdleConnections()
+		h2c.CloseIdleConnections()
+		waitConnsClosed(t, s)
+	}()
+	for range 2 {
+		fetch(t, h2c, "GET", "http://"+s.addr+"/page.txt", 2)
+	}
+	fetch(t, h2tls, "GET", "https://"+s.hb.TLSAddr().String()+"/page.txt", 2)
+	code, body := s.raw(t, "/stats")
+	if code != 200 {
+		t.Fatalf("/stats: %d", code)
+	}
+	for _, want := range []string{"http.h2.connections 1\n", "http.h2.streams 2\n", "https.h2.connections 1\n",
+		"https.h2.streams 1\n", "http.h2.resets.in 0\n", "https.h2.bounded.resets 0\n", "http.h2.timeouts.write 0\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/stats lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// TestDisableHTTP2Option: Options.DisableHTTP2 (haboob -http2=false)
+// turns HTTP/2 off on both listeners: ALPN picks http/1.1, and the h2c
+// preface on the plain port is not HTTP/2 (the client fails, nothing is
+// counted as h2); HTTP/1.1 is served on both.
+func TestDisableHTTP2Option(t *testing.T) {
+	dir, root := t.TempDir(), t.TempDir()
+	roots := x509.NewCertPool()
+	writeCert(t, dir, "default", roots, "localhost", "127.0.0.1")
+	writeCert(t, dir, "other", roots, "other.test")
+	write(t, filepath.Join(root, "page.txt"), "0123456789")
+	s := startSite(t, tlsConfig(dir), haboob.Options{Root: root, DisableHTTP2: true}, nil)
+	conn, err := tls.Dial("tcp", s.hb.TLSAddr().String(), &tls.Config{RootCAs: roots, ServerName: "localhost", NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conn.ConnectionState().NegotiatedProtocol; got != "http/1.1" {
+		t.Errorf("ALPN chose %q, want http/1.1", got)
+	}
+	conn.Close()
+	h1 := &nethttp.Client{Transport: &nethttp.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: 30 * time.Second}
+	defer func() {
+		h1.CloseIdleConnections()
+		h2c.CloseIdleConnections()
+		waitConnsClosed(t, s)
+	}()
+	if _, err := h2c.Get("http://" + s.addr + "/page.txt"); err == nil {
+		t.Error("an h2c request was answered with HTTP/2 turned off")
+	}
+	for _, url := range []string{"http://" + s.addr, "https://" + s.hb.TLSAddr().String()} {
+		if a := fetch(t, h1, "GET", url+"/page.txt", 1); string(a.body) != "0123456789" {
+			t.Errorf("%s over HTTP/1.1: %d %q", url, a.status, a.body)
+		}
+	}
+	hp, err := s.hb.HTTP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := hp.Stats().HTTP2.Connections; n != 0 {
+		t.Errorf("%d h2 connections on the plain port", n)
+	}
 }

@@ -85,9 +85,34 @@ type cacheMiss struct {
 	mu       sync.Mutex
 	inflight map[string]*fetch
 	opening  map[string]*fetch // files being opened for the open-file cache
-	// lines holds, per connection, the last of its streamed transfers:
-	// a connection's transfers run one after the other (see transfer).
-	lines map[*http.Connection]*transfer
+	// lines holds, per line of a connection, the last of its streamed
+	// transfers: a line's transfers run one after the other (see
+	// transfer and lineOf).
+	lines map[transferLine]*transfer
+}
+
+// h2TransferLines is how many streamed transfers an HTTP/2 connection
+// runs at once: its streams are spread over that many lines, so that the
+// misses of concurrent streams do not wait for one another (a stream
+// whose client reads slowly holds up only its line), while a connection
+// still holds at most that many open files and twice as many chunks.
+const h2TransferLines = 8
+
+// transferLine is a line of streamed transfers: an HTTP/1.1 connection
+// has one (its responses go out in request order anyway), an HTTP/2
+// connection h2TransferLines.
+type transferLine struct {
+	conn *http.Connection
+	lane uint64
+}
+
+// lineOf is the line req's transfer waits in: on HTTP/2, by stream
+// (client streams are odd: 1, 3, 5... take lanes 0, 1, 2...).
+func lineOf(conn *http.Connection, req *http.Request) transferLine {
+	if !conn.HTTP2() {
+		return transferLine{conn: conn}
+	}
+	return transferLine{conn: conn, lane: req.Seq / 2 % h2TransferLines}
 }
 
 func (h *cacheMiss) Init(c *stage.Context) error {
@@ -144,7 +169,7 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	}
 	h.inflight = map[string]*fetch{}
 	h.opening = map[string]*fetch{}
-	h.lines = map[*http.Connection]*transfer{}
+	h.lines = map[transferLine]*transfer{}
 	h.log.Info("haboob: serving files", "root", h.site.Root())
 	return nil
 }

@@ -237,6 +237,7 @@ func (h *httpRecv) Init(c *stage.Context) error {
 		}
 	}
 	c.Profile("requests.inline", func() float64 { return float64(h.inline.Load()) })
+	hcfg.HTTP2.Disable = h.srv.opts.DisableHTTP2
 	if a.Combine {
 		h.self = c.Stage().Sink()
 		hcfg.Inline = h.answerInline

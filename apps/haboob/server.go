@@ -52,8 +52,9 @@ type Options struct {
 	// HTTPS listener beside the HTTP one (no certificate: a self-signed
 	// one for localhost).
 	TLSAddr, TLSCert, TLSKey string
-	// DisableHTTP2 makes the HTTPS listener offer only http/1.1 by ALPN
-	// (it offers h2 first by default).
+	// DisableHTTP2 turns HTTP/2 off: the HTTPS listener offers only
+	// http/1.1 by ALPN (it offers h2 first by default) and the HTTP one
+	// does not accept h2c.
 	DisableHTTP2 bool
 	// Logger receives Haboob's logs (nil: the manager's).
 	Logger *slog.Logger

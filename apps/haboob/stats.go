@@ -89,6 +89,10 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 		line("http.timeouts.request", st.RequestTimeouts)
 		line("http.timeouts.response", st.ResponseTimeouts)
 		line("http.closed.idle", st.IdleClosed)
+		h2Lines(line, "http.h2", st.HTTP2)
+	}
+	if hs, err := h.srv.HTTPS(); err == nil {
+		h2Lines(line, "https.h2", hs.Stats().HTTP2)
 	}
 	line("requests.inline", h.inline.Load())
 	if c := h.srv.Cache(); c != nil {
@@ -125,4 +129,21 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 	resp := http.OK("text/plain; charset=utf-8", []byte(b.String()))
 	resp.Header.Add("Cache-Control", "no-store")
 	return resp
+}
+
+// h2Lines renders a server's HTTP/2 counters (http.H2Stats) under prefix.
+func h2Lines(line func(string, any), prefix string, st http.H2Stats) {
+	for _, c := range []struct {
+		name string
+		v    uint64
+	}{
+		{"connections", st.Connections}, {"streams", st.Streams}, {"refused", st.Refused},
+		{"resets.in", st.ResetsIn}, {"resets.out", st.ResetsOut}, {"goaways", st.GoAways},
+		{"bounded.resets", st.TooManyResets}, {"bounded.control", st.ControlFlood},
+		{"bounded.continuations", st.Continuations}, {"bounded.headers", st.HeaderListLarge},
+		{"errors.hpack", st.HPACKErrors}, {"errors.protocol", st.ProtocolErrors},
+		{"timeouts.write", st.WriteStalls},
+	} {
+		line(prefix+"."+c.name, c.v)
+	}
 }

@@ -23,7 +23,8 @@ import (
 //
 // A connection's transfers run one after the other, in request order: a
 // transfer opens its file only once the one before it on its connection
-// (see cacheMiss.lines) has closed its own, so that a client pipelining
+// (see cacheMiss.lines; an HTTP/2 connection's streams are spread over a
+// few lines, see lineOf) has closed its own, so that a client pipelining
 // requests for large files holds one open file and two pieces at a time,
 // however many requests it sends and whether or not it reads.
 //
@@ -36,6 +37,7 @@ type transfer struct {
 	h     *cacheMiss
 	req   *http.Request
 	conn  *http.Connection
+	line  transferLine // the transfers it waits behind (cacheMiss.lines)
 	path  string
 	rep   rep   // what the responses say besides the bytes (validators from the open file)
 	chunk int64 // the pieces' size
@@ -69,15 +71,15 @@ func (h *cacheMiss) stream(req *http.Request, path string, r rep, info fs.FileIn
 			return
 		}
 	}
-	t := &transfer{h: h, req: req, conn: conn, path: path, rep: r, chunk: h.chunkSize()}
+	t := &transfer{h: h, req: req, conn: conn, line: lineOf(conn, req), path: path, rep: r, chunk: h.chunkSize()}
 	h.mu.Lock()
-	if last := h.lines[conn]; last != nil {
+	if last := h.lines[t.line]; last != nil {
 		last.after = t // its turn comes when last is over
-		h.lines[conn] = t
+		h.lines[t.line] = t
 		h.mu.Unlock()
 		return
 	}
-	h.lines[conn] = t
+	h.lines[t.line] = t
 	h.mu.Unlock()
 	t.start()
 }
@@ -111,8 +113,8 @@ func (t *transfer) done() *transfer {
 	h.mu.Lock()
 	next := t.after
 	t.after = nil
-	if next == nil && h.lines[t.conn] == t {
-		delete(h.lines, t.conn)
+	if next == nil && h.lines[t.line] == t {
+		delete(h.lines, t.line)
 	}
 	h.mu.Unlock()
 	return next

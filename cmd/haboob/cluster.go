@@ -35,7 +35,10 @@ type clusterFlags struct {
 }
 
 // tlsFlags are -tls-addr, -tls-cert and -tls-key.
-type tlsFlags struct{ addr, cert, key string }
+type tlsFlags struct {
+	addr, cert, key string
+	noHTTP2         bool
+}
 
 // given reports whether any cluster flag was given.
 func (f *clusterFlags) given() bool {

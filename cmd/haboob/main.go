@@ -116,6 +116,7 @@ func run(args []string) int {
 	fs.StringVar(&tf.addr, "tls-addr", "", "HTTPS listen address beside -addr, overriding HttpRecv's tls.addr (no certificate: a self-signed one for localhost, for trying HTTPS out)")
 	fs.StringVar(&tf.cert, "tls-cert", "", "HTTPS certificate chain (PEM), overriding HttpRecv's tls.cert")
 	fs.StringVar(&tf.key, "tls-key", "", "HTTPS private key (PEM), overriding HttpRecv's tls.key")
+	http2 := fs.Bool("http2", true, "serve HTTP/2 (h2 by ALPN on HTTPS, h2c with prior knowledge on HTTP); -http2=false: HTTP/1.1 only")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of haboob:\n")
 		fs.PrintDefaults()
@@ -127,6 +128,7 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	tf.noHTTP2 = !*http2
 	if _, err := newTracing(cf.otel, io.Discard); err != nil {
 		fmt.Fprintln(os.Stderr, "haboob:", err)
 		return 2
@@ -302,6 +304,7 @@ func buildNode(log *slog.Logger, cfg *stage.Config, root, addr string, tune func
 	opts := haboob.Options{Root: root, Addr: addr, Logger: log}
 	if cf != nil {
 		opts.TLSAddr, opts.TLSCert, opts.TLSKey = cf.tls.addr, cf.tls.cert, cf.tls.key
+		opts.DisableHTTP2 = cf.tls.noHTTP2
 	}
 	al, err := cf.openAccessLog()
 	if err != nil {
