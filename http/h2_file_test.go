@@ -273,7 +273,9 @@ func TestH2ResetCancelsContext(t *testing.T) {
 
 // A request still queued on its stage when the client resets its stream
 // is dropped unhandled (its context has ended: stage's expiry), while the
-// connection's other streams are served.
+// connection's other streams are served; the drop answers the stream
+// (Request.Expired), which frees its slot at once: the answer is not sent
+// and is counted as dropped.
 func TestH2ResetRequestExpiresInQueue(t *testing.T) {
 	release := make(chan struct{})
 	var seen sync.Map
@@ -314,6 +316,7 @@ func TestH2ResetRequestExpiresInQueue(t *testing.T) {
 	if _, ok := seen.Load(uint64(5)); ok {
 		t.Fatal("the reset stream's request reached the handler")
 	}
+	waitUntil(t, "stream 5 answered (dropped) on its expiry", func() bool { return f.srv.Stats().Dropped >= 1 })
 }
 
 // waitUntil polls cond until it holds; the deadline is a hang guard only.

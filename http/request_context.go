@@ -88,6 +88,21 @@ func (h *h2Conn) endContextLocked(st *h2Stream, cause error) {
 	}
 }
 
+// Expired is called by the stage runtime when it drops the request
+// unhandled because its context ended while it waited in a queue
+// (stage.ExpiredEvent). The request is answered 503 on its connection so
+// that nothing waits for an answer that will not come: a reset HTTP/2
+// stream frees its slot against MaxConcurrentStreams at once (the answer
+// itself is not sent, and counted as dropped), and an HTTP/1.1 request
+// whose context a handler or middleware gave a deadline keeps its
+// connection's pipeline moving. On a closed connection it does nothing
+// more than count the answer as dropped.
+func (r *Request) Expired(stage string) {
+	if c, ok := r.Conn.(*Connection); ok {
+		_ = c.reply(Reply{Req: r, Resp: ServiceUnavailable(c.srv.cfg.RetryAfter)})
+	}
+}
+
 // TraceHeader returns the request's header field key, for otelstage's
 // trace propagation (otelstage.HeaderCarrier): a `traceparent` from the
 // client continues its trace.

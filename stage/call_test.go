@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -176,5 +177,56 @@ func TestCallManagerStopped(t *testing.T) {
 	}
 	if _, err := r.Wait(m.Done()); !errors.Is(err, stage.ErrCallAbandoned) {
 		t.Fatalf("err = %v, want ErrCallAbandoned", err)
+	}
+}
+
+// expiringEvent is an ExpiredEvent that records the stage that dropped it.
+type expiringEvent struct {
+	ctx     context.Context
+	dropped chan string
+}
+
+func (e *expiringEvent) Context() context.Context { return e.ctx }
+func (e *expiringEvent) Expired(stage string)     { e.dropped <- stage }
+
+// An ExpiredEvent whose context ended while it was queued is told, with
+// the name of the stage that dropped it, and never reaches the handler.
+func TestExpiredEventIsTold(t *testing.T) {
+	block := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var handled atomic.Int32
+	h := stage.HandlerFunc(func(batch []sink.Event) error {
+		for _, e := range batch {
+			if e == "block" {
+				entered <- struct{}{}
+				<-block
+			}
+			handled.Add(1)
+		}
+		return nil
+	})
+	_, st := startOne(t, h, stage.StageConfig{
+		ThreadPool: stage.ThreadPoolConfig{Min: 1, Max: 1},
+		Batching:   stage.BatchingConfig{Max: 1},
+	})
+	if err := st.Sink().Enqueue("block"); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // the only worker is busy: what follows stays queued
+	ctx, cancel := context.WithCancel(context.Background())
+	ev := &expiringEvent{ctx: ctx, dropped: make(chan string, 1)}
+	if err := st.Sink().Enqueue(ev); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	close(block)
+	if got := <-ev.dropped; got != st.Name() { // hang guard: the test's deadline
+		t.Errorf("Expired(%q), want the stage's name %q", got, st.Name())
+	}
+	if got := st.Stats().Expired; got != 1 {
+		t.Errorf("Stats.Expired = %d, want 1", got)
+	}
+	if n := handled.Load(); n != 1 {
+		t.Errorf("handled %d events, want 1 (the expired one dropped)", n)
 	}
 }

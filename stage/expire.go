@@ -18,6 +18,18 @@ type ContextEvent interface {
 	Context() context.Context
 }
 
+// ExpiredEvent is a ContextEvent told when the runtime drops it for its
+// ended context, so that its owner lets go at once of what it holds for
+// it rather than waiting for an answer that will not come: an
+// http.Request answers its connection, which frees a reset HTTP/2
+// stream's slot (and answers 503 on a connection still open). Expired
+// runs on the worker that dropped the event, after it was counted and
+// completed on its predicate; it must not block.
+type ExpiredEvent interface {
+	ContextEvent
+	Expired(stage string)
+}
+
 // ContextSetter is a ContextEvent whose context the stage holding it may
 // replace with one derived from it (keeping its deadline, cancellation and
 // values): middleware such as otelstage sets the context of the stage
@@ -37,8 +49,9 @@ type ContextSetter interface {
 // dropExpired removes from a batch, in place and keeping the order, the
 // events whose context has ended, with their stamps, and returns the
 // shortened batch. Each dropped event is counted, answered if it is a
-// Request, completed on the predicate that admitted it (it held a credit)
-// and released from its key on a keyed stage. It is the worker loop's one
+// Request, completed on the predicate that admitted it (it held a credit),
+// released from its key on a keyed stage, and told if it is an
+// ExpiredEvent. It is the worker loop's one
 // hook for expiry: Stage.runBatch calls it before handling a batch.
 func (s *Stage) dropExpired(events []sink.Event, stamps []int64) ([]sink.Event, []int64) {
 	n := 0
@@ -65,6 +78,9 @@ func (s *Stage) dropExpired(events []sink.Event, stamps []int64) ([]sink.Event, 
 		}
 		if s.keyed {
 			s.queue.Release([]sink.Event{e})
+		}
+		if x, ok := e.(ExpiredEvent); ok {
+			x.Expired(s.name)
 		}
 	}
 	if n < len(events) {
