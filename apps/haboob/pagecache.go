@@ -206,11 +206,17 @@ func (h *pageCache) openFile(req *http.Request, gz bool, now int64) (*openFile, 
 	return e, ok
 }
 
-// sendsFiles reports whether req's connection sends file bodies with
-// sendfile (a TLS connection does not).
+// sendsFiles reports whether req's connection sends file bodies from a
+// descriptor at a bounded memory cost: with sendfile (HTTP/1.1 on a plain
+// socket), or by pread a chunk at a time on an HTTP/2 stream (h2c and h2
+// over TLS). HTTP/1.1 over TLS takes the streamed path instead.
 func sendsFiles(req *http.Request) bool {
 	c, ok := req.Conn.(*http.Connection)
-	return ok && c.Socket().SendsFiles()
+	return ok && connSendsFiles(c)
+}
+
+func connSendsFiles(c *http.Connection) bool {
+	return c.HTTP2() || c.Socket().SendsFiles()
 }
 
 // maybeRevalidate has CacheMiss check a page's file once it is older than
