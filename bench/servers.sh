@@ -52,15 +52,18 @@ build_servers() {
 
 start_server() { # name root
 	local name=$1 root=$2 port
+	port=$(server_port "$name") || return 2
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "port $port for $name is taken by another process (set ${name^^}_PORT)" >&2
+		return 1
+	fi
 	case $name in
 	haboob)
-		port=$HABOOB_PORT
 		local args=(-root "$root" -addr "127.0.0.1:$port" -profiler "")
 		[ -n "${HABOOB_CONFIG:-}" ] && args+=(-config "$HABOOB_CONFIG")
 		"$WORK/bin/haboob" "${args[@]}" 2>"$WORK/haboob.log" &
 		;;
 	nginx)
-		port=$NGINX_PORT
 		mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
 		cat >"$WORK/nginx.conf" <<CONF
 worker_processes 2;
@@ -86,22 +89,33 @@ CONF
 		nginx -p "$WORK/nginx" -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx/stderr.log" &
 		;;
 	fasthttp)
-		port=$FASTHTTP_PORT
 		"$WORK/bin/fasthttpfs" -addr "127.0.0.1:$port" -root "$root" 2>"$WORK/fasthttp.log" &
 		;;
 	fileserver)
-		port=$FILESERVER_PORT
 		"$WORK/bin/fileserver" -addr "127.0.0.1:$port" -root "$root" 2>"$WORK/fileserver.log" &
-		;;
-	*)
-		echo "unknown server $name" >&2
-		return 2
 		;;
 	esac
 	SERVER_PID[$name]=$!
 	PIDS+=($!)
 	wait_port "$port"
+	if ! kill -0 "${SERVER_PID[$name]}" 2>/dev/null; then
+		echo "$name exited at start; its log: $WORK/$name.log" >&2
+		return 1
+	fi
 	URL[$name]="http://127.0.0.1:$port"
+}
+
+server_port() { # name
+	case $1 in
+	haboob) echo "$HABOOB_PORT" ;;
+	nginx) echo "$NGINX_PORT" ;;
+	fasthttp) echo "$FASTHTTP_PORT" ;;
+	fileserver) echo "$FILESERVER_PORT" ;;
+	*)
+		echo "unknown server $1" >&2
+		return 2
+		;;
+	esac
 }
 
 server_pids() { # name
