@@ -70,7 +70,7 @@ fi
 : >"$STATS"
 
 . bench/lib.sh     # bench_workdir, wait_port, proc_sample, wrk_row
-. bench/servers.sh # install_pkg, build_servers, start_server, server_pids, stop_haboob
+. bench/servers.sh # install_pkg, build_servers, start_server, server_pids, wrk_row_of, stop_haboob
 bench_workdir haboob-figs
 [ "$WRK" = 1 ] && install_pkg wrk wrk
 started=$(date -u +%s)
@@ -133,12 +133,7 @@ if [ "$WRK" = 1 ]; then
 	echo "|---|---|---|---|---|---|---|---|"
 	for c in $GOAL_CLIENTS; do
 		for s in $SERVERS; do
-			wrk -t"$WRK_THREADS" -c"$c" -d"$WARMUP" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" >/dev/null 2>&1 || true
-			pids=$(server_pids "$s")
-			read -r t0 cs0 < <(proc_sample $pids)
-			out=$(wrk -t"$WRK_THREADS" -c"$c" -d"$GOAL_DURATION" --latency -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" 2>&1)
-			read -r t1 cs1 < <(proc_sample $pids)
-			row=$(echo "$out" | wrk_row "$s | $c" $((t1 - t0)) $((cs1 - cs0)))
+			row=$(WRK_DURATION=$GOAL_DURATION wrk_row_of "$s" "$c")
 			echo "$row"
 			IFS='|' read -r _ _ _ rps _ _ cpu cs _ <<<"$row"
 			RPS[wrk,$s,$c]=$rps CPU[wrk,$s,$c]=$cpu CS[wrk,$s,$c]=$cs

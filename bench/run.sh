@@ -43,7 +43,7 @@ echo "# open files limit: $(ulimit -n)" >&2
 [ "${WRK:-0}" = 1 ] && { command -v wrk >/dev/null 2>&1 || NEED_WRK=1; }
 
 . bench/lib.sh     # bench_workdir, wait_port, proc_sample, wrk_row
-. bench/servers.sh # install_pkg, build_servers, start_server, server_pids, stop_haboob
+. bench/servers.sh # install_pkg, build_servers, start_server, server_pids, wrk_row_of, stop_haboob
 bench_workdir haboob-bench
 [ -n "${NEED_WRK:-}" ] && install_pkg wrk wrk
 
@@ -78,12 +78,7 @@ if [ "${WRK:-0}" = 1 ]; then
 	echo "|---|---|---|---|---|---|---|---|"
 	for c in $WRK_CLIENTS; do
 		for s in $SERVERS; do
-			wrk -t"${WRK_THREADS:-2}" -c"$c" -d"$WARMUP" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" >/dev/null 2>&1 || true
-			pids=$(server_pids "$s")
-			read -r t0 cs0 < <(proc_sample $pids)
-			out=$(wrk -t"${WRK_THREADS:-2}" -c"$c" -d"$DURATION" --latency -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" 2>&1)
-			read -r t1 cs1 < <(proc_sample $pids)
-			echo "$out" | wrk_row "$s | $c" $((t1 - t0)) $((cs1 - cs0))
+			WRK_DURATION=$DURATION wrk_row_of "$s" "$c"
 		done
 	done
 fi

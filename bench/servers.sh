@@ -13,6 +13,9 @@
 # start_server NAME ROOT     starts NAME on 127.0.0.1, serving ROOT; sets
 #                            URL[NAME] and SERVER_PID[NAME]
 # server_pids NAME           the processes whose CPU and switches count
+# wrk_row_of NAME CONNS      a WRK_DURATION wrk run of bench/specweb.lua
+#                            after a WARMUP one: one Markdown row (wrk_row)
+#                            with the server's CPU and switches per request
 # stop_haboob                SIGINT; fails unless Haboob exits cleanly
 HABOOB_PORT=${HABOOB_PORT:-18080}
 NGINX_PORT=${NGINX_PORT:-18081}
@@ -121,6 +124,16 @@ server_port() { # name
 server_pids() { # name
 	local main=${SERVER_PID[$1]}
 	echo "$main" $(pgrep -P "$main" 2>/dev/null || true)
+}
+
+wrk_row_of() { # name conns
+	local threads=${WRK_THREADS:-2} pids t0 t1 cs0 cs1 out
+	wrk -t"$threads" -c"$2" -d"$WARMUP" -s bench/specweb.lua "${URL[$1]}" -- "$DIRS" >/dev/null 2>&1 || true
+	pids=$(server_pids "$1")
+	read -r t0 cs0 < <(proc_sample $pids)
+	out=$(wrk -t"$threads" -c"$2" -d"$WRK_DURATION" --latency -s bench/specweb.lua "${URL[$1]}" -- "$DIRS" 2>&1)
+	read -r t1 cs1 < <(proc_sample $pids)
+	echo "$out" | wrk_row "$1 | $2" $((t1 - t0)) $((cs1 - cs0))
 }
 
 stop_haboob() {

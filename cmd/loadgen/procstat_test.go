@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,12 +104,7 @@ func TestSampleProcsReadsThisProcess(t *testing.T) {
 // TestRunReportsServerCost runs against a server in this process, so its
 // own pid is the server's.
 func TestRunReportsServerCost(t *testing.T) {
-	dir := t.TempDir()
-	if err := gen([]string{"-dir", dir, "-dirs", "1"}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
-	defer srv.Close()
+	srv := fileSetServer(t)
 	out := filepath.Join(t.TempDir(), "runs.jsonl")
 	row := captureStdout(t, func() error {
 		return run([]string{"-url", srv.URL, "-dirs", "1", "-clients", "4", "-duration", "300ms", "-warmup", "50ms",
