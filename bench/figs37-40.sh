@@ -73,6 +73,7 @@ fi
 . bench/servers.sh # install_pkg, build_servers, start_server, server_pids, wrk_row_of, stop_haboob
 bench_workdir haboob-figs
 [ "$WRK" = 1 ] && install_pkg wrk wrk
+install_pkg jq jq
 started=$(date -u +%s)
 
 build_servers $SERVERS
@@ -106,6 +107,25 @@ for c in $CLIENTS; do
 			{ echo "# after $c clients"; curl -s "${URL[haboob]}/stats"; } >>"$STATS"
 		fi
 	done
+done
+
+# The thesis's Fig. 39 (§6.1.4: 3.31 GB file set, 20 ms think time, 5
+# requests per connection; Mbit/s, mean and max response time, Jain).
+thesis_fig39() { # clients
+	case $1 in
+	64) printf '%s\n' "Apache 177.56 16.61 2285 0.99" "Flash 172.65 18.58 12470 0.99" "Haboob 187.52 15.08 1872 0.99" ;;
+	1024) printf '%s\n' "Apache 173.09 475.47 93691 0.80" "Flash 172.65 665.32 37388 0.99" "Haboob 201.42 547.23 3886 0.98" ;;
+	esac
+}
+echo
+echo "### Beside the thesis's Fig. 39"
+echo
+echo "| clients | server | Mbit/s | RT mean ms | RT max ms | Jain fairness |"
+echo "|---|---|---|---|---|---|"
+for c in 64 1024; do
+	jq -r --argjson c "$c" 'select(.clients == $c) | [.server, .mbps * 8, .meanMs, .maxMs, .fairness] | @tsv' "$SWEEP_JSON" |
+		awk -F'\t' -v c="$c" '{ printf "| %d | %s | %.1f | %.1f | %.0f | %.4f |\n", c, $1, $2, $3, $4, $5 }'
+	thesis_fig39 "$c" | awk -v c="$c" '{ printf "| %d | thesis (2002): %s | %.1f | %.1f | %.0f | %.2f |\n", c, $1, $2, $3, $4, $5 }'
 done
 
 echo
