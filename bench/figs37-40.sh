@@ -20,7 +20,8 @@
 #    ≤ 0.15 context switches per request).
 # 3. The plots: cmd/sandstorm-plot -bench writes $OUT/$NAME-throughput.svg
 #    (Fig. 37), -requests.svg, -fairness.svg (Fig. 37's Jain index),
-#    -rt-cdf-1024.svg (Fig. 38) and -rt-cdf-64.svg (Fig. 40).
+#    -rt-cdf-1024.svg (Fig. 38), -rt-cdf-64.svg (Fig. 40) and -cpu.svg (the
+#    server's CPU µs per request against clients).
 #
 # The Markdown report goes to stdout and to $OUT/$NAME.md.
 #
