@@ -8,18 +8,18 @@
 # serving). Issue 24's goal for Haboob: growth ≤ 32 MB at 200 clients of a
 # 100 MB file (nginx, with sendfile, grows by about nothing).
 #
-#   bench/hostile-rss.sh               # haboob and nginx, 200 clients, 100 MB, 10 s
-#   SERVERS="haboob nginx fasthttp" CONNS=400 HOLD=20s bench/hostile-rss.sh
+#   bench/hostile-rss.sh               # haboob, nginx, fasthttp; 200 clients, 100 MB, 10 s
+#   SERVERS="haboob nginx" CONNS=400 HOLD=20s bench/hostile-rss.sh
 #
-# Environment (defaults in brackets): SERVERS ["haboob nginx"; also
-# fasthttp, fileserver], CONNS [200], SIZE_MB [100: 100,000,000 bytes],
+# Environment (defaults in brackets): SERVERS ["haboob nginx fasthttp";
+# also fileserver], CONNS [200], SIZE_MB [100: 100,000,000 bytes],
 # HOLD [10s: how long the clients keep their connections], PROBE_EVERY
 # [0.5s], HABOOB_BIN, HABOOB_CONFIG, HABOOB_PORT [18490], NGINX_PORT
 # [18491], FILESERVER_PORT [18492], FASTHTTP_PORT [18493]. Prints a Markdown
 # table.
 set -euo pipefail
 
-SERVERS=${SERVERS:-"haboob nginx"}
+SERVERS=${SERVERS:-"haboob nginx fasthttp"}
 CONNS=${CONNS:-200}
 SIZE_MB=${SIZE_MB:-100}
 HOLD=${HOLD:-10s}
