@@ -3,7 +3,7 @@
 # net/http.FileServer; bench/servers.sh), and issue 24's serving goals, in
 # one run on one file set larger than Haboob's page cache.
 #
-#   bench/figs37-40.sh                 # about 8 minutes on 2 CPUs
+#   bench/figs37-40.sh                 # about 7 minutes on 2 CPUs
 #   DURATION=2s WARMUP=1s DIRS=20 CLIENTS="1 64" GOAL_CLIENTS=64 OUT=/tmp/f bench/figs37-40.sh   # smoke run
 #
 # 1. The sweep (thesis §6.1.3): cmd/loadgen at each of CLIENTS with THINK
