@@ -5,6 +5,7 @@
 //	loadgen gen -dir DIR [-dirs 20]
 //	loadgen run -url http://127.0.0.1:8080 [-dirs 20] [-clients 64] [-duration 20s] [-warmup 3s]
 //	            [-think 0] [-per-conn 0] [-timeout 30s] [-name server] [-row] [-json FILE]
+//	            [-server-pids "PID ..."]
 //
 // gen writes the file set: DIRS directories, each holding 36 files in four
 // size classes (SPECweb99): class 0 from 102 to 921 bytes, class 1 from 1 to
@@ -24,7 +25,9 @@
 // instead. -json also appends the run to FILE as one JSON object per line
 // (type Result: the figures above, the mean, and the response-time
 // distribution as quantiles), which cmd/sandstorm-plot -bench turns into
-// the thesis's Figs. 37, 38 and 40.
+// the thesis's Figs. 37, 38 and 40. -server-pids also reports the server's
+// CPU time and context switches per request over the measurement, read
+// from /proc (two more columns in the row).
 package main
 
 import (
@@ -196,7 +199,12 @@ func run(args []string) error {
 	name := fs.String("name", "", "server name for the report")
 	row := fs.Bool("row", false, "print one Markdown table row")
 	jsonFile := fs.String("json", "", "append the result to this file as one JSON line")
+	serverPIDs := fs.String("server-pids", "", "the server's process ids (space or comma separated): also report its CPU time and context switches per request over the measurement, from /proc")
 	_ = fs.Parse(args)
+	pids, err := parsePIDs(*serverPIDs)
+	if err != nil {
+		return err
+	}
 	u, err := url.Parse(*rawURL)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
 		return fmt.Errorf("bad -url %q (want http://host:port[/prefix])", *rawURL)
@@ -227,24 +235,46 @@ func run(args []string) error {
 			client(&cfg, p, uint64(i), measureFrom, end, &stop, &stats[i])
 		}()
 	}
+	var before, after procSample
+	var sampleErr error
+	if len(pids) > 0 {
+		time.Sleep(time.Until(measureFrom))
+		before, sampleErr = sampleProcs(pids)
+	}
 	time.Sleep(time.Until(end))
+	if len(pids) > 0 && sampleErr == nil {
+		after, sampleErr = sampleProcs(pids)
+	}
 	stop.Store(true)
 	wg.Wait()
+	if sampleErr != nil {
+		return fmt.Errorf("sampling the server's /proc: %w", sampleErr)
+	}
 	r := summarize(stats, cfg.duration)
+	if len(pids) > 0 {
+		r.serverCPU, r.serverSwitches = serverCost(before, after, r.requests)
+	}
 	if *jsonFile != "" {
 		if err := appendJSON(*jsonFile, newResult(*name, &cfg, r)); err != nil {
 			return err
 		}
 	}
 	if *row {
-		fmt.Printf("| %s | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %.1f | %d | %.4f |\n",
+		fmt.Printf("| %s | %d | %.0f | %.1f | %.2f | %.2f | %.2f | %.1f | %d | %.4f |",
 			*name, cfg.clients, r.rps, r.mbps, r.p50, r.p90, r.p99, r.max, r.errors, r.fairness)
+		if len(pids) > 0 {
+			fmt.Printf(" %.1f | %.3f |", r.serverCPU, r.serverSwitches)
+		}
+		fmt.Println()
 		return nil
 	}
 	fmt.Printf("server %s, %d clients, %v (after %v warm-up), %d dirs\n", *name, cfg.clients, cfg.duration, cfg.warmup, cfg.dirs)
 	fmt.Printf("requests %d (%.0f/s), %.1f MB/s, connects %d\n", r.requests, r.rps, r.mbps, r.connects)
 	fmt.Printf("latency ms: mean %.2f  p50 %.2f  p90 %.2f  p99 %.2f  max %.1f\n", r.mean, r.p50, r.p90, r.p99, r.max)
 	fmt.Printf("errors %d (non-200 %d), Jain fairness %.4f\n", r.errors, r.non200, r.fairness)
+	if len(pids) > 0 {
+		fmt.Printf("server CPU %.1f µs/request, %.3f context switches/request\n", r.serverCPU, r.serverSwitches)
+	}
 	return nil
 }
 
@@ -254,6 +284,9 @@ type report struct {
 	mean, p50, p90, p99, max           float64 // milliseconds
 	fairness                           float64
 	cdf                                [][2]float64
+	// serverCPU (µs) and serverSwitches are the server's cost per
+	// request, with -server-pids.
+	serverCPU, serverSwitches float64
 }
 
 // cdfQuantiles are the fractions at which the response-time distribution
@@ -288,6 +321,11 @@ type Result struct {
 	// CDF is the response-time distribution: [milliseconds, fraction of
 	// requests answered within it] at the fractions of cdfQuantiles.
 	CDF [][2]float64 `json:"cdf"`
+	// ServerCPUMicros and ServerSwitches are the server's CPU time (µs)
+	// and context switches per request over the measurement, with
+	// -server-pids.
+	ServerCPUMicros float64 `json:"serverCpuUsPerRequest,omitempty"`
+	ServerSwitches  float64 `json:"serverSwitchesPerRequest,omitempty"`
 }
 
 func newResult(name string, cfg *config, r report) Result {
@@ -296,7 +334,7 @@ func newResult(name string, cfg *config, r report) Result {
 		ThinkMS: float64(cfg.think) / float64(time.Millisecond), PerConn: cfg.perConn,
 		Requests: r.requests, Errors: r.errors, Connects: r.connects, RPS: r.rps, MBps: r.mbps,
 		MeanMS: r.mean, P50MS: r.p50, P90MS: r.p90, P99MS: r.p99, MaxMS: r.max, Fairness: r.fairness,
-		CDF: r.cdf,
+		CDF: r.cdf, ServerCPUMicros: r.serverCPU, ServerSwitches: r.serverSwitches,
 	}
 }
 

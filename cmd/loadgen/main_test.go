@@ -118,12 +118,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestRunAgainstAFileServer(t *testing.T) {
-	dir := t.TempDir()
-	if err := gen([]string{"-dir", dir, "-dirs", "1"}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
-	defer srv.Close()
+	srv := fileSetServer(t)
 	out := captureStdout(t, func() error {
 		return run([]string{"-url", srv.URL, "-dirs", "1", "-clients", "4", "-duration", "300ms", "-warmup", "50ms", "-name", "test", "-row"})
 	})
@@ -134,6 +129,19 @@ func TestRunAgainstAFileServer(t *testing.T) {
 	if errs := strings.TrimSpace(fields[8]); errs != "0" {
 		t.Fatalf("errors reported: %q", out)
 	}
+}
+
+// fileSetServer serves a one-directory file set with net/http.FileServer
+// until the test ends.
+func fileSetServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	dir := t.TempDir()
+	if err := gen([]string{"-dir", dir, "-dirs", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 func captureStdout(t *testing.T, f func() error) string {
@@ -195,12 +203,7 @@ func TestSummarizeMeanAndCDF(t *testing.T) {
 }
 
 func TestRunWritesJSON(t *testing.T) {
-	dir := t.TempDir()
-	if err := gen([]string{"-dir", dir, "-dirs", "1"}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
-	defer srv.Close()
+	srv := fileSetServer(t)
 	out := filepath.Join(t.TempDir(), "runs.jsonl")
 	for _, clients := range []string{"1", "3"} {
 		captureStdout(t, func() error {

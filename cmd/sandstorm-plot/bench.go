@@ -21,6 +21,9 @@ type benchRun struct {
 	RPS      float64      `json:"rps"`
 	Fairness float64      `json:"fairness"`
 	CDF      [][2]float64 `json:"cdf"`
+	// ServerCPU is the server's CPU µs per request (loadgen -server-pids;
+	// 0 when not measured).
+	ServerCPU float64 `json:"serverCpuUsPerRequest"`
 }
 
 // readBench reads a cmd/loadgen -json file. When a server and client
@@ -64,7 +67,8 @@ func readBench(path string) ([]benchRun, error) {
 // plotBench writes the charts of a load sweep (the thesis's Figs. 37, 38
 // and 40): throughput and Jain fairness against the number of clients, a
 // line per server, and for each client count in cdfClients the
-// cumulative response-time distribution, log-scale time axis.
+// cumulative response-time distribution, log-scale time axis. When the
+// runs carry the server's CPU time per request, a chart of it too.
 func plotBench(path string, o options, prefix string, cdfClients []int) ([]string, error) {
 	runs, err := readBench(path)
 	if err != nil {
@@ -85,13 +89,14 @@ func plotBench(path string, o options, prefix string, cdfClients []int) ([]strin
 	}
 	slices.Sort(clients)
 
-	// perServer returns a series per server of y(run) against clients.
-	perServer := func(y func(benchRun) float64) []svgchart.Series {
+	// perServer returns a series per server of y(run) against clients,
+	// leaving out the runs where keep(run) is false.
+	perServer := func(y func(benchRun) float64, keep func(benchRun) bool) []svgchart.Series {
 		var out []svgchart.Series
 		for i, s := range servers {
 			var pts []svgchart.Point
 			for _, r := range runs {
-				if r.Server == s {
+				if r.Server == s && keep(r) {
 					pts = append(pts, svgchart.Point{X: float64(r.Clients), Y: y(r)})
 				}
 			}
@@ -100,6 +105,7 @@ func plotBench(path string, o options, prefix string, cdfClients []int) ([]strin
 		}
 		return out
 	}
+	all := func(benchRun) bool { return true }
 	files := &chartFiles{dir: o.dir}
 	xl := svgchart.Axis{Label: "clients (log scale)", Scale: svgchart.Log10, Ticks: clients}
 	charts := []struct {
@@ -107,11 +113,20 @@ func plotBench(path string, o options, prefix string, cdfClients []int) ([]strin
 		c    *svgchart.Chart
 	}{
 		{"throughput", &svgchart.Chart{Title: "Throughput", X: xl, Y: svgchart.Axis{Label: "Mbit/s (response bodies)"},
-			Series: perServer(func(r benchRun) float64 { return r.MBps * 8 })}},
+			Series: perServer(func(r benchRun) float64 { return r.MBps * 8 }, all)}},
 		{"requests", &svgchart.Chart{Title: "Requests per second", X: xl, Y: svgchart.Axis{Label: "requests/s"},
-			Series: perServer(func(r benchRun) float64 { return r.RPS })}},
+			Series: perServer(func(r benchRun) float64 { return r.RPS }, all)}},
 		{"fairness", &svgchart.Chart{Title: "Jain fairness index over the clients' completed requests", X: xl, Y: svgchart.Axis{Label: "fairness"},
-			Series: perServer(func(r benchRun) float64 { return r.Fairness })}},
+			Series: perServer(func(r benchRun) float64 { return r.Fairness }, all)}},
+	}
+	measured := func(r benchRun) bool { return r.ServerCPU > 0 }
+	if slices.ContainsFunc(runs, measured) {
+		charts = append(charts, struct {
+			name string
+			c    *svgchart.Chart
+		}{"cpu", &svgchart.Chart{Title: "Server CPU time per request", X: xl,
+			Y:      svgchart.Axis{Label: "CPU µs per request (log scale)", Scale: svgchart.Log10},
+			Series: perServer(func(r benchRun) float64 { return r.ServerCPU }, measured)}})
 	}
 	for _, ch := range charts {
 		ch.c.Width, ch.c.Height = o.width, o.height

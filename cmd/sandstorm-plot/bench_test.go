@@ -85,6 +85,32 @@ func TestPlotBench(t *testing.T) {
 	}
 }
 
+func TestPlotBenchServerCPU(t *testing.T) {
+	lines := []string{
+		`{"server":"a","clients":1,"mbps":1,"rps":10,"fairness":1,"cdf":[],"serverCpuUsPerRequest":700}`,
+		`{"server":"a","clients":64,"mbps":1,"rps":10,"fairness":1,"cdf":[],"serverCpuUsPerRequest":20}`,
+		`{"server":"b","clients":1,"mbps":1,"rps":10,"fairness":1,"cdf":[]}`,
+		`{"server":"b","clients":64,"mbps":1,"rps":10,"fairness":1,"cdf":[],"serverCpuUsPerRequest":10}`,
+	}
+	in := filepath.Join(t.TempDir(), "cpu.jsonl")
+	if err := os.WriteFile(in, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-bench", "-cdf", "", "-prefix", "x-", "-o", dir, in}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "x-cpu.svg") {
+		t.Fatalf("no CPU chart among %q", stdout.String())
+	}
+	// b's 1-client run has no measurement: one point, not a zero.
+	cpu := readSVG(t, filepath.Join(dir, "x-cpu.svg"))
+	if len(cpu) != 2 || len(cpu[0].points) != 2 || len(cpu[1].points) != 1 {
+		t.Fatalf("cpu lines %+v", cpu)
+	}
+}
+
 func TestPlotBenchErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(s string) string {

@@ -1,0 +1,151 @@
+# The servers of the Haboob benchmark, shared by bench/run.sh,
+# bench/figs37-40.sh and bench/hostile-rss.sh (sourced after bench/lib.sh
+# and bench_workdir):
+#
+#   haboob      cmd/haboob, the embedded configuration or $HABOOB_CONFIG
+#               ($HABOOB_BIN: a prebuilt binary to measure instead)
+#   nginx       Debian's nginx-light, 2 workers, sendfile, open-file cache
+#   fasthttp    bench/fasthttpfs: fasthttp's FS (sendfile above 8 KiB,
+#               60 s file cache, no compression), its own Go module
+#   fileserver  bench/fileserver: net/http.FileServer
+#
+# build_servers SERVERS...   builds $WORK/bin/{loadgen,...}; installs nginx
+# start_server NAME ROOT     starts NAME on 127.0.0.1, serving ROOT; sets
+#                            URL[NAME] and SERVER_PID[NAME]
+# server_pids NAME           the processes whose CPU and switches count
+# wrk_row_of NAME CONNS      a WRK_DURATION wrk run of bench/specweb.lua
+#                            after a WARMUP one: one Markdown row (wrk_row)
+#                            with the server's CPU and switches per request
+# stop_haboob                SIGINT; fails unless Haboob exits cleanly
+HABOOB_PORT=${HABOOB_PORT:-18080}
+NGINX_PORT=${NGINX_PORT:-18081}
+FILESERVER_PORT=${FILESERVER_PORT:-18082}
+FASTHTTP_PORT=${FASTHTTP_PORT:-18083}
+declare -A URL SERVER_PID
+
+install_pkg() { # command package
+	command -v "$1" >/dev/null 2>&1 && return 0
+	local sudo=""
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	echo "# installing $2" >&2
+	$sudo apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$2" >&2
+}
+
+build_servers() {
+	echo "# building" >&2
+	mkdir -p "$WORK/bin"
+	go build -o "$WORK/bin/loadgen" ./cmd/loadgen
+	local s
+	for s in "$@"; do
+		case $s in
+		haboob)
+			if [ -n "${HABOOB_BIN:-}" ]; then cp "$HABOOB_BIN" "$WORK/bin/haboob"; else go build -o "$WORK/bin/haboob" ./cmd/haboob; fi
+			;;
+		nginx) install_pkg nginx nginx-light ;;
+		fasthttp) (cd bench/fasthttpfs && go build -o "$WORK/bin/fasthttpfs" .) ;;
+		fileserver) go build -o "$WORK/bin/fileserver" ./bench/fileserver ;;
+		*)
+			echo "unknown server $s (want haboob, nginx, fasthttp or fileserver)" >&2
+			return 2
+			;;
+		esac
+	done
+}
+
+start_server() { # name root
+	local name=$1 root=$2 port
+	port=$(server_port "$name") || return 2
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "port $port for $name is taken by another process (set ${name^^}_PORT)" >&2
+		return 1
+	fi
+	case $name in
+	haboob)
+		local args=(-root "$root" -addr "127.0.0.1:$port" -profiler "")
+		[ -n "${HABOOB_CONFIG:-}" ] && args+=(-config "$HABOOB_CONFIG")
+		"$WORK/bin/haboob" "${args[@]}" 2>"$WORK/haboob.log" &
+		;;
+	nginx)
+		mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
+		cat >"$WORK/nginx.conf" <<CONF
+worker_processes 2;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 8192; }
+http {
+    access_log off;
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    open_file_cache max=10000 inactive=60s;
+    client_body_temp_path $WORK/nginx/tmp;
+    server {
+        listen 127.0.0.1:$port backlog=4096;
+        root $root;
+    }
+}
+CONF
+		nginx -p "$WORK/nginx" -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx/stderr.log" &
+		;;
+	fasthttp)
+		"$WORK/bin/fasthttpfs" -addr "127.0.0.1:$port" -root "$root" 2>"$WORK/fasthttp.log" &
+		;;
+	fileserver)
+		"$WORK/bin/fileserver" -addr "127.0.0.1:$port" -root "$root" 2>"$WORK/fileserver.log" &
+		;;
+	esac
+	SERVER_PID[$name]=$!
+	PIDS+=($!)
+	wait_port "$port"
+	if ! kill -0 "${SERVER_PID[$name]}" 2>/dev/null; then
+		echo "$name exited at start; its log: $WORK/$name.log" >&2
+		return 1
+	fi
+	URL[$name]="http://127.0.0.1:$port"
+}
+
+server_port() { # name
+	case $1 in
+	haboob) echo "$HABOOB_PORT" ;;
+	nginx) echo "$NGINX_PORT" ;;
+	fasthttp) echo "$FASTHTTP_PORT" ;;
+	fileserver) echo "$FILESERVER_PORT" ;;
+	*)
+		echo "unknown server $1" >&2
+		return 2
+		;;
+	esac
+}
+
+server_pids() { # name
+	local main=${SERVER_PID[$1]}
+	echo "$main" $(pgrep -P "$main" 2>/dev/null || true)
+}
+
+wrk_row_of() { # name conns
+	local threads=${WRK_THREADS:-2} pids t0 t1 cs0 cs1 out
+	wrk -t"$threads" -c"$2" -d"$WARMUP" -s bench/specweb.lua "${URL[$1]}" -- "$DIRS" >/dev/null 2>&1 || true
+	pids=$(server_pids "$1")
+	read -r t0 cs0 < <(proc_sample $pids)
+	out=$(wrk -t"$threads" -c"$2" -d"$WRK_DURATION" --latency -s bench/specweb.lua "${URL[$1]}" -- "$DIRS" 2>&1)
+	read -r t1 cs1 < <(proc_sample $pids)
+	echo "$out" | wrk_row "$1 | $2" $((t1 - t0)) $((cs1 - cs0))
+}
+
+stop_haboob() {
+	local pid=${SERVER_PID[haboob]:-}
+	[ -n "$pid" ] || return 0
+	kill -INT "$pid"
+	if wait "$pid"; then
+		echo >&2 "# haboob exited cleanly"
+	else
+		local rc=$?
+		echo >&2 "# haboob exit status $rc; log:"
+		tail -20 "$WORK/haboob.log" >&2
+		return 1
+	fi
+}
