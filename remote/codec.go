@@ -146,7 +146,7 @@ var sinkType = reflect.TypeFor[sink.Sink]()
 //     panic here, at registration, not a silent loss later.
 func Register[T any](c *Codecs, name string) {
 	t := reflect.TypeFor[T]()
-	if enc, dec, ok := binaryCodec(t); ok {
+	if enc, dec, ok := binaryCodec[T](); ok {
 		c.Add(Codec{Name: name, Type: t, Encode: enc, Decode: dec})
 		return
 	}
@@ -154,12 +154,18 @@ func Register[T any](c *Codecs, name string) {
 	if err != nil {
 		panic(fmt.Sprintf("remote: Register(%q): %v", name, err))
 	}
+	if len(fields) == 0 {
+		c.Add(plainJSONCodec[T](name))
+		return
+	}
 	c.Add(jsonCodec(name, t, fields))
 }
 
-// binaryCodec returns the encoding.Binary(Un)Marshaler codec of t, if t
-// has one.
-func binaryCodec(t reflect.Type) (enc func(*Wire, any) ([]byte, error), dec func(*Wire, []byte) (any, error), ok bool) {
+// binaryCodec returns the encoding.Binary(Un)Marshaler codec of T, if T
+// has one. A non-pointer T is decoded without reflection (one value per
+// event, boxed once).
+func binaryCodec[T any]() (enc func(*Wire, any) ([]byte, error), dec func(*Wire, []byte) (any, error), ok bool) {
+	t := reflect.TypeFor[T]()
 	bm := reflect.TypeFor[encoding.BinaryMarshaler]()
 	bu := reflect.TypeFor[encoding.BinaryUnmarshaler]()
 	if !t.Implements(bm) {
@@ -173,20 +179,22 @@ func binaryCodec(t reflect.Type) (enc func(*Wire, any) ([]byte, error), dec func
 		return nil, nil, false
 	}
 	enc = func(_ *Wire, v any) ([]byte, error) { return v.(encoding.BinaryMarshaler).MarshalBinary() }
-	dec = func(_ *Wire, data []byte) (any, error) {
-		var p reflect.Value
-		if ptr {
-			p = reflect.New(t.Elem())
-		} else {
-			p = reflect.New(t)
-		}
-		if err := p.Interface().(encoding.BinaryUnmarshaler).UnmarshalBinary(data); err != nil {
-			return nil, err
-		}
-		if ptr {
+	if ptr {
+		dec = func(_ *Wire, data []byte) (any, error) {
+			p := reflect.New(t.Elem())
+			if err := p.Interface().(encoding.BinaryUnmarshaler).UnmarshalBinary(data); err != nil {
+				return nil, err
+			}
 			return p.Interface(), nil
 		}
-		return p.Elem().Interface(), nil
+		return enc, dec, true
+	}
+	dec = func(_ *Wire, data []byte) (any, error) {
+		p := new(T)
+		if err := any(p).(encoding.BinaryUnmarshaler).UnmarshalBinary(data); err != nil {
+			return nil, err
+		}
+		return *p, nil
 	}
 	return enc, dec, true
 }
@@ -247,19 +255,23 @@ type jsonEnvelope struct {
 	Sinks map[int]SinkRef `json:"s,omitempty"`
 }
 
+// plainJSONCodec is the JSON codec of a T without sink.Sink fields.
+func plainJSONCodec[T any](name string) Codec {
+	return Codec{Name: name, Type: reflect.TypeFor[T](),
+		Encode: func(_ *Wire, v any) ([]byte, error) { return json.Marshal(v) },
+		Decode: func(_ *Wire, data []byte) (any, error) {
+			p := new(T)
+			if err := json.Unmarshal(data, p); err != nil {
+				return nil, err
+			}
+			return *p, nil
+		}}
+}
+
+// jsonCodec is the JSON codec of a struct t (or *struct) whose top-level
+// sink.Sink fields (fields) travel as references.
 func jsonCodec(name string, t reflect.Type, fields []int) Codec {
 	ptr := t.Kind() == reflect.Pointer
-	if len(fields) == 0 {
-		return Codec{Name: name, Type: t,
-			Encode: func(_ *Wire, v any) ([]byte, error) { return json.Marshal(v) },
-			Decode: func(_ *Wire, data []byte) (any, error) {
-				p := reflect.New(t)
-				if err := json.Unmarshal(data, p.Interface()); err != nil {
-					return nil, err
-				}
-				return p.Elem().Interface(), nil
-			}}
-	}
 	return Codec{Name: name, Type: t,
 		Encode: func(w *Wire, v any) ([]byte, error) {
 			rv := reflect.ValueOf(v)

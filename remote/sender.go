@@ -303,11 +303,12 @@ func (s *stageSender) Enqueue(e sink.Event) error {
 		s.rejected.Add(1)
 		return err
 	}
+	if t.Predicate() == nil {
+		return s.enqueueCombined(e)
+	}
 	start := time.Now()
 	err = s.enqueueCombined(e)
-	if t.Predicate() != nil {
-		complete(t, []sink.Event{e}, err, start)
-	}
+	complete(t, []sink.Event{e}, err, start)
 	return err
 }
 

@@ -241,12 +241,14 @@ func (n *Node) deliveredFrom(from string) map[string]uint64 {
 func admitEach(s sink.Sink, node, name string, es []sink.Event) *verdict {
 	v := &verdict{status: statusEach, each: make([]byte, len(es))}
 	for i, e := range es {
-		ev := verdictOf(s.Enqueue(e))
-		v.each[i] = ev.status
-		if ev.status != statusOK {
-			ev.detail.Node, ev.detail.Stage = node, name
-			v.why = append(v.why, ev.detail)
+		err := s.Enqueue(e)
+		if err == nil {
+			continue // statusOK is 0: nothing to build for the usual case
 		}
+		ev := verdictOf(err)
+		v.each[i] = ev.status
+		ev.detail.Node, ev.detail.Stage = node, name
+		v.why = append(v.why, ev.detail)
 	}
 	return v
 }
