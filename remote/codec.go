@@ -29,6 +29,11 @@ type Codec struct {
 	// on that instance when it serves the stage ("" or an instance that
 	// does not: any replica, as usual). See SetHome.
 	Home func(v any) string
+
+	// decodeRun, if set, decodes several events of this type at once
+	// (one JSON array): ok false leaves them to Decode one by one, which
+	// also says what is wrong with a bad one.
+	decodeRun func(items [][]byte, es []sink.Event) (_ []sink.Event, ok bool)
 }
 
 // Codecs is a registry of event codecs keyed by Go type (to encode) and by
@@ -265,7 +270,39 @@ func plainJSONCodec[T any](name string) Codec {
 				return nil, err
 			}
 			return *p, nil
-		}}
+		},
+		decodeRun: decodeJSONRun[T]}
+}
+
+// decodeJSONRun decodes items, each a JSON value of T, as one JSON array
+// appended to es: one decoder for the run rather than one per event.
+// Every item must be valid JSON on its own (so that the array holds
+// exactly the items); if any is not, ok is false.
+func decodeJSONRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok bool) {
+	size := 2 + len(items)
+	for _, d := range items {
+		if !json.Valid(d) {
+			return es, false
+		}
+		size += len(d)
+	}
+	arr := make([]byte, 0, size)
+	arr = append(arr, '[')
+	for i, d := range items {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, d...)
+	}
+	arr = append(arr, ']')
+	vs := make([]T, 0, len(items))
+	if err := json.Unmarshal(arr, &vs); err != nil || len(vs) != len(items) {
+		return es, false
+	}
+	for _, v := range vs {
+		es = append(es, v)
+	}
+	return es, true
 }
 
 // jsonCodec is the JSON codec of a struct t (or *struct) whose top-level
