@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 )
@@ -40,16 +42,32 @@ type Codec struct {
 // wire name (to decode). Every node of a cluster must register the same
 // names for the types it exchanges. It is safe for concurrent use.
 type Codecs struct {
-	mu     sync.RWMutex
+	mu  sync.Mutex // held by writers, which replace the table
+	tab atomic.Pointer[codecTable]
+}
+
+// codecTable is a Codecs' registrations; it is never changed once
+// published (writers publish a copy), so lookups, one per event, take no
+// lock.
+type codecTable struct {
 	byType map[reflect.Type]*Codec
 	byName map[string]*Codec
+}
+
+// update publishes a copy of the table changed by f, under c.mu.
+func (c *Codecs) update(f func(t *codecTable)) {
+	old := c.tab.Load()
+	t := &codecTable{byType: maps.Clone(old.byType), byName: maps.Clone(old.byName)}
+	f(t)
+	c.tab.Store(t)
 }
 
 // NewCodecs returns a registry holding the codecs of the basic types:
 // string, []byte, bool, int, int64, uint64, float64, and sink.Sink's
 // references (SinkRef).
 func NewCodecs() *Codecs {
-	c := &Codecs{byType: map[reflect.Type]*Codec{}, byName: map[string]*Codec{}}
+	c := &Codecs{}
+	c.tab.Store(&codecTable{byType: map[reflect.Type]*Codec{}, byName: map[string]*Codec{}})
 	Register[string](c, "string")
 	Register[[]byte](c, "bytes")
 	Register[bool](c, "bool")
@@ -74,26 +92,21 @@ func (c *Codecs) Add(cd Codec) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, dup := c.byType[cd.Type]; dup {
+	if _, dup := c.tab.Load().byType[cd.Type]; dup {
 		panic(fmt.Sprintf("remote: codec for type %v registered twice", cd.Type))
 	}
-	if _, dup := c.byName[cd.Name]; dup {
+	if _, dup := c.tab.Load().byName[cd.Name]; dup {
 		panic(fmt.Sprintf("remote: codec name %q registered twice", cd.Name))
 	}
-	c.byType[cd.Type] = &cd
-	c.byName[cd.Name] = &cd
+	c.update(func(t *codecTable) { t.byType[cd.Type], t.byName[cd.Name] = &cd, &cd })
 }
 
 func (c *Codecs) forType(t reflect.Type) *Codec {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.byType[t]
+	return c.tab.Load().byType[t]
 }
 
 func (c *Codecs) forName(name string) *Codec {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.byName[name]
+	return c.tab.Load().byName[name]
 }
 
 // RegisterFunc registers a codec for T made of two functions.
@@ -121,13 +134,13 @@ func SetHome[T any](c *Codecs, home func(v T) string) {
 	t := reflect.TypeFor[T]()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cd := c.byType[t]
+	cd := c.tab.Load().byType[t]
 	if cd == nil {
 		panic(fmt.Sprintf("remote: SetHome: no codec for type %v", t))
 	}
 	withHome := *cd
 	withHome.Home = func(v any) string { return home(v.(T)) }
-	c.byType[t], c.byName[cd.Name] = &withHome, &withHome
+	c.update(func(tab *codecTable) { tab.byType[t], tab.byName[cd.Name] = &withHome, &withHome })
 }
 
 // home returns the instance e belongs to (its codec's Home), or "".
@@ -152,7 +165,11 @@ var sinkType = reflect.TypeFor[sink.Sink]()
 func Register[T any](c *Codecs, name string) {
 	t := reflect.TypeFor[T]()
 	if enc, dec, ok := binaryCodec[T](); ok {
-		c.Add(Codec{Name: name, Type: t, Encode: enc, Decode: dec})
+		cd := Codec{Name: name, Type: t, Encode: enc, Decode: dec}
+		if t.Kind() != reflect.Pointer {
+			cd.decodeRun = decodeBinaryRun[T]
+		}
+		c.Add(cd)
 		return
 	}
 	fields, err := sinkFields(t)
@@ -202,6 +219,22 @@ func binaryCodec[T any]() (enc func(*Wire, any) ([]byte, error), dec func(*Wire,
 		return *p, nil
 	}
 	return enc, dec, true
+}
+
+// decodeBinaryRun decodes items, each T's binary encoding, into one
+// slice of T (one allocation for the run, not one per event besides the
+// event itself) appended to es; ok is false if any item is bad.
+func decodeBinaryRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok bool) {
+	vs := make([]T, len(items))
+	for i, d := range items {
+		if err := any(&vs[i]).(encoding.BinaryUnmarshaler).UnmarshalBinary(d); err != nil {
+			return es, false
+		}
+	}
+	for _, v := range vs {
+		es = append(es, v)
+	}
+	return es, true
 }
 
 // sinkFields returns the indexes of t's top-level sink.Sink fields, and
