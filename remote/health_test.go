@@ -315,3 +315,36 @@ func TestHungReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedDeadline: requests to a replica share one deadline context
+// per slice of time, which never ends before per, ends when the replica
+// goes out of rotation, and is not shared across rotations or timeouts.
+func TestSharedDeadline(t *testing.T) {
+	rs := &replicaState{}
+	rot := newRotation()
+	const per = time.Hour // the slice (per/16) cannot pass during the test
+	start := time.Now()
+	a, b := rs.deadline(rot, per), rs.deadline(rot, per)
+	if a != b {
+		t.Fatal("two requests in one slice got two contexts")
+	}
+	if d, ok := a.Deadline(); !ok || d.Before(start.Add(per)) {
+		t.Fatalf("deadline %v, want at least %v", d, start.Add(per))
+	}
+	if rs.deadline(rot, per/2) == a {
+		t.Fatal("another timeout shares the context")
+	}
+	next := newRotation()
+	c := rs.deadline(next, per)
+	if c == a {
+		t.Fatal("another rotation shares the context")
+	}
+	rot.cancel()
+	if a.Err() == nil {
+		t.Fatal("the context outlived its rotation")
+	}
+	if c.Err() != nil {
+		t.Fatal("the next rotation's context ended with the old one")
+	}
+	next.cancel()
+}
