@@ -348,3 +348,38 @@ func TestSharedDeadline(t *testing.T) {
 	}
 	next.cancel()
 }
+
+// TestDedupOnce: a request id is decided once; a copy arriving while it
+// is being decided waits for that verdict, and later copies get it too.
+func TestDedupOnce(t *testing.T) {
+	d := newDedup(time.Hour)
+	deciding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan *verdict)
+	go func() {
+		first <- d.once("a", func() *verdict {
+			close(deciding)
+			<-release
+			return &verdict{status: statusRejected, inst: "x"}
+		})
+	}()
+	<-deciding
+	second := make(chan *verdict)
+	go func() {
+		second <- d.once("a", func() *verdict {
+			t.Error("a copy decided again")
+			return nil
+		})
+	}()
+	close(release)
+	for _, v := range []*verdict{<-first, <-second, d.once("a", func() *verdict {
+		t.Error("a later copy decided again")
+		return nil
+	})} {
+		if v == nil || v.status != statusRejected || v.inst != "x" {
+			t.Fatalf("verdict %+v, want the first one's", v)
+		}
+	}
+	if v := d.once("b", func() *verdict { return &verdict{status: statusOK} }); v.status != statusOK {
+		t.Fatalf("another id: %+v", v)
+	}
+}

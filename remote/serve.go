@@ -316,7 +316,9 @@ type dedup struct {
 	rotated   time.Time
 }
 
-// decided is a request's verdict, ready once done is closed.
+// decided is a request's verdict, ready once done is closed; done is
+// dropped (nil, under dedup.mu) once v is set, so that the verdicts kept
+// for the window hold no channel.
 type decided struct {
 	v    *verdict
 	done chan struct{}
@@ -342,12 +344,17 @@ func (d *dedup) once(id string, decide func() *verdict) *verdict {
 		x = &decided{done: make(chan struct{})}
 		d.cur[id] = x
 	}
+	done := x.done
 	d.mu.Unlock()
-	if !ok {
-		x.v = decide()
-		close(x.done)
-	} else {
-		<-x.done
+	switch {
+	case !ok:
+		v := decide()
+		d.mu.Lock()
+		x.v, x.done = v, nil
+		d.mu.Unlock()
+		close(done)
+	case done != nil:
+		<-done // a copy arrived while the first was being decided
 	}
 	c := *x.v
 	return &c
