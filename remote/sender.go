@@ -478,7 +478,9 @@ func RoundTrip(s sink.Sink) (p50, p99 time.Duration, ok bool) {
 // maxCombined bounds the events one combined request carries, and
 // maxLeaders the combined requests in flight at once. One request in
 // flight per sink measured best (2026-11-24, shared 2-core machine: 1.1-1.5x
-// a plain publisher with one, 0.4-0.8x with two: smaller batches).
+// a plain publisher with one, 0.4-0.8x with two: smaller batches; again
+// 2026-11-27 with two or four in flight once 8-32 events wait: see
+// docs/cluster.md, Throughput).
 const (
 	maxCombined = 256
 	maxLeaders  = 1
