@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 )
@@ -29,22 +31,43 @@ type Codec struct {
 	// on that instance when it serves the stage ("" or an instance that
 	// does not: any replica, as usual). See SetHome.
 	Home func(v any) string
+
+	// decodeRun, if set, decodes several events of this type at once
+	// (one JSON array): ok false leaves them to Decode one by one, which
+	// also says what is wrong with a bad one.
+	decodeRun func(items [][]byte, es []sink.Event) (_ []sink.Event, ok bool)
 }
 
 // Codecs is a registry of event codecs keyed by Go type (to encode) and by
 // wire name (to decode). Every node of a cluster must register the same
 // names for the types it exchanges. It is safe for concurrent use.
 type Codecs struct {
-	mu     sync.RWMutex
+	mu  sync.Mutex // held by writers, which replace the table
+	tab atomic.Pointer[codecTable]
+}
+
+// codecTable is a Codecs' registrations; it is never changed once
+// published (writers publish a copy), so lookups, one per event, take no
+// lock.
+type codecTable struct {
 	byType map[reflect.Type]*Codec
 	byName map[string]*Codec
+}
+
+// update publishes a copy of the table changed by f, under c.mu.
+func (c *Codecs) update(f func(t *codecTable)) {
+	old := c.tab.Load()
+	t := &codecTable{byType: maps.Clone(old.byType), byName: maps.Clone(old.byName)}
+	f(t)
+	c.tab.Store(t)
 }
 
 // NewCodecs returns a registry holding the codecs of the basic types:
 // string, []byte, bool, int, int64, uint64, float64, and sink.Sink's
 // references (SinkRef).
 func NewCodecs() *Codecs {
-	c := &Codecs{byType: map[reflect.Type]*Codec{}, byName: map[string]*Codec{}}
+	c := &Codecs{}
+	c.tab.Store(&codecTable{byType: map[reflect.Type]*Codec{}, byName: map[string]*Codec{}})
 	Register[string](c, "string")
 	Register[[]byte](c, "bytes")
 	Register[bool](c, "bool")
@@ -69,26 +92,21 @@ func (c *Codecs) Add(cd Codec) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, dup := c.byType[cd.Type]; dup {
+	if _, dup := c.tab.Load().byType[cd.Type]; dup {
 		panic(fmt.Sprintf("remote: codec for type %v registered twice", cd.Type))
 	}
-	if _, dup := c.byName[cd.Name]; dup {
+	if _, dup := c.tab.Load().byName[cd.Name]; dup {
 		panic(fmt.Sprintf("remote: codec name %q registered twice", cd.Name))
 	}
-	c.byType[cd.Type] = &cd
-	c.byName[cd.Name] = &cd
+	c.update(func(t *codecTable) { t.byType[cd.Type], t.byName[cd.Name] = &cd, &cd })
 }
 
 func (c *Codecs) forType(t reflect.Type) *Codec {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.byType[t]
+	return c.tab.Load().byType[t]
 }
 
 func (c *Codecs) forName(name string) *Codec {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.byName[name]
+	return c.tab.Load().byName[name]
 }
 
 // RegisterFunc registers a codec for T made of two functions.
@@ -116,13 +134,13 @@ func SetHome[T any](c *Codecs, home func(v T) string) {
 	t := reflect.TypeFor[T]()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cd := c.byType[t]
+	cd := c.tab.Load().byType[t]
 	if cd == nil {
 		panic(fmt.Sprintf("remote: SetHome: no codec for type %v", t))
 	}
 	withHome := *cd
 	withHome.Home = func(v any) string { return home(v.(T)) }
-	c.byType[t], c.byName[cd.Name] = &withHome, &withHome
+	c.update(func(tab *codecTable) { tab.byType[t], tab.byName[cd.Name] = &withHome, &withHome })
 }
 
 // home returns the instance e belongs to (its codec's Home), or "".
@@ -146,20 +164,30 @@ var sinkType = reflect.TypeFor[sink.Sink]()
 //     panic here, at registration, not a silent loss later.
 func Register[T any](c *Codecs, name string) {
 	t := reflect.TypeFor[T]()
-	if enc, dec, ok := binaryCodec(t); ok {
-		c.Add(Codec{Name: name, Type: t, Encode: enc, Decode: dec})
+	if enc, dec, ok := binaryCodec[T](); ok {
+		cd := Codec{Name: name, Type: t, Encode: enc, Decode: dec}
+		if t.Kind() != reflect.Pointer {
+			cd.decodeRun = decodeBinaryRun[T]
+		}
+		c.Add(cd)
 		return
 	}
 	fields, err := sinkFields(t)
 	if err != nil {
 		panic(fmt.Sprintf("remote: Register(%q): %v", name, err))
 	}
+	if len(fields) == 0 {
+		c.Add(plainJSONCodec[T](name))
+		return
+	}
 	c.Add(jsonCodec(name, t, fields))
 }
 
-// binaryCodec returns the encoding.Binary(Un)Marshaler codec of t, if t
-// has one.
-func binaryCodec(t reflect.Type) (enc func(*Wire, any) ([]byte, error), dec func(*Wire, []byte) (any, error), ok bool) {
+// binaryCodec returns the encoding.Binary(Un)Marshaler codec of T, if T
+// has one. A non-pointer T is decoded without reflection (one value per
+// event, boxed once).
+func binaryCodec[T any]() (enc func(*Wire, any) ([]byte, error), dec func(*Wire, []byte) (any, error), ok bool) {
+	t := reflect.TypeFor[T]()
 	bm := reflect.TypeFor[encoding.BinaryMarshaler]()
 	bu := reflect.TypeFor[encoding.BinaryUnmarshaler]()
 	if !t.Implements(bm) {
@@ -173,22 +201,40 @@ func binaryCodec(t reflect.Type) (enc func(*Wire, any) ([]byte, error), dec func
 		return nil, nil, false
 	}
 	enc = func(_ *Wire, v any) ([]byte, error) { return v.(encoding.BinaryMarshaler).MarshalBinary() }
-	dec = func(_ *Wire, data []byte) (any, error) {
-		var p reflect.Value
-		if ptr {
-			p = reflect.New(t.Elem())
-		} else {
-			p = reflect.New(t)
-		}
-		if err := p.Interface().(encoding.BinaryUnmarshaler).UnmarshalBinary(data); err != nil {
-			return nil, err
-		}
-		if ptr {
+	if ptr {
+		dec = func(_ *Wire, data []byte) (any, error) {
+			p := reflect.New(t.Elem())
+			if err := p.Interface().(encoding.BinaryUnmarshaler).UnmarshalBinary(data); err != nil {
+				return nil, err
+			}
 			return p.Interface(), nil
 		}
-		return p.Elem().Interface(), nil
+		return enc, dec, true
+	}
+	dec = func(_ *Wire, data []byte) (any, error) {
+		p := new(T)
+		if err := any(p).(encoding.BinaryUnmarshaler).UnmarshalBinary(data); err != nil {
+			return nil, err
+		}
+		return *p, nil
 	}
 	return enc, dec, true
+}
+
+// decodeBinaryRun decodes items, each T's binary encoding, into one
+// slice of T (one allocation for the run, not one per event besides the
+// event itself) appended to es; ok is false if any item is bad.
+func decodeBinaryRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok bool) {
+	vs := make([]T, len(items))
+	for i, d := range items {
+		if err := any(&vs[i]).(encoding.BinaryUnmarshaler).UnmarshalBinary(d); err != nil {
+			return es, false
+		}
+	}
+	for _, v := range vs {
+		es = append(es, v)
+	}
+	return es, true
 }
 
 // sinkFields returns the indexes of t's top-level sink.Sink fields, and
@@ -247,19 +293,55 @@ type jsonEnvelope struct {
 	Sinks map[int]SinkRef `json:"s,omitempty"`
 }
 
+// plainJSONCodec is the JSON codec of a T without sink.Sink fields.
+func plainJSONCodec[T any](name string) Codec {
+	return Codec{Name: name, Type: reflect.TypeFor[T](),
+		Encode: func(_ *Wire, v any) ([]byte, error) { return json.Marshal(v) },
+		Decode: func(_ *Wire, data []byte) (any, error) {
+			p := new(T)
+			if err := json.Unmarshal(data, p); err != nil {
+				return nil, err
+			}
+			return *p, nil
+		},
+		decodeRun: decodeJSONRun[T]}
+}
+
+// decodeJSONRun decodes items, each a JSON value of T, as one JSON array
+// appended to es: one decoder for the run rather than one per event.
+// Every item must be valid JSON on its own (so that the array holds
+// exactly the items); if any is not, ok is false.
+func decodeJSONRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok bool) {
+	size := 2 + len(items)
+	for _, d := range items {
+		if !json.Valid(d) {
+			return es, false
+		}
+		size += len(d)
+	}
+	arr := make([]byte, 0, size)
+	arr = append(arr, '[')
+	for i, d := range items {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, d...)
+	}
+	arr = append(arr, ']')
+	vs := make([]T, 0, len(items))
+	if err := json.Unmarshal(arr, &vs); err != nil || len(vs) != len(items) {
+		return es, false
+	}
+	for _, v := range vs {
+		es = append(es, v)
+	}
+	return es, true
+}
+
+// jsonCodec is the JSON codec of a struct t (or *struct) whose top-level
+// sink.Sink fields (fields) travel as references.
 func jsonCodec(name string, t reflect.Type, fields []int) Codec {
 	ptr := t.Kind() == reflect.Pointer
-	if len(fields) == 0 {
-		return Codec{Name: name, Type: t,
-			Encode: func(_ *Wire, v any) ([]byte, error) { return json.Marshal(v) },
-			Decode: func(_ *Wire, data []byte) (any, error) {
-				p := reflect.New(t)
-				if err := json.Unmarshal(data, p.Interface()); err != nil {
-					return nil, err
-				}
-				return p.Elem().Interface(), nil
-			}}
-	}
 	return Codec{Name: name, Type: t,
 		Encode: func(w *Wire, v any) ([]byte, error) {
 			rv := reflect.ValueOf(v)

@@ -123,7 +123,7 @@ func TestVerdictRoundTrip(t *testing.T) {
 // FuzzDecode: no bytes from the network make the decoders panic.
 func FuzzDecode(f *testing.F) {
 	w := testWire()
-	q, _ := w.encodeRequest(&request{op: opEach, id: "a.1", events: []sink.Event{"x", point{1, 2}, 7}}, "S")
+	q, _ := w.encodeRequest(nil, &request{op: opEach, id: "a.1", events: []sink.Event{"x", point{1, 2}, 7}}, "S")
 	f.Add(q)
 	f.Add(encodeVerdict(&verdict{status: statusEach, each: []byte{0, 1}, why: []verdictDetail{{Reason: "r"}}}))
 	f.Add([]byte{opEnqueue, 0xff, 0xff, 0xff})
@@ -131,4 +131,73 @@ func FuzzDecode(f *testing.F) {
 		_, _ = w.decodeRequest(b)
 		_, _ = decodeVerdict(b)
 	})
+}
+
+// TestDecodeRuns: a run of JSON events of one type is decoded at once,
+// with the same result as one by one, and a bad event in a run is still
+// named by its own error.
+func TestDecodeRuns(t *testing.T) {
+	type pair struct {
+		A int    `json:"a"`
+		B string `json:"b"`
+	}
+	c := NewCodecs()
+	Register[pair](c, "pair")
+	Register[point](c, "point")
+	w := newWire(&Node{node: "n", inst: "i1"}, c, 0)
+	raw := func(items ...[2]string) []byte { // codec name, bytes
+		b := binary.AppendUvarint(nil, uint64(len(items)))
+		for _, it := range items {
+			b = appendString(b, it[0])
+			b = appendBytes(b, []byte(it[1]))
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		in      []sink.Event // encoded with encodeEvents
+		raw     []byte       // else these bytes
+		want    []sink.Event
+		wantErr string
+	}{
+		{name: "one type", in: []sink.Event{pair{1, "x"}, pair{2, "y"}, pair{3, ""}},
+			want: []sink.Event{pair{1, "x"}, pair{2, "y"}, pair{3, ""}}},
+		{name: "runs between other codecs", in: []sink.Event{pair{1, "x"}, point{1, 2}, pair{2, "y"}, pair{3, "z"}, "s", 4},
+			want: []sink.Event{pair{1, "x"}, point{1, 2}, pair{2, "y"}, pair{3, "z"}, "s", 4}},
+		{name: "binary run", in: []sink.Event{point{1, 2}, point{3, 4}, point{5, 6}},
+			want: []sink.Event{point{1, 2}, point{3, 4}, point{5, 6}}},
+		{name: "a bad binary event in a run", raw: raw([2]string{"point", "\x00\x00\x00\x01\x00\x00\x00\x02"}, [2]string{"point", "\x00"}),
+			wantErr: "decoding point: point: want 8 bytes"},
+		{name: "null and whitespace", raw: raw([2]string{"pair", "null"}, [2]string{"pair", ` {"a": 5} `}),
+			want: []sink.Event{pair{}, pair{A: 5}}},
+		{name: "a bad event in a run", raw: raw([2]string{"pair", `{"a":1}`}, [2]string{"pair", `{"a":`}),
+			wantErr: "decoding pair"},
+		{name: "two events valid only together", raw: raw([2]string{"pair", `{"a":1},{"a":2}`}, [2]string{"pair", `{"a":3}`}),
+			wantErr: "decoding pair"},
+		{name: "an empty event", raw: raw([2]string{"pair", `{"a":1}`}, [2]string{"pair", ``}),
+			wantErr: "decoding pair"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.raw
+			if tc.in != nil {
+				var err error
+				if b, err = w.encodeEvents(nil, "S", tc.in); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := w.decodeEvents(&reader{b: b})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
 }

@@ -45,6 +45,32 @@ type replicaState struct {
 	timedOut            atomic.Int64 // last request attempt to it without a verdict, UnixNano
 	out                 atomic.Bool  // out of rotation (the watch decided)
 	rot                 atomic.Pointer[rotation]
+	shared              atomic.Pointer[sharedDeadline] // the requests' current deadline
+}
+
+// sharedDeadline is one context, and so one timer, for the requests to a
+// replica that start within the same slice of time (per/16, at least
+// 1ms): each of them waits for its verdict at least per and at most per
+// plus the slice, and none needs a timer of its own.
+type sharedDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc // never called early: the deadline ends it
+	rot    *rotation
+	per    time.Duration
+	until  time.Time // requests starting before this share ctx
+}
+
+// deadline returns the context a request to rs sent now waits in: ended
+// when rs goes out of rotation (rot) or after at least per.
+func (rs *replicaState) deadline(rot *rotation, per time.Duration) context.Context {
+	now := time.Now()
+	if d := rs.shared.Load(); d != nil && d.rot == rot && d.per == per && now.Before(d.until) {
+		return d.ctx
+	}
+	slice := max(per/16, time.Millisecond)
+	ctx, cancel := context.WithDeadline(rot.ctx, now.Add(per+slice))
+	rs.shared.Store(&sharedDeadline{ctx: ctx, cancel: cancel, rot: rot, per: per, until: now.Add(slice)})
+	return ctx
 }
 
 // rotation is one stay of a replica in rotation: ctx is cancelled when
@@ -227,9 +253,10 @@ func (s *stageSender) sweep() {
 }
 
 // request sends msg to rs (nil: the stage's queue group or the fixed
-// subject) and waits for one reply for at most per, or until rs is taken
-// out of rotation (errOutOfRotation). A reply that does not come in
-// time is nats.ErrTimeout.
+// subject) and waits for one reply for per (up to per/16 more for a
+// known replica: see sharedDeadline), or until rs is taken out of
+// rotation (errOutOfRotation). A reply that does not come in time is
+// nats.ErrTimeout.
 func (s *stageSender) request(msg *nats.Msg, rs *replicaState, per time.Duration) (*nats.Msg, error) {
 	if rs == nil {
 		return s.n.nc.RequestMsg(msg, per)
@@ -240,9 +267,7 @@ func (s *stageSender) request(msg *nats.Msg, rs *replicaState, per time.Duration
 	}
 	rs.inflight.Add(1)
 	defer rs.inflight.Add(-1)
-	ctx, cancel := context.WithTimeout(rot.ctx, per)
-	defer cancel()
-	reply, err := s.n.nc.RequestMsgWithContext(ctx, msg)
+	reply, err := s.n.nc.RequestMsgWithContext(rs.deadline(rot, per), msg)
 	switch {
 	case err == nil:
 		return reply, nil

@@ -315,3 +315,71 @@ func TestHungReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedDeadline: requests to a replica share one deadline context
+// per slice of time, which never ends before per, ends when the replica
+// goes out of rotation, and is not shared across rotations or timeouts.
+func TestSharedDeadline(t *testing.T) {
+	rs := &replicaState{}
+	rot := newRotation()
+	const per = time.Hour // the slice (per/16) cannot pass during the test
+	start := time.Now()
+	a, b := rs.deadline(rot, per), rs.deadline(rot, per)
+	if a != b {
+		t.Fatal("two requests in one slice got two contexts")
+	}
+	if d, ok := a.Deadline(); !ok || d.Before(start.Add(per)) {
+		t.Fatalf("deadline %v, want at least %v", d, start.Add(per))
+	}
+	if rs.deadline(rot, per/2) == a {
+		t.Fatal("another timeout shares the context")
+	}
+	next := newRotation()
+	c := rs.deadline(next, per)
+	if c == a {
+		t.Fatal("another rotation shares the context")
+	}
+	rot.cancel()
+	if a.Err() == nil {
+		t.Fatal("the context outlived its rotation")
+	}
+	if c.Err() != nil {
+		t.Fatal("the next rotation's context ended with the old one")
+	}
+	next.cancel()
+}
+
+// TestDedupOnce: a request id is decided once; a copy arriving while it
+// is being decided waits for that verdict, and later copies get it too.
+func TestDedupOnce(t *testing.T) {
+	d := newDedup(time.Hour)
+	deciding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan *verdict)
+	go func() {
+		first <- d.once("a", func() *verdict {
+			close(deciding)
+			<-release
+			return &verdict{status: statusRejected, inst: "x"}
+		})
+	}()
+	<-deciding
+	second := make(chan *verdict)
+	go func() {
+		second <- d.once("a", func() *verdict {
+			t.Error("a copy decided again")
+			return nil
+		})
+	}()
+	close(release)
+	for _, v := range []*verdict{<-first, <-second, d.once("a", func() *verdict {
+		t.Error("a later copy decided again")
+		return nil
+	})} {
+		if v == nil || v.status != statusRejected || v.inst != "x" {
+			t.Fatalf("verdict %+v, want the first one's", v)
+		}
+	}
+	if v := d.once("b", func() *verdict { return &verdict{status: statusOK} }); v.status != statusOK {
+		t.Fatalf("another id: %+v", v)
+	}
+}

@@ -202,12 +202,30 @@ func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState
 	if id == "" {
 		id = s.newID()
 	}
-	data, err := s.n.wire.encodeRequest(&request{op: op, id: id, from: s.from(), ref: s.ref, events: es}, s.stage)
+	buf := requestBuffers.Get().(*[]byte)
+	defer putRequestBuffer(buf)
+	data, err := s.n.wire.encodeRequest(*buf, &request{op: op, id: id, from: s.from(), ref: s.ref, events: es}, s.stage)
 	if err != nil {
 		s.rejected.Add(1)
 		return nil, nil, err
 	}
+	*buf = data
 	return s.roundTrip(data, injectTraces(es), to)
+}
+
+// requestBuffers holds the buffers requests are encoded in: a request's
+// bytes are copied into the connection's buffer when it is sent, so its
+// buffer is free again once its verdict is in.
+var requestBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// putRequestBuffer returns a request's buffer to requestBuffers, unless it
+// grew too large to keep.
+func putRequestBuffer(buf *[]byte) {
+	if cap(*buf) > 1<<20 {
+		return
+	}
+	*buf = (*buf)[:0]
+	requestBuffers.Put(buf)
 }
 
 // roundTrip sends an encoded request (which holds its idempotency key)
@@ -303,11 +321,12 @@ func (s *stageSender) Enqueue(e sink.Event) error {
 		s.rejected.Add(1)
 		return err
 	}
+	if t.Predicate() == nil {
+		return s.enqueueCombined(e)
+	}
 	start := time.Now()
 	err = s.enqueueCombined(e)
-	if t.Predicate() != nil {
-		complete(t, []sink.Event{e}, err, start)
-	}
+	complete(t, []sink.Event{e}, err, start)
 	return err
 }
 
@@ -459,7 +478,9 @@ func RoundTrip(s sink.Sink) (p50, p99 time.Duration, ok bool) {
 // maxCombined bounds the events one combined request carries, and
 // maxLeaders the combined requests in flight at once. One request in
 // flight per sink measured best (2026-11-24, shared 2-core machine: 1.1-1.5x
-// a plain publisher with one, 0.4-0.8x with two: smaller batches).
+// a plain publisher with one, 0.4-0.8x with two: smaller batches; again
+// 2026-11-27 with two or four in flight once 8-32 events wait: see
+// docs/cluster.md, Throughput).
 const (
 	maxCombined = 256
 	maxLeaders  = 1
@@ -574,13 +595,16 @@ func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 	for _, p := range batch {
 		size += len(p.enc)
 	}
-	data := requestHeader(make([]byte, 0, size), opEach, s.newID(), s.from(), s.ref)
+	buf := requestBuffers.Get().(*[]byte)
+	defer putRequestBuffer(buf)
+	data := requestHeader(slices.Grow((*buf)[:0], size), opEach, s.newID(), s.from(), s.ref)
 	data = binary.AppendUvarint(data, uint64(len(batch)))
 	var hdr nats.Header
 	for i, p := range batch {
 		data = append(data, p.enc...)
 		hdr = p.trace.add(hdr, i)
 	}
+	*buf = data
 	v, _, err := s.roundTrip(data, hdr, to)
 	if err == nil && v.status != statusEach {
 		err = v.err() // the whole request failed (it could not be decoded)

@@ -241,12 +241,14 @@ func (n *Node) deliveredFrom(from string) map[string]uint64 {
 func admitEach(s sink.Sink, node, name string, es []sink.Event) *verdict {
 	v := &verdict{status: statusEach, each: make([]byte, len(es))}
 	for i, e := range es {
-		ev := verdictOf(s.Enqueue(e))
-		v.each[i] = ev.status
-		if ev.status != statusOK {
-			ev.detail.Node, ev.detail.Stage = node, name
-			v.why = append(v.why, ev.detail)
+		err := s.Enqueue(e)
+		if err == nil {
+			continue // statusOK is 0: nothing to build for the usual case
 		}
+		ev := verdictOf(err)
+		v.each[i] = ev.status
+		ev.detail.Node, ev.detail.Stage = node, name
+		v.why = append(v.why, ev.detail)
 	}
 	return v
 }
@@ -314,7 +316,9 @@ type dedup struct {
 	rotated   time.Time
 }
 
-// decided is a request's verdict, ready once done is closed.
+// decided is a request's verdict, ready once done is closed; done is
+// dropped (nil, under dedup.mu) once v is set, so that the verdicts kept
+// for the window hold no channel.
 type decided struct {
 	v    *verdict
 	done chan struct{}
@@ -340,12 +344,17 @@ func (d *dedup) once(id string, decide func() *verdict) *verdict {
 		x = &decided{done: make(chan struct{})}
 		d.cur[id] = x
 	}
+	done := x.done
 	d.mu.Unlock()
-	if !ok {
-		x.v = decide()
-		close(x.done)
-	} else {
-		<-x.done
+	switch {
+	case !ok:
+		v := decide()
+		d.mu.Lock()
+		x.v, x.done = v, nil
+		d.mu.Unlock()
+		close(done)
+	case done != nil:
+		<-done // a copy arrived while the first was being decided
 	}
 	c := *x.v
 	return &c

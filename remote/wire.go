@@ -299,6 +299,9 @@ func requestHeader(b []byte, op byte, id, from string, ref uint64) []byte {
 	return binary.AppendUvarint(b, ref)
 }
 
+// decodeEvents reads the events of a message. A run of events of one
+// codec that can decode several at once (decodeRun: JSON) is decoded
+// together.
 func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 	n := r.uvarint()
 	if r.err != nil {
@@ -308,31 +311,61 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 		return nil, errShort
 	}
 	es := make([]sink.Event, 0, n)
+	var run [][]byte // events of codec last waiting for decodeRun
 	var last *Codec
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		var ok bool
+		if len(run) > 1 {
+			es, ok = last.decodeRun(run, es)
+		}
+		if !ok {
+			for _, data := range run {
+				e, err := last.Decode(w, data)
+				if err != nil {
+					return fmt.Errorf("remote: decoding %s: %w", last.Name, err)
+				}
+				es = append(es, e)
+			}
+		}
+		run = run[:0]
+		return nil
+	}
 	for range n {
 		name := r.bytes()
 		data := r.bytes()
 		if r.err != nil {
 			return nil, r.err
 		}
-		cd := last
-		if cd == nil || cd.Name != string(name) {
-			if cd = w.codecs.forName(string(name)); cd == nil {
+		if last == nil || last.Name != string(name) {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			if last = w.codecs.forName(string(name)); last == nil {
 				return nil, fmt.Errorf("%w: no codec named %q on this node", ErrNoCodec, name)
 			}
-			last = cd
 		}
-		e, err := cd.Decode(w, data)
+		if last.decodeRun != nil {
+			run = append(run, data)
+			continue
+		}
+		e, err := last.Decode(w, data)
 		if err != nil {
-			return nil, fmt.Errorf("remote: decoding %s: %w", cd.Name, err)
+			return nil, fmt.Errorf("remote: decoding %s: %w", last.Name, err)
 		}
 		es = append(es, e)
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	return es, nil
 }
 
-func (w *Wire) encodeRequest(q *request, stage string) ([]byte, error) {
-	b := requestHeader(make([]byte, 0, 64), q.op, q.id, q.from, q.ref)
+// encodeRequest appends q to b.
+func (w *Wire) encodeRequest(b []byte, q *request, stage string) ([]byte, error) {
+	b = requestHeader(b, q.op, q.id, q.from, q.ref)
 	if !carriesEvents(q.op) {
 		return b, nil
 	}

@@ -24,24 +24,7 @@ var checksumHandledRE = regexp.MustCompile(`(?m)^sandstorm_stage_handled_events_
 // running a profiler has handled, read from its /metrics.
 func handledBy(t *testing.T, w *node) int {
 	t.Helper()
-	if w.prof == "" {
-		t.Fatal("the worker runs no profiler")
-	}
-	resp, err := nethttp.Get(strings.TrimSuffix(w.prof, "/debug/sandstorm/") + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := checksumHandledRE.FindSubmatch(body)
-	if m == nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
+	return int(max(metric(t, w, checksumHandledRE), 0))
 }
 
 // loadFronts sends total GET /checksum/ requests over clients
