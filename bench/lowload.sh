@@ -9,8 +9,12 @@
 #   bench/lowload.sh                       # about 1 minute
 #   CLIENTS="1 4 16" SERVERS="haboob nginx fileserver" DURATION=6s WARMUP=1s DIRS=2 THINK=20ms PER_CONN=5 bench/lowload.sh
 #
+# GNET_PATCH=bench/gnet-netpoll-wait.patch adds the server haboob-patched:
+# cmd/haboob built against a copy of gnet with the patch applied (through
+# go build -modfile; go.mod is not touched), measured in the same run.
+#
 # Ports: HABOOB_PORT [18710], NGINX_PORT [18711], FILESERVER_PORT [18712],
-# FASTHTTP_PORT [18713].
+# FASTHTTP_PORT [18713], HABOOB_PATCHED_PORT [18714].
 set -euo pipefail
 
 CLIENTS=${CLIENTS:-"1 4 16"}
@@ -20,6 +24,7 @@ WARMUP=${WARMUP:-1s}
 DIRS=${DIRS:-2}
 THINK=${THINK:-20ms}
 PER_CONN=${PER_CONN:-5}
+GIVEN_SERVERS=$SERVERS
 export HABOOB_PORT=${HABOOB_PORT:-18710} NGINX_PORT=${NGINX_PORT:-18711}
 export FILESERVER_PORT=${FILESERVER_PORT:-18712} FASTHTTP_PORT=${FASTHTTP_PORT:-18713}
 
@@ -32,6 +37,22 @@ go build -o "$WORK/bin/sysmonwake" ./bench/sysmonwake
 "$WORK/bin/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
 chmod -R a+rX "$WORK/files"
 for s in $SERVERS; do start_server "$s" "$WORK/files"; done
+if [ -n "${GNET_PATCH:-}" ]; then
+	gnet=$(go list -m -f '{{.Dir}}' github.com/panjf2000/gnet/v2)
+	cp -r "$gnet" "$WORK/gnet"
+	chmod -R u+w "$WORK/gnet"
+	patch -s -d "$WORK/gnet" -p1 <"$GNET_PATCH" >&2
+	cp go.mod go.sum "$WORK/"
+	echo "replace github.com/panjf2000/gnet/v2 => $WORK/gnet" >>"$WORK/go.mod"
+	go build -modfile="$WORK/go.mod" -o "$WORK/bin/haboob-patched" ./cmd/haboob
+	port=${HABOOB_PATCHED_PORT:-18714}
+	"$WORK/bin/haboob-patched" -root "$WORK/files" -addr "127.0.0.1:$port" -profiler "" 2>"$WORK/haboob-patched.log" &
+	SERVER_PID[haboob-patched]=$!
+	PIDS+=($!)
+	wait_port "$port"
+	URL[haboob-patched]="http://127.0.0.1:$port"
+	SERVERS="$SERVERS haboob-patched"
+fi
 
 # thread_switches PIDS...: "TID switches" of every thread, sorted by TID.
 thread_switches() {
@@ -45,7 +66,7 @@ thread_switches() {
 
 echo "# Low load: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), haboob $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo
-echo "\`$(printf '%s ' CLIENTS=\""$CLIENTS"\" SERVERS=\""$SERVERS"\" DURATION=$DURATION WARMUP=$WARMUP DIRS=$DIRS THINK=$THINK PER_CONN=$PER_CONN)bench/lowload.sh\`"
+echo "\`$(printf '%s ' ${GNET_PATCH:+GNET_PATCH=$GNET_PATCH} CLIENTS=\""$CLIENTS"\" SERVERS=\""$GIVEN_SERVERS"\" DURATION=$DURATION WARMUP=$WARMUP DIRS=$DIRS THINK=$THINK PER_CONN=$PER_CONN)bench/lowload.sh\`"
 echo
 echo "| server | clients | requests/s | MB/s | p50 ms | p90 ms | p99 ms | max ms | errors | Jain fairness | CPU µs/request | context switches/request | busiest thread's share of switches |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
