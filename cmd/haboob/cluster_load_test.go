@@ -144,7 +144,7 @@ var remoteRedeliveredRE = regexp.MustCompile(`(?m)^sandstorm_remote_redelivered\
 func TestClusterDurableWorkerKilled(t *testing.T) {
 	bin := buildHaboob(t)
 	cfg := clusterVariant(t,
-		"remote: {mode: request, timeout: 2s}   # verdict", "remote: {mode: durable, timeout: 2s}   # verdict",
+		"remote: {mode: request, timeout: 2s, idempotent: true}", "remote: {mode: durable, timeout: 2s}",
 		"work: 1MiB ", "work: 16MiB ",
 		"minQuality: 0.05", "minQuality: 1",
 		"admission: true ", "admission: false ")
