@@ -55,10 +55,15 @@ func BenchmarkEcho(b *testing.B) {
 
 // runEchoLoad runs b.N request/response exchanges over conns connections.
 func runEchoLoad(b *testing.B, addr string, conns, size int) {
+	runEchoLoadDial(b, conns, size, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+}
+
+// runEchoLoadDial is runEchoLoad over connections made by dial.
+func runEchoLoadDial(b *testing.B, conns, size int, dial func() (net.Conn, error)) {
 	b.Helper()
 	cs := make([]net.Conn, conns)
 	for i := range cs {
-		c, err := net.Dial("tcp", addr)
+		c, err := dial()
 		if err != nil {
 			b.Fatal(err)
 		}
