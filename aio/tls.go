@@ -272,31 +272,92 @@ func (s *tlsSession) output(b []byte) error {
 // explicit nonce, tag, TLS 1.3's content type).
 const recordOverhead = recordHeaderLen + 8 + 16 + 1
 
-// seal encrypts plain and returns every record collected, the ones the
-// read side left (alerts) first, in one buffer, and where each of plain's
-// records ends in it (offsets of cipher; when they are not exactly
-// plain's records, e.g. another record came in between, ends is nil). The
-// buffer is the caller's; ends is valid until the next seal.
-func (s *tlsSession) seal(plain []byte) (cipher []byte, ends []int, err error) {
+// seal encrypts the bytes of ops and returns every record collected, the
+// ones the read side left (alerts) first, in one buffer, and where each
+// of ops' records ends in it (offsets of cipher; nil when they are not
+// exactly ops' records, e.g. another record came in between). Records
+// are full (maxPlaintext bytes) but the last: pieces are sealed where
+// they are when a record's worth starts at a record boundary, and
+// gathered through a pooled buffer otherwise. The buffer returned is the
+// caller's; ends is valid until the next seal.
+func (s *tlsSession) seal(ops []writeOp) (cipher []byte, ends []int, err error) {
+	total, pieces := 0, 0
+	eachPiece(ops, func(b []byte) { total, pieces = total+len(b), pieces+1 })
 	s.pendMu.Lock()
-	need := len(s.pending) + len(plain) + (len(plain)/maxPlaintext+1)*recordOverhead
+	need := len(s.pending) + total + (total/maxPlaintext+1)*recordOverhead
 	if cap(s.pending) < need {
 		s.pending = append(make([]byte, 0, need), s.pending...)
 	}
 	s.sealing, s.ends = true, s.ends[:0]
 	s.pendMu.Unlock()
-	if len(plain) > 0 {
-		_, err = s.conn.Write(plain)
-	}
+	g := recordGather{conn: s.conn, left: pieces}
+	eachPiece(ops, func(b []byte) {
+		if err == nil {
+			err = g.add(b)
+		}
+	})
+	g.release()
 	s.pendMu.Lock()
 	defer s.pendMu.Unlock()
 	s.sealing = false
 	cipher, ends = s.pending, s.ends
 	s.pending = nil
-	if len(ends) != (len(plain)+maxPlaintext-1)/maxPlaintext {
+	if len(ends) != (total+maxPlaintext-1)/maxPlaintext {
 		ends = nil
 	}
 	return cipher, ends, err
+}
+
+// recordGather hands plaintext pieces to crypto/tls so that every record
+// but the last is full.
+type recordGather struct {
+	conn  *tls.Conn
+	left  int     // pieces still to come, this one included
+	chunk *[]byte // a record's worth being gathered (from chunkPool)
+}
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, maxPlaintext); return &b }}
+
+func (g *recordGather) add(b []byte) error {
+	g.left--
+	for len(b) > 0 {
+		if g.chunk == nil || len(*g.chunk) == 0 {
+			k := len(b) // the last piece: all of it
+			if g.left > 0 {
+				k = len(b) / maxPlaintext * maxPlaintext // whole records of it
+			}
+			if k > 0 {
+				if _, err := g.conn.Write(b[:k]); err != nil {
+					return err
+				}
+				b = b[k:]
+				continue
+			}
+			if g.chunk == nil {
+				g.chunk = chunkPool.Get().(*[]byte)
+			}
+		}
+		c := *g.chunk
+		n := min(len(b), maxPlaintext-len(c))
+		c = append(c, b[:n]...)
+		b = b[n:]
+		*g.chunk = c
+		if len(c) == maxPlaintext || (g.left == 0 && len(b) == 0) {
+			*g.chunk = c[:0]
+			if _, err := g.conn.Write(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// release returns the chunk to its pool.
+func (g *recordGather) release() {
+	if g.chunk != nil {
+		*g.chunk = (*g.chunk)[:0]
+		chunkPool.Put(g.chunk)
+	}
 }
 
 func (s *tlsSession) hasPending() bool {

@@ -81,7 +81,9 @@ func (c *Connection) startTLS(ts *tlsServer, announce func(), failed func(error)
 		announce()
 	}
 	s.deadline = sink.Nanotime() + int64(ts.hs.cfg.HandshakeTimeout)
+	c.mu.Lock() // Close (sendCloseNotify) may run already: c is in the table
 	c.tls = s
+	c.mu.Unlock()
 	c.eng.armAt(c, s.deadline)
 	if ts.client {
 		return c.submitHandshake()
@@ -214,18 +216,14 @@ func (c *Connection) tlsReadFailed(err error) {
 // encryptLocked turns ops' plaintext into records, in order, after any
 // records the read side produced (alerts), keeping each op's completion.
 // The plaintext of all ops is sealed at once, in full records, into one
-// buffer; each op gets the ciphertext up to the end of the record that
+// buffer (seal); each op gets the ciphertext up to the end of the record that
 // holds its last byte (so its completion still waits for all of its
 // bytes), the first op the records before its own, the last one any that
 // followed. An op whose bytes all share a record with the op before has
 // none left (and completes with the op before).
 func (c *Connection) encryptLocked(ops []writeOp) ([]writeOp, error) {
 	s := c.tls
-	plain, scratch := s.plaintext(ops)
-	cipher, ends, err := s.seal(plain)
-	if scratch && cap(plain) <= keepInput {
-		s.plain = plain[:0]
-	}
+	cipher, ends, err := s.seal(ops)
 	if err != nil {
 		return nil, fmt.Errorf("aio: TLS: %w", err)
 	}
@@ -257,43 +255,29 @@ func (c *Connection) encryptLocked(ops []writeOp) ([]writeOp, error) {
 	return out, nil
 }
 
-// plaintext returns ops' bytes in one slice: the one op's own bytes if
-// only one has any, else a copy in the session's scratch buffer (scratch
-// true).
-func (s *tlsSession) plaintext(ops []writeOp) (plain []byte, scratch bool) {
-	var only []byte
-	pieces := 0
+// eachPiece calls f with every non-empty piece of ops' bytes, in order.
+func eachPiece(ops []writeOp, f func([]byte)) {
 	for _, op := range ops {
 		if len(op.data) > 0 {
-			only = op.data
-			pieces++
+			f(op.data)
 		}
 		for _, b := range op.bufs {
 			if len(b) > 0 {
-				only = b
-				pieces++
+				f(b)
 			}
 		}
 	}
-	if pieces <= 1 {
-		return only, false
-	}
-	plain = s.plain[:0]
-	for _, op := range ops {
-		plain = append(plain, op.data...)
-		for _, b := range op.bufs {
-			plain = append(plain, b...)
-		}
-	}
-	return plain, true
 }
 
 // sendCloseNotify queues the close_notify alert before a graceful close.
 func (c *Connection) sendCloseNotify() {
-	if c.tls == nil || !c.tls.ok.Load() {
+	c.mu.Lock()
+	s := c.tls
+	c.mu.Unlock()
+	if s == nil || !s.ok.Load() {
 		return
 	}
-	if c.tls.closeNotify() == nil {
+	if s.closeNotify() == nil {
 		_ = c.submit(nil, false, 0, 0, false)
 	}
 }

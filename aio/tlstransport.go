@@ -149,9 +149,9 @@ func (t *tlsTransport) Buffered() int {
 func (t *tlsTransport) Read(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for t.unreadLocked() == 0 {
+	for t.closed || t.unreadLocked() == 0 {
 		switch {
-		case t.closed:
+		case t.closed: // the connection is gone: what is buffered is moot
 			return 0, net.ErrClosed
 		case t.eof:
 			return 0, io.EOF
@@ -211,6 +211,12 @@ func (t *tlsTransport) Close() error {
 		t.turns.give()
 	}
 	return nil
+}
+
+func (t *tlsTransport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
 }
 
 func (t *tlsTransport) LocalAddr() net.Addr              { return t.local }
