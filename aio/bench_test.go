@@ -141,17 +141,24 @@ func startAIOStageEcho(b *testing.B) (string, func()) {
 	}
 }
 
-func startAIOInlineEcho(b *testing.B) (string, func()) {
+// inlineEcho is a sink for a server's connections that reads each one
+// and answers every packet with reply, inside the event loop.
+func inlineEcho(reply func(Packet) error) fnSink {
 	var echo fnSink
 	echo = func(e sink.Event) error {
 		switch v := e.(type) {
 		case *Connection:
 			return v.StartReader(echo)
 		case Packet:
-			return v.Conn.Enqueue(v.Data)
+			return reply(v)
 		}
 		return nil
 	}
+	return echo
+}
+
+func startAIOInlineEcho(b *testing.B) (string, func()) {
+	echo := inlineEcho(func(p Packet) error { return p.Conn.Enqueue(p.Data) })
 	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0"}, echo, Env{})
 	if err != nil {
 		b.Fatal(err)

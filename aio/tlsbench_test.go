@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"testing"
-
-	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // BenchmarkCryptoTLSHandshake is the rate with only the crypto left: full
@@ -97,19 +95,12 @@ func BenchmarkTLSEcho(b *testing.B) {
 // in three pieces (a 16-byte head, then the rest in two) as one Write.
 func startTLSInlineEcho(b *testing.B) (string, *x509.CertPool, func()) {
 	f := newTLSFixture(b, TLSConfig{})
-	var echo fnSink
-	echo = func(e sink.Event) error {
-		switch v := e.(type) {
-		case *Connection:
-			return v.StartReader(echo)
-		case Packet:
-			d := v.Data
-			head := min(16, len(d))
-			mid := head + (len(d)-head)/2
-			return v.Conn.Write(d[:head], [][]byte{d[head:mid], d[mid:]}, nil)
-		}
-		return nil
-	}
+	echo := inlineEcho(func(p Packet) error {
+		d := p.Data
+		head := min(16, len(d))
+		mid := head + (len(d)-head)/2
+		return p.Conn.Write(d[:head], [][]byte{d[head:mid], d[mid:]}, nil)
+	})
 	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", TLS: &TLSConfig{Config: f.srvCfg}}, echo, Env{Manager: f.m})
 	if err != nil {
 		b.Fatal(err)
