@@ -55,10 +55,15 @@ func BenchmarkEcho(b *testing.B) {
 
 // runEchoLoad runs b.N request/response exchanges over conns connections.
 func runEchoLoad(b *testing.B, addr string, conns, size int) {
+	runEchoLoadDial(b, conns, size, func() (net.Conn, error) { return net.Dial("tcp", addr) })
+}
+
+// runEchoLoadDial is runEchoLoad over connections made by dial.
+func runEchoLoadDial(b *testing.B, conns, size int, dial func() (net.Conn, error)) {
 	b.Helper()
 	cs := make([]net.Conn, conns)
 	for i := range cs {
-		c, err := net.Dial("tcp", addr)
+		c, err := dial()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -136,17 +141,24 @@ func startAIOStageEcho(b *testing.B) (string, func()) {
 	}
 }
 
-func startAIOInlineEcho(b *testing.B) (string, func()) {
+// inlineEcho is a sink for a server's connections that reads each one
+// and answers every packet with reply, inside the event loop.
+func inlineEcho(reply func(Packet) error) fnSink {
 	var echo fnSink
 	echo = func(e sink.Event) error {
 		switch v := e.(type) {
 		case *Connection:
 			return v.StartReader(echo)
 		case Packet:
-			return v.Conn.Enqueue(v.Data)
+			return reply(v)
 		}
 		return nil
 	}
+	return echo
+}
+
+func startAIOInlineEcho(b *testing.B) (string, func()) {
+	echo := inlineEcho(func(p Packet) error { return p.Conn.Enqueue(p.Data) })
 	srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0"}, echo, Env{})
 	if err != nil {
 		b.Fatal(err)

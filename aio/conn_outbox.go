@@ -778,13 +778,9 @@ func (c *Connection) handOffBufs(ops []writeOp) error {
 	}
 	bufs := make([][]byte, 0, len(ops)+2)
 	for _, op := range ops {
-		if len(op.data) > 0 {
-			bufs = append(bufs, op.data)
-		}
+		bufs = appendJoined(bufs, op.data)
 		for _, b := range op.bufs {
-			if len(b) > 0 {
-				bufs = append(bufs, b)
-			}
+			bufs = appendJoined(bufs, b)
 		}
 	}
 	if len(bufs) == 1 {
@@ -795,3 +791,19 @@ func (c *Connection) handOffBufs(ops []writeOp) error {
 
 // written is the AsyncWrite callback: it runs on the event loop once gnet
 // has written the bytes or buffered the rest. Callbacks come in hand-off
+
+// appendJoined appends b to bufs, joined to the last piece if b continues
+// it in the same array (a TLS write's records, split among its ops).
+func appendJoined(bufs [][]byte, b []byte) [][]byte {
+	if len(b) == 0 {
+		return bufs
+	}
+	if k := len(bufs) - 1; k >= 0 {
+		last := bufs[k]
+		if n := len(last); n < cap(last) && &last[:n+1][n] == &b[0] && cap(last)-n >= len(b) {
+			bufs[k] = last[:n+len(b)]
+			return bufs
+		}
+	}
+	return append(bufs, b)
+}

@@ -147,6 +147,10 @@ func fixVersions(c *tls.Config) {
 	if c.NextProtos == nil {
 		c.NextProtos = []string{"http/1.1"}
 	}
+	// Full records (16 KiB of plaintext), as nginx's ssl_buffer_size:
+	// fewer records to seal and send, and encryptLocked can tell which
+	// record ends each write.
+	c.DynamicRecordSizingDisabled = true
 }
 
 // TLSStats counts a TLS socket's handshakes.
@@ -223,11 +227,14 @@ type tlsSession struct {
 	raw   func([]byte) error // the handshake's output, straight to the socket
 	hsOut []byte             // the current step's output (the handshake goroutine)
 
-	// Once established, records are collected here and the connection
-	// takes them, in order, onto its output (encryptLocked).
+	// Once established, records are collected in pending and the
+	// connection takes them, in order, onto its output (encryptLocked).
+	// While sealing, ends records where each record ends in pending.
 	pendMu  sync.Mutex
-	pending [][]byte
-	pendN   int
+	pending []byte
+	sealing bool
+	ends    []int
+	plain   []byte // encryptLocked's scratch (under the connection's lock)
 
 	handshakeSteps
 }
@@ -253,25 +260,110 @@ func (s *tlsSession) output(b []byte) error {
 		return nil
 	}
 	s.pendMu.Lock()
-	s.pending = append(s.pending, b)
-	s.pendN += len(b)
+	s.pending = append(s.pending, b...)
+	if s.sealing {
+		s.ends = append(s.ends, len(s.pending))
+	}
 	s.pendMu.Unlock()
 	return nil
 }
 
-// takePending returns the collected records and their size.
-func (s *tlsSession) takePending() ([][]byte, int) {
+// recordOverhead bounds the bytes a record adds to its plaintext (header,
+// explicit nonce, tag, TLS 1.3's content type).
+const recordOverhead = recordHeaderLen + 8 + 16 + 1
+
+// seal encrypts the bytes of ops and returns every record collected, the
+// ones the read side left (alerts) first, in one buffer, and where each
+// of ops' records ends in it (offsets of cipher; nil when they are not
+// exactly ops' records, e.g. another record came in between). Records
+// are full (maxPlaintext bytes) but the last: pieces are sealed where
+// they are when a record's worth starts at a record boundary, and
+// gathered through a pooled buffer otherwise. The buffer returned is the
+// caller's; ends is valid until the next seal.
+func (s *tlsSession) seal(ops []writeOp) (cipher []byte, ends []int, err error) {
+	total, pieces := 0, 0
+	eachPiece(ops, func(b []byte) { total, pieces = total+len(b), pieces+1 })
+	s.pendMu.Lock()
+	need := len(s.pending) + total + (total/maxPlaintext+1)*recordOverhead
+	if cap(s.pending) < need {
+		s.pending = append(make([]byte, 0, need), s.pending...)
+	}
+	s.sealing, s.ends = true, s.ends[:0]
+	s.pendMu.Unlock()
+	g := recordGather{conn: s.conn, left: pieces}
+	eachPiece(ops, func(b []byte) {
+		if err == nil {
+			err = g.add(b)
+		}
+	})
+	g.release()
 	s.pendMu.Lock()
 	defer s.pendMu.Unlock()
-	p, n := s.pending, s.pendN
-	s.pending, s.pendN = nil, 0
-	return p, n
+	s.sealing = false
+	cipher, ends = s.pending, s.ends
+	s.pending = nil
+	if len(ends) != (total+maxPlaintext-1)/maxPlaintext {
+		ends = nil
+	}
+	return cipher, ends, err
+}
+
+// recordGather hands plaintext pieces to crypto/tls so that every record
+// but the last is full.
+type recordGather struct {
+	conn  *tls.Conn
+	left  int     // pieces still to come, this one included
+	chunk *[]byte // a record's worth being gathered (from chunkPool)
+}
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, maxPlaintext); return &b }}
+
+func (g *recordGather) add(b []byte) error {
+	g.left--
+	for len(b) > 0 {
+		if g.chunk == nil || len(*g.chunk) == 0 {
+			k := len(b) // the last piece: all of it
+			if g.left > 0 {
+				k = len(b) / maxPlaintext * maxPlaintext // whole records of it
+			}
+			if k > 0 {
+				if _, err := g.conn.Write(b[:k]); err != nil {
+					return err
+				}
+				b = b[k:]
+				continue
+			}
+			if g.chunk == nil {
+				g.chunk = chunkPool.Get().(*[]byte)
+			}
+		}
+		c := *g.chunk
+		n := min(len(b), maxPlaintext-len(c))
+		c = append(c, b[:n]...)
+		b = b[n:]
+		*g.chunk = c
+		if len(c) == maxPlaintext || (g.left == 0 && len(b) == 0) {
+			*g.chunk = c[:0]
+			if _, err := g.conn.Write(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// release returns the chunk to its pool.
+func (g *recordGather) release() {
+	if g.chunk != nil {
+		*g.chunk = (*g.chunk)[:0]
+		chunkPool.Put(g.chunk)
+	}
 }
 
 func (s *tlsSession) hasPending() bool {
 	s.pendMu.Lock()
 	defer s.pendMu.Unlock()
-	return s.pendN > 0
+	return len(s.pending) > 0
 }
 
 // feed takes ciphertext from the socket and hands every complete record's
@@ -279,17 +371,25 @@ func (s *tlsSession) hasPending() bool {
 // reused). Before the handshake completed it only buffers. A non-nil
 // error is fatal for the connection (a bad record, a close_notify: io.EOF).
 func (s *tlsSession) feed(p []byte, deliver func([]byte)) error {
-	s.tr.Feed(p)
 	if !s.ok.Load() {
+		s.tr.Feed(p)
 		return nil
 	}
-	return s.drain(deliver)
+	s.inMu.Lock()
+	defer s.inMu.Unlock()
+	s.tr.lend(p)
+	defer s.tr.unlend()
+	return s.drainLocked(deliver)
 }
 
 // drain decrypts whatever complete records are buffered.
 func (s *tlsSession) drain(deliver func([]byte)) error {
 	s.inMu.Lock()
 	defer s.inMu.Unlock()
+	return s.drainLocked(deliver)
+}
+
+func (s *tlsSession) drainLocked(deliver func([]byte)) error {
 	if s.buf == nil {
 		s.buf = make([]byte, 16<<10+256)
 	}
@@ -306,13 +406,6 @@ func (s *tlsSession) drain(deliver func([]byte)) error {
 			return err
 		}
 	}
-}
-
-// write encrypts p; the ciphertext goes to the transport's raw output in
-// record order (crypto/tls holds its output lock while writing).
-func (s *tlsSession) write(p []byte) error {
-	_, err := s.conn.Write(p)
-	return err
 }
 
 // closeNotify sends the close_notify alert.

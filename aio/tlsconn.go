@@ -81,7 +81,9 @@ func (c *Connection) startTLS(ts *tlsServer, announce func(), failed func(error)
 		announce()
 	}
 	s.deadline = sink.Nanotime() + int64(ts.hs.cfg.HandshakeTimeout)
+	c.mu.Lock() // Close (sendCloseNotify) may run already: c is in the table
 	c.tls = s
+	c.mu.Unlock()
 	c.eng.armAt(c, s.deadline)
 	if ts.client {
 		return c.submitHandshake()
@@ -213,39 +215,69 @@ func (c *Connection) tlsReadFailed(err error) {
 
 // encryptLocked turns ops' plaintext into records, in order, after any
 // records the read side produced (alerts), keeping each op's completion.
+// The plaintext of all ops is sealed at once, in full records, into one
+// buffer (seal); each op gets the ciphertext up to the end of the record that
+// holds its last byte (so its completion still waits for all of its
+// bytes), the first op the records before its own, the last one any that
+// followed. An op whose bytes all share a record with the op before has
+// none left (and completes with the op before).
 func (c *Connection) encryptLocked(ops []writeOp) ([]writeOp, error) {
 	s := c.tls
-	out := make([]writeOp, 0, len(ops)+1)
-	if p, n := s.takePending(); n > 0 {
-		out = append(out, writeOp{bufs: p, n: n})
+	cipher, ends, err := s.seal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("aio: TLS: %w", err)
 	}
-	for _, op := range ops {
+	out := make([]writeOp, 0, len(ops)+1)
+	last := -1 // the last op with plaintext
+	for i, op := range ops {
 		if op.n > 0 {
-			plain := op.data
-			if len(op.bufs) > 0 { // one Write: header and body share records
-				plain = make([]byte, 0, op.n)
-				plain = append(plain, op.data...)
-				for _, b := range op.bufs {
-					plain = append(plain, b...)
-				}
+			last = i
+		}
+	}
+	if last < 0 && len(cipher) > 0 {
+		out = append(out, writeOp{data: cipher, n: len(cipher)})
+	}
+	sealed, plainEnd := 0, 0 // ciphertext given to ops so far; plaintext seen
+	for i, op := range ops {
+		if op.n > 0 {
+			plainEnd += op.n
+			end := len(cipher)
+			if i != last && ends != nil {
+				end = ends[(plainEnd-1)/maxPlaintext]
+			} else if i != last {
+				end = sealed // ends unknown: the last op carries all
 			}
-			if err := s.write(plain); err != nil {
-				return nil, fmt.Errorf("aio: TLS: %w", err)
-			}
-			op.data = nil
-			op.bufs, op.n = s.takePending()
+			op.data, op.bufs, op.n = cipher[sealed:end], nil, end-sealed
+			sealed = end
 		}
 		out = append(out, op)
 	}
 	return out, nil
 }
 
+// eachPiece calls f with every non-empty piece of ops' bytes, in order.
+func eachPiece(ops []writeOp, f func([]byte)) {
+	for _, op := range ops {
+		if len(op.data) > 0 {
+			f(op.data)
+		}
+		for _, b := range op.bufs {
+			if len(b) > 0 {
+				f(b)
+			}
+		}
+	}
+}
+
 // sendCloseNotify queues the close_notify alert before a graceful close.
 func (c *Connection) sendCloseNotify() {
-	if c.tls == nil || !c.tls.ok.Load() {
+	c.mu.Lock()
+	s := c.tls
+	c.mu.Unlock()
+	if s == nil || !s.ok.Load() {
 		return
 	}
-	if c.tls.closeNotify() == nil {
+	if s.closeNotify() == nil {
 		_ = c.submit(nil, false, 0, 0, false)
 	}
 }

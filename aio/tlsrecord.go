@@ -16,6 +16,7 @@ const (
 	recordTypeHandshake   = 22
 	recordTypeHeartbeat   = 24            // the highest record type (RFC 6520)
 	maxRecordPayload      = 16<<10 + 2048 // TLSCiphertext bound (RFC 8446 §5.2)
+	maxPlaintext          = 16 << 10      // a record's plaintext bound (RFC 8446 §5.1)
 	handshakeTypeHello    = 1             // client_hello
 	maxClientHelloLen     = 64 << 10      // crypto/tls's bound on a handshake message
 	maxClientHelloRecords = 8

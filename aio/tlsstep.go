@@ -32,11 +32,16 @@ type handshakeTurns interface {
 
 // handshakeSteps is a session's handshake state.
 type handshakeSteps struct {
-	hs       *Handshakes
-	done     func(error) // the outcome, on the handshake goroutine
-	turn     chan struct{}
-	yield    chan struct{}
-	started  atomic.Bool // the handshake goroutine exists
+	hs      *Handshakes
+	done    func(error) // the outcome, on the handshake goroutine
+	turn    chan struct{}
+	yield   chan struct{}
+	started atomic.Bool // the handshake goroutine exists
+	// queued is set while a later step waits on the stage's queue; a
+	// worker taking it or the connection's end (release) clears it, and
+	// whoever does hands the parked goroutine its turn, so a step the
+	// stage never runs (it shut down) does not leave the goroutine parked.
+	queued   atomic.Bool
 	settled  atomic.Bool // the outcome is counted
 	deadline int64       // sink.Nanotime by which it must end (0: none)
 	// submitted is set by the event loop when the first step is queued.
@@ -53,9 +58,21 @@ func (s *tlsSession) step() {
 	if s.started.CompareAndSwap(false, true) {
 		go s.run()
 	} else {
+		if !s.queued.CompareAndSwap(true, false) {
+			return // the connection ended first and released the goroutine
+		}
 		s.turn <- struct{}{}
 	}
 	<-s.yield
+}
+
+// release lets a parked handshake goroutine whose next step is still
+// queued go on without a worker (its transport is closed: it fails and
+// ends).
+func (s *tlsSession) release() {
+	if s.queued.CompareAndSwap(true, false) {
+		s.give()
+	}
 }
 
 // run is the handshake goroutine. Its context has no Done channel, so
@@ -108,12 +125,17 @@ func (s *tlsSession) give() { s.turn <- struct{}{} }
 func (s *tlsSession) NonRejectable() bool { return s.started.Load() }
 
 func (s *tlsSession) resume() {
+	s.queued.Store(true)
 	if err := s.hs.enqueue(s); err != nil {
 		// Refused (the stage closed, or a predicate refuses even later
 		// steps): the handshake ends, counted.
 		s.settle(err)
 		_ = s.tr.Close()
-		s.give()
+		s.release()
+		return
+	}
+	if s.tr.isClosed() {
+		s.release() // the connection ended while the step was queued
 	}
 }
 
@@ -139,6 +161,7 @@ func (s *tlsSession) expire() bool {
 		return false
 	}
 	_ = s.tr.Close()
+	s.release()
 	return true
 }
 
@@ -151,4 +174,5 @@ func (s *tlsSession) ended() {
 	}
 	s.settle(io.EOF)
 	_ = s.tr.Close()
+	s.release()
 }

@@ -37,9 +37,15 @@ type tlsTransport struct {
 	local, remote net.Addr
 	turns         handshakeTurns
 
-	mu       sync.Mutex
-	cond     sync.Cond
-	in       []byte
+	mu   sync.Mutex
+	cond sync.Cond
+	// in[off:] is the ciphertext fed and not read yet; its array is kept
+	// for the next Feed once it is read (up to keepInput bytes).
+	in  []byte
+	off int
+	// lent is ciphertext lent by lend, read after in (which is empty when
+	// lend is called) and copied into in by unlend if left unread.
+	lent     []byte
 	eof      bool // the peer closed: Read returns io.EOF once in is empty
 	closed   bool // Close was called: Read and Write fail
 	blocking bool
@@ -54,9 +60,14 @@ func newTLSTransport(local, remote net.Addr, out func([]byte) error) *tlsTranspo
 	return t
 }
 
+// keepInput is the largest input array a transport keeps for reuse.
+const keepInput = 64 << 10
+
 // Feed appends ciphertext; it copies p.
 func (t *tlsTransport) Feed(p []byte) {
 	t.mu.Lock()
+	t.in = append(t.in, t.lent...)
+	t.lent = nil
 	t.in = append(t.in, p...)
 	if t.blocking {
 		t.scan.scan(p)
@@ -69,6 +80,34 @@ func (t *tlsTransport) Feed(p []byte) {
 		t.turns.resume()
 	}
 }
+
+// lend makes p the input without copying it, until unlend: an established
+// session decrypts the socket's bytes where they are and copies only a
+// record cut short at their end. In blocking mode (the handshake) it
+// feeds a copy.
+func (t *tlsTransport) lend(p []byte) {
+	t.mu.Lock()
+	if t.blocking || t.unreadLocked() > 0 {
+		t.mu.Unlock()
+		t.Feed(p)
+		return
+	}
+	t.lent = p
+	t.mu.Unlock()
+}
+
+// unlend copies what is left of the lent bytes into the transport's own
+// buffer.
+func (t *tlsTransport) unlend() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lent) > 0 {
+		t.in = append(t.in, t.lent...)
+	}
+	t.lent = nil
+}
+
+func (t *tlsTransport) unreadLocked() int { return len(t.in) - t.off + len(t.lent) }
 
 // FeedEOF records that the peer will send nothing more.
 func (t *tlsTransport) FeedEOF() {
@@ -97,22 +136,22 @@ func (t *tlsTransport) SetBlocking(b bool) {
 func (t *tlsTransport) inspect(f func([]byte)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f(t.in)
+	f(t.in[t.off:])
 }
 
 // Buffered reports the ciphertext bytes not yet read by crypto/tls.
 func (t *tlsTransport) Buffered() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.in)
+	return t.unreadLocked()
 }
 
 func (t *tlsTransport) Read(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for len(t.in) == 0 {
+	for t.closed || t.unreadLocked() == 0 {
 		switch {
-		case t.closed:
+		case t.closed: // the connection is gone: what is buffered is moot
 			return 0, net.ErrClosed
 		case t.eof:
 			return 0, io.EOF
@@ -127,15 +166,24 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 		t.turns.pause()
 		t.mu.Lock()
 	}
-	n := copy(p, t.in)
-	t.in = t.in[n:]
-	if len(t.in) == 0 {
-		t.in = nil // let the array go; the next Feed allocates what it needs
+	if t.off == len(t.in) {
+		n := copy(p, t.lent)
+		t.lent = t.lent[n:]
+		return n, nil
+	}
+	n := copy(p, t.in[t.off:])
+	t.off += n
+	if t.off == len(t.in) {
+		t.in, t.off = t.in[:0], 0
+		if cap(t.in) > keepInput {
+			t.in = nil
+		}
 	}
 	return n, nil
 }
 
-// Write hands a copy of p to the socket (crypto/tls reuses its buffer).
+// Write hands p to out, which must copy what it keeps (crypto/tls reuses
+// its buffer).
 func (t *tlsTransport) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	closed := t.closed
@@ -143,7 +191,7 @@ func (t *tlsTransport) Write(p []byte) (int, error) {
 	if closed {
 		return 0, net.ErrClosed
 	}
-	if err := t.out(append([]byte(nil), p...)); err != nil {
+	if err := t.out(p); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -163,6 +211,12 @@ func (t *tlsTransport) Close() error {
 		t.turns.give()
 	}
 	return nil
+}
+
+func (t *tlsTransport) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
 }
 
 func (t *tlsTransport) LocalAddr() net.Addr              { return t.local }
