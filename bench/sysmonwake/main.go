@@ -89,10 +89,16 @@ func waiter(mode string, r *os.File) (func() error, error) {
 			return nil, err
 		}
 		// Returning false parks the goroutine in the netpoller until r
-		// is readable; the read itself is the caller's.
+		// is readable; the read itself is the caller's. f looks first
+		// (poll with no timeout): RawConn.Read forgets a readiness the
+		// netpoller saw before it was called, so a wait that trusted the
+		// edge alone could miss data already in the pipe.
 		return func() error {
-			first := true
-			return rc.Read(func(uintptr) bool { ready := !first; first = false; return ready })
+			return rc.Read(func(fd uintptr) bool {
+				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				n, err := unix.Poll(fds, 0)
+				return n > 0 || (err != nil && err != unix.EINTR)
+			})
 		}, nil
 	case "epoll", "nested-epoll":
 	default:
