@@ -281,6 +281,7 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 		_, _ = gc.Discard(gc.InboundBuffered())
 		return gnet.None
 	}
+	c.announceIfDone()
 	if c.tls != nil && !c.tls.ok.Load() {
 		if !c.handshakeInput(gc) {
 			return gnet.Close
