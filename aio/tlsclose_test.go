@@ -1,12 +1,14 @@
 package aio_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -96,7 +98,7 @@ func TestTLSPeerClosingRightAfterHandshakeIsClosed(t *testing.T) {
 		{tls.VersionTLS13, 4, 2},
 	} {
 		t.Run(fmt.Sprintf("%s/%dworkers", tls.VersionName(tc.version), tc.workers), func(t *testing.T) {
-			a := listenCounting(t, aio.TLSConfig{Stage: aio.HandshakeStageConfig{
+			a := listenCounting(t, aio.TLSConfig{HandshakeTimeout: time.Hour, Stage: aio.HandshakeStageConfig{
 				Name: "aio.tls." + t.Name(), Workers: tc.workers}})
 			const rounds = 25
 			var wg sync.WaitGroup
@@ -125,6 +127,15 @@ func TestTLSPeerClosingRightAfterHandshakeIsClosed(t *testing.T) {
 			waitFor(t, func() bool { opened, closed, wrong := a.counts(); return closed+wrong >= opened }, "a SinkClosed for every connection handed over")
 			if opened, closed, wrong := a.counts(); wrong > 0 || closed != opened {
 				t.Fatalf("%d connections handed over, %d SinkClosed after them, %d before", opened, closed, wrong)
+			}
+			// Nothing is left to wait for: no closed connection is kept
+			// in the socket's watch set until its handshake deadline
+			// (an hour), so Shutdown ends before its context (a hang
+			// guard).
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := a.srv.Shutdown(ctx); err != nil {
+				t.Fatalf("shutdown: %v", err)
 			}
 		})
 	}
