@@ -281,6 +281,7 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 		_, _ = gc.Discard(gc.InboundBuffered())
 		return gnet.None
 	}
+	c.announceIfDone()
 	if c.tls != nil && !c.tls.ok.Load() {
 		if !c.handshakeInput(gc) {
 			return gnet.Close
@@ -512,9 +513,12 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	c.wantPoll.Store(false)
 	c.paused.Store(false)
 	c.stopped.Store(false)
-	if c.timerAt.Swap(0) != 0 {
-		// A visit now takes the timer's place in the watch set, so that a
-		// closed connection does not keep the socket busy until it is due.
+	if c.timerAt.Swap(0) != 0 || c.tls != nil {
+		// A visit now takes the timer's (or the TLS handshake deadline's)
+		// place in the watch set, so that a closed connection does not
+		// keep the socket busy until it is due: Shutdown waits for an
+		// empty watch set, and a handshake the peer left would hold it for
+		// HandshakeTimeout.
 		c.eng.armAt(c, sink.Nanotime())
 	}
 

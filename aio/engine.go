@@ -199,7 +199,7 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 }
 
 // announce hands a TLS connection whose handshake succeeded to the
-// server's sink (the handshake stage's goroutine).
+// server's sink (the connection's event loop: announceOnLoop).
 func (e *engine) announce(c *Connection) {
 	c.mu.Lock()
 	if c.state != stateOpen {
@@ -217,7 +217,8 @@ func (e *engine) announce(c *Connection) {
 	// application starts reading (StartReader wakes the event loop).
 }
 
-// announceClient hands a client's TLS connection to its owner.
+// announceClient hands a client's TLS connection to its owner (the
+// connection's event loop: announceOnLoop).
 func (e *engine) announceClient(c *Connection) {
 	c.mu.Lock()
 	if c.state != stateOpen {

@@ -78,8 +78,9 @@ func (c *Connection) startTLS(ts *tlsServer, announce func(), failed func(error)
 			}
 			return
 		}
-		announce()
+		c.announceOnLoop()
 	}
+	s.announce = announce
 	s.deadline = sink.Nanotime() + int64(ts.hs.cfg.HandshakeTimeout)
 	c.mu.Lock() // Close (sendCloseNotify) may run already: c is in the table
 	c.tls = s
@@ -89,6 +90,38 @@ func (c *Connection) startTLS(ts *tlsServer, announce func(), failed func(error)
 		return c.submitHandshake()
 	}
 	return true
+}
+
+// announceOnLoop has the event loop hand the connection to the
+// application (the handshake goroutine, once the handshake succeeded).
+// The announcement must not race with onClose: a connection that the
+// peer closed while its handshake ended (a client that closes right after
+// its Finished) gets its SinkClosed only if it was announced, and only
+// after its announcement, which onClose cannot order from another
+// goroutine (the Connection event goes through the server's postbox, the
+// SinkClosed through the connection's). On the event loop either the
+// announcement comes first and onClose follows, or the connection is
+// closed already and announce skips it.
+func (c *Connection) announceOnLoop() {
+	c.tls.announcing.Store(true)
+	c.mu.Lock()
+	closed := c.state == stateClosed
+	var err error
+	if !closed {
+		err = c.gc.Wake(nil) // onTraffic announces
+	}
+	c.mu.Unlock()
+	if err != nil && c.tls.announcing.Swap(false) {
+		c.tls.announce() // the event loop is gone: nothing can race
+	}
+}
+
+// announceIfDone runs the announcement a completed handshake left for the
+// event loop (onTraffic).
+func (c *Connection) announceIfDone() {
+	if c.tls != nil && c.tls.announcing.Swap(false) {
+		c.tls.announce()
+	}
 }
 
 // submitHandshake queues the handshake's first step (event loop).

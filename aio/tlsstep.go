@@ -46,6 +46,11 @@ type handshakeSteps struct {
 	deadline int64       // sink.Nanotime by which it must end (0: none)
 	// submitted is set by the event loop when the first step is queued.
 	submitted bool
+	// announce hands the established connection to the application; the
+	// handshake goroutine sets announcing and the event loop runs it
+	// (announceOnLoop).
+	announce   func()
+	announcing atomic.Bool
 }
 
 func newHandshakeSteps() handshakeSteps {
