@@ -165,11 +165,9 @@ func TestHTTP2CanBeTurnedOff(t *testing.T) {
 }
 
 // waitConnsClosed waits until Haboob's servers (and their sockets) have
-// closed every connection the test's clients opened, so that the
-// shutdown at the end of the test has no TLS connection left to close.
-// (aio's Shutdown closing a TLS connection reads state its event loop
-// wrote without synchronization: a race the race detector reports,
-// aio/tlsconn.go sendCloseNotify against startTLS.)
+// closed every connection the test's clients opened: a client's close is
+// noticed and counted by the server, not only by the shutdown at the end
+// of the test.
 func waitConnsClosed(t *testing.T, s *site) {
 	t.Helper()
 	for _, get := range []func() (*http.Server, error){s.hb.HTTP, s.hb.HTTPS} {
