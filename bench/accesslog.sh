@@ -39,28 +39,14 @@ start_haboob() { # name port extra-args...
 }
 start_nginx() { # name port access_log-directive
 	local name=$1 port=$2 dir="$WORK/$1"
-	mkdir -p "$dir/logs" "$dir/tmp"
-	cat >"$dir/nginx.conf" <<EOF
-worker_processes 2;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 8192; }
-http {
+	nginx_conf "$dir/nginx.conf" "$dir" "$(cat <<EOF
     $3
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 75s;
-    keepalive_requests 1000000;
-    open_file_cache max=10000 inactive=60s;
-    client_body_temp_path $dir/tmp;
     server {
         listen 127.0.0.1:$port backlog=4096;
         root $WORK/files;
     }
-}
 EOF
+	)"
 	nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' 2>"$dir/stderr.log" &
 	PID[$name]=$!
 	PIDS+=($!)

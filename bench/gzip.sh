@@ -45,29 +45,17 @@ go build -o "$WORK/bin/haboob" ./cmd/haboob
 HABOOB_PID=$!
 PIDS+=("$HABOOB_PID")
 
-cat >"$WORK/nginx.conf" <<CONF
-worker_processes 2;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 8192; }
-http {
+nginx_conf "$WORK/nginx.conf" "$WORK/nginx" "$(cat <<CONF
     access_log off;
-    default_type application/octet-stream;
     types { text/html html; }
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_requests 1000000;
-    open_file_cache max=10000 inactive=60s;
-    client_body_temp_path $WORK/nginx/tmp;
     gzip_comp_level 5;
     gzip_min_length 256;
     gzip_vary on;
     server { listen 127.0.0.1:$NGINX_PORT; root $WORK/files; }
     server { listen 127.0.0.1:$NGINX_GZ_PORT; root $WORK/files; gzip on; }
     server { listen 127.0.0.1:$NGINX_ST_PORT; root $WORK/static; gzip_static on; }
-}
 CONF
+)"
 nginx -p "$WORK/nginx" -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx/stderr.log" &
 NGINX_PID=$!
 PIDS+=("$NGINX_PID")

@@ -66,22 +66,8 @@ uris() {
 	-tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" -profiler "" 2>"$WORK/haboob.log" &
 HABOOB_PID=$!
 PIDS+=($HABOOB_PID)
-mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
-cat >"$WORK/nginx.conf" <<EOF
-worker_processes 2;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 8192; }
-http {
+nginx_conf "$WORK/nginx.conf" "$WORK/nginx" "$(cat <<EOF
     access_log off;
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 75s;
-    keepalive_requests 1000000;
-    open_file_cache max=10000 inactive=60s;
-    client_body_temp_path $WORK/nginx/tmp;
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_session_cache shared:SSL:10m;
     http2_max_concurrent_streams 128;
@@ -95,8 +81,8 @@ http {
         listen 127.0.0.1:$NGINX_PORT http2 backlog=4096;
         root $WORK/files;
     }
-}
 EOF
+)"
 nginx -c "$WORK/nginx.conf" -g "daemon off;" 2>"$WORK/nginx.err" &
 NGINX_PID=$!
 PIDS+=($NGINX_PID)

@@ -26,6 +26,33 @@ wait_port() {
 	return 1
 }
 
+# nginx_conf FILE DIR EXTRA: writes the benchmarks' nginx configuration to
+# FILE: 2 workers, pid, logs and temporary files under DIR, sendfile,
+# keep-alive as long as a load generator wants, open_file_cache (nginx's
+# own tuning for static files); EXTRA (lines inside http { }: the access
+# log directive, the server blocks, TLS or gzip settings) follows.
+nginx_conf() {
+	local file=$1 dir=$2 extra=$3
+	mkdir -p "$dir/logs" "$dir/tmp"
+	cat >"$file" <<CONF
+worker_processes 2;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 8192; }
+http {
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    open_file_cache max=10000 inactive=60s;
+    client_body_temp_path $dir/tmp;
+$extra
+}
+CONF
+}
+
 # proc_sample PIDS...: "CPU-ticks context-switches" summed over the
 # processes and all their threads.
 proc_sample() {

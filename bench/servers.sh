@@ -67,28 +67,14 @@ start_server() { # name root
 		"$WORK/bin/haboob" "${args[@]}" 2>"$WORK/haboob.log" &
 		;;
 	nginx)
-		mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
-		cat >"$WORK/nginx.conf" <<CONF
-worker_processes 2;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 8192; }
-http {
+		nginx_conf "$WORK/nginx.conf" "$WORK/nginx" "$(cat <<CONF
     access_log off;
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 75s;
-    keepalive_requests 1000000;
-    open_file_cache max=10000 inactive=60s;
-    client_body_temp_path $WORK/nginx/tmp;
     server {
         listen 127.0.0.1:$port backlog=4096;
         root $root;
     }
-}
 CONF
+		)"
 		nginx -p "$WORK/nginx" -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx/stderr.log" &
 		;;
 	fasthttp)

@@ -62,22 +62,8 @@ start_haboob() { # profiler address ("" for none)
 	PIDS+=($HABOOB_PID)
 }
 start_haboob ""
-mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
-cat >"$WORK/nginx.conf" <<EOF
-worker_processes 2;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/logs/error.log warn;
-events { worker_connections 8192; }
-http {
+nginx_conf "$WORK/nginx.conf" "$WORK/nginx" "$(cat <<EOF
     access_log off;
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 75s;
-    keepalive_requests 1000000;
-    open_file_cache max=10000 inactive=60s;
-    client_body_temp_path $WORK/nginx/tmp;
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_session_cache shared:SSL:10m;
     server {
@@ -86,8 +72,8 @@ http {
         ssl_certificate_key $WORK/key.pem;
         root $WORK/files;
     }
-}
 EOF
+)"
 nginx -c "$WORK/nginx.conf" -g 'daemon off;' 2>"$WORK/nginx.err" &
 NGINX_PID=$!
 PIDS+=($NGINX_PID)
