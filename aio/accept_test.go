@@ -1,7 +1,6 @@
 package aio
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
@@ -10,28 +9,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 )
-
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // echoOnce writes msg on c and reads it back.
 func echoOnce(t *testing.T, c net.Conn, msg string) {
@@ -71,7 +53,7 @@ func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
 		t.Skip("needs /proc/self/fd and RLIMIT_NOFILE semantics of Linux")
 	}
 	checkLeaks(t)
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	m, st := startEchoStage(t)
 	srv := listen(t, SocketConfig{EventLoops: 1}, st.Sink(), Env{Manager: m, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	a := dial(t, srv)

@@ -1,7 +1,6 @@
 package profiler_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,31 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 	"github.com/sandstorm-go/sandstorm/profiler"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
-
-// syncBuffer is a log destination safe for the runtime's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLibraryAppConfiguredByYAML: an application that only loads a file
 // with stage.Load (the profiler linked in, as any import of it does) gets
@@ -60,7 +41,7 @@ stages:
 	reg.Register("app.Fail", func() stage.Handler {
 		return stage.HandlerFunc(func([]sink.Event) error { return errors.New("app: no such order") })
 	})
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	m, err := stage.Load(path, reg, stage.Options{Logger: log})
 	if err != nil {

@@ -3,36 +3,18 @@ package remote_test
 import (
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
-
-// syncBuffer is a log destination safe for the nodes' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestPartitionedReplica cuts one of two replicas off NATS (its
 // connection closed, the other nodes keep theirs): node a's enqueues
 // keep being answered, none waits for the cut-off replica, the other
 // replica takes them, and node a logs at WARN that the replica left.
 func TestPartitionedReplica(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	c := &cluster{t: t, log: slog.New(slog.NewTextHandler(logs, nil))}
 	ma, _ := c.node(requestGraph, "a", nil)
 	cut, kept := &recorder{}, &recorder{}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 )
 
 // TestDestroyStageContextAbandonsHungRestart: a supervised stage's handler
@@ -20,7 +22,7 @@ import (
 // destroyed exactly once), the goroutine left waiting for the stage ends,
 // and the manager shuts down cleanly.
 func TestDestroyStageContextAbandonsHungRestart(t *testing.T) {
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	h := startHungRestart(t, m, "init")
 	inits, destroys := h.inits, h.destroys

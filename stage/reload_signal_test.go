@@ -1,38 +1,18 @@
 package stage_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
-
-// syncBuffer is a bytes.Buffer for a logger written from another
-// goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestReloadOnSignal: SIGHUP reloads the file; a bad file is refused with
 // each of its errors logged at ERROR.
@@ -55,7 +35,7 @@ func TestReloadOnSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Shutdown(context.Background())
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
@@ -588,7 +589,7 @@ func TestReloadKeepsRoutes(t *testing.T) {
 	if _, ok := m.Stage("Last"); !ok {
 		t.Error("Last was removed")
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	stage.LogReload(slog.New(slog.NewTextHandler(&logs, nil)), "graph.yaml", nil, err)
 	if n := strings.Count(logs.String(), "level=ERROR"); n != 2 {
 		t.Errorf("%d ERROR records, want one per reason:\n%s", n, logs.String())

@@ -1,7 +1,6 @@
 package stage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,26 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // hungRestart is a supervised stage "S" whose handler crashed and whose
 // restart now hangs in the new handler's Init (block "init") or the old
@@ -141,7 +123,7 @@ func TestShutdownAbandonsHungRestart(t *testing.T) {
 		{"destroy", "in the old handler's Destroy"},
 	} {
 		t.Run(tc.block, func(t *testing.T) {
-			var logs lockedBuffer
+			var logs logbuf.Buffer
 			m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			h := startHungRestart(t, m, tc.block)
 			inits, destroys := h.inits, h.destroys

@@ -2,7 +2,6 @@ package haboob_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,37 +13,20 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
+	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startLogged starts Haboob on config with root prepared by the caller,
 // its logs (Haboob's and the manager's) going to the returned buffer.
-func startLogged(t *testing.T, config, root, addr string) (*site, *lockedBuffer) {
+func startLogged(t *testing.T, config, root, addr string) (*site, *logbuf.Buffer) {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return startSite(t, config, haboob.Options{Root: root, Logger: log, Addr: addr}, nil), logs
 }
