@@ -37,10 +37,11 @@ func (c *Connection) checkTimeouts(now int64) {
 	case cfg.ResponseTimeout > 0 && c.stream != nil && !unsent &&
 		now-c.streamAt > int64(cfg.ResponseTimeout):
 		// The application stopped feeding a streamed body: the response
-		// cannot be completed, nor another one sent after it.
+		// cannot be completed, nor another one sent after it. Counted
+		// before the abort: the client may see the close at once.
+		stats.responseTimeouts.Add(1)
 		_ = c.sock.Abort() // SinkClosed follows; visits until then return early
 		c.mu.Unlock()
-		stats.responseTimeouts.Add(1)
 		c.srv.log.Warn("http: streamed body stalled; closing", "conn", c.String(), "timeout", cfg.ResponseTimeout)
 		return
 	case cfg.ResponseTimeout > 0 && !c.closing && c.stream == nil && c.delivered > c.nextOut && !busy &&
