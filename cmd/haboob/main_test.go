@@ -84,10 +84,33 @@ func start(t *testing.T, bin string, args ...string) *running {
 	}()
 	select {
 	case r.addr = <-ready:
-	case <-time.After(30 * time.Second):
-		t.Fatal("haboob did not report ready")
+	case <-r.read:
+		select {
+		case r.addr = <-ready: // ready, then gone: the test will see
+		default:
+			// It exited (a port taken, a bad flag): say what it printed.
+			t.Fatalf("haboob %v exited before it was ready:\n%s", args, r.drainLogs())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("haboob %v did not report ready:\n%s", args, r.drainLogs())
 	}
 	return r
+}
+
+// drainLogs returns the log lines not yet read from r.logs.
+func (r *running) drainLogs() string {
+	var b strings.Builder
+	for {
+		select {
+		case line, ok := <-r.logs:
+			if !ok {
+				return b.String()
+			}
+			b.WriteString(line + "\n")
+		default:
+			return b.String()
+		}
+	}
 }
 
 func get(t *testing.T, url string) (int, string) {

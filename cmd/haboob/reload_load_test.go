@@ -23,7 +23,7 @@ func TestBinaryReloadUnderLoad(t *testing.T) {
 	bin := buildHaboob(t)
 	root := siteWith(t, "hello.txt", "hello\n")
 	config := writeConfig(t, root)
-	r := start(t, bin, "-config", config, "-addr", "127.0.0.1:0")
+	r := start(t, bin, "-config", config, "-addr", "127.0.0.1:0", "-profiler", "")
 	w := &logWatch{r: r}
 	data, err := os.ReadFile(config)
 	if err != nil {

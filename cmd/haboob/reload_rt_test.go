@@ -16,7 +16,7 @@ func TestBinaryReloadRetargetsChecksum(t *testing.T) {
 	bin := buildHaboob(t)
 	root := siteWith(t, "hello.txt", "hello\n")
 	config := writeConfig(t, root)
-	r := start(t, bin, "-config", config, "-addr", "127.0.0.1:0")
+	r := start(t, bin, "-config", config, "-addr", "127.0.0.1:0", "-profiler", "")
 	w := &logWatch{r: r}
 	base := "http://" + r.addr
 
