@@ -293,7 +293,9 @@ type h2Conn struct {
 	wb          bytes.Buffer // the Framer's output, moved into out
 	enc         *hpack.Encoder
 	hb          bytes.Buffer // the encoder's output
-	out         []byte       // control and HEADERS frames of the next write
+	date        string       // the date field's value, for the second dateSec
+	dateSec     int64
+	out         []byte // control and HEADERS frames of the next write
 	outDones    []func(error)
 	sendq       ring.Ring[*h2Stream] // streams with DATA to send and window for it
 	fileWaits   []*h2Stream          // streams whose file body waits for a write (fileBody.waiting)

@@ -50,11 +50,15 @@ type h2Body interface {
 type pieceBody struct {
 	pieces   []outWrite
 	off      int
-	left     int64 // bytes of the body not taken yet
-	buffered int   // bytes queued and not taken
+	left     int64       // bytes of the body not taken yet
+	buffered int         // bytes queued and not taken
+	one      [1]outWrite // the first piece's room: most bodies are one piece
 }
 
 func (p *pieceBody) push(b []byte, done func(error)) {
+	if p.pieces == nil {
+		p.pieces = p.one[:0]
+	}
 	p.pieces = append(p.pieces, outWrite{data: b, done: done})
 	p.buffered += len(b)
 }
@@ -248,10 +252,9 @@ func (h *h2Conn) writeHeadersLocked(id uint32, resp *Response, endStream bool, n
 		// they would only churn the 4 KiB dynamic table.
 		_ = h.enc.WriteField(hpack.HeaderField{Name: name, Value: value, Sensitive: unindexedFields[name]})
 	}
-	enc(":status", strconv.Itoa(status))
+	enc(":status", statusCode(status))
 	if !resp.Header.Has("Date") {
-		var b [len(TimeFormat)]byte
-		enc("date", string(srv.format.AppendDate(b[:0], now)))
+		enc("date", h.dateLocked(now))
 	}
 	if !resp.Header.Has("Server") {
 		name := srv.format.Server
@@ -268,7 +271,7 @@ func (h *h2Conn) writeHeadersLocked(id uint32, resp *Response, endStream bool, n
 		enc(name, h2FieldValue(f.Value))
 	}
 	if !noBody(status) {
-		enc("content-length", strconv.FormatInt(resp.length(), 10))
+		h.hb.Write(appendContentLength(h.hb.AvailableBuffer(), resp.length()))
 	}
 	block := h.hb.Bytes()
 	for first := true; first || len(block) > 0; first = false {
@@ -282,6 +285,49 @@ func (h *h2Conn) writeHeadersLocked(id uint32, resp *Response, endStream bool, n
 		}
 	}
 	h.takeFramed()
+}
+
+// appendContentLength appends a content-length field of n, encoded as
+// hpack's encoder encodes an unindexed field (RFC 7541 §6.2.3, "never
+// indexed", the name by its static table index 28, the value's digits
+// as they are) without making a string of them. The dynamic table is
+// untouched, so the encoder's state stays right.
+func appendContentLength(b []byte, n int64) []byte {
+	const neverIndexed, nameIndex = 0x10, 28
+	b = append(b, neverIndexed|15, nameIndex-15) // a 4-bit prefix index: 15, then the rest
+	at := len(b)
+	b = append(b, 0) // the value's length (at most 19 digits: one byte, no Huffman)
+	b = strconv.AppendInt(b, n, 10)
+	b[at] = byte(len(b) - at - 1)
+	return b
+}
+
+// dateLocked is the date field's value at now, made once a second per
+// connection (AppendDate's cache holds bytes; the encoder wants a string).
+func (h *h2Conn) dateLocked(now time.Time) string {
+	if sec := now.Unix(); sec != h.dateSec || h.date == "" {
+		var b [len(TimeFormat)]byte
+		h.date, h.dateSec = string(h.c.srv.format.AppendDate(b[:0], now)), sec
+	}
+	return h.date
+}
+
+// statusCodes are the :status values of the codes from 100 to 599, made
+// once.
+var statusCodes = func() []string {
+	codes := make([]string, 600)
+	for i := 100; i < len(codes); i++ {
+		codes[i] = strconv.Itoa(i)
+	}
+	return codes
+}()
+
+// statusCode is status as a :status value.
+func statusCode(status int) string {
+	if status >= 100 && status < len(statusCodes) {
+		return statusCodes[status]
+	}
+	return strconv.Itoa(status)
 }
 
 // h2FieldName is a response field's name for HTTP/2: lower case, bytes
@@ -380,7 +426,9 @@ func (h *h2Conn) flushLocked() {
 	if h.closed {
 		return
 	}
-	var bufs [][]byte
+	// Room for the frames below: a header and a body piece or two per
+	// stream in the send queue.
+	bufs := make([][]byte, 0, 2+3*min(h.sendq.Len(), 32))
 	if len(h.out) > 0 {
 		bufs = append(bufs, h.out)
 		h.out = nil
