@@ -1,6 +1,7 @@
 package http
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,21 @@ func TestH2HeadersAllocationFree(t *testing.T) {
 			map[string]string{":status": "304"}},
 		{"large length", &Response{ContentLength: 1 << 40},
 			map[string]string{":status": "200", "content-length": "1099511627776"}},
+		{"validators and a dropped length", &Response{Header: Header{
+			{Name: "ETag", Value: `"5f2a-1c8"`},
+			{Name: "Last-Modified", Value: "Thu, 26 Nov 2026 10:00:00 GMT"},
+			{Name: "Content-Length", Value: "7"}, // the body's length is sent instead
+			{Name: "Connection", Value: "close"},
+			{Name: "Vary", Value: "Accept-Encoding"},
+		}, Body: make([]byte, 300)},
+			map[string]string{":status": "200", "etag": `"5f2a-1c8"`, "last-modified": "Thu, 26 Nov 2026 10:00:00 GMT",
+				"vary": "Accept-Encoding", "content-length": "300"}},
+		{"long values, raw and Huffman-coded", &Response{Status: 206, Header: Header{
+			{Name: "etag", Value: strings.Repeat("~", 200)}, // longer Huffman-coded: sent raw
+			{Name: "Content-Range", Value: "bytes 0-0/" + strings.Repeat("7", 150)},
+		}},
+			map[string]string{":status": "206", "etag": strings.Repeat("~", 200),
+				"content-range": "bytes 0-0/" + strings.Repeat("7", 150), "content-length": "0"}},
 	}
 	dec := hpack.NewDecoder(4096, nil)
 	for _, tc := range cases {
@@ -40,7 +56,13 @@ func TestH2HeadersAllocationFree(t *testing.T) {
 			}
 			got := map[string]string{}
 			for _, f := range fields {
+				if _, dup := got[f.Name]; dup {
+					t.Errorf("%s twice", f.Name)
+				}
 				got[f.Name] = f.Value
+			}
+			if got["connection"] != "" {
+				t.Errorf("connection field sent: %q", got["connection"])
 			}
 			if got["date"] != "Fri, 27 Nov 2026 06:00:00 GMT" || got["server"] == "" {
 				t.Errorf("date %q, server %q", got["date"], got["server"])
