@@ -562,6 +562,7 @@ func (h *h2Conn) flushLocked() {
 	if sent > 0 || len(dones) > 0 {
 		done = func(err error) { h.written(sent, dones, err) }
 	}
+	c.srv.stats.h2.writes.Add(1)
 	if err := c.sock.Write(nil, bufs, done); err != nil {
 		h.inflight -= sent
 		c.srv.stats.dropped.Add(1)
