@@ -234,7 +234,8 @@ type tlsSession struct {
 	pending []byte
 	sealing bool
 	ends    []int
-	plain   []byte // encryptLocked's scratch (under the connection's lock)
+	plain   []byte     // encryptLocked's scratch (under the connection's lock)
+	sent    sealedBufs // sealed buffers on their way out (the connection's lock)
 
 	handshakeSteps
 }
@@ -286,7 +287,7 @@ func (s *tlsSession) seal(ops []writeOp) (cipher []byte, ends []int, err error) 
 	s.pendMu.Lock()
 	need := len(s.pending) + total + (total/maxPlaintext+1)*recordOverhead
 	if cap(s.pending) < need {
-		s.pending = append(make([]byte, 0, need), s.pending...)
+		s.pending = append(getCipherBuf(need), s.pending...)
 	}
 	s.sealing, s.ends = true, s.ends[:0]
 	s.pendMu.Unlock()

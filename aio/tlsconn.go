@@ -254,11 +254,21 @@ func (c *Connection) tlsReadFailed(err error) {
 // bytes), the first op the records before its own, the last one any that
 // followed. An op whose bytes all share a record with the op before has
 // none left (and completes with the op before).
+//
+// The buffer the records are sealed into is pooled: it is given back
+// once the event loop has handed its last byte to gnet (c.applied), which
+// writes or copies what it is handed.
 func (c *Connection) encryptLocked(ops []writeOp) ([]writeOp, error) {
 	s := c.tls
+	s.sent.recycle(c.applied)
 	cipher, ends, err := s.seal(ops)
 	if err != nil {
 		return nil, fmt.Errorf("aio: TLS: %w", err)
+	}
+	if len(cipher) == 0 {
+		putCipherBuf(cipher)
+	} else {
+		s.sent.add(cipher, c.queued+int64(len(cipher)))
 	}
 	out := make([]writeOp, 0, len(ops)+1)
 	last := -1 // the last op with plaintext

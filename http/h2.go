@@ -118,12 +118,18 @@ type H2Stats struct {
 	HPACKErrors     uint64 // bad HPACK, or a table over HeaderTableSize
 	ProtocolErrors  uint64 // other connection errors (bad frames, flow control)
 	WriteStalls     uint64 // closed: DATA blocked by a client's windows for WriteTimeout
+	// Writes counts the writes handed to the sockets: each carries the
+	// frames of every stream that had something to send then (the
+	// answers given while a packet's requests were delivered leave
+	// together).
+	Writes uint64
 }
 
 type h2Counters struct {
 	connections, streams, refused, resetsIn, resetsOut, goAways atomic.Uint64
 	tooManyResets, controlFlood, continuations, headerListLarge atomic.Uint64
 	hpackErrors, protocolErrors, writeStalls                    atomic.Uint64
+	writes                                                      atomic.Uint64
 }
 
 func (c *h2Counters) stats() H2Stats {
@@ -133,7 +139,7 @@ func (c *h2Counters) stats() H2Stats {
 		TooManyResets: c.tooManyResets.Load(), ControlFlood: c.controlFlood.Load(),
 		Continuations: c.continuations.Load(), HeaderListLarge: c.headerListLarge.Load(),
 		HPACKErrors: c.hpackErrors.Load(), ProtocolErrors: c.protocolErrors.Load(),
-		WriteStalls: c.writeStalls.Load(),
+		WriteStalls: c.writeStalls.Load(), Writes: c.writes.Load(),
 	}
 }
 
@@ -147,7 +153,7 @@ func (s *Server) registerH2Metrics(gauge func(string, func() int64)) {
 		"h2.bounded.resets": &c.tooManyResets, "h2.bounded.control": &c.controlFlood,
 		"h2.bounded.continuations": &c.continuations, "h2.bounded.headers": &c.headerListLarge,
 		"h2.errors.hpack": &c.hpackErrors, "h2.errors.protocol": &c.protocolErrors,
-		"h2.timeouts.write": &c.writeStalls,
+		"h2.timeouts.write": &c.writeStalls, "h2.writes": &c.writes,
 	} {
 		gauge(name, func() int64 { return int64(a.Load()) })
 	}
@@ -293,7 +299,9 @@ type h2Conn struct {
 	wb          bytes.Buffer // the Framer's output, moved into out
 	enc         *hpack.Encoder
 	hb          bytes.Buffer // the encoder's output
-	out         []byte       // control and HEADERS frames of the next write
+	date        string       // the date field's value, for the second dateSec
+	dateSec     int64
+	out         []byte // control and HEADERS frames of the next write
 	outDones    []func(error)
 	sendq       ring.Ring[*h2Stream] // streams with DATA to send and window for it
 	fileWaits   []*h2Stream          // streams whose file body waits for a write (fileBody.waiting)

@@ -2,6 +2,9 @@ package http
 
 import (
 	"fmt"
+	"maps"
+	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,11 +53,15 @@ type h2Body interface {
 type pieceBody struct {
 	pieces   []outWrite
 	off      int
-	left     int64 // bytes of the body not taken yet
-	buffered int   // bytes queued and not taken
+	left     int64       // bytes of the body not taken yet
+	buffered int         // bytes queued and not taken
+	one      [1]outWrite // the first piece's room: most bodies are one piece
 }
 
 func (p *pieceBody) push(b []byte, done func(error)) {
+	if p.pieces == nil {
+		p.pieces = p.one[:0]
+	}
 	p.pieces = append(p.pieces, outWrite{data: b, done: done})
 	p.buffered += len(b)
 }
@@ -244,14 +251,11 @@ func (h *h2Conn) writeHeadersLocked(id uint32, resp *Response, endStream bool, n
 	h.hb.Reset()
 	status := resp.status()
 	enc := func(name, value string) {
-		// Values that differ from response to response are not indexed:
-		// they would only churn the 4 KiB dynamic table.
-		_ = h.enc.WriteField(hpack.HeaderField{Name: name, Value: value, Sensitive: unindexedFields[name]})
+		_ = h.enc.WriteField(hpack.HeaderField{Name: name, Value: value})
 	}
-	enc(":status", strconv.Itoa(status))
+	enc(":status", statusCode(status))
 	if !resp.Header.Has("Date") {
-		var b [len(TimeFormat)]byte
-		enc("date", string(srv.format.AppendDate(b[:0], now)))
+		enc("date", h.dateLocked(now))
 	}
 	if !resp.Header.Has("Server") {
 		name := srv.format.Server
@@ -261,14 +265,20 @@ func (h *h2Conn) writeHeadersLocked(id uint32, resp *Response, endStream bool, n
 		enc("server", name)
 	}
 	for _, f := range resp.Header {
-		name := h2FieldName(f.Name)
-		if connectionFields[name] || name == "content-length" {
-			continue
+		rf, ok := responseFields[f.Name]
+		if !ok {
+			rf = responseFieldOf(h2FieldName(f.Name))
 		}
-		enc(name, h2FieldValue(f.Value))
+		switch v := h2FieldValue(f.Value); {
+		case rf.drop:
+		case rf.neverIndexed != 0:
+			h.hb.Write(appendNeverIndexed(h.hb.AvailableBuffer(), rf.neverIndexed, v))
+		default:
+			enc(rf.name, v)
+		}
 	}
 	if !noBody(status) {
-		enc("content-length", strconv.FormatInt(resp.length(), 10))
+		h.hb.Write(appendContentLength(h.hb.AvailableBuffer(), resp.length()))
 	}
 	block := h.hb.Bytes()
 	for first := true; first || len(block) > 0; first = false {
@@ -282,6 +292,84 @@ func (h *h2Conn) writeHeadersLocked(id uint32, resp *Response, endStream bool, n
 		}
 	}
 	h.takeFramed()
+}
+
+// Values that differ from response to response (content-length, etag,
+// last-modified, content-range) are not indexed: they would only churn
+// the 4 KiB dynamic table. They are encoded here, as a "never indexed"
+// literal (RFC 7541 §6.2.3) naming the field by its static table index,
+// without the encoder's table search. The dynamic table is untouched, so
+// the encoder's state stays right.
+const (
+	hpackNeverIndexed = 0x10 // the representation's bits, a 4-bit prefix index after them
+	hpackHuffman      = 0x80 // a Huffman-coded string, its length in a 7-bit prefix
+)
+
+// appendNeverIndexed appends the field whose name has static table index
+// name, with value v (Huffman-coded when that is shorter, as the encoder
+// does).
+func appendNeverIndexed(b []byte, name uint8, v string) []byte {
+	b = appendHpackInt(b, hpackNeverIndexed, 4, uint64(name))
+	if n := hpack.HuffmanEncodeLength(v); n < uint64(len(v)) {
+		b = appendHpackInt(b, hpackHuffman, 7, n)
+		return hpack.AppendHuffmanString(b, v)
+	}
+	b = appendHpackInt(b, 0, 7, uint64(len(v)))
+	return append(b, v...)
+}
+
+// appendContentLength appends a content-length field of n, its digits as
+// they are (no string made of them).
+func appendContentLength(b []byte, n int64) []byte {
+	const contentLength = 28 // static table index
+	b = appendHpackInt(b, hpackNeverIndexed, 4, contentLength)
+	at := len(b)
+	b = append(b, 0) // the value's length: at most 19 digits, one byte
+	b = strconv.AppendInt(b, n, 10)
+	b[at] = byte(len(b) - at - 1)
+	return b
+}
+
+// appendHpackInt appends n as an integer with a prefix of prefix bits
+// (RFC 7541 §5.1), the first byte's other bits set to flags.
+func appendHpackInt(b []byte, flags byte, prefix uint, n uint64) []byte {
+	limit := uint64(1)<<prefix - 1
+	if n < limit {
+		return append(b, flags|byte(n))
+	}
+	b = append(b, flags|byte(limit))
+	for n -= limit; n >= 128; n >>= 7 {
+		b = append(b, byte(n&0x7f)|0x80)
+	}
+	return append(b, byte(n))
+}
+
+// dateLocked is the date field's value at now, made once a second per
+// connection (AppendDate's cache holds bytes; the encoder wants a string).
+func (h *h2Conn) dateLocked(now time.Time) string {
+	if sec := now.Unix(); sec != h.dateSec || h.date == "" {
+		var b [len(TimeFormat)]byte
+		h.date, h.dateSec = string(h.c.srv.format.AppendDate(b[:0], now)), sec
+	}
+	return h.date
+}
+
+// statusCodes are the :status values of the codes from 100 to 599, made
+// once.
+var statusCodes = func() []string {
+	codes := make([]string, 600)
+	for i := 100; i < len(codes); i++ {
+		codes[i] = strconv.Itoa(i)
+	}
+	return codes
+}()
+
+// statusCode is status as a :status value.
+func statusCode(status int) string {
+	if status >= 100 && status < len(statusCodes) {
+		return statusCodes[status]
+	}
+	return strconv.Itoa(status)
 }
 
 // h2FieldName is a response field's name for HTTP/2: lower case, bytes
@@ -306,8 +394,25 @@ func h2FieldName(name string) string {
 	return string(b)
 }
 
-// unindexedFields are response fields whose values rarely repeat.
-var unindexedFields = map[string]bool{"content-length": true, "etag": true, "last-modified": true, "content-range": true}
+// neverIndexedNames are the static table indexes (RFC 7541 Appendix A)
+// of the response fields whose values rarely repeat.
+var neverIndexedNames = map[string]uint8{"content-length": 28, "content-range": 30, "etag": 34, "last-modified": 44}
+
+// responseField is how a response field's name is encoded.
+type responseField struct {
+	name         string // lower case
+	drop         bool   // not sent: a connection field (RFC 9113 §8.2.2), or content-length (made from the body)
+	neverIndexed uint8  // the name's static table index when its values are not indexed
+}
+
+func responseFieldOf(name string) responseField {
+	return responseField{name: name, drop: connectionFields[name] || name == "content-length",
+		neverIndexed: neverIndexedNames[name]}
+}
+
+// responseFields are the encodings of the common response fields' names,
+// as applications spell them and in lower case: one lookup per field.
+var responseFields = map[string]responseField{}
 
 // commonFieldNames are the lower-case forms of the response fields
 // applications usually set, so that they cost no allocation.
@@ -318,6 +423,14 @@ func init() {
 		"ETag", "Last-Modified", "Accept-Ranges", "Vary", "Cache-Control", "Expires", "Location",
 		"Retry-After", "Set-Cookie", "Server", "Date", "Age", "Allow", "WWW-Authenticate"} {
 		commonFieldNames[n] = strings.ToLower(n)
+	}
+	for n, lower := range commonFieldNames {
+		responseFields[n] = responseFieldOf(lower)
+		responseFields[lower] = responseFieldOf(lower)
+	}
+	for _, n := range append(slices.Collect(maps.Keys(connectionFields)), "content-length") {
+		responseFields[n] = responseFieldOf(n)
+		responseFields[textproto.CanonicalMIMEHeaderKey(n)] = responseFieldOf(n)
 	}
 }
 
@@ -380,7 +493,9 @@ func (h *h2Conn) flushLocked() {
 	if h.closed {
 		return
 	}
-	var bufs [][]byte
+	// Room for the frames below: a header and a body piece or two per
+	// stream in the send queue.
+	bufs := make([][]byte, 0, 2+3*min(h.sendq.Len(), 32))
 	if len(h.out) > 0 {
 		bufs = append(bufs, h.out)
 		h.out = nil
@@ -447,6 +562,7 @@ func (h *h2Conn) flushLocked() {
 	if sent > 0 || len(dones) > 0 {
 		done = func(err error) { h.written(sent, dones, err) }
 	}
+	c.srv.stats.h2.writes.Add(1)
 	if err := c.sock.Write(nil, bufs, done); err != nil {
 		h.inflight -= sent
 		c.srv.stats.dropped.Add(1)

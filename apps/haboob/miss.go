@@ -317,7 +317,9 @@ func (h *cacheMiss) miss(req *http.Request) {
 	}
 	size := t.Info.Size()
 	kind := h.gz.kind(ctype, size, h.cacheable(size), hasSib)
-	sends := sendsFiles(req)
+	// Over TLS every byte is copied to be encrypted: a cached page saves
+	// h2 the pread of each chunk, so it sends files only above maxObject.
+	sends := sendsFiles(req) && (req.Conn.(*http.Connection).Socket().SendsFiles() || !h.cacheable(size))
 	if gz && kind == gzipStatic {
 		r := rep{ctype: ctype, enc: "gzip", vary: true}
 		if sends && h.sendable(sib.Info.Size()) {
