@@ -4,20 +4,24 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
+	"sync"
 	"sync/atomic"
 )
 
 // This file runs a handshake in steps (DESIGN §10). crypto/tls's
-// Handshake is one blocking call, so it runs on a goroutine of its own;
-// but that goroutine computes only while a worker of the handshake stage
-// has lent it its turn. When crypto/tls reads and no ciphertext is
-// buffered, the transport parks the goroutine and the worker goes back to
-// the pool; when the event loop has fed a record that can move the
-// handshake on, the next step is queued on the stage (admission control
-// again), and the worker that takes it hands the turn back. A parked
-// handshake costs its goroutine's stack and its connection's buffers,
-// never a worker; a connection still sending its ClientHello costs no
-// goroutine at all (the event loop buffers it, tlsconn.go).
+// Handshake is one blocking call, so it runs on a goroutine of its own, a
+// coroutine (iter.Pull) that computes only while a worker of the handshake
+// stage runs it: the worker switches to it directly, on its own thread,
+// without the scheduler (no wake-up of another thread, no run queue), and
+// it switches back when crypto/tls reads and no ciphertext is buffered.
+// The worker then goes back to the pool; when the event loop has fed a
+// record that can move the handshake on, the next step is queued on the
+// stage (admission control again), and the worker that takes it switches
+// to the coroutine again. A parked handshake costs its goroutine's stack
+// and its connection's buffers, never a worker; a connection still
+// sending its ClientHello costs no goroutine at all (the event loop
+// buffers it, tlsconn.go).
 
 // errHandshakeTimeout closes a connection whose handshake did not end
 // within TLSConfig.HandshakeTimeout.
@@ -32,11 +36,17 @@ type handshakeTurns interface {
 
 // handshakeSteps is a session's handshake state.
 type handshakeSteps struct {
-	hs      *Handshakes
-	done    func(error) // the outcome, on the handshake goroutine
-	turn    chan struct{}
-	yield   chan struct{}
-	started atomic.Bool // the handshake goroutine exists
+	hs   *Handshakes
+	done func(error) // the outcome, on the handshake goroutine
+	// next runs the handshake coroutine until it waits for the peer or
+	// ends; pauseStep (inside the coroutine) switches back. Whoever calls
+	// next holds nextMu: a step queued while the coroutine is still on
+	// its way to pausing (it flushed its flight and the peer answered
+	// already) waits for it instead of switching to a running coroutine.
+	next      func() (struct{}, bool)
+	pauseStep func(struct{}) bool
+	nextMu    sync.Mutex
+	started   atomic.Bool // the coroutine exists
 	// queued is set while a later step waits on the stage's queue; a
 	// worker taking it or the connection's end (release) clears it, and
 	// whoever does hands the parked goroutine its turn, so a step the
@@ -53,22 +63,27 @@ type handshakeSteps struct {
 	announcing atomic.Bool
 }
 
-func newHandshakeSteps() handshakeSteps {
-	return handshakeSteps{turn: make(chan struct{}, 1), yield: make(chan struct{}, 1)}
-}
+func newHandshakeSteps() handshakeSteps { return handshakeSteps{} }
 
 // step runs the handshake until it waits for the peer or ends (a worker
 // of the handshake stage).
 func (s *tlsSession) step() {
 	if s.started.CompareAndSwap(false, true) {
-		go s.run()
-	} else {
-		if !s.queued.CompareAndSwap(true, false) {
-			return // the connection ended first and released the goroutine
-		}
-		s.turn <- struct{}{}
+		s.next, _ = iter.Pull(func(yield func(struct{}) bool) {
+			s.pauseStep = yield
+			s.run()
+		})
+	} else if !s.queued.CompareAndSwap(true, false) {
+		return // the connection ended first and released the goroutine
 	}
-	<-s.yield
+	s.runStep()
+}
+
+// runStep switches to the handshake coroutine until it pauses or ends.
+func (s *tlsSession) runStep() {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
+	s.next()
 }
 
 // release lets a parked handshake goroutine whose next step is still
@@ -97,15 +112,15 @@ func (s *tlsSession) run() {
 	if s.done != nil {
 		s.done(err)
 	}
-	s.yield <- struct{}{}
 }
 
+// pause ends the step (the coroutine): the worker that ran it goes back
+// to the pool, and pause returns when another one runs the next step.
 func (s *tlsSession) pause() {
 	if err := s.flushHandshake(); err != nil {
 		_ = s.tr.Close() // the connection is gone: the handshake ends
 	}
-	s.yield <- struct{}{}
-	<-s.turn
+	s.pauseStep(struct{}{})
 }
 
 // flushHandshake sends what the step wrote, in one write (crypto/tls
@@ -120,7 +135,10 @@ func (s *tlsSession) flushHandshake() error {
 	return s.raw(b)
 }
 
-func (s *tlsSession) give() { s.turn <- struct{}{} }
+// give lets the parked coroutine go on without a worker (its transport
+// is closed: all it does is fail and end), on a goroutine of its own, as
+// the caller may be the event loop or hold a lock the ending takes.
+func (s *tlsSession) give() { go s.runStep() }
 
 // NonRejectable makes a handshake's later steps pass the stage's queue
 // threshold: a handshake admitted at its first step runs to its end, so a
