@@ -240,7 +240,7 @@ type tlsSession struct {
 }
 
 func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw func([]byte) error) *tlsSession {
-	s := &tlsSession{raw: raw, handshakeSteps: newHandshakeSteps()}
+	s := &tlsSession{raw: raw, handshakeSteps: newHandshakeSteps(server, cfg)}
 	s.tr = newTLSTransport(local, remote, s.output)
 	s.tr.turns = s
 	if server {

@@ -2,6 +2,7 @@ package aio
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"iter"
@@ -47,6 +48,14 @@ type handshakeSteps struct {
 	pauseStep func(struct{}) bool
 	nextMu    sync.Mutex
 	started   atomic.Bool // the coroutine exists
+	// shortFinish: a server that asks for no client certificate. Once its
+	// TLS 1.3 flight is out (encrypted records in it), all that is left
+	// is to check the client's Finished, a MAC over one record, as cheap
+	// as decrypting a record: finishInline is then set, and the event
+	// loop that fed that record runs the last step itself (no queueing,
+	// no worker to wake, no wake-up of the loop to announce).
+	shortFinish  bool
+	finishInline atomic.Bool
 	// queued is set while a later step waits on the stage's queue; a
 	// worker taking it or the connection's end (release) clears it, and
 	// whoever does hands the parked goroutine its turn, so a step the
@@ -63,7 +72,9 @@ type handshakeSteps struct {
 	announcing atomic.Bool
 }
 
-func newHandshakeSteps() handshakeSteps { return handshakeSteps{} }
+func newHandshakeSteps(server bool, cfg *tls.Config) handshakeSteps {
+	return handshakeSteps{shortFinish: server && cfg.ClientAuth == tls.NoClientCert && cfg.GetConfigForClient == nil}
+}
 
 // step runs the handshake until it waits for the peer or ends (a worker
 // of the handshake stage).
@@ -132,7 +143,31 @@ func (s *tlsSession) flushHandshake() error {
 	}
 	b := s.hsOut
 	s.hsOut = nil
+	if s.shortFinish && hasRecordOfType(b, recordTypeApplicationData) {
+		s.finishInline.Store(true)
+	}
 	return s.raw(b)
+}
+
+// recordTypeApplicationData is the content type of TLS 1.3's encrypted
+// records: in a server's first flight, only TLS 1.3 has any (a TLS 1.2
+// server's flight, or a TLS 1.3 HelloRetryRequest, is handshake and
+// change_cipher_spec records in the clear).
+const recordTypeApplicationData = 23
+
+// hasRecordOfType reports whether the records in b include one of type t.
+func hasRecordOfType(b []byte, t byte) bool {
+	for len(b) >= recordHeaderLen {
+		if b[0] == t {
+			return true
+		}
+		n := recordHeaderLen + (int(b[3])<<8 | int(b[4]))
+		if n > len(b) {
+			return false
+		}
+		b = b[n:]
+	}
+	return false
 }
 
 // give lets the parked coroutine go on without a worker (its transport
@@ -148,6 +183,10 @@ func (s *tlsSession) give() { go s.runStep() }
 func (s *tlsSession) NonRejectable() bool { return s.started.Load() }
 
 func (s *tlsSession) resume() {
+	if s.finishInline.Load() {
+		s.runStep() // the client's Finished: checked here (see shortFinish)
+		return
+	}
 	s.queued.Store(true)
 	if err := s.hs.enqueue(s); err != nil {
 		// Refused (the stage closed, or a predicate refuses even later
