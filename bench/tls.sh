@@ -11,11 +11,15 @@
 #   3. keep-alive HTTPS requests/s with the SPECweb99-like mix
 #      (bench/specweb.lua),
 # 2 and 3 with server CPU µs and context switches per request from /proc;
-#   4. what crypto/tls itself allows: a CPU profile of Haboob (pprof top)
-#      under the full-handshake load, and the handshake rate with only the
-#      crypto left (BenchmarkCryptoTLSHandshake: crypto/tls server and
-#      client over net.Pipe), beside BenchmarkHandshakeStage (the server
-#      side in steps on the handshake stage).
+#   4. what crypto/tls itself allows: under the full-handshake load, a CPU
+#      profile of Haboob (the share of crypto against ours, pprof top) and
+#      the hand-offs per handshake (a runtime trace); then the rate with
+#      only the crypto left (BenchmarkCryptoTLSServerCPU: crypto/tls's
+#      server alone, CPU per handshake and handshakes/s on one core),
+#      BenchmarkCryptoTLSHandshake (both ends over net.Pipe),
+#      BenchmarkHandshakeStage (the server's side in steps on the handshake
+#      stage), and the public-key operations in Go and in OpenSSL
+#      (BenchmarkHandshakePrimitives, openssl speed).
 #
 #   bench/tls.sh                       # 64 connections, 10 s per row
 #   CLIENTS="64 256" DURATION=20s STALLED=300 bench/tls.sh
@@ -129,24 +133,83 @@ for c in $CLIENTS; do
 done
 
 echo
-echo "4. Haboob's CPU profile under full handshakes (wrk -c$(echo $CLIENTS | cut -d' ' -f1) Connection: close, 8 s), pprof -top"
+C1=$(echo $CLIENTS | cut -d' ' -f1)
+echo "4. Where a handshake's CPU goes: Haboob's CPU profile under full handshakes (wrk -c$C1 Connection: close, 8 s), then a 2 s runtime trace"
 echo
 kill "$HABOOB_PID"
 wait "$HABOOB_PID" 2>/dev/null || true
 start_haboob 127.0.0.1:$PROFILER_PORT
 wait_port $HABOOB_TLS_PORT
 wait_port $PROFILER_PORT
-wrk -t2 -c"$(echo $CLIENTS | cut -d' ' -f1)" -d12s -H "Connection: close" "${URL[haboob]}/small.html" >/dev/null 2>&1 &
+wrk -t2 -c"$C1" -d15s -H "Connection: close" "${URL[haboob]}/small.html" >/dev/null 2>&1 &
 WRK_PID=$!
 sleep 2
 curl -sf -o "$WORK/cpu.pprof" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/profile?seconds=8" || echo "no profile" >&2
+curl -sf -o "$WORK/trace.out" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/trace?seconds=2" || echo "no trace" >&2
 wait "$WRK_PID" || true
+# share NAME REGEXP: the profile's samples whose stack has a function
+# matching REGEXP, as a table row.
+share() {
+	go tool pprof -top -nodecount=100000 -focus "$2" "$WORK/haboob" "$WORK/cpu.pprof" 2>/dev/null |
+		awk -v name="$1" '/Showing nodes accounting for/ { sub(/,$/, "", $5); printf "| %s | %s | %s |\n", name, $5, $6; found = 1 }
+			END { if (!found) printf "| %s | 0 | 0%% |\n", name }'
+}
+echo "| samples whose stack holds | CPU | share |"
+echo "|---|---|---|"
+share "crypto (all of crypto/tls's handshakes and records)" '^crypto/'
+share "… X25519 key exchange (key pair and shared secret)" '^crypto/ecdh\.'
+share "… ECDSA P-256 signature" 'ecdsa'
+share "… SHA-256, HMAC, HKDF (transcript, key schedule)" 'sha256|hmac|hkdf'
+share "… AES-GCM (records)" 'aes|gcm'
+share "the socket engine (gnet event loops, accept, enroll)" 'gnet/v2|aio\.\(\*Server\)\.acceptLoop'
+share "system calls (all)" '^syscall\.|Syscall6$'
+share "allocation and garbage collection" 'runtime\.mallocgc$|runtime\.gcBgMarkWorker|runtime\.bgsweep|runtime\.gcAssistAlloc'
+share "the Go scheduler (schedule, findRunnable)" '^runtime\.schedule$|^runtime\.findRunnable$'
+share "the handshake stage and its steps (ours, crypto excluded)" 'aio\.\(\*tlsSession\)\.(step|runStep|resume|pause|flushHandshake)$|aio\.\(\*handshakeHandler\)|aio\.\(\*Connection\)\.(handshakeInput|startTLS|announceOnLoop)$'
+share "HTTP and Haboob (ours)" 'sandstorm/http\.|sandstorm/apps/'
+echo
 echo '```'
-go tool pprof -top -nodecount=25 "$WORK/haboob" "$WORK/cpu.pprof" 2>/dev/null | sed -n '1,35p'
+go tool pprof -top -nodecount=20 "$WORK/haboob" "$WORK/cpu.pprof" 2>/dev/null | sed -n '4,30p'
 echo '```'
 echo
-echo "Only the crypto left: crypto/tls handshakes over net.Pipe (server and client in one process, GOMAXPROCS=$(nproc)), and the server side on the handshake stage"
+# Hand-offs per handshake from the trace: handshakes are the coroutines
+# tlsSession.step starts; a wake-up is a goroutine made runnable by
+# another (the scheduler's hand-off, by the waker's first frame of ours or
+# gnet's; a coroutine switch has no stack and is counted apart); a P
+# start is an idle P put to work, i.e. a thread woken.
+echo "Hand-offs per handshake (runtime trace, 2 s):"
 echo
 echo '```'
-"$WORK/aio.test" -test.run XXX -test.bench 'CryptoTLSHandshake|HandshakeStage' -test.benchtime 3s 2>&1 | grep -E '^Benchmark'
+go tool trace -d=parsed "$WORK/trace.out" 2>/dev/null | awk '
+function flush() {
+	if (ev == "") return
+	if (ev ~ /NotExist->(Runnable|Waiting)/ && stk ~ /tlsSession\)\.(step|run)/) hs++
+	if (ev ~ /GoID=[0-9]+ NotExist->Runnable/) { created++; c[cls]++ }
+	if (ev ~ /GoID=[0-9]+ Waiting->Runnable/) { if (stk == "") direct++; else { wake++; w[cls]++ } }
+	if (ev ~ /ProcID=[0-9]+ Idle->Running/) pstart++
+	ev = ""; stk = ""; cls = ""; instack = 0
+}
+/^M=/ { flush(); ev = $0; next }
+/^Stack=/ { instack = 1; next }
+/^TransitionStack=/ { instack = 0; next }
+/^\t[^\t]/ { if (!instack) next; stk = stk " " $1; if (cls == "" && $1 ~ /sandstorm|gnet|crypto\/tls/) cls = $1; next }
+END {
+	flush()
+	if (!hs) { print "no handshakes in the trace"; exit }
+	printf "%d handshakes; per handshake: %.2f goroutine wake-ups through the scheduler, %.2f direct coroutine switches, %.2f goroutines created, %.2f P starts (threads woken)\n", hs, wake / hs, direct / hs, created / hs, pstart / hs
+	for (k in w) if (w[k] / hs >= 0.01) printf "  woken by %-70s %.2f\n", (k == "" ? "(runtime)" : k), w[k] / hs
+	for (k in c) if (c[k] / hs >= 0.01) printf "  created by %-68s %.2f\n", (k == "" ? "(runtime)" : k), c[k] / hs
+}'
+echo '```'
+echo
+echo "Only the crypto left. crypto/tls's server alone (BenchmarkCryptoTLSServerCPU: handshakes back to back over net.Pipe, the server's thread CPU time per handshake and its inverse on one core), both ends over net.Pipe (BenchmarkCryptoTLSHandshake), the server's side in steps on the handshake stage (BenchmarkHandshakeStage), and the public-key operations one by one, thread CPU time (BenchmarkHandshakePrimitives):"
+echo
+echo '```'
+(cd aio && "$WORK/aio.test" -test.run XXX -test.bench 'CryptoTLSServerCPU|CryptoTLSHandshake|HandshakeStage|HandshakePrimitives' -test.benchtime 2s 2>&1 | grep -E '^Benchmark')
+echo '```'
+echo
+echo "OpenSSL's (nginx's) public-key operations, openssl speed (CPU time):"
+echo
+echo '```'
+openssl speed -seconds 2 ecdhx25519 ecdsap256 2>/dev/null | grep -E 'ecdh|ecdsa|op/s|sign/s'
 echo '```'
