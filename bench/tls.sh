@@ -6,8 +6,11 @@
 #      header, half nothing): bench/tlsstall, N_STALL sequential full
 #      handshakes and one request each, with server CPU µs and context
 #      switches per handshake;
-#   2. full handshakes/s: every request on a new connection (wrk,
-#      Connection: close; wrk does not resume sessions), one small file;
+#   2. handshakes/s: every request on a new connection, one small file:
+#      wrk with Connection: close (wrk resumes its TLS sessions: TLS 1.3
+#      PSK with an X25519 key exchange, no certificate, no signature), and
+#      FULL_PAR `openssl s_time -new` clients (full handshakes, no
+#      resumption; the same row counts are the client's);
 #   3. keep-alive HTTPS requests/s with the SPECweb99-like mix
 #      (bench/specweb.lua),
 # 2 and 3 with server CPU µs and context switches per request from /proc;
@@ -36,6 +39,7 @@ NGINX_TLS_PORT=${NGINX_TLS_PORT:-18454}
 PROFILER_PORT=${PROFILER_PORT:-18455}
 STALLED=${STALLED:-300}
 N_STALL=${N_STALL:-100}
+FULL_PAR=${FULL_PAR:-16}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || true
@@ -99,6 +103,23 @@ row() { # name server connections wrk-args...
 	read -r t1 cs1 < <(proc_sample $pids)
 	echo "$out" | wrk_row "$name | $s | $c" $((t1 - t0)) $((cs1 - cs0))
 }
+full_row() { # server: FULL_PAR openssl s_time -new clients for DURATION, no resumption
+	local s=$1 pids secs=${DURATION%s} dir i
+	pids=$(server_pids "$s")
+	dir=$(mktemp -d "$WORK/stime.XXXX")
+	read -r t0 cs0 < <(proc_sample $pids)
+	local clients=()
+	for i in $(seq "$FULL_PAR"); do
+		openssl s_time -connect "${ADDR[$s]}" -new -time "$secs" -www /small.html >"$dir/$i" 2>&1 &
+		clients+=($!)
+	done
+	wait "${clients[@]}" || true
+	read -r t1 cs1 < <(proc_sample $pids)
+	cat "$dir"/* | awk -v s="$s" -v secs="$secs" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" -v c="$FULL_PAR" '
+		/connections in [0-9.]+ real seconds/ { n += $1 }
+		END { if (!n) { printf "| full handshake, no resumption | %s | %d | failed | | | | | |\n", s, c; exit }
+			printf "| full handshake, no resumption (openssl s_time -new) | %s | %d | %.0f | | | %.1f | %.3f | 0 |\n", s, c, n / secs, dt / hz * 1e6 / n, dcs / n }'
+}
 stall_row() { # server
 	local s=$1 pids out
 	pids=$(server_pids "$s")
@@ -125,7 +146,10 @@ echo "| test | server | connections | requests/s | p50 ms | p99 ms | CPU µs/req
 echo "|---|---|---|---|---|---|---|---|---|"
 for c in $CLIENTS; do
 	for s in haboob nginx; do
-		row "full handshake per request" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
+		row "new connection per request (wrk: TLS 1.3 resumption)" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
+	done
+	for s in haboob nginx; do
+		full_row "$s"
 	done
 	for s in haboob nginx; do
 		row "keep-alive, SPECweb99-like mix" "$s" "$c" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS"
@@ -196,7 +220,7 @@ function flush() {
 END {
 	flush()
 	if (!hs) { print "no handshakes in the trace"; exit }
-	printf "%d handshakes; per handshake: %.2f goroutine wake-ups through the scheduler, %.2f direct coroutine switches, %.2f goroutines created, %.2f P starts (threads woken)\n", hs, wake / hs, direct / hs, created / hs, pstart / hs
+	printf "%d handshakes; per handshake: %.2f goroutine wake-ups through the scheduler, %.2f without a stack (coroutine switches, the runtime), %.2f goroutines created, %.2f P starts (threads woken)\n", hs, wake / hs, direct / hs, created / hs, pstart / hs
 	for (k in w) if (w[k] / hs >= 0.01) printf "  woken by %-70s %.2f\n", (k == "" ? "(runtime)" : k), w[k] / hs
 	for (k in c) if (c[k] / hs >= 0.01) printf "  created by %-68s %.2f\n", (k == "" ? "(runtime)" : k), c[k] / hs
 }'
