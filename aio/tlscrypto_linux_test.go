@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"runtime"
 	"syscall"
@@ -26,17 +25,10 @@ import (
 //
 //	go test -run XXX -bench CryptoTLSServerCPU -benchtime 2000x ./aio/
 func BenchmarkCryptoTLSServerCPU(b *testing.B) {
-	cert, err := SelfSigned(0, "localhost")
-	if err != nil {
-		b.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert.Leaf)
+	configs := cryptoTLSConfigs(b)
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		b.Run(tls.VersionName(v), func(b *testing.B) {
-			srvCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: v, MaxVersion: v}
-			cliCfg := &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: v, MaxVersion: v,
-				CurvePreferences: []tls.CurveID{tls.X25519}}
+			srvCfg, cliCfg := configs(v)
 			conns := make(chan net.Conn)
 			type result struct {
 				cpu time.Duration
