@@ -423,6 +423,7 @@ type Handshakes struct {
 	st      *stage.Stage
 	cfg     TLSConfig
 	counter tlsCounters
+	runners runnerPool // idle handshake coroutines (tlsrunner.go)
 }
 
 // TLSHandshakes returns the manager's handshake stage named by cfg, creating it if needed.
@@ -442,7 +443,7 @@ func TLSHandshakes(m *stage.Manager, cfg TLSConfig) (*Handshakes, error) {
 			}
 			return h.hs, nil
 		}
-		hs := &Handshakes{cfg: cfg}
+		hs := &Handshakes{cfg: cfg, runners: runnerPool{max: max(16, 4*cfg.Stage.Workers)}}
 		st, err := m.CreateStage(cfg.Stage.Name, &handshakeHandler{hs: hs}, stage.StageConfig{
 			Queue: stage.QueueConfig{Threshold: cfg.Stage.Queue},
 			// A worker only computes (waiting for the peer holds none),
@@ -504,6 +505,13 @@ func (h *handshakeHandler) Init(c *stage.Context) error {
 	} {
 		c.Profile(name, func() float64 { return float64(f()) })
 	}
+	return nil
+}
+
+// Destroy stops the idle handshake coroutines; a handshake still in
+// progress ends on its own and its coroutine with it.
+func (h *handshakeHandler) Destroy() error {
+	h.hs.runners.close()
 	return nil
 }
 

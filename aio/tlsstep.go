@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"iter"
 	"sync"
 	"sync/atomic"
 )
@@ -39,15 +38,15 @@ type handshakeTurns interface {
 type handshakeSteps struct {
 	hs   *Handshakes
 	done func(error) // the outcome, on the handshake goroutine
-	// next runs the handshake coroutine until it waits for the peer or
-	// ends; pauseStep (inside the coroutine) switches back. Whoever calls
-	// next holds nextMu: a step queued while the coroutine is still on
+	// runner is the coroutine running the handshake (tlsrunner.go), from
+	// the first step until the handshake ends (finished). Whoever runs a
+	// step holds stepMu: a step queued while the coroutine is still on
 	// its way to pausing (it flushed its flight and the peer answered
 	// already) waits for it instead of switching to a running coroutine.
-	next      func() (struct{}, bool)
-	pauseStep func(struct{}) bool
-	nextMu    sync.Mutex
-	started   atomic.Bool // the coroutine exists
+	runner   *handshakeRunner
+	finished bool
+	stepMu   sync.Mutex
+	started  atomic.Bool // the first step ran
 	// shortFinish: a server that asks for no client certificate. Once its
 	// TLS 1.3 flight is out (encrypted records in it), all that is left
 	// is to check the client's Finished, a MAC over one record, as cheap
@@ -80,21 +79,29 @@ func newHandshakeSteps(server bool, cfg *tls.Config) handshakeSteps {
 // of the handshake stage).
 func (s *tlsSession) step() {
 	if s.started.CompareAndSwap(false, true) {
-		s.next, _ = iter.Pull(func(yield func(struct{}) bool) {
-			s.pauseStep = yield
-			s.run()
-		})
+		s.stepMu.Lock()
+		s.runner = s.hs.runners.get(s)
+		s.stepMu.Unlock()
 	} else if !s.queued.CompareAndSwap(true, false) {
 		return // the connection ended first and released the goroutine
 	}
 	s.runStep()
 }
 
-// runStep switches to the handshake coroutine until it pauses or ends.
+// runStep switches to the handshake coroutine until it pauses or ends;
+// once it ended, the runner goes back to the stage's pool.
 func (s *tlsSession) runStep() {
-	s.nextMu.Lock()
-	defer s.nextMu.Unlock()
-	s.next()
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	r := s.runner
+	if r == nil {
+		return // ended already
+	}
+	r.next()
+	if s.finished {
+		s.runner = nil
+		s.hs.runners.put(r)
+	}
 }
 
 // release lets a parked handshake goroutine whose next step is still
@@ -131,7 +138,7 @@ func (s *tlsSession) pause() {
 	if err := s.flushHandshake(); err != nil {
 		_ = s.tr.Close() // the connection is gone: the handshake ends
 	}
-	s.pauseStep(struct{}{})
+	s.runner.yield(struct{}{})
 }
 
 // flushHandshake sends what the step wrote, in one write (crypto/tls

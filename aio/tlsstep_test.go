@@ -95,3 +95,49 @@ func TestHasRecordOfType(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakeRunnersReused: the coroutine that ran one handshake runs
+// the next (its grown stack kept), at most max of them wait idle, and the
+// ones stopped (beyond max, or when the stage ends) are over.
+func TestHandshakeRunnersReused(t *testing.T) {
+	f := newTLSFixture(t, TLSConfig{})
+	var first *handshakeRunner
+	for i := range 3 {
+		p := newMemPair(f.srvCfg, f.clientConfig("localhost", tls.VersionTLS13))
+		if err := f.handshake(t, p); err != nil {
+			t.Fatal(err)
+		}
+		var idle []*handshakeRunner
+		waitUntil(t, func() bool { // the runner is put back after done is called
+			f.hs.runners.mu.Lock()
+			defer f.hs.runners.mu.Unlock()
+			idle = append(idle[:0], f.hs.runners.idle...)
+			return len(idle) > 0
+		}, "idle runner")
+		if len(idle) != 1 {
+			t.Fatalf("handshake %d: %d idle runners, want 1", i, len(idle))
+		}
+		if i == 0 {
+			first = idle[0]
+		} else if idle[0] != first {
+			t.Fatalf("handshake %d ran on a new coroutine", i)
+		}
+	}
+
+	pool := runnerPool{max: 1}
+	a, b := newHandshakeRunner(), newHandshakeRunner()
+	pool.put(a)
+	pool.put(b) // beyond max: stopped
+	if _, ok := b.next(); ok {
+		t.Fatal("a runner beyond max is still running")
+	}
+	pool.close()
+	if _, ok := a.next(); ok {
+		t.Fatal("an idle runner is still running after close")
+	}
+	r := pool.get(nil)
+	if r == a || r == b {
+		t.Fatal("a closed pool handed out a stopped runner")
+	}
+	r.stop()
+}
