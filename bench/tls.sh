@@ -158,46 +158,60 @@ done
 
 echo
 C1=$(echo $CLIENTS | cut -d' ' -f1)
-echo "4. Where a handshake's CPU goes: Haboob's CPU profile under full handshakes (wrk -c$C1 Connection: close, 8 s), then a 2 s runtime trace"
+echo "4. Where a handshake's CPU goes: Haboob's CPU profile (8 s) under full handshakes ($FULL_PAR openssl s_time -new) and under wrk's resumptions (wrk -c$C1 Connection: close), then a 2 s runtime trace under the latter"
 echo
 kill "$HABOOB_PID"
 wait "$HABOOB_PID" 2>/dev/null || true
 start_haboob 127.0.0.1:$PROFILER_PORT
 wait_port $HABOOB_TLS_PORT
 wait_port $PROFILER_PORT
+LOADERS=()
+for i in $(seq "$FULL_PAR"); do
+	openssl s_time -connect "${ADDR[haboob]}" -new -time 11 -www /small.html >/dev/null 2>&1 &
+	LOADERS+=($!)
+done
+sleep 2
+curl -sf -o "$WORK/cpu-full.pprof" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/profile?seconds=8" || echo "no profile" >&2
+wait "${LOADERS[@]}" || true
 wrk -t2 -c"$C1" -d15s -H "Connection: close" "${URL[haboob]}/small.html" >/dev/null 2>&1 &
 WRK_PID=$!
 sleep 2
 curl -sf -o "$WORK/cpu.pprof" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/profile?seconds=8" || echo "no profile" >&2
 curl -sf -o "$WORK/trace.out" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/trace?seconds=2" || echo "no trace" >&2
 wait "$WRK_PID" || true
-# share NAME REGEXP: the profile's samples whose stack has a function
-# matching REGEXP, as a table row.
+# share PROFILE REGEXP [IGNORE]: "CPU (share)" of the profile's samples
+# whose stack has a function matching REGEXP (and none matching IGNORE).
 share() {
-	go tool pprof -top -nodecount=100000 -focus "$2" "$WORK/haboob" "$WORK/cpu.pprof" 2>/dev/null |
-		awk -v name="$1" '/Showing nodes accounting for/ { sub(/,$/, "", $5); printf "| %s | %s | %s |\n", name, $5, $6; found = 1 }
-			END { if (!found) printf "| %s | 0 | 0%% |\n", name }'
+	go tool pprof -top -nodecount=100000 -focus "$2" ${3:+-ignore "$3"} "$WORK/haboob" "$1" 2>/dev/null |
+		awk '/Showing nodes accounting for/ { sub(/,$/, "", $5); printf "%s (%s)", $5, $6; found = 1 }
+			END { if (!found) printf "0 (0%%)" }'
 }
-echo "| samples whose stack holds | CPU | share |"
+row4() { # NAME REGEXP [IGNORE]
+	echo "| $1 | $(share "$WORK/cpu-full.pprof" "$2" "${3:-}") | $(share "$WORK/cpu.pprof" "$2" "${3:-}") |"
+}
+echo "| samples whose stack holds | full handshakes: CPU (share) | wrk's resumptions: CPU (share) |"
 echo "|---|---|---|"
-share "crypto (all of crypto/tls's handshakes and records)" '^crypto/'
-share "… X25519 key exchange (key pair and shared secret)" '^crypto/ecdh\.'
-share "… ECDSA P-256 signature" 'ecdsa'
-share "… SHA-256, HMAC, HKDF (transcript, key schedule)" 'sha256|hmac|hkdf'
-share "… AES-GCM (records)" 'aes|gcm'
-share "the socket engine (gnet event loops, accept, enroll)" 'gnet/v2|aio\.\(\*Server\)\.acceptLoop'
-share "system calls (all)" '^syscall\.|Syscall6$'
-share "allocation and garbage collection" 'runtime\.mallocgc$|runtime\.gcBgMarkWorker|runtime\.bgsweep|runtime\.gcAssistAlloc'
-share "the Go scheduler (schedule, findRunnable)" '^runtime\.schedule$|^runtime\.findRunnable$'
-share "the handshake stage and its steps (ours, crypto excluded)" 'aio\.\(\*tlsSession\)\.(step|runStep|resume|pause|flushHandshake)$|aio\.\(\*handshakeHandler\)|aio\.\(\*Connection\)\.(handshakeInput|startTLS|announceOnLoop)$'
-share "HTTP and Haboob (ours)" 'sandstorm/http\.|sandstorm/apps/'
+row4 "crypto (all of crypto/tls's handshakes and records)" '^crypto/'
+row4 "… X25519 key exchange (key pair and shared secret)" '^crypto/ecdh\.'
+row4 "… ECDSA P-256 signature" 'ecdsa'
+row4 "… SHA-256, HMAC, HKDF (transcript, key schedule)" 'sha256|hmac|hkdf'
+row4 "… AES-GCM (records)" 'aes|gcm'
+row4 "the socket engine (gnet event loops, accept, enroll; crypto excluded)" 'gnet/v2|aio\.\(\*Server\)\.acceptLoop' '^crypto/'
+row4 "system calls (all)" '^syscall\.|Syscall6$'
+row4 "allocation and garbage collection" 'runtime\.mallocgc$|runtime\.gcBgMarkWorker|runtime\.bgsweep|runtime\.gcAssistAlloc'
+row4 "the Go scheduler (schedule, findRunnable)" '^runtime\.schedule$|^runtime\.findRunnable$'
+row4 "the handshake stage and its steps (ours; crypto excluded)" 'aio\.\(\*tlsSession\)\.|aio\.\(\*handshakeHandler\)|aio\.\(\*handshakeRunner\)|aio\.newHandshakeRunner|aio\.\(\*runnerPool\)|aio\.\(\*Connection\)\.(handshakeInput|startTLS|announceOnLoop)$' '^crypto/'
+row4 "HTTP and Haboob (ours; crypto excluded)" 'sandstorm/http\.|sandstorm/apps/' '^crypto/'
+echo
+echo "pprof -top, full handshakes:"
 echo
 echo '```'
-go tool pprof -top -nodecount=20 "$WORK/haboob" "$WORK/cpu.pprof" 2>/dev/null | sed -n '4,30p'
+go tool pprof -top -nodecount=20 "$WORK/haboob" "$WORK/cpu-full.pprof" 2>/dev/null | sed -n '4,30p'
 echo '```'
 echo
-# Hand-offs per handshake from the trace: handshakes are the coroutines
-# tlsSession.step starts; a wake-up is a goroutine made runnable by
+# Hand-offs per handshake from the trace: handshakes are the connections
+# accepted (the goroutine aio.Server.admit starts for each; wrk makes one
+# handshake per connection); a wake-up is a goroutine made runnable by
 # another (the scheduler's hand-off, by the waker's first frame of ours or
 # gnet's; a coroutine switch has no stack and is counted apart); a P
 # start is an idle P put to work, i.e. a thread woken.
@@ -207,7 +221,7 @@ echo '```'
 go tool trace -d=parsed "$WORK/trace.out" 2>/dev/null | awk '
 function flush() {
 	if (ev == "") return
-	if (ev ~ /NotExist->(Runnable|Waiting)/ && stk ~ /tlsSession\)\.(step|run)/) hs++
+	if (ev ~ /NotExist->Runnable/ && stk ~ /aio\.\(\*Server\)\.admit/) hs++
 	if (ev ~ /GoID=[0-9]+ NotExist->Runnable/) { created++; c[cls]++ }
 	if (ev ~ /GoID=[0-9]+ Waiting->Runnable/) { if (stk == "") direct++; else { wake++; w[cls]++ } }
 	if (ev ~ /ProcID=[0-9]+ Idle->Running/) pstart++
@@ -220,7 +234,7 @@ function flush() {
 END {
 	flush()
 	if (!hs) { print "no handshakes in the trace"; exit }
-	printf "%d handshakes; per handshake: %.2f goroutine wake-ups through the scheduler, %.2f without a stack (coroutine switches, the runtime), %.2f goroutines created, %.2f P starts (threads woken)\n", hs, wake / hs, direct / hs, created / hs, pstart / hs
+	printf "%d connections (one handshake each); per handshake: %.2f goroutine wake-ups through the scheduler, %.2f without a stack (coroutine switches, the runtime), %.2f goroutines created, %.2f P starts (threads woken)\n", hs, wake / hs, direct / hs, created / hs, pstart / hs
 	for (k in w) if (w[k] / hs >= 0.01) printf "  woken by %-70s %.2f\n", (k == "" ? "(runtime)" : k), w[k] / hs
 	for (k in c) if (c[k] / hs >= 0.01) printf "  created by %-68s %.2f\n", (k == "" ? "(runtime)" : k), c[k] / hs
 }'
