@@ -241,7 +241,7 @@ type tlsSession struct {
 }
 
 func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw func([]byte) error) *tlsSession {
-	s := &tlsSession{raw: raw, handshakeSteps: newHandshakeSteps()}
+	s := &tlsSession{raw: raw, handshakeSteps: newHandshakeSteps(server, cfg)}
 	s.tr = newTLSTransport(local, remote, s.output)
 	s.tr.turns = s
 	if server {
@@ -424,6 +424,7 @@ type Handshakes struct {
 	st      *stage.Stage
 	cfg     TLSConfig
 	counter tlsCounters
+	runners runnerPool // idle handshake coroutines (tlsrunner.go)
 }
 
 // TLSHandshakes returns the manager's handshake stage named by cfg, creating it if needed.
@@ -443,7 +444,7 @@ func TLSHandshakes(m *stage.Manager, cfg TLSConfig) (*Handshakes, error) {
 			}
 			return h.hs, nil
 		}
-		hs := &Handshakes{cfg: cfg}
+		hs := &Handshakes{cfg: cfg, runners: runnerPool{max: max(16, 4*cfg.Stage.Workers)}}
 		st, err := m.CreateStage(cfg.Stage.Name, &handshakeHandler{hs: hs}, stage.StageConfig{
 			Queue: stage.QueueConfig{Threshold: cfg.Stage.Queue},
 			// A worker only computes (waiting for the peer holds none),
@@ -505,6 +506,13 @@ func (h *handshakeHandler) Init(c *stage.Context) error {
 	} {
 		c.Profile(name, func() float64 { return float64(f()) })
 	}
+	return nil
+}
+
+// Destroy stops the idle handshake coroutines; a handshake still in
+// progress ends on its own and its coroutine with it.
+func (h *handshakeHandler) Destroy() error {
+	h.hs.runners.close()
 	return nil
 }
 

@@ -97,7 +97,9 @@ func readAvailable(t *testing.T, c *tls.Conn) []byte {
 // connection does, counted, instead of staying parked.
 func TestHandshakeEndsWhenItsQueuedStepNeverRuns(t *testing.T) {
 	f := newTLSFixtureStopped(t, TLSConfig{}) // no workers: queued steps wait
-	p := newMemPair(f.srvCfg, f.clientConfig("localhost", tls.VersionTLS13))
+	srvCfg := f.srvCfg.Clone()
+	srvCfg.ClientAuth = tls.RequestClientCert // the last step is queued, not run inline
+	p := newMemPair(srvCfg, f.clientConfig("localhost", tls.VersionTLS13))
 	done := make(chan error, 1)
 	p.srv.hs, p.srv.done = f.hs, func(err error) { done <- err }
 	cliDone := make(chan error, 1)

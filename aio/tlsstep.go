@@ -2,22 +2,26 @@ package aio
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 )
 
 // This file runs a handshake in steps (DESIGN §10). crypto/tls's
-// Handshake is one blocking call, so it runs on a goroutine of its own;
-// but that goroutine computes only while a worker of the handshake stage
-// has lent it its turn. When crypto/tls reads and no ciphertext is
-// buffered, the transport parks the goroutine and the worker goes back to
-// the pool; when the event loop has fed a record that can move the
-// handshake on, the next step is queued on the stage (admission control
-// again), and the worker that takes it hands the turn back. A parked
-// handshake costs its goroutine's stack and its connection's buffers,
-// never a worker; a connection still sending its ClientHello costs no
-// goroutine at all (the event loop buffers it, tlsconn.go).
+// Handshake is one blocking call, so it runs on a goroutine of its own, a
+// coroutine (iter.Pull) that computes only while a worker of the handshake
+// stage runs it: the worker switches to it directly, on its own thread,
+// without the scheduler (no wake-up of another thread, no run queue), and
+// it switches back when crypto/tls reads and no ciphertext is buffered.
+// The worker then goes back to the pool; when the event loop has fed a
+// record that can move the handshake on, the next step is queued on the
+// stage (admission control again), and the worker that takes it switches
+// to the coroutine again. A parked handshake costs its goroutine's stack
+// and its connection's buffers, never a worker; a connection still
+// sending its ClientHello costs no goroutine at all (the event loop
+// buffers it, tlsconn.go).
 
 // errHandshakeTimeout closes a connection whose handshake did not end
 // within TLSConfig.HandshakeTimeout.
@@ -32,11 +36,25 @@ type handshakeTurns interface {
 
 // handshakeSteps is a session's handshake state.
 type handshakeSteps struct {
-	hs      *Handshakes
-	done    func(error) // the outcome, on the handshake goroutine
-	turn    chan struct{}
-	yield   chan struct{}
-	started atomic.Bool // the handshake goroutine exists
+	hs   *Handshakes
+	done func(error) // the outcome, on the handshake goroutine
+	// runner is the coroutine running the handshake (tlsrunner.go), from
+	// the first step until the handshake ends (finished). Whoever runs a
+	// step holds stepMu: a step queued while the coroutine is still on
+	// its way to pausing (it flushed its flight and the peer answered
+	// already) waits for it instead of switching to a running coroutine.
+	runner   *handshakeRunner
+	finished bool
+	stepMu   sync.Mutex
+	started  atomic.Bool // the first step ran
+	// shortFinish: a server that asks for no client certificate. Once its
+	// TLS 1.3 flight is out (encrypted records in it), all that is left
+	// is to check the client's Finished, a MAC over one record, as cheap
+	// as decrypting a record: finishInline is then set, and the event
+	// loop that fed that record runs the last step itself (no queueing,
+	// no worker to wake, no wake-up of the loop to announce).
+	shortFinish  bool
+	finishInline atomic.Bool
 	// queued is set while a later step waits on the stage's queue; a
 	// worker taking it or the connection's end (release) clears it, and
 	// whoever does hands the parked goroutine its turn, so a step the
@@ -53,22 +71,37 @@ type handshakeSteps struct {
 	announcing atomic.Bool
 }
 
-func newHandshakeSteps() handshakeSteps {
-	return handshakeSteps{turn: make(chan struct{}, 1), yield: make(chan struct{}, 1)}
+func newHandshakeSteps(server bool, cfg *tls.Config) handshakeSteps {
+	return handshakeSteps{shortFinish: server && cfg.ClientAuth == tls.NoClientCert && cfg.GetConfigForClient == nil}
 }
 
 // step runs the handshake until it waits for the peer or ends (a worker
 // of the handshake stage).
 func (s *tlsSession) step() {
 	if s.started.CompareAndSwap(false, true) {
-		go s.run()
-	} else {
-		if !s.queued.CompareAndSwap(true, false) {
-			return // the connection ended first and released the goroutine
-		}
-		s.turn <- struct{}{}
+		s.stepMu.Lock()
+		s.runner = s.hs.runners.get(s)
+		s.stepMu.Unlock()
+	} else if !s.queued.CompareAndSwap(true, false) {
+		return // the connection ended first and released the goroutine
 	}
-	<-s.yield
+	s.runStep()
+}
+
+// runStep switches to the handshake coroutine until it pauses or ends;
+// once it ended, the runner goes back to the stage's pool.
+func (s *tlsSession) runStep() {
+	s.stepMu.Lock()
+	defer s.stepMu.Unlock()
+	r := s.runner
+	if r == nil {
+		return // ended already
+	}
+	r.next()
+	if s.finished {
+		s.runner = nil
+		s.hs.runners.put(r)
+	}
 }
 
 // release lets a parked handshake goroutine whose next step is still
@@ -97,15 +130,15 @@ func (s *tlsSession) run() {
 	if s.done != nil {
 		s.done(err)
 	}
-	s.yield <- struct{}{}
 }
 
+// pause ends the step (the coroutine): the worker that ran it goes back
+// to the pool, and pause returns when another one runs the next step.
 func (s *tlsSession) pause() {
 	if err := s.flushHandshake(); err != nil {
 		_ = s.tr.Close() // the connection is gone: the handshake ends
 	}
-	s.yield <- struct{}{}
-	<-s.turn
+	s.runner.yield(struct{}{})
 }
 
 // flushHandshake sends what the step wrote, in one write (crypto/tls
@@ -117,10 +150,37 @@ func (s *tlsSession) flushHandshake() error {
 	}
 	b := s.hsOut
 	s.hsOut = nil
+	if s.shortFinish && hasRecordOfType(b, recordTypeApplicationData) {
+		s.finishInline.Store(true)
+	}
 	return s.raw(b)
 }
 
-func (s *tlsSession) give() { s.turn <- struct{}{} }
+// recordTypeApplicationData is the content type of TLS 1.3's encrypted
+// records: in a server's first flight, only TLS 1.3 has any (a TLS 1.2
+// server's flight, or a TLS 1.3 HelloRetryRequest, is handshake and
+// change_cipher_spec records in the clear).
+const recordTypeApplicationData = 23
+
+// hasRecordOfType reports whether the records in b include one of type t.
+func hasRecordOfType(b []byte, t byte) bool {
+	for len(b) >= recordHeaderLen {
+		if b[0] == t {
+			return true
+		}
+		n := recordHeaderLen + (int(b[3])<<8 | int(b[4]))
+		if n > len(b) {
+			return false
+		}
+		b = b[n:]
+	}
+	return false
+}
+
+// give lets the parked coroutine go on without a worker (its transport
+// is closed: all it does is fail and end), on a goroutine of its own, as
+// the caller may be the event loop or hold a lock the ending takes.
+func (s *tlsSession) give() { go s.runStep() }
 
 // NonRejectable makes a handshake's later steps pass the stage's queue
 // threshold: a handshake admitted at its first step runs to its end, so a
@@ -130,6 +190,10 @@ func (s *tlsSession) give() { s.turn <- struct{}{} }
 func (s *tlsSession) NonRejectable() bool { return s.started.Load() }
 
 func (s *tlsSession) resume() {
+	if s.finishInline.Load() {
+		s.runStep() // the client's Finished: checked here (see shortFinish)
+		return
+	}
 	s.queued.Store(true)
 	if err := s.hs.enqueue(s); err != nil {
 		// Refused (the stage closed, or a predicate refuses even later

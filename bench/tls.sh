@@ -6,16 +6,23 @@
 #      header, half nothing): bench/tlsstall, N_STALL sequential full
 #      handshakes and one request each, with server CPU µs and context
 #      switches per handshake;
-#   2. full handshakes/s: every request on a new connection (wrk,
-#      Connection: close; wrk does not resume sessions), one small file;
+#   2. handshakes/s: every request on a new connection, one small file:
+#      wrk with Connection: close (wrk resumes its TLS sessions: TLS 1.3
+#      PSK with an X25519 key exchange, no certificate, no signature), and
+#      FULL_PAR `openssl s_time -new` clients (full handshakes, no
+#      resumption; the same row counts are the client's);
 #   3. keep-alive HTTPS requests/s with the SPECweb99-like mix
 #      (bench/specweb.lua),
 # 2 and 3 with server CPU µs and context switches per request from /proc;
-#   4. what crypto/tls itself allows: a CPU profile of Haboob (pprof top)
-#      under the full-handshake load, and the handshake rate with only the
-#      crypto left (BenchmarkCryptoTLSHandshake: crypto/tls server and
-#      client over net.Pipe), beside BenchmarkHandshakeStage (the server
-#      side in steps on the handshake stage).
+#   4. what crypto/tls itself allows: under the full-handshake load, a CPU
+#      profile of Haboob (the share of crypto against ours, pprof top) and
+#      the hand-offs per handshake (a runtime trace); then the rate with
+#      only the crypto left (BenchmarkCryptoTLSServerCPU: crypto/tls's
+#      server alone, CPU per handshake and handshakes/s on one core),
+#      BenchmarkCryptoTLSHandshake (both ends over net.Pipe),
+#      BenchmarkHandshakeStage (the server's side in steps on the handshake
+#      stage), and the public-key operations in Go and in OpenSSL
+#      (BenchmarkHandshakePrimitives, openssl speed).
 #
 #   bench/tls.sh                       # 64 connections, 10 s per row
 #   CLIENTS="64 256" DURATION=20s STALLED=300 bench/tls.sh
@@ -32,6 +39,7 @@ NGINX_TLS_PORT=${NGINX_TLS_PORT:-18454}
 PROFILER_PORT=${PROFILER_PORT:-18455}
 STALLED=${STALLED:-300}
 N_STALL=${N_STALL:-100}
+FULL_PAR=${FULL_PAR:-16}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || true
@@ -95,6 +103,23 @@ row() { # name server connections wrk-args...
 	read -r t1 cs1 < <(proc_sample $pids)
 	echo "$out" | wrk_row "$name | $s | $c" $((t1 - t0)) $((cs1 - cs0))
 }
+full_row() { # server: FULL_PAR openssl s_time -new clients for DURATION, no resumption
+	local s=$1 pids secs=${DURATION%s} dir i
+	pids=$(server_pids "$s")
+	dir=$(mktemp -d "$WORK/stime.XXXX")
+	read -r t0 cs0 < <(proc_sample $pids)
+	local clients=()
+	for i in $(seq "$FULL_PAR"); do
+		openssl s_time -connect "${ADDR[$s]}" -new -time "$secs" -www /small.html >"$dir/$i" 2>&1 &
+		clients+=($!)
+	done
+	wait "${clients[@]}" || true
+	read -r t1 cs1 < <(proc_sample $pids)
+	cat "$dir"/* | awk -v s="$s" -v secs="$secs" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" -v c="$FULL_PAR" '
+		/connections in [0-9.]+ real seconds/ { n += $1 }
+		END { if (!n) { printf "| full handshake, no resumption | %s | %d | failed | | | | | |\n", s, c; exit }
+			printf "| full handshake, no resumption (openssl s_time -new) | %s | %d | %.0f | | | %.1f | %.3f | 0 |\n", s, c, n / secs, dt / hz * 1e6 / n, dcs / n }'
+}
 stall_row() { # server
 	local s=$1 pids out
 	pids=$(server_pids "$s")
@@ -121,7 +146,10 @@ echo "| test | server | connections | requests/s | p50 ms | p99 ms | CPU µs/req
 echo "|---|---|---|---|---|---|---|---|---|"
 for c in $CLIENTS; do
 	for s in haboob nginx; do
-		row "full handshake per request" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
+		row "new connection per request (wrk: TLS 1.3 resumption)" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
+	done
+	for s in haboob nginx; do
+		full_row "$s"
 	done
 	for s in haboob nginx; do
 		row "keep-alive, SPECweb99-like mix" "$s" "$c" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS"
@@ -129,24 +157,97 @@ for c in $CLIENTS; do
 done
 
 echo
-echo "4. Haboob's CPU profile under full handshakes (wrk -c$(echo $CLIENTS | cut -d' ' -f1) Connection: close, 8 s), pprof -top"
+C1=$(echo $CLIENTS | cut -d' ' -f1)
+echo "4. Where a handshake's CPU goes: Haboob's CPU profile (8 s) under full handshakes ($FULL_PAR openssl s_time -new) and under wrk's resumptions (wrk -c$C1 Connection: close), then a 2 s runtime trace under the latter"
 echo
 kill "$HABOOB_PID"
 wait "$HABOOB_PID" 2>/dev/null || true
 start_haboob 127.0.0.1:$PROFILER_PORT
 wait_port $HABOOB_TLS_PORT
 wait_port $PROFILER_PORT
-wrk -t2 -c"$(echo $CLIENTS | cut -d' ' -f1)" -d12s -H "Connection: close" "${URL[haboob]}/small.html" >/dev/null 2>&1 &
+LOADERS=()
+for i in $(seq "$FULL_PAR"); do
+	openssl s_time -connect "${ADDR[haboob]}" -new -time 11 -www /small.html >/dev/null 2>&1 &
+	LOADERS+=($!)
+done
+sleep 2
+curl -sf -o "$WORK/cpu-full.pprof" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/profile?seconds=8" || echo "no profile" >&2
+wait "${LOADERS[@]}" || true
+wrk -t2 -c"$C1" -d15s -H "Connection: close" "${URL[haboob]}/small.html" >/dev/null 2>&1 &
 WRK_PID=$!
 sleep 2
 curl -sf -o "$WORK/cpu.pprof" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/profile?seconds=8" || echo "no profile" >&2
+curl -sf -o "$WORK/trace.out" "http://127.0.0.1:$PROFILER_PORT/debug/pprof/trace?seconds=2" || echo "no trace" >&2
 wait "$WRK_PID" || true
+# share PROFILE REGEXP [IGNORE]: "CPU (share)" of the profile's samples
+# whose stack has a function matching REGEXP (and none matching IGNORE).
+share() {
+	go tool pprof -top -nodecount=100000 -focus "$2" ${3:+-ignore "$3"} "$WORK/haboob" "$1" 2>/dev/null |
+		awk '/Showing nodes accounting for/ { sub(/,$/, "", $5); printf "%s (%s)", $5, $6; found = 1 }
+			END { if (!found) printf "0 (0%%)" }'
+}
+row4() { # NAME REGEXP [IGNORE]
+	echo "| $1 | $(share "$WORK/cpu-full.pprof" "$2" "${3:-}") | $(share "$WORK/cpu.pprof" "$2" "${3:-}") |"
+}
+echo "| samples whose stack holds | full handshakes: CPU (share) | wrk's resumptions: CPU (share) |"
+echo "|---|---|---|"
+row4 "crypto (all of crypto/tls's handshakes and records)" '^crypto/'
+row4 "… X25519 key exchange (key pair and shared secret)" '^crypto/ecdh\.'
+row4 "… ECDSA P-256 signature" 'ecdsa'
+row4 "… SHA-256, HMAC, HKDF (transcript, key schedule)" 'sha256|hmac|hkdf'
+row4 "… AES-GCM (records)" 'aes|gcm'
+row4 "the socket engine (gnet event loops, accept, enroll; crypto excluded)" 'gnet/v2|aio\.\(\*Server\)\.acceptLoop' '^crypto/'
+row4 "system calls (all)" '^syscall\.|Syscall6$'
+row4 "allocation and garbage collection" 'runtime\.mallocgc$|runtime\.gcBgMarkWorker|runtime\.bgsweep|runtime\.gcAssistAlloc'
+row4 "the Go scheduler (schedule, findRunnable)" '^runtime\.schedule$|^runtime\.findRunnable$'
+row4 "the handshake stage and its steps (ours; crypto excluded)" 'aio\.\(\*tlsSession\)\.|aio\.\(\*handshakeHandler\)|aio\.\(\*handshakeRunner\)|aio\.newHandshakeRunner|aio\.\(\*runnerPool\)|aio\.\(\*Connection\)\.(handshakeInput|startTLS|announceOnLoop)$' '^crypto/'
+row4 "HTTP and Haboob (ours; crypto excluded)" 'sandstorm/http\.|sandstorm/apps/' '^crypto/'
+echo
+echo "pprof -top, full handshakes:"
+echo
 echo '```'
-go tool pprof -top -nodecount=25 "$WORK/haboob" "$WORK/cpu.pprof" 2>/dev/null | sed -n '1,35p'
+go tool pprof -top -nodecount=20 "$WORK/haboob" "$WORK/cpu-full.pprof" 2>/dev/null | sed -n '4,30p'
 echo '```'
 echo
-echo "Only the crypto left: crypto/tls handshakes over net.Pipe (server and client in one process, GOMAXPROCS=$(nproc)), and the server side on the handshake stage"
+# Hand-offs per handshake from the trace: handshakes are the connections
+# accepted (the goroutine aio.Server.admit starts for each; wrk makes one
+# handshake per connection); a wake-up is a goroutine made runnable by
+# another (the scheduler's hand-off, by the waker's first frame of ours or
+# gnet's; a coroutine switch has no stack and is counted apart); a P
+# start is an idle P put to work, i.e. a thread woken.
+echo "Hand-offs per handshake (runtime trace, 2 s):"
 echo
 echo '```'
-"$WORK/aio.test" -test.run XXX -test.bench 'CryptoTLSHandshake|HandshakeStage' -test.benchtime 3s 2>&1 | grep -E '^Benchmark'
+go tool trace -d=parsed "$WORK/trace.out" 2>/dev/null | awk '
+function flush() {
+	if (ev == "") return
+	if (ev ~ /NotExist->Runnable/ && stk ~ /aio\.\(\*Server\)\.admit/) hs++
+	if (ev ~ /GoID=[0-9]+ NotExist->Runnable/) { created++; c[cls]++ }
+	if (ev ~ /GoID=[0-9]+ Waiting->Runnable/) { if (stk == "") direct++; else { wake++; w[cls]++ } }
+	if (ev ~ /ProcID=[0-9]+ Idle->Running/) pstart++
+	ev = ""; stk = ""; cls = ""; instack = 0
+}
+/^M=/ { flush(); ev = $0; next }
+/^Stack=/ { instack = 1; next }
+/^TransitionStack=/ { instack = 0; next }
+/^\t[^\t]/ { if (!instack) next; stk = stk " " $1; if (cls == "" && $1 ~ /sandstorm|gnet|crypto\/tls/) cls = $1; next }
+END {
+	flush()
+	if (!hs) { print "no handshakes in the trace"; exit }
+	printf "%d connections (one handshake each); per handshake: %.2f goroutine wake-ups through the scheduler, %.2f without a stack (coroutine switches, the runtime), %.2f goroutines created, %.2f P starts (threads woken)\n", hs, wake / hs, direct / hs, created / hs, pstart / hs
+	for (k in w) if (w[k] / hs >= 0.01) printf "  woken by %-70s %.2f\n", (k == "" ? "(runtime)" : k), w[k] / hs
+	for (k in c) if (c[k] / hs >= 0.01) printf "  created by %-68s %.2f\n", (k == "" ? "(runtime)" : k), c[k] / hs
+}'
+echo '```'
+echo
+echo "Only the crypto left. crypto/tls's server alone (BenchmarkCryptoTLSServerCPU: handshakes back to back over net.Pipe, the server's thread CPU time per handshake and its inverse on one core), both ends over net.Pipe (BenchmarkCryptoTLSHandshake), the server's side in steps on the handshake stage (BenchmarkHandshakeStage), and the public-key operations one by one, thread CPU time (BenchmarkHandshakePrimitives):"
+echo
+echo '```'
+(cd aio && "$WORK/aio.test" -test.run XXX -test.bench 'CryptoTLSServerCPU|CryptoTLSHandshake|HandshakeStage|HandshakePrimitives' -test.benchtime 2s 2>&1 | grep -E '^Benchmark')
+echo '```'
+echo
+echo "OpenSSL's (nginx's) public-key operations, openssl speed (CPU time):"
+echo
+echo '```'
+openssl speed -seconds 2 ecdhx25519 ecdsap256 2>/dev/null | grep -E 'ecdh|ecdsa|op/s|sign/s'
 echo '```'
