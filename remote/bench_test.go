@@ -174,6 +174,8 @@ func BenchmarkRemoteEnqueue(b *testing.B) {
 	p50, p99, _ := remote.RoundTrip(s)
 	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	st, _ := remote.Stats(s)
+	b.ReportMetric(float64(st.Events)/float64(st.Sent), "events/request")
 }
 
 // BenchmarkRemoteEnqueueSerial: one sender, one verdict at a time: the

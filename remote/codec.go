@@ -231,10 +231,7 @@ func decodeBinaryRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok
 			return es, false
 		}
 	}
-	for _, v := range vs {
-		es = append(es, v)
-	}
-	return es, true
+	return appendBoxed(es, vs), true
 }
 
 // sinkFields returns the indexes of t's top-level sink.Sink fields, and
@@ -332,10 +329,7 @@ func decodeJSONRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok b
 	if err := json.Unmarshal(arr, &vs); err != nil || len(vs) != len(items) {
 		return es, false
 	}
-	for _, v := range vs {
-		es = append(es, v)
-	}
-	return es, true
+	return appendBoxed(es, vs), true
 }
 
 // jsonCodec is the JSON codec of a struct t (or *struct) whose top-level

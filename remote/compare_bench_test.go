@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 var (
 	compareRounds = flag.Int("remote.rounds", 5, "BenchmarkCompare: rounds, each measuring every variant once")
 	comparePhase  = flag.Duration("remote.phase", time.Second, "BenchmarkCompare: how long each variant sends in a round")
+	compareOnly   = flag.String("remote.only", "", "BenchmarkCompare: measure only the variants (and their references) matching this regexp")
 )
 
 // phase is what one variant measured in one round: events per second
@@ -136,6 +138,9 @@ func BenchmarkCompare(b *testing.B) {
 		{name: "many-binary", ref: "plain-binary", run: enqueueMany(binaryEvent), got: work},
 	}
 
+	if *compareOnly != "" {
+		variants = onlyMatching(b, variants, *compareOnly)
+	}
 	results := map[string][]phase{}
 	ratios := map[string][]float64{}
 	b.ResetTimer()
@@ -169,6 +174,22 @@ func BenchmarkCompare(b *testing.B) {
 		}
 		b.Log(line)
 	}
+}
+
+// onlyMatching keeps the variants whose name matches expr, with their
+// references.
+func onlyMatching(b *testing.B, vs []variant, expr string) []variant {
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keep := map[string]bool{}
+	for _, v := range vs {
+		if re.MatchString(v.name) {
+			keep[v.name], keep[v.ref] = true, true
+		}
+	}
+	return slices.DeleteFunc(vs, func(v variant) bool { return !keep[v.name] })
 }
 
 // measure runs v once and returns its rate, CPU and context switches

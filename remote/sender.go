@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -568,6 +569,13 @@ func (c *combiner) lead(s *stageSender) {
 	c.mu.Unlock()
 	if n > 0 {
 		s.sendEach(batch, s.homeReplica(c.home))
+	}
+	if n > 1 {
+		// The callers just answered are running again and most will
+		// enqueue at once: let them, so that the next request carries
+		// them all rather than the first alone (a request of one, then
+		// one of the rest, a round trip each).
+		runtime.Gosched()
 	}
 	c.mu.Lock()
 	var next *pending

@@ -311,7 +311,7 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 		return nil, errShort
 	}
 	es := make([]sink.Event, 0, n)
-	var run [][]byte // events of codec last waiting for decodeRun
+	var run [][]byte // events of codec last waiting for decodeRun (made at its first)
 	var last *Codec
 	flush := func() error {
 		if len(run) == 0 {
@@ -348,6 +348,9 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 			}
 		}
 		if last.decodeRun != nil {
+			if run == nil {
+				run = make([][]byte, 0, n)
+			}
 			run = append(run, data)
 			continue
 		}
