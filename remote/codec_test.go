@@ -153,6 +153,14 @@ func TestDecodeRuns(t *testing.T) {
 		}
 		return b
 	}
+	// long runs are decoded in two halves on two goroutines
+	long := make([]sink.Event, 3*splitRunAt)
+	longRaw := make([][2]string, len(long))
+	for i := range long {
+		long[i] = pair{A: i, B: fmt.Sprint(i)}
+		longRaw[i] = [2]string{"pair", fmt.Sprintf(`{"a":%d}`, i)}
+	}
+	longRaw[len(longRaw)-1][1] = `{"a":` // a bad event in the second half
 	for _, tc := range []struct {
 		name    string
 		in      []sink.Event // encoded with encodeEvents
@@ -174,6 +182,8 @@ func TestDecodeRuns(t *testing.T) {
 			wantErr: "decoding pair"},
 		{name: "two events valid only together", raw: raw([2]string{"pair", `{"a":1},{"a":2}`}, [2]string{"pair", `{"a":3}`}),
 			wantErr: "decoding pair"},
+		{name: "a long run", in: long, want: long},
+		{name: "a long run, a bad event in its second half", raw: raw(longRaw...), wantErr: "decoding pair"},
 		{name: "an empty event", raw: raw([2]string{"pair", `{"a":1}`}, [2]string{"pair", ``}),
 			wantErr: "decoding pair"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sync"
 	"time"
 
@@ -319,7 +320,7 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 		}
 		var ok bool
 		if len(run) > 1 {
-			es, ok = last.decodeRun(run, es)
+			es, ok = decodeRunSplit(last.decodeRun, run, es)
 		}
 		if !ok {
 			for _, data := range run {
@@ -364,6 +365,35 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 		return nil, err
 	}
 	return es, nil
+}
+
+// splitRunAt is the length from which a run is decoded on two goroutines
+// (if the process has two CPUs): a replica decodes one request at a time
+// per subscription, while the senders of the events it carries wait for
+// its verdict, so its decoding is most of their round trip.
+const splitRunAt = 32
+
+// decodeRunSplit decodes a run with decode, its second half on another
+// goroutine when it is long enough; ok as decode's (es as it came if not).
+func decodeRunSplit(decode func(items [][]byte, es []sink.Event) ([]sink.Event, bool), run [][]byte, es []sink.Event) (_ []sink.Event, ok bool) {
+	if len(run) < splitRunAt || runtime.GOMAXPROCS(0) < 2 {
+		return decode(run, es)
+	}
+	half := len(run) / 2
+	var tail []sink.Event
+	var tailOK bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tail, tailOK = decode(run[half:], make([]sink.Event, 0, len(run)-half))
+	}()
+	before := len(es)
+	es, ok = decode(run[:half], es)
+	<-done
+	if !ok || !tailOK {
+		return es[:before], false
+	}
+	return append(es, tail...), true
 }
 
 // encodeRequest appends q to b.

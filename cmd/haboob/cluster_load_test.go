@@ -143,11 +143,7 @@ var remoteRedeliveredRE = regexp.MustCompile(`(?m)^sandstorm_remote_redelivered\
 // the dead worker held were redelivered to the other one.
 func TestClusterDurableWorkerKilled(t *testing.T) {
 	bin := buildHaboob(t)
-	cfg := clusterVariant(t,
-		"remote: {mode: request, timeout: 2s, idempotent: true}", "remote: {mode: durable, timeout: 2s}",
-		"work: 1MiB ", "work: 16MiB ",
-		"minQuality: 0.05", "minQuality: 1",
-		"admission: true ", "admission: false ")
+	cfg := durableCluster(t)
 	front := startNode(t, bin, "-config", cfg, "-node", "front", "-nats-listen", "127.0.0.1:0", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0")
 	victim := startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
 	survivor := startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
