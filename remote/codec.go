@@ -36,6 +36,9 @@ type Codec struct {
 	// (one JSON array): ok false leaves them to Decode one by one, which
 	// also says what is wrong with a bad one.
 	decodeRun func(items [][]byte, es []sink.Event) (_ []sink.Event, ok bool)
+	// appendTo, if set, appends an event's encoding to b instead of
+	// Encode's allocating it (encoding.BinaryAppender).
+	appendTo func(b []byte, v any) ([]byte, error)
 }
 
 // Codecs is a registry of event codecs keyed by Go type (to encode) and by
@@ -168,6 +171,9 @@ func Register[T any](c *Codecs, name string) {
 		cd := Codec{Name: name, Type: t, Encode: enc, Decode: dec}
 		if t.Kind() != reflect.Pointer {
 			cd.decodeRun = decodeBinaryRun[T]
+		}
+		if t.Implements(reflect.TypeFor[encoding.BinaryAppender]()) {
+			cd.appendTo = func(b []byte, v any) ([]byte, error) { return v.(encoding.BinaryAppender).AppendBinary(b) }
 		}
 		c.Add(cd)
 		return
