@@ -136,6 +136,9 @@ func TestTraceAcrossNodes(t *testing.T) {
 			waitFor(t, "the traced event handled", func() bool { return got.count() == 2 })
 			root.End()
 			waitFor(t, "the Work span ended", func() bool { return len(workRec.Ended()) == 2 })
+			// Front's span ends when its handler returns, which may be
+			// after Work handled the event.
+			waitFor(t, "the Front span ended", func() bool { return len(frontRec.Ended()) == 1 })
 			if headers.count() == 0 {
 				t.Fatal("no message carried a trace header")
 			}
