@@ -60,8 +60,9 @@ type stageSender struct {
 	mu       sync.Mutex
 	replicas map[string]*replicaState // by instance
 
-	comb  combiner // concurrent Enqueues, sent together
-	homes sync.Map // home instance → *combiner, for events with a home (Codecs.SetHome)
+	comb      combiner                   // concurrent Enqueues, sent together
+	lastCodec atomic.Pointer[tableCodec] // the codec of the last event Enqueued (usually the next one's)
+	homes     sync.Map                   // home instance → *combiner, for events with a home (Codecs.SetHome)
 
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
 	warns     frontWarnings
@@ -500,6 +501,13 @@ type combiner struct {
 	leaders int
 }
 
+// tableCodec is a codec as registered in one version of the codecs'
+// table (a registration since makes it stale).
+type tableCodec struct {
+	tab *codecTable
+	cd  *Codec
+}
+
 // pending is one Enqueue waiting in a combiner.
 type pending struct {
 	event sink.Event
@@ -516,11 +524,19 @@ var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan bo
 // for the same destination: its home (Codecs.SetHome), or any replica.
 func (s *stageSender) enqueueCombined(e sink.Event) error {
 	p := pendingPool.Get().(*pending)
-	enc, cd, err := s.n.wire.appendEvent(p.enc[:0], s.stage, e, nil)
+	var last *Codec
+	tab := s.n.wire.codecs.tab.Load()
+	if c := s.lastCodec.Load(); c != nil && c.tab == tab {
+		last = c.cd
+	}
+	enc, cd, err := s.n.wire.appendEvent(p.enc[:0], s.stage, e, last)
 	if err != nil {
 		pendingPool.Put(p)
 		s.rejected.Add(1)
 		return err
+	}
+	if cd != last {
+		s.lastCodec.Store(&tableCodec{tab: tab, cd: cd})
 	}
 	p.event, p.enc, p.err, p.asked, p.trace = e, enc, nil, false, tracedPending(e)
 	c := &s.comb
