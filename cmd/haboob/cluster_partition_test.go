@@ -101,6 +101,23 @@ func durableCluster(t *testing.T) string {
 		"admission: true ", "admission: false ")
 }
 
+// startDurableCluster starts the durable cluster of the fault tests (a
+// front and two workers, each with its profiler), the victim joining
+// NATS at join(the front's URL), and serves a few requests; it returns
+// the nodes and the event counts so far.
+func startDurableCluster(t *testing.T, join func(url string) string) (front, victim, other *node, before eventCounts) {
+	t.Helper()
+	bin := buildHaboob(t)
+	cfg := durableCluster(t)
+	front = startNode(t, bin, "-config", cfg, "-node", "front", "-nats-listen", "127.0.0.1:0", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0")
+	victim = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", join(front.nats), "-profiler", "127.0.0.1:0")
+	other = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
+	if ok, _ := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
+		t.Fatalf("%d of 8 served before the load", ok)
+	}
+	return front, victim, other, countEvents(t, front, victim, other)
+}
+
 // faultUnderLoad sends total requests from 8 clients through front and,
 // once victim handles events of that load, strikes; it returns the
 // answers (every one 200 or 503; a transport error fails the test).
@@ -145,64 +162,62 @@ func untilServing(t *testing.T, front, w *node, who string) {
 
 var remoteEventsRE = regexp.MustCompile(`(?m)^sandstorm_remote_events\{[^}]*stage="Checksum"[^}]*\} (\S+)`)
 
-// eventCounts returns the Checksum events the front's remote sink had
-// stored in the stream and the workers had handled.
-func eventCounts(t *testing.T, front *node, workers ...*node) (sent, handled int) {
+// eventCounts says what became of the Checksum events: those the
+// front's remote sink had stored in the stream or had refused, and those
+// the workers had handled.
+type eventCounts struct{ sent, refused, handled int }
+
+func countEvents(t *testing.T, front *node, workers ...*node) eventCounts {
 	t.Helper()
-	sent = int(metric(t, front, remoteEventsRE))
-	if sent < 0 {
+	c := eventCounts{sent: int(metric(t, front, remoteEventsRE)), refused: int(max(metric(t, front, remoteRejectedRE), 0))}
+	if c.sent < 0 {
 		t.Fatal("the front reports no sandstorm_remote_events for Checksum")
 	}
 	for _, w := range workers {
-		handled += handledBy(t, w)
+		c.handled += handledBy(t, w)
 	}
-	return sent, handled
+	return c
 }
 
-// checkAllServedOnce checks, in durable mode, that every request of the
-// fault's load was answered 200 (nothing the stream accepted was lost)
-// and that the workers handled every event the front sent since before
-// at least once, logging the duplicates (handled again after a
-// redelivery) they counted. (Requests are not events: the front's page
-// cache answers a repeated URL itself.)
-func checkAllServedOnce(t *testing.T, ok, unavailable int64, total int, before [2]int, front *node, workers ...*node) {
+func (c eventCounts) minus(d eventCounts) eventCounts {
+	return eventCounts{c.sent - d.sent, c.refused - d.refused, c.handled - d.handled}
+}
+
+// checkNothingLost checks, in durable mode, that every request of the
+// fault's load was answered 200, or 503 for an event the stream refused
+// (full: the front's sink counts it), and that the workers handled every
+// event the front stored since before at least once, logging the
+// duplicates (handled again after a redelivery) they counted. (Requests
+// are not events: the front's page cache answers a repeated URL itself.)
+func checkNothingLost(t *testing.T, ok, unavailable int64, total int, before eventCounts, front *node, workers ...*node) {
 	t.Helper()
-	if ok != int64(total) {
-		t.Fatalf("%d × 200 and %d × 503 for %d requests: accepted events were lost", ok, unavailable, total)
-	}
-	var sent, handled int
+	var c eventCounts
 	deadline := time.Now().Add(30 * time.Second) // redeliveries of the last events may still be on their way
 	for {
-		sent, handled = eventCounts(t, front, workers...)
-		sent, handled = sent-before[0], handled-before[1]
-		if handled >= sent {
+		c = countEvents(t, front, workers...).minus(before)
+		if c.handled >= c.sent {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the workers handled %d events of the %d the front sent", handled, sent)
+			t.Fatalf("the workers handled %d events of the %d the front stored", c.handled, c.sent)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("%d events sent, %d handled: %d duplicates (handled again after a redelivery)", sent, handled, handled-sent)
+	if ok+unavailable != int64(total) || unavailable > int64(c.refused) {
+		t.Fatalf("%d × 200 and %d × 503 for %d requests, %d events refused by the stream: accepted events were lost",
+			ok, unavailable, total, c.refused)
+	}
+	t.Logf("%d events stored, %d refused, %d handled: %d duplicates (handled again after a redelivery)",
+		c.sent, c.refused, c.handled, c.handled-c.sent)
 }
 
 // TestClusterDurableWorkerStopped: in durable mode, a worker SIGSTOPped
 // while it holds events under load, then SIGCONTed: every request is
-// answered 200 (its events redelivered to the other worker after the ack
-// wait), every event handled at least once, and the resumed worker
-// serves again.
+// answered, 200 (its events redelivered to the other worker after the
+// ack wait) or 503 for an event the full stream refused, every stored
+// event handled at least once, and the resumed worker serves again.
 func TestClusterDurableWorkerStopped(t *testing.T) {
-	bin := buildHaboob(t)
-	cfg := durableCluster(t)
-	front := startNode(t, bin, "-config", cfg, "-node", "front", "-nats-listen", "127.0.0.1:0", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0")
-	victim := startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
-	other := startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
-	if ok, _ := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
-		t.Fatalf("%d of 8 served before the load", ok)
-	}
-	var before [2]int
-	before[0], before[1] = eventCounts(t, front, victim, other)
-
+	front, victim, other, before := startDurableCluster(t, func(url string) string { return url })
 	const total = 200
 	ok, unavailable := faultUnderLoad(t, front, victim, total, func() {
 		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -219,27 +234,21 @@ func TestClusterDurableWorkerStopped(t *testing.T) {
 	// The resumed worker finishes what it held (duplicates, counted
 	// below) and takes its share again.
 	untilServing(t, front, victim, "the resumed worker")
-	checkAllServedOnce(t, ok, unavailable, total, before, front, victim, other)
+	checkNothingLost(t, ok, unavailable, total, before, front, victim, other)
 }
 
 // TestClusterDurablePartitionedWorker: in durable mode, the NATS
 // connection of a worker holding events under load is closed and its
 // reconnections refused (a partition of that worker alone): every request
-// is answered 200, every event handled at least once, and once the
-// partition heals the worker rejoins and serves again.
+// is answered, 200 or 503 for an event the full stream refused, every
+// stored event handled at least once, and once the partition heals the
+// worker rejoins and serves again.
 func TestClusterDurablePartitionedWorker(t *testing.T) {
-	bin := buildHaboob(t)
-	cfg := durableCluster(t)
-	front := startNode(t, bin, "-config", cfg, "-node", "front", "-nats-listen", "127.0.0.1:0", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0")
-	link := newNATSLink(t, front.nats)
-	victim := startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", link.url(), "-profiler", "127.0.0.1:0")
-	other := startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
-	if ok, _ := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
-		t.Fatalf("%d of 8 served before the load", ok)
-	}
-	var before [2]int
-	before[0], before[1] = eventCounts(t, front, victim, other)
-
+	var link *natsLink
+	front, victim, other, before := startDurableCluster(t, func(url string) string {
+		link = newNATSLink(t, url)
+		return link.url()
+	})
 	const total = 200
 	ok, unavailable := faultUnderLoad(t, front, victim, total, link.cutOff)
 	t.Logf("durable, a worker partitioned: %d × 200, %d × 503", ok, unavailable)
@@ -248,7 +257,7 @@ func TestClusterDurablePartitionedWorker(t *testing.T) {
 	}
 	link.heal()
 	untilServing(t, front, victim, "the worker whose partition healed")
-	checkAllServedOnce(t, ok, unavailable, total, before, front, victim, other)
+	checkNothingLost(t, ok, unavailable, total, before, front, victim, other)
 }
 
 // TestClusterPartitionedWorker: in request mode, a worker's NATS
