@@ -123,27 +123,53 @@ func waitCount(c *counter, n int64) {
 	}
 }
 
-// BenchmarkPlainNATS is the reference: a nats.go publisher (the embedding
-// node's in-process connection) to a queue subscriber (over loopback TCP)
-// moving the same JSON-encoded events.
-func BenchmarkPlainNATS(b *testing.B) {
-	_, _, na := benchNodes(b, "request")
-	nc, err := nats.Connect(na.URL())
+// decodeSmall and decodeTiny are the reference subscriber's decoding.
+func decodeSmall(data []byte) {
+	var e small
+	_ = json.Unmarshal(data, &e)
+}
+
+func decodeTiny(data []byte) {
+	var e tiny
+	_ = e.UnmarshalBinary(data)
+}
+
+// plainConn connects a plain nats.go client to the server node n embeds,
+// closed when the benchmark ends.
+func plainConn(b *testing.B, n *remote.Node) *nats.Conn {
+	nc, err := nats.Connect(n.URL())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer nc.Close()
-	var got counter
-	sub, err := nc.QueueSubscribe("plain", "q", func(m *nats.Msg) {
-		var e small
-		_ = json.Unmarshal(m.Data, &e)
+	b.Cleanup(nc.Close)
+	return nc
+}
+
+// plainSubscriber is the reference's queue subscriber on subj: it
+// decodes every message and counts it.
+func plainSubscriber(b *testing.B, nc *nats.Conn, subj string, decode func([]byte)) *counter {
+	got := &counter{}
+	sub, err := nc.QueueSubscribe(subj, "q", func(m *nats.Msg) {
+		decode(m.Data)
 		got.n.Add(1)
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	_ = sub.SetPendingLimits(-1, -1)
-	_ = nc.Flush()
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return got
+}
+
+// BenchmarkPlainNATS is the reference: a nats.go publisher (the embedding
+// node's in-process connection) to a queue subscriber (over loopback TCP)
+// moving the same JSON-encoded events.
+func BenchmarkPlainNATS(b *testing.B) {
+	_, _, na := benchNodes(b, "request")
+	nc := plainConn(b, na)
+	got := plainSubscriber(b, nc, "plain", decodeSmall)
 	pub := na.Conn()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -153,7 +179,7 @@ func BenchmarkPlainNATS(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitCount(&got, int64(b.N))
+	waitCount(got, int64(b.N))
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
@@ -261,22 +287,8 @@ func BenchmarkDurableEnqueue(b *testing.B) {
 // encoding: the reference for the *Binary benchmarks.
 func BenchmarkPlainNATSBinary(b *testing.B) {
 	_, _, na := benchNodes(b, "request")
-	nc, err := nats.Connect(na.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	var got counter
-	sub, err := nc.QueueSubscribe("plain", "q", func(m *nats.Msg) {
-		var e tiny
-		_ = e.UnmarshalBinary(m.Data)
-		got.n.Add(1)
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = sub.SetPendingLimits(-1, -1)
-	_ = nc.Flush()
+	nc := plainConn(b, na)
+	got := plainSubscriber(b, nc, "plain", decodeTiny)
 	pub := na.Conn()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -287,7 +299,7 @@ func BenchmarkPlainNATSBinary(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitCount(&got, int64(b.N))
+	waitCount(got, int64(b.N))
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 

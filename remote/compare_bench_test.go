@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -56,31 +54,9 @@ type variant struct {
 //	go test ./remote -run xxx -bench Compare -benchtime 1x -remote.rounds 7
 func BenchmarkCompare(b *testing.B) {
 	s, work, na := benchNodes(b, "request")
-	nc, err := nats.Connect(na.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	var plainJSON, plainBinary counter
-	for subj, f := range map[string]nats.MsgHandler{
-		"plain.json": func(m *nats.Msg) {
-			var e small
-			_ = json.Unmarshal(m.Data, &e)
-			plainJSON.n.Add(1)
-		},
-		"plain.binary": func(m *nats.Msg) {
-			var e tiny
-			_ = e.UnmarshalBinary(m.Data)
-			plainBinary.n.Add(1)
-		},
-	} {
-		sub, err := nc.QueueSubscribe(subj, "q", f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = sub.SetPendingLimits(-1, -1)
-	}
-	_ = nc.Flush()
+	nc := plainConn(b, na)
+	plainJSON := plainSubscriber(b, nc, "plain.json", decodeSmall)
+	plainBinary := plainSubscriber(b, nc, "plain.binary", decodeTiny)
 	pub := na.Conn()
 
 	publish := func(subj string, enc func(i int) []byte) func(time.Time) int64 {
@@ -128,13 +104,13 @@ func BenchmarkCompare(b *testing.B) {
 		{name: "plain-json", run: publish("plain.json", func(i int) []byte {
 			d, _ := json.Marshal(small{ID: i, Kind: "x"})
 			return d
-		}), got: &plainJSON},
+		}), got: plainJSON},
 		{name: "enqueue-json", ref: "plain-json", run: enqueue(jsonEvent), got: work},
 		{name: "many-json", ref: "plain-json", run: enqueueMany(jsonEvent), got: work},
 		{name: "plain-binary", run: publish("plain.binary", func(i int) []byte {
 			binaryBuf, _ = tiny{ID: uint32(i), Kind: 'x'}.AppendBinary(binaryBuf[:0]) // nats.go copies it
 			return binaryBuf
-		}), got: &plainBinary},
+		}), got: plainBinary},
 		{name: "enqueue-binary", ref: "plain-binary", run: enqueue(binaryEvent), got: work},
 		{name: "many-binary", ref: "plain-binary", run: enqueueMany(binaryEvent), got: work},
 	}
