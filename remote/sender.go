@@ -590,8 +590,18 @@ func (c *combiner) lead(s *stageSender) {
 		// The callers just answered are running again and most will
 		// enqueue at once: let them, so that the next request carries
 		// them all rather than the first alone (a request of one, then
-		// one of the rest, a round trip each).
-		runtime.Gosched()
+		// one of the rest, a round trip each). Yield while more arrive,
+		// until as many wait as were just answered.
+		for waiting := -1; ; {
+			runtime.Gosched()
+			c.mu.Lock()
+			now := len(c.waiting)
+			c.mu.Unlock()
+			if now == waiting || now >= n {
+				break
+			}
+			waiting = now
+		}
 	}
 	c.mu.Lock()
 	var next *pending
