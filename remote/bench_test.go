@@ -39,14 +39,18 @@ type small struct {
 	Kind string `json:"k"`
 }
 
-// tiny is small with a binary encoding of its own (encoding.BinaryMarshaler).
+// tiny is small with a binary encoding of its own
+// (encoding.BinaryMarshaler, and BinaryAppender: remote sinks and the
+// plain reference alike encode it into a buffer they reuse).
 type tiny struct {
 	ID   uint32
 	Kind byte
 }
 
-func (t tiny) MarshalBinary() ([]byte, error) {
-	return []byte{byte(t.ID >> 24), byte(t.ID >> 16), byte(t.ID >> 8), byte(t.ID), t.Kind}, nil
+func (t tiny) MarshalBinary() ([]byte, error) { return t.AppendBinary(make([]byte, 0, 5)) }
+
+func (t tiny) AppendBinary(b []byte) ([]byte, error) {
+	return append(b, byte(t.ID>>24), byte(t.ID>>16), byte(t.ID>>8), byte(t.ID), t.Kind), nil
 }
 
 func (t *tiny) UnmarshalBinary(b []byte) error {
@@ -119,27 +123,53 @@ func waitCount(c *counter, n int64) {
 	}
 }
 
-// BenchmarkPlainNATS is the reference: a nats.go publisher (the embedding
-// node's in-process connection) to a queue subscriber (over loopback TCP)
-// moving the same JSON-encoded events.
-func BenchmarkPlainNATS(b *testing.B) {
-	_, _, na := benchNodes(b, "request")
-	nc, err := nats.Connect(na.URL())
+// decodeSmall and decodeTiny are the reference subscriber's decoding.
+func decodeSmall(data []byte) {
+	var e small
+	_ = json.Unmarshal(data, &e)
+}
+
+func decodeTiny(data []byte) {
+	var e tiny
+	_ = e.UnmarshalBinary(data)
+}
+
+// plainConn connects a plain nats.go client to the server node n embeds,
+// closed when the benchmark ends.
+func plainConn(b *testing.B, n *remote.Node) *nats.Conn {
+	nc, err := nats.Connect(n.URL())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer nc.Close()
-	var got counter
-	sub, err := nc.QueueSubscribe("plain", "q", func(m *nats.Msg) {
-		var e small
-		_ = json.Unmarshal(m.Data, &e)
+	b.Cleanup(nc.Close)
+	return nc
+}
+
+// plainSubscriber is the reference's queue subscriber on subj: it
+// decodes every message and counts it.
+func plainSubscriber(b *testing.B, nc *nats.Conn, subj string, decode func([]byte)) *counter {
+	got := &counter{}
+	sub, err := nc.QueueSubscribe(subj, "q", func(m *nats.Msg) {
+		decode(m.Data)
 		got.n.Add(1)
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	_ = sub.SetPendingLimits(-1, -1)
-	_ = nc.Flush()
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return got
+}
+
+// BenchmarkPlainNATS is the reference: a nats.go publisher (the embedding
+// node's in-process connection) to a queue subscriber (over loopback TCP)
+// moving the same JSON-encoded events.
+func BenchmarkPlainNATS(b *testing.B) {
+	_, _, na := benchNodes(b, "request")
+	nc := plainConn(b, na)
+	got := plainSubscriber(b, nc, "plain", decodeSmall)
 	pub := na.Conn()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -149,7 +179,7 @@ func BenchmarkPlainNATS(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitCount(&got, int64(b.N))
+	waitCount(got, int64(b.N))
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
@@ -174,6 +204,8 @@ func BenchmarkRemoteEnqueue(b *testing.B) {
 	p50, p99, _ := remote.RoundTrip(s)
 	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	st, _ := remote.Stats(s)
+	b.ReportMetric(float64(st.Events)/float64(st.Sent), "events/request")
 }
 
 // BenchmarkRemoteEnqueueSerial: one sender, one verdict at a time: the
@@ -255,32 +287,19 @@ func BenchmarkDurableEnqueue(b *testing.B) {
 // encoding: the reference for the *Binary benchmarks.
 func BenchmarkPlainNATSBinary(b *testing.B) {
 	_, _, na := benchNodes(b, "request")
-	nc, err := nats.Connect(na.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	var got counter
-	sub, err := nc.QueueSubscribe("plain", "q", func(m *nats.Msg) {
-		var e tiny
-		_ = e.UnmarshalBinary(m.Data)
-		got.n.Add(1)
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = sub.SetPendingLimits(-1, -1)
-	_ = nc.Flush()
+	nc := plainConn(b, na)
+	got := plainSubscriber(b, nc, "plain", decodeTiny)
 	pub := na.Conn()
 	b.ReportAllocs()
 	b.ResetTimer()
+	var data []byte
 	for i := range b.N {
-		data, _ := tiny{ID: uint32(i), Kind: 'x'}.MarshalBinary()
+		data, _ = tiny{ID: uint32(i), Kind: 'x'}.AppendBinary(data[:0])
 		if err := pub.Publish("plain", data); err != nil {
 			b.Fatal(err)
 		}
 	}
-	waitCount(&got, int64(b.N))
+	waitCount(got, int64(b.N))
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 

@@ -36,6 +36,9 @@ type Codec struct {
 	// (one JSON array): ok false leaves them to Decode one by one, which
 	// also says what is wrong with a bad one.
 	decodeRun func(items [][]byte, es []sink.Event) (_ []sink.Event, ok bool)
+	// appendTo, if set, appends an event's encoding to b instead of
+	// Encode's allocating it (encoding.BinaryAppender).
+	appendTo func(b []byte, v any) ([]byte, error)
 }
 
 // Codecs is a registry of event codecs keyed by Go type (to encode) and by
@@ -169,6 +172,9 @@ func Register[T any](c *Codecs, name string) {
 		if t.Kind() != reflect.Pointer {
 			cd.decodeRun = decodeBinaryRun[T]
 		}
+		if t.Implements(reflect.TypeFor[encoding.BinaryAppender]()) {
+			cd.appendTo = func(b []byte, v any) ([]byte, error) { return v.(encoding.BinaryAppender).AppendBinary(b) }
+		}
 		c.Add(cd)
 		return
 	}
@@ -231,10 +237,7 @@ func decodeBinaryRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok
 			return es, false
 		}
 	}
-	for _, v := range vs {
-		es = append(es, v)
-	}
-	return es, true
+	return appendBoxed(es, vs), true
 }
 
 // sinkFields returns the indexes of t's top-level sink.Sink fields, and
@@ -332,10 +335,7 @@ func decodeJSONRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok b
 	if err := json.Unmarshal(arr, &vs); err != nil || len(vs) != len(items) {
 		return es, false
 	}
-	for _, v := range vs {
-		es = append(es, v)
-	}
-	return es, true
+	return appendBoxed(es, vs), true
 }
 
 // jsonCodec is the JSON codec of a struct t (or *struct) whose top-level

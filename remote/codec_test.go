@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -153,6 +154,14 @@ func TestDecodeRuns(t *testing.T) {
 		}
 		return b
 	}
+	// long runs are decoded in two halves on two goroutines
+	long := make([]sink.Event, 3*splitRunAt)
+	longRaw := make([][2]string, len(long))
+	for i := range long {
+		long[i] = pair{A: i, B: fmt.Sprint(i)}
+		longRaw[i] = [2]string{"pair", fmt.Sprintf(`{"a":%d}`, i)}
+	}
+	longRaw[len(longRaw)-1][1] = `{"a":` // a bad event in the second half
 	for _, tc := range []struct {
 		name    string
 		in      []sink.Event // encoded with encodeEvents
@@ -174,6 +183,8 @@ func TestDecodeRuns(t *testing.T) {
 			wantErr: "decoding pair"},
 		{name: "two events valid only together", raw: raw([2]string{"pair", `{"a":1},{"a":2}`}, [2]string{"pair", `{"a":3}`}),
 			wantErr: "decoding pair"},
+		{name: "a long run", in: long, want: long},
+		{name: "a long run, a bad event in its second half", raw: raw(longRaw...), wantErr: "decoding pair"},
 		{name: "an empty event", raw: raw([2]string{"pair", `{"a":1}`}, [2]string{"pair", ``}),
 			wantErr: "decoding pair"},
 	} {
@@ -199,5 +210,43 @@ func TestDecodeRuns(t *testing.T) {
 				t.Fatalf("got %#v, want %#v", got, tc.want)
 			}
 		})
+	}
+}
+
+// blob is encoded by appending (encoding.BinaryAppender): its bytes as
+// they are.
+type blob struct{ B string }
+
+func (b blob) MarshalBinary() ([]byte, error)          { return b.AppendBinary(nil) }
+func (b blob) AppendBinary(dst []byte) ([]byte, error) { return append(dst, b.B...), nil }
+func (b *blob) UnmarshalBinary(data []byte) error      { b.B = string(data); return nil }
+
+// TestAppendBinaryCodec: a type with AppendBinary is encoded into the
+// message's buffer with its length before it, whatever that length's
+// size, and decodes as it would from MarshalBinary.
+func TestAppendBinaryCodec(t *testing.T) {
+	c := NewCodecs()
+	Register[blob](c, "blob")
+	w := newWire(&Node{node: "n", inst: "i1"}, c, 0)
+	in := []sink.Event{blob{""}, blob{"x"}, blob{strings.Repeat("y", 127)}, blob{strings.Repeat("z", 128)}, blob{strings.Repeat("w", 20000)}}
+	b, err := w.encodeEvents([]byte("head"), "S", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the same bytes as MarshalBinary's, each length-prefixed
+	want := binary.AppendUvarint([]byte("head"), uint64(len(in)))
+	for _, e := range in {
+		data, _ := e.(blob).MarshalBinary()
+		want = appendBytes(appendString(want, "blob"), data)
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("encoded %d bytes, want %d as from MarshalBinary", len(b), len(want))
+	}
+	got, err := w.decodeEvents(&reader{b: b[len("head"):]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, in) {
+		t.Fatalf("decoded %d events, not the ones sent", len(got))
 	}
 }

@@ -352,7 +352,7 @@ func TestSharedDeadline(t *testing.T) {
 // TestDedupOnce: a request id is decided once; a copy arriving while it
 // is being decided waits for that verdict, and later copies get it too.
 func TestDedupOnce(t *testing.T) {
-	d := newDedup(time.Hour)
+	d := newDedup(time.Hour, dedupLimit, time.Now)
 	deciding, release := make(chan struct{}), make(chan struct{})
 	first := make(chan *verdict)
 	go func() {

@@ -52,3 +52,14 @@ func registerDurableMetrics(m *stage.Manager, d *durableReplica) {
 	_ = reg.Register(prefix+"acks", metrics.NewFunctionalGauge(func() int64 { return int64(d.acked.Load()) }))
 	_ = reg.Register(prefix+"deadletters", metrics.NewFunctionalGauge(func() int64 { return int64(d.deadLettered.Load()) }))
 }
+
+// registerReplicaMetrics publishes a request-mode replica's idempotency
+// record as "remote.<stage>.dedup.keys" (the keys it remembers) and
+// "remote.<stage>.dedup.early" (generations retired before their window
+// because they were full: see dedupLimit).
+func registerReplicaMetrics(m *stage.Manager, r *replica) {
+	reg := m.Metrics()
+	prefix := "remote." + r.name + ".dedup."
+	_ = reg.Register(prefix+"keys", metrics.NewFunctionalGauge(func() int64 { return int64(r.seen.size()) }))
+	_ = reg.Register(prefix+"early", metrics.NewFunctionalGauge(func() int64 { return int64(r.seen.early.Load()) }))
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,8 +60,9 @@ type stageSender struct {
 	mu       sync.Mutex
 	replicas map[string]*replicaState // by instance
 
-	comb  combiner // concurrent Enqueues, sent together
-	homes sync.Map // home instance → *combiner, for events with a home (Codecs.SetHome)
+	comb      combiner                   // concurrent Enqueues, sent together
+	lastCodec atomic.Pointer[tableCodec] // the codec of the last event Enqueued (usually the next one's)
+	homes     sync.Map                   // home instance → *combiner, for events with a home (Codecs.SetHome)
 
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
 	warns     frontWarnings
@@ -499,6 +501,13 @@ type combiner struct {
 	leaders int
 }
 
+// tableCodec is a codec as registered in one version of the codecs'
+// table (a registration since makes it stale).
+type tableCodec struct {
+	tab *codecTable
+	cd  *Codec
+}
+
 // pending is one Enqueue waiting in a combiner.
 type pending struct {
 	event sink.Event
@@ -515,11 +524,19 @@ var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan bo
 // for the same destination: its home (Codecs.SetHome), or any replica.
 func (s *stageSender) enqueueCombined(e sink.Event) error {
 	p := pendingPool.Get().(*pending)
-	enc, cd, err := s.n.wire.appendEvent(p.enc[:0], s.stage, e, nil)
+	var last *Codec
+	tab := s.n.wire.codecs.tab.Load()
+	if c := s.lastCodec.Load(); c != nil && c.tab == tab {
+		last = c.cd
+	}
+	enc, cd, err := s.n.wire.appendEvent(p.enc[:0], s.stage, e, last)
 	if err != nil {
 		pendingPool.Put(p)
 		s.rejected.Add(1)
 		return err
+	}
+	if cd != last {
+		s.lastCodec.Store(&tableCodec{tab: tab, cd: cd})
 	}
 	p.event, p.enc, p.err, p.asked, p.trace = e, enc, nil, false, tracedPending(e)
 	c := &s.comb
@@ -568,6 +585,23 @@ func (c *combiner) lead(s *stageSender) {
 	c.mu.Unlock()
 	if n > 0 {
 		s.sendEach(batch, s.homeReplica(c.home))
+	}
+	if n > 1 {
+		// The callers just answered are running again and most will
+		// enqueue at once: let them, so that the next request carries
+		// them all rather than the first alone (a request of one, then
+		// one of the rest, a round trip each). Yield while more arrive,
+		// until as many wait as were just answered.
+		for waiting := -1; ; {
+			runtime.Gosched()
+			c.mu.Lock()
+			now := len(c.waiting)
+			c.mu.Unlock()
+			if now == waiting || now >= n {
+				break
+			}
+			waiting = now
+		}
 	}
 	c.mu.Lock()
 	var next *pending

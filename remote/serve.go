@@ -32,6 +32,8 @@ type replica struct {
 	done  chan struct{}
 	once  sync.Once
 	from  sync.Map // sending stage → *atomic.Uint64, the events admitted from it
+
+	dedupWarned atomic.Int64 // when warnDedupFull last logged (unix ns)
 }
 
 type heldTxn struct {
@@ -50,8 +52,9 @@ func (n *Node) serve(m *stage.Manager, name string, sc *stage.StageConfig) error
 	if rc.Mode == ModeDurable {
 		return n.serveDurable(st, rc)
 	}
-	r := &replica{n: n, name: name, st: st, seen: newDedup(rc.Duplicates), txns: map[string]*heldTxn{},
+	r := &replica{n: n, name: name, st: st, seen: newDedup(rc.Duplicates, dedupLimit, time.Now), txns: map[string]*heldTxn{},
 		stopC: make(chan struct{}), done: make(chan struct{})}
+	r.seen.onEarly = r.warnDedupFull
 	// Several subscriptions per subject, in queue groups: requests are
 	// decoded and decided on as many goroutines as there are CPUs.
 	subjects := []struct{ subj, queue string }{
@@ -74,6 +77,7 @@ func (n *Node) serve(m *stage.Manager, name string, sc *stage.StageConfig) error
 		r.stop()
 		return fmt.Errorf("remote: serve %q: %w", name, err)
 	}
+	registerReplicaMetrics(m, r)
 	n.mu.Lock()
 	n.replicas = append(n.replicas, r)
 	n.mu.Unlock()
@@ -307,55 +311,15 @@ func (n *Node) decideRef(data []byte, hdr nats.Header) *verdict {
 	return v
 }
 
-// dedup remembers the verdicts of recent requests by idempotency key, in
-// two generations: a key is remembered between one and two windows.
-type dedup struct {
-	mu        sync.Mutex
-	window    time.Duration
-	cur, prev map[string]*decided
-	rotated   time.Time
-}
-
-// decided is a request's verdict, ready once done is closed; done is
-// dropped (nil, under dedup.mu) once v is set, so that the verdicts kept
-// for the window hold no channel.
-type decided struct {
-	v    *verdict
-	done chan struct{}
-}
-
-func newDedup(window time.Duration) *dedup {
-	return &dedup{window: window, cur: map[string]*decided{}, prev: map[string]*decided{}, rotated: time.Now()}
-}
-
-// once returns the verdict of request id: decided by decide the first
-// time, remembered afterwards. A copy of the request arriving while the
-// first is being decided (on another subscription) waits for its verdict.
-func (d *dedup) once(id string, decide func() *verdict) *verdict {
-	d.mu.Lock()
-	if now := time.Now(); now.Sub(d.rotated) > d.window {
-		d.prev, d.cur, d.rotated = d.cur, map[string]*decided{}, now
+// warnDedupFull logs, at most once a minute, that the replica forgets
+// idempotency keys before the duplicates window: a retransmission older
+// than the newest dedupLimit requests would be decided again.
+func (r *replica) warnDedupFull() {
+	now := time.Now().UnixNano()
+	last := r.dedupWarned.Load()
+	if now-last < int64(time.Minute) || !r.dedupWarned.CompareAndSwap(last, now) {
+		return
 	}
-	x, ok := d.cur[id]
-	if !ok {
-		x, ok = d.prev[id]
-	}
-	if !ok {
-		x = &decided{done: make(chan struct{})}
-		d.cur[id] = x
-	}
-	done := x.done
-	d.mu.Unlock()
-	switch {
-	case !ok:
-		v := decide()
-		d.mu.Lock()
-		x.v, x.done = v, nil
-		d.mu.Unlock()
-		close(done)
-	case done != nil:
-		<-done // a copy arrived while the first was being decided
-	}
-	c := *x.v
-	return &c
+	r.n.log.Warn("remote: idempotency record full before its window: oldest keys forgotten early",
+		"stage", r.name, "keys", 2*dedupLimit, "window", r.seen.window, "early", r.seen.early.Load())
 }

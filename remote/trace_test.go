@@ -3,6 +3,7 @@ package remote_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +137,11 @@ func TestTraceAcrossNodes(t *testing.T) {
 			waitFor(t, "the traced event handled", func() bool { return got.count() == 2 })
 			root.End()
 			waitFor(t, "the Work span ended", func() bool { return len(workRec.Ended()) == 2 })
+			// Front's span ends when its handler returns, which may be
+			// after Work handled the event.
+			waitFor(t, "the Front span ended", func() bool {
+				return slices.ContainsFunc(frontRec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "Front" })
+			})
 			if headers.count() == 0 {
 				t.Fatal("no message carried a trace header")
 			}

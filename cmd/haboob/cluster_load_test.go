@@ -142,40 +142,13 @@ var remoteRedeliveredRE = regexp.MustCompile(`(?m)^sandstorm_remote_redelivered\
 // 200 (nothing the stream accepted is lost, none hangs), and the events
 // the dead worker held were redelivered to the other one.
 func TestClusterDurableWorkerKilled(t *testing.T) {
-	bin := buildHaboob(t)
-	cfg := clusterVariant(t,
-		"remote: {mode: request, timeout: 2s, idempotent: true}", "remote: {mode: durable, timeout: 2s}",
-		"work: 1MiB ", "work: 16MiB ",
-		"minQuality: 0.05", "minQuality: 1",
-		"admission: true ", "admission: false ")
-	front := startNode(t, bin, "-config", cfg, "-node", "front", "-nats-listen", "127.0.0.1:0", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0")
-	victim := startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
-	survivor := startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
-	fronts := []*node{front}
-	if ok, _ := loadFronts(t, fronts, 4, 8); ok != 8 {
-		t.Fatalf("%d of 8 served before the load", ok)
-	}
-
+	front, victim, survivor, _ := startDurableCluster(t, func(url string) string { return url })
 	const total = 300
-	done := make(chan struct{})
-	var ok, unavailable int64
-	go func() {
-		defer close(done)
-		ok, unavailable = loadFronts(t, fronts, 8, total)
-	}()
-	// Kill the victim once it is handling events of this load.
-	start := handledBy(t, victim)
-	for handledBy(t, victim) < start+4 {
-		select {
-		case <-done:
-			t.Fatal("the load ended before the victim handled any of it")
-		default:
+	ok, unavailable := faultUnderLoad(t, front, victim, total, func() {
+		if err := victim.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := victim.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-done
+	})
 	t.Logf("durable, a worker killed: %d × 200, %d × 503", ok, unavailable)
 	if ok != total {
 		t.Fatalf("%d × 200 and %d × 503 for %d requests: accepted events were lost", ok, unavailable, total)

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// natsLink is a TCP proxy in the test process between one node and its
+// NATS server: cutting it closes the node's NATS connection and refuses
+// its reconnections (a partition of that node alone) until it is healed.
+type natsLink struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+// newNATSLink proxies to the NATS server at url (nats://host:port) and
+// returns the link; its url() is the one the node joins with.
+func newNATSLink(t *testing.T, url string) *natsLink {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &natsLink{ln: ln, target: strings.TrimPrefix(url, "nats://")}
+	t.Cleanup(func() { ln.Close(); l.cutOff() })
+	go l.serve()
+	return l
+}
+
+func (l *natsLink) url() string { return "nats://" + l.ln.Addr().String() }
+
+func (l *natsLink) serve() {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		if l.cut {
+			l.mu.Unlock()
+			c.Close()
+			continue
+		}
+		l.mu.Unlock()
+		s, err := net.Dial("tcp", l.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		l.mu.Lock()
+		if l.cut { // cut while dialling
+			l.mu.Unlock()
+			c.Close()
+			s.Close()
+			continue
+		}
+		l.conns = append(l.conns, c, s)
+		l.mu.Unlock()
+		go func() { _, _ = io.Copy(s, c); s.Close() }()
+		go func() { _, _ = io.Copy(c, s); c.Close() }()
+	}
+}
+
+// cutOff closes every connection through the link and refuses new ones.
+func (l *natsLink) cutOff() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cut = true
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
+}
+
+// heal lets connections through again.
+func (l *natsLink) heal() {
+	l.mu.Lock()
+	l.cut = false
+	l.mu.Unlock()
+}
+
+// durableCluster is the durable-mode cluster of the fault tests:
+// Checksum as a JetStream work queue (ack wait 2s) whose handler is slow
+// (16 MiB hashed per request, no degrading, no admission refusals), so
+// that a worker holds events when the fault strikes.
+func durableCluster(t *testing.T) string {
+	return clusterVariant(t,
+		"remote: {mode: request, timeout: 2s, idempotent: true}", "remote: {mode: durable, timeout: 2s}",
+		"work: 1MiB ", "work: 16MiB ",
+		"minQuality: 0.05", "minQuality: 1",
+		"admission: true ", "admission: false ")
+}
+
+// startDurableCluster starts the durable cluster of the fault tests (a
+// front and two workers, each with its profiler), the victim joining
+// NATS at join(the front's URL), and serves a few requests; it returns
+// the nodes and the event counts so far.
+func startDurableCluster(t *testing.T, join func(url string) string) (front, victim, other *node, before eventCounts) {
+	t.Helper()
+	bin := buildHaboob(t)
+	cfg := durableCluster(t)
+	front = startNode(t, bin, "-config", cfg, "-node", "front", "-nats-listen", "127.0.0.1:0", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0")
+	victim = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", join(front.nats), "-profiler", "127.0.0.1:0")
+	other = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
+	if ok, _ := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
+		t.Fatalf("%d of 8 served before the load", ok)
+	}
+	return front, victim, other, countEvents(t, front, victim, other)
+}
+
+// faultUnderLoad sends total requests from 8 clients through front and,
+// once victim handles events of that load, strikes; it returns the
+// answers (every one 200 or 503; a transport error fails the test).
+func faultUnderLoad(t *testing.T, front, victim *node, total int, strike func()) (ok, unavailable int64) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ok, unavailable = loadFronts(t, []*node{front}, 8, total)
+	}()
+	start := handledBy(t, victim)
+	for handledBy(t, victim) < start+4 {
+		select {
+		case <-done:
+			t.Fatal("the load ended before the victim handled any of it")
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	strike()
+	<-done
+	return ok, unavailable
+}
+
+// untilServing sends a few requests through front at a time until the
+// worker w, back from a fault, handles some of them. (Each is answered,
+// 200 or 503: a request meeting the worker as it rejoins may wait for
+// the front's response timeout, while its event is still handled.)
+func untilServing(t *testing.T, front, w *node, who string) {
+	t.Helper()
+	start := handledBy(t, w)
+	deadline := time.Now().Add(60 * time.Second)
+	for handledBy(t, w) <= start {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s handles nothing:\n%s", who, w.logged())
+		}
+		if ok, unavailable := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
+			t.Logf("%d × 200, %d × 503 for 8 requests while %s rejoins", ok, unavailable, who)
+		}
+	}
+}
+
+var remoteEventsRE = regexp.MustCompile(`(?m)^sandstorm_remote_events\{[^}]*stage="Checksum"[^}]*\} (\S+)`)
+
+// eventCounts says what became of the Checksum events: those the
+// front's remote sink had stored in the stream or had refused, and those
+// the workers had handled.
+type eventCounts struct{ sent, refused, handled int }
+
+func countEvents(t *testing.T, front *node, workers ...*node) eventCounts {
+	t.Helper()
+	c := eventCounts{sent: int(metric(t, front, remoteEventsRE)), refused: int(max(metric(t, front, remoteRejectedRE), 0))}
+	if c.sent < 0 {
+		t.Fatal("the front reports no sandstorm_remote_events for Checksum")
+	}
+	for _, w := range workers {
+		c.handled += handledBy(t, w)
+	}
+	return c
+}
+
+func (c eventCounts) minus(d eventCounts) eventCounts {
+	return eventCounts{c.sent - d.sent, c.refused - d.refused, c.handled - d.handled}
+}
+
+// checkNothingLost checks, in durable mode, that every request of the
+// fault's load was answered 200, or 503 for an event the stream refused
+// (full: the front's sink counts it), and that the workers handled every
+// event the front stored since before at least once, logging the
+// duplicates (handled again after a redelivery) they counted. (Requests
+// are not events: the front's page cache answers a repeated URL itself.)
+func checkNothingLost(t *testing.T, ok, unavailable int64, total int, before eventCounts, front *node, workers ...*node) {
+	t.Helper()
+	var c eventCounts
+	deadline := time.Now().Add(30 * time.Second) // redeliveries of the last events may still be on their way
+	for {
+		c = countEvents(t, front, workers...).minus(before)
+		if c.handled >= c.sent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workers handled %d events of the %d the front stored", c.handled, c.sent)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ok+unavailable != int64(total) || unavailable > int64(c.refused) {
+		t.Fatalf("%d × 200 and %d × 503 for %d requests, %d events refused by the stream: accepted events were lost",
+			ok, unavailable, total, c.refused)
+	}
+	t.Logf("%d events stored, %d refused, %d handled: %d duplicates (handled again after a redelivery)",
+		c.sent, c.refused, c.handled, c.handled-c.sent)
+}
+
+// TestClusterDurableWorkerStopped: in durable mode, a worker SIGSTOPped
+// while it holds events under load, then SIGCONTed: every request is
+// answered, 200 (its events redelivered to the other worker after the
+// ack wait) or 503 for an event the full stream refused, every stored
+// event handled at least once, and the resumed worker serves again.
+func TestClusterDurableWorkerStopped(t *testing.T) {
+	front, victim, other, before := startDurableCluster(t, func(url string) string { return url })
+	const total = 200
+	ok, unavailable := faultUnderLoad(t, front, victim, total, func() {
+		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("durable, a worker stopped: %d × 200, %d × 503", ok, unavailable)
+	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if r := metric(t, other, remoteRedeliveredRE); r <= 0 {
+		t.Errorf("the other worker reports %d redeliveries; the stopped worker's events should have come to it", r)
+	}
+	// The resumed worker finishes what it held (duplicates, counted
+	// below) and takes its share again.
+	untilServing(t, front, victim, "the resumed worker")
+	checkNothingLost(t, ok, unavailable, total, before, front, victim, other)
+}
+
+// TestClusterDurablePartitionedWorker: in durable mode, the NATS
+// connection of a worker holding events under load is closed and its
+// reconnections refused (a partition of that worker alone): every request
+// is answered, 200 or 503 for an event the full stream refused, every
+// stored event handled at least once, and once the partition heals the
+// worker rejoins and serves again.
+func TestClusterDurablePartitionedWorker(t *testing.T) {
+	var link *natsLink
+	front, victim, other, before := startDurableCluster(t, func(url string) string {
+		link = newNATSLink(t, url)
+		return link.url()
+	})
+	const total = 200
+	ok, unavailable := faultUnderLoad(t, front, victim, total, link.cutOff)
+	t.Logf("durable, a worker partitioned: %d × 200, %d × 503", ok, unavailable)
+	if r := metric(t, other, remoteRedeliveredRE); r <= 0 {
+		t.Errorf("the other worker reports %d redeliveries; the partitioned worker's events should have come to it", r)
+	}
+	link.heal()
+	untilServing(t, front, victim, "the worker whose partition healed")
+	checkNothingLost(t, ok, unavailable, total, before, front, victim, other)
+}
+
+// TestClusterPartitionedWorker: in request mode, a worker's NATS
+// connection is closed under load and its reconnections refused: every
+// request gets 200 or 503 (none hangs: the front takes the worker out of
+// rotation and logs it, the other worker serves), and once the partition
+// heals the worker comes back into rotation.
+func TestClusterPartitionedWorker(t *testing.T) {
+	bin := buildHaboob(t)
+	front := startNode(t, bin, "-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "")
+	link := newNATSLink(t, front.nats)
+	victim := startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", link.url(), "-profiler", "127.0.0.1:0")
+	startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats)
+	if ok, _ := loadFronts(t, []*node{front}, 4, 40); ok == 0 {
+		t.Fatal("nothing served before the partition")
+	}
+	const total = 2000
+	ok, unavailable := faultUnderLoad(t, front, victim, total, link.cutOff)
+	t.Logf("request mode, a worker partitioned: %d × 200, %d × 503", ok, unavailable)
+	if ok+unavailable != total || ok == 0 {
+		t.Fatalf("%d × 200 and %d × 503 for %d requests", ok, unavailable, total)
+	}
+	waitLogged(t, front, `out of rotation" node=front replica=worker`)
+	link.heal()
+	waitLogged(t, front, `msg="remote: replica answering again: back in rotation"`)
+	if got := front.logged(); strings.Contains(got, "request not answered in time") {
+		t.Errorf("a request waited for the response timeout:\n%s", got)
+	}
+}
