@@ -113,6 +113,8 @@ type loopState struct {
 	pollDelay time.Duration // back-off of drain polls without progress
 	seq       uint64        // the last Packet's Seq
 	seen      int           // inbound bytes left in gnet's buffer after the last traffic
+	pumpOps   []writeOp     // takePumpLocked's result, reused
+	pumpBufs  [][]byte      // pump's pieces, reused
 
 	activity atomic.Int64 // sink.Nanotime of the last progress in or out
 	paused   atomic.Bool  // delivery stopped (sink rejected or governor)

@@ -223,14 +223,22 @@ func (c *openFiles) lookup(path string, gz bool, now int64, stale bool) (*openFi
 func fileReply(req *http.Request, e *openFile) *http.Reply {
 	size := e.info.Size()
 	if !NotModified(req, e.rep.v) && (req.Method != "GET" || e.rep.noRanges || req.Header.Get("Range") == "") {
-		// The common case: a 200, with the header built once.
-		resp := &http.Response{Status: http.StatusOK, Header: e.header, ContentLength: size}
-		if resp.SendsBody(req) {
-			resp.File = &http.FileBody{File: e.file, Length: size}
+		// The common case: a 200, with the header built once; one
+		// allocation holds the reply, its response and its file body.
+		s := &struct {
+			reply http.Reply
+			resp  http.Response
+			file  http.FileBody
+		}{}
+		s.resp = http.Response{Status: http.StatusOK, Header: e.header, ContentLength: size}
+		s.reply = http.Reply{Req: req, Resp: &s.resp}
+		if s.resp.SendsBody(req) {
+			s.file = http.FileBody{File: e.file, Length: size}
+			s.resp.File = &s.file
 		} else {
 			e.file.Release()
 		}
-		return &http.Reply{Req: req, Resp: resp}
+		return &s.reply
 	}
 	resp, first, n := fileResponse(req, size, e.rep)
 	if n == 0 {
