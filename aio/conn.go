@@ -115,6 +115,8 @@ type loopState struct {
 	seen      int           // inbound bytes left in gnet's buffer after the last traffic
 	pumpOps   []writeOp     // takePumpLocked's result, reused
 	pumpBufs  [][]byte      // pump's pieces, reused
+	// completeBuf is completedLocked's slice, reused.
+	completeBuf []pendingWrite
 
 	activity atomic.Int64 // sink.Nanotime of the last progress in or out
 	paused   atomic.Bool  // delivery stopped (sink rejected or governor)

@@ -177,8 +177,12 @@ func (c *Connection) setFlushedLocked(fl int64) {
 
 // completedLocked takes the write requests whose bytes are all written
 // and that wait for a completion.
+// The slice is the loop's scratch (completeBuf), taken until complete
+// gives it back: a completion that leads to another progress meanwhile
+// gets a new one.
 func (c *Connection) completedLocked(fl int64) []pendingWrite {
-	var done []pendingWrite
+	done := c.completeBuf
+	c.completeBuf = nil
 	for c.ring.len() > 0 && c.ring.front().end <= fl {
 		w := c.ring.pop()
 		if w.n == 0 {
@@ -209,6 +213,8 @@ func (c *Connection) complete(done []pendingWrite) {
 			c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
 		}
 	}
+	clear(done)
+	c.completeBuf = done[:0]
 }
 
 // progress updates write progress from gnet's outbound buffer, hands over

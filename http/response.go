@@ -342,27 +342,48 @@ func (f *Formatter) AppendHeader(dst []byte, r *Response, req *Request, now time
 }
 
 // appendField appends "name: value\r\n", neutralizing bytes that would end
-// the line or the name early.
+// the line or the name early. A name that is a token and a value without
+// control bytes (the rule) are appended whole.
 func appendField(dst []byte, name, value string) []byte {
 	if name == "" {
 		name = "_"
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !isTokenByte(c) {
-			c = '_'
+	if isToken(name) {
+		dst = append(dst, name...)
+	} else {
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if !isTokenByte(c) {
+				c = '_'
+			}
+			dst = append(dst, c)
 		}
-		dst = append(dst, c)
 	}
 	dst = append(dst, ": "...)
-	for i := 0; i < len(value); i++ {
-		c := value[i]
-		if c < ' ' && c != '\t' || c == 0x7f {
-			c = ' '
+	if i := controlByte(value); i < 0 {
+		dst = append(dst, value...)
+	} else {
+		dst = append(dst, value[:i]...)
+		for ; i < len(value); i++ {
+			c := value[i]
+			if c < ' ' && c != '\t' || c == 0x7f {
+				c = ' '
+			}
+			dst = append(dst, c)
 		}
-		dst = append(dst, c)
 	}
 	return append(dst, "\r\n"...)
+}
+
+// controlByte is the index of the first byte of a field value that is
+// sent as a space (a control byte other than tab, or DEL), -1 if none.
+func controlByte(v string) int {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return i
+		}
+	}
+	return -1
 }
 
 var (

@@ -317,3 +317,23 @@ func TestParseTime(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendFieldNeutralizes: a field is appended whole when its name is
+// a token and its value has no control byte, and otherwise with every
+// byte that could end the name or the line replaced, wherever it is.
+func TestAppendFieldNeutralizes(t *testing.T) {
+	tests := []struct{ name, value, want string }{
+		{"Content-Type", "text/html; charset=utf-8", "Content-Type: text/html; charset=utf-8\r\n"},
+		{"X-Tab", "a\tb", "X-Tab: a\tb\r\n"},
+		{"", "v", "_: v\r\n"},
+		{"Bad Name:", "v", "Bad_Name_: v\r\n"},
+		{"X-Evil", "a\r\nSet-Cookie: x=1", "X-Evil: a  Set-Cookie: x=1\r\n"},
+		{"X-End", "ok\n", "X-End: ok \r\n"},
+		{"X-Del", "\x7fz\x00", "X-Del:  z \r\n"},
+	}
+	for _, tt := range tests {
+		if got := string(appendField(nil, tt.name, tt.value)); got != tt.want {
+			t.Errorf("appendField(%q, %q) = %q, want %q", tt.name, tt.value, got, tt.want)
+		}
+	}
+}

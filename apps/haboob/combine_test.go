@@ -233,7 +233,14 @@ func TestCombineStaleAnsweredInline(t *testing.T) {
 		if _, body := s.do(t, c, "GET", tc.path); body != tc.body { // a miss: cached
 			t.Fatalf("%s: got %d bytes", tc.path, len(body))
 		}
-		inline, cache, send, miss := s.counters(t)
+		// The miss's stage events are counted once its batches end,
+		// maybe after its response arrived: wait until only /stats moves.
+		var inline, cache, send, miss int
+		poll(t, "the stages settled", func() bool {
+			_, c1, s1, _ := s.counters(t)
+			inline, cache, send, miss = s.counters(t)
+			return cache == c1 && send == s1+1
+		})
 		const n = 5
 		for range n {
 			if _, body := s.do(t, c, "GET", tc.path); body != tc.body {
