@@ -95,6 +95,9 @@ func (c *Connection) endTraffic(gc gnet.Conn) (closeNow bool) {
 	c.inTraffic = false
 	pending := c.trafficWrites
 	c.trafficWrites = false
+	if pending {
+		c.loopWrites++
+	}
 	c.mu.Unlock()
 	return pending && c.progress(gc)
 }

@@ -79,8 +79,10 @@ type outbox struct {
 	// Wake and no loop task, and the responses to one read leave in one
 	// writev. Writes from other goroutines meanwhile wait for it too.
 	inTraffic     bool
-	trafficWrites bool // something was submitted while inTraffic
-	released      bool // OnClose returned the connection's share of the OutputBudget
+	trafficWrites bool   // something was submitted while inTraffic
+	loopWrites    uint64 // endTraffic's writes (ConnStats.LoopWrites)
+	asyncWrites   uint64 // AsyncWrite hand-offs (ConnStats.AsyncWrites)
+	released      bool   // OnClose returned the connection's share of the OutputBudget
 
 	// The WriteThreshold.
 	clogged        bool
@@ -777,6 +779,7 @@ func (c *Connection) grantLocked(want int64) int64 {
 // handOff gives the bytes of ops to gnet (c.mu held, so hand-offs keep the
 // order of their offsets, and gnet runs their callbacks in that order).
 func (c *Connection) handOff(ops []writeOp, total int64) error {
+	c.asyncWrites++
 	c.handed += total
 	c.handoffs.push(c.handed)
 	err := c.handOffBufs(ops)
