@@ -71,3 +71,37 @@ func TestRepliesDuringTrafficWrittenByTheLoop(t *testing.T) {
 		t.Fatalf("after a write from the test: loop writes %d, async writes %d; want %d and 1", st.LoopWrites, st.AsyncWrites, rounds)
 	}
 }
+
+// The event loops yield once every yieldEvery traffic events (counted
+// over every loop of the socket), so that a loop that never blocks is not
+// taken for a long-running goroutine.
+func TestEventLoopYields(t *testing.T) {
+	checkLeaks(t)
+	_, _, c, client := serverConn(t, SocketConfig{})
+	echo := fnSink(func(e sink.Event) error {
+		if p, ok := e.(Packet); ok {
+			return c.Write(p.Data, nil, nil)
+		}
+		return nil
+	})
+	if err := c.StartReader(echo); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 3*yieldEvery + 1
+	buf := []byte{'x'}
+	for range rounds {
+		if _, err := client.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	traffic, yields := c.eng.traffic.Load(), c.eng.yields.Load()
+	if traffic < rounds {
+		t.Fatalf("%d traffic events for %d round trips", traffic, rounds)
+	}
+	if want := traffic / yieldEvery; yields != want {
+		t.Fatalf("%d yields after %d traffic events, want %d", yields, traffic, want)
+	}
+}
