@@ -302,11 +302,15 @@ func (f *Formatter) Append(dst []byte, r *Response, req *Request, now time.Time)
 // split the response.
 func (f *Formatter) AppendHeader(dst []byte, r *Response, req *Request, now time.Time) []byte {
 	status := r.status()
-	dst = append(dst, "HTTP/1.1 "...)
-	dst = strconv.AppendInt(dst, int64(status), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, StatusText(status)...)
-	dst = append(dst, "\r\n"...)
+	if status >= 0 && status < len(statusLines) && statusLines[status] != "" {
+		dst = append(dst, statusLines[status]...)
+	} else {
+		dst = append(dst, "HTTP/1.1 "...)
+		dst = strconv.AppendInt(dst, int64(status), 10)
+		dst = append(dst, ' ')
+		dst = append(dst, StatusText(status)...)
+		dst = append(dst, "\r\n"...)
+	}
 
 	if !r.Header.Has("Date") {
 		dst = append(dst, "Date: "...)
@@ -340,6 +344,17 @@ func (f *Formatter) AppendHeader(dst []byte, r *Response, req *Request, now time
 	}
 	return append(dst, "\r\n"...)
 }
+
+// statusLines holds the status line, "HTTP/1.1 200 OK\r\n", of every
+// status with a reason phrase, built once.
+var statusLines = func() (lines [600]string) {
+	for code := range lines {
+		if text := StatusText(code); text != "" {
+			lines[code] = "HTTP/1.1 " + strconv.Itoa(code) + " " + text + "\r\n"
+		}
+	}
+	return lines
+}()
 
 // appendField appends "name: value\r\n", neutralizing bytes that would end
 // the line or the name early. A name that is a token and a value without

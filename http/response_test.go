@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	nethttp "net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -334,6 +335,29 @@ func TestAppendFieldNeutralizes(t *testing.T) {
 	for _, tt := range tests {
 		if got := string(appendField(nil, tt.name, tt.value)); got != tt.want {
 			t.Errorf("appendField(%q, %q) = %q, want %q", tt.name, tt.value, got, tt.want)
+		}
+	}
+}
+
+// TestStatusLines: the status line of a known status is built once and
+// is the one formatted by hand; an unknown status gets an empty phrase.
+func TestStatusLines(t *testing.T) {
+	var f Formatter
+	now := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		status int
+		want   string
+	}{
+		{200, "HTTP/1.1 200 OK\r\n"},
+		{206, "HTTP/1.1 206 Partial Content\r\n"},
+		{304, "HTTP/1.1 304 Not Modified\r\n"},
+		{503, "HTTP/1.1 503 Service Unavailable\r\n"},
+		{299, "HTTP/1.1 299 \r\n"},
+		{999, "HTTP/1.1 999 \r\n"},
+	} {
+		got := string(f.AppendHeader(nil, &Response{Status: tt.status}, nil, now))
+		if line, _, _ := strings.Cut(got, "\n"); line+"\n" != tt.want {
+			t.Errorf("status %d: %q, want %q", tt.status, line+"\n", tt.want)
 		}
 	}
 }
