@@ -23,12 +23,7 @@ import (
 // bytes, the reply, the response header's buffer. A change that adds one
 // per request fails here.
 func TestInlineHitAllocations(t *testing.T) {
-	config := strings.NewReplacer(
-		"args: {maxBytes: 1MiB, revalidate: 20ms}", "args: {maxBytes: 1MiB, revalidate: 1h, openFiles: {valid: 1h}}",
-		"args: {maxObject: 4KiB}", "args: {maxObject: 1MiB, sendfileMin: 4KiB}",
-		"routes: {/checksum/: Checksum, /busy/: Busy}", "routes: {/checksum/: Checksum, /busy/: Busy}\n      combine: true",
-	).Replace(testConfig)
-	s := startHaboob(t, config)
+	s := startHaboob(t, combineSendfileConfig("1h"))
 	write(t, filepath.Join(s.root, "mid.txt"), strings.Repeat("m", 3000))
 	tests := []struct {
 		path string

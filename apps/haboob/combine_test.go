@@ -215,18 +215,23 @@ func (s *site) counters(t *testing.T) (inline, cache, send, miss int) {
 	return read(`(?m)^requests\.inline (\d+)$`), events("PageCache"), events("HttpSend"), events("CacheMiss")
 }
 
+// combineSendfileConfig is testConfig with combine on, files from 4 KiB
+// sent with sendfile, and pages and open files revalidated every period.
+func combineSendfileConfig(period string) string {
+	return strings.NewReplacer(
+		"args: {maxBytes: 1MiB, revalidate: 20ms}", "args: {maxBytes: 1MiB, revalidate: "+period+", openFiles: {valid: "+period+"}}",
+		"args: {maxObject: 4KiB}", "args: {maxObject: 1MiB, sendfileMin: 4KiB}",
+		"routes: {/checksum/: Checksum, /busy/: Busy}", "routes: {/checksum/: Checksum, /busy/: Busy}\n      combine: true",
+	).Replace(testConfig)
+}
+
 // TestCombineStaleAnsweredInline: with combine on, a page or an open file
 // due for revalidation is answered inline on the event loop, no event
 // through PageCache or HttpSend, while its check goes to CacheMiss; a
 // changed file is then served, a removed one is 404.
 func TestCombineStaleAnsweredInline(t *testing.T) {
 	// Every page and open file is due for revalidation at each request.
-	config := strings.NewReplacer(
-		"args: {maxBytes: 1MiB, revalidate: 20ms}", "args: {maxBytes: 1MiB, revalidate: 1ns, openFiles: {valid: 1ns}}",
-		"args: {maxObject: 4KiB}", "args: {maxObject: 1MiB, sendfileMin: 4KiB}",
-		"routes: {/checksum/: Checksum, /busy/: Busy}", "routes: {/checksum/: Checksum, /busy/: Busy}\n      combine: true",
-	).Replace(testConfig)
-	s := startHaboob(t, config)
+	s := startHaboob(t, combineSendfileConfig("1ns"))
 	c := s.client(t)
 	tests := []struct{ path, body string }{{"/page.txt", "0123456789"}, {"/big.bin", bigFile}}
 	for _, tc := range tests {
