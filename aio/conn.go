@@ -113,6 +113,10 @@ type loopState struct {
 	pollDelay time.Duration // back-off of drain polls without progress
 	seq       uint64        // the last Packet's Seq
 	seen      int           // inbound bytes left in gnet's buffer after the last traffic
+	pumpOps   []writeOp     // takePumpLocked's result, reused
+	pumpBufs  [][]byte      // pump's pieces, reused
+	// completeBuf is completedLocked's slice, reused.
+	completeBuf []pendingWrite
 
 	activity atomic.Int64 // sink.Nanotime of the last progress in or out
 	paused   atomic.Bool  // delivery stopped (sink rejected or governor)
@@ -280,10 +284,15 @@ type ConnStats struct {
 	ReadStops uint64
 	// MaxUnread is the most bytes seen waiting in gnet's inbound buffer
 	// (read from the socket, not yet taken as packets).
-	MaxUnread   int64
-	Paused      bool // delivery is paused
-	ReadStopped bool // the socket is not being read
-	Closed      bool
+	MaxUnread int64
+	// LoopWrites counts the times the event loop wrote the bytes queued
+	// while it delivered the connection's input, itself, at the end of
+	// that delivery (one write or writev each); AsyncWrites the writes
+	// handed to gnet's AsyncWrite (from other goroutines, or TLS) instead.
+	LoopWrites, AsyncWrites uint64
+	Paused                  bool // delivery is paused
+	ReadStopped             bool // the socket is not being read
+	Closed                  bool
 }
 
 // Stats returns the connection's counters.
@@ -305,6 +314,8 @@ func (c *Connection) Stats() ConnStats {
 		GovernorPauses: c.govPauses.Load(),
 		ReadStops:      c.readStops.Load(),
 		MaxUnread:      c.maxUnread.Load(),
+		LoopWrites:     c.loopWrites,
+		AsyncWrites:    c.asyncWrites,
 		Paused:         c.paused.Load(),
 		ReadStopped:    c.stopped.Load(),
 		Closed:         c.state == stateClosed,

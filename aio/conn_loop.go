@@ -19,7 +19,7 @@ import (
 // AsyncWrite pending, so they are written at once and in order). They
 // count as handed over from now on.
 func (c *Connection) takePumpLocked() []writeOp {
-	var ops []writeOp
+	ops := c.pumpOps[:0]
 	for c.later.len() > 0 && c.later.front().file == nil {
 		room := c.grantLocked(int64(c.later.front().n))
 		if room <= 0 {
@@ -38,37 +38,82 @@ func (c *Connection) takePumpLocked() []writeOp {
 	return ops
 }
 
-// pump writes ops (from takePumpLocked) with c.mu not held, counting
-// what gnet took as applied, and reports whether every write succeeded. A
-// failed write makes gnet close the connection at once, on this
-// goroutine: OnClose (onClose) takes c.mu and accounts for the rest, so
-// the lock must not be held across a write.
+// pump writes ops (from takePumpLocked) with c.mu not held, in one
+// write or writev, counting what gnet took as applied, and reports
+// whether the write succeeded. A failed write makes gnet close the
+// connection at once, on this goroutine: OnClose (onClose) takes c.mu
+// and accounts for the rest, so the lock must not be held across a write.
 //
 // corked says a file segment follows ops: their bytes are written
 // straight to the socket, flagged as more to come, when gnet's buffer is
 // empty (see writeCorked), so that a header leaves with the start of its
 // body.
+//
+// ops and the pieces gathered are kept for the next pump (event loop
+// only), cleared so that they hold no response's memory.
 func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
-	var bufs [][]byte
+	bufs := c.pumpBufs[:0]
+	var n int64
 	for _, op := range ops {
-		bufs = bufs[:0]
 		if len(op.data) > 0 {
 			bufs = append(bufs, op.data)
 		}
 		bufs = append(bufs, op.bufs...)
-		if corked && gc.OutboundBuffered() == 0 {
-			bufs = writeCorked(gc, bufs)
-		}
-		if len(bufs) > 0 {
-			if _, err := gc.Writev(bufs); err != nil {
-				return false
-			}
-		}
-		c.mu.Lock()
-		c.applied += int64(op.n)
-		c.mu.Unlock()
+		n += int64(op.n)
 	}
+	clear(ops)
+	c.pumpOps = ops[:0]
+	all := bufs
+	if corked && gc.OutboundBuffered() == 0 {
+		bufs = writeCorked(gc, bufs)
+	}
+	var err error
+	switch len(bufs) {
+	case 0:
+	case 1:
+		_, err = gc.Write(bufs[0])
+	default:
+		_, err = gc.Writev(bufs)
+	}
+	clear(all)
+	c.pumpBufs = all[:0]
+	if err != nil {
+		return false
+	}
+	c.mu.Lock()
+	c.applied += n
+	c.mu.Unlock()
 	return true
+}
+
+// endTraffic ends the delivery of input that beginTraffic started: the
+// bytes written meanwhile are written now, on the event loop (progress).
+// It reports whether the connection must close (its graceful close is
+// done).
+func (c *Connection) endTraffic(gc gnet.Conn) (closeNow bool) {
+	c.mu.Lock()
+	c.inTraffic = false
+	pending := c.trafficWrites
+	c.trafficWrites = false
+	if pending {
+		c.loopWrites++
+	}
+	c.mu.Unlock()
+	return pending && c.progress(gc)
+}
+
+// beginTraffic marks the event loop as delivering the connection's input
+// (see outbox.inTraffic). TLS connections keep the hand-off through
+// AsyncWrite.
+func (c *Connection) beginTraffic() bool {
+	if c.tls != nil {
+		return false
+	}
+	c.mu.Lock()
+	c.inTraffic = c.state == stateOpen
+	on := c.inTraffic
+	c.mu.Unlock()
+	return on
 }
 
 // order, so the oldest hand-off is the one just applied.
@@ -135,8 +180,12 @@ func (c *Connection) setFlushedLocked(fl int64) {
 
 // completedLocked takes the write requests whose bytes are all written
 // and that wait for a completion.
+// The slice is the loop's scratch (completeBuf), taken until complete
+// gives it back: a completion that leads to another progress meanwhile
+// gets a new one.
 func (c *Connection) completedLocked(fl int64) []pendingWrite {
-	var done []pendingWrite
+	done := c.completeBuf
+	c.completeBuf = nil
 	for c.ring.len() > 0 && c.ring.front().end <= fl {
 		w := c.ring.pop()
 		if w.n == 0 {
@@ -167,6 +216,8 @@ func (c *Connection) complete(done []pendingWrite) {
 			c.box.send(delivery{to: w.done, ev: SinkDrained{Conn: c, Tag: w.tag, Bytes: w.n}})
 		}
 	}
+	clear(done)
+	c.completeBuf = done[:0]
 }
 
 // progress updates write progress from gnet's outbound buffer, hands over
@@ -267,15 +318,7 @@ func (c *Connection) unclogLocked(flushed int64) bool {
 
 func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 	if c.progress(gc) {
-		c.mu.Lock()
-		if c.state == stateClosing {
-			if c.reason == 0 {
-				c.reason = ClosedLocal
-			}
-			c.state = stateAborting
-		}
-		c.mu.Unlock()
-		return gnet.Close
+		return c.closeDrained()
 	}
 	if c.lingering() {
 		_, _ = gc.Discard(gc.InboundBuffered())
@@ -295,12 +338,30 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 	if int64(avail) > c.maxUnread.Load() {
 		c.maxUnread.Store(int64(avail))
 	}
+	traffic := c.beginTraffic()
 	act := c.read(gc, avail)
+	if traffic && c.endTraffic(gc) && act == gnet.None {
+		return c.closeDrained()
+	}
 	if act == gnet.None {
 		c.seen = gc.InboundBuffered()
 		c.gateReads(gc)
 	}
 	return act
+}
+
+// closeDrained is OnTraffic's answer once progress found a graceful
+// close drained: the connection closes.
+func (c *Connection) closeDrained() gnet.Action {
+	c.mu.Lock()
+	if c.state == stateClosing {
+		if c.reason == 0 {
+			c.reason = ClosedLocal
+		}
+		c.state = stateAborting
+	}
+	c.mu.Unlock()
+	return gnet.Close
 }
 
 func (c *Connection) lingering() bool {

@@ -72,7 +72,17 @@ type outbox struct {
 	handoffs       deque[int64] // end offsets of AsyncWrites whose callback is due
 	waiters        int          // ring entries with a completion
 	flushes        int          // ring entries without bytes (Flush): not writes
-	released       bool         // OnClose returned the connection's share of the OutputBudget
+	// inTraffic: the event loop is in the connection's OnTraffic,
+	// delivering input, and writes the bytes queued meanwhile itself
+	// when it is done (endTraffic): a response written while a request
+	// is handled on the loop (the Combine path) takes no AsyncWrite, no
+	// Wake and no loop task, and the responses to one read leave in one
+	// writev. Writes from other goroutines meanwhile wait for it too.
+	inTraffic     bool
+	trafficWrites bool   // something was submitted while inTraffic
+	loopWrites    uint64 // endTraffic's writes (ConnStats.LoopWrites)
+	asyncWrites   uint64 // AsyncWrite hand-offs (ConnStats.AsyncWrites)
+	released      bool   // OnClose returned the connection's share of the OutputBudget
 
 	// The WriteThreshold.
 	clogged        bool
@@ -649,9 +659,15 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 	if out := c.queued - c.flushed.Load(); out > c.maxOutstanding {
 		c.maxOutstanding = out
 	}
+	if c.inTraffic {
+		// The event loop writes and completes them when the traffic it
+		// handles now is done (endTraffic): no Wake.
+		c.trafficWrites = true
+	}
 	switch {
 	case closeAfter:
 		c.beginCloseLocked()
+	case c.inTraffic:
 	case total == 0 && hasDone, c.later.len() > 0 && !c.wantPoll.Load():
 		_ = c.gc.Wake(nil) // a Flush: the event loop completes it
 	}
@@ -663,6 +679,10 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 // write window and the output budget have room, and keeps the rest, by
 // reference, for the event loop to hand over as room appears.
 func (c *Connection) queueLocked(ops []writeOp, total int64) error {
+	if c.inTraffic {
+		c.keepLocked(ops) // the event loop writes them at endTraffic
+		return nil
+	}
 	if c.later.len() > 0 {
 		c.keepLocked(ops)
 		_ = c.gc.Wake(nil) // the event loop writes them now, not at the next drain poll
@@ -759,6 +779,7 @@ func (c *Connection) grantLocked(want int64) int64 {
 // handOff gives the bytes of ops to gnet (c.mu held, so hand-offs keep the
 // order of their offsets, and gnet runs their callbacks in that order).
 func (c *Connection) handOff(ops []writeOp, total int64) error {
+	c.asyncWrites++
 	c.handed += total
 	c.handoffs.push(c.handed)
 	err := c.handOffBufs(ops)

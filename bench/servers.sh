@@ -17,6 +17,11 @@
 #                            after a WARMUP one: one Markdown row (wrk_row)
 #                            with the server's CPU and switches per request
 # stop_haboob                SIGINT; fails unless Haboob exits cleanly
+#
+# HABOOB_PROFILE=DIR: Haboob serves its admin endpoints on
+# 127.0.0.1:$HABOOB_ADMIN_PORT (default 19090), and each wrk row of Haboob
+# writes a CPU profile of the run to DIR/haboob-CONNS.pprof (go tool
+# pprof -top DIR/haboob-64.pprof): where its CPU per request goes.
 HABOOB_PORT=${HABOOB_PORT:-18080}
 NGINX_PORT=${NGINX_PORT:-18081}
 FILESERVER_PORT=${FILESERVER_PORT:-18082}
@@ -63,6 +68,7 @@ start_server() { # name root
 	case $name in
 	haboob)
 		local args=(-root "$root" -addr "127.0.0.1:$port" -profiler "")
+		[ -n "${HABOOB_PROFILE:-}" ] && args=(-root "$root" -addr "127.0.0.1:$port" -profiler "127.0.0.1:${HABOOB_ADMIN_PORT:-19090}")
 		[ -n "${HABOOB_CONFIG:-}" ] && args+=(-config "$HABOOB_CONFIG")
 		"$WORK/bin/haboob" "${args[@]}" 2>"$WORK/haboob.log" &
 		;;
@@ -117,9 +123,29 @@ wrk_row_of() { # name conns
 	wrk -t"$threads" -c"$2" -d"$WARMUP" -s bench/specweb.lua "${URL[$1]}" -- "$DIRS" >/dev/null 2>&1 || true
 	pids=$(server_pids "$1")
 	read -r t0 cs0 < <(proc_sample $pids)
+	local prof=""
+	if [ "$1" = haboob ] && [ -n "${HABOOB_PROFILE:-}" ]; then
+		mkdir -p "$HABOOB_PROFILE"
+		# The profile covers the run but its last two seconds (the
+		# profiler costs a little CPU: the rows to quote are unprofiled).
+		local secs=$(($(wrk_seconds "$WRK_DURATION") - 2))
+		curl -s -o "$HABOOB_PROFILE/haboob-$2.pprof" \
+			"http://127.0.0.1:${HABOOB_ADMIN_PORT:-19090}/debug/pprof/profile?seconds=$((secs > 0 ? secs : 1))" &
+		prof=$!
+	fi
 	out=$(wrk -t"$threads" -c"$2" -d"$WRK_DURATION" --latency -s bench/specweb.lua "${URL[$1]}" -- "$DIRS" 2>&1)
 	read -r t1 cs1 < <(proc_sample $pids)
+	[ -n "$prof" ] && wait "$prof"
 	echo "$out" | wrk_row "$1 | $2" $((t1 - t0)) $((cs1 - cs0))
+}
+
+# wrk_seconds DURATION: a wrk duration (10s, 2m, 1h) in seconds.
+wrk_seconds() {
+	case $1 in
+	*m) echo $((${1%m} * 60)) ;;
+	*h) echo $((${1%h} * 3600)) ;;
+	*) echo "${1%s}" ;;
+	esac
 }
 
 stop_haboob() {

@@ -123,6 +123,9 @@ type Connection struct {
 	// ClientPolicy ("" for a peer without an IP address: anonymous).
 	peer      netip.Addr
 	principal string
+	// principalValue is principal boxed once, what every request of the
+	// peer's carries (SetPrincipal): no allocation per request.
+	principalValue any
 
 	// Admission of replies; any goroutine. Every reply it admits is
 	// completed exactly once, through the reply's Done (see track).
@@ -201,6 +204,7 @@ func newConnection(s *Server, sock *aio.Connection) *Connection {
 		if c.peer.IsValid() {
 			c.principal = c.peer.String()
 		}
+		c.principalValue = c.principal
 		c.parser.NoClass = !cp.ClassTrusted(c.peer)
 	}
 	return c

@@ -258,13 +258,13 @@ func (c *Connection) releaseBodiesLocked() {
 
 // clientPrincipal is the principal ID of r under the server's
 // ClientPolicy: the peer's address, or the client a trusted proxy names.
-func (c *Connection) clientPrincipal(cp *ClientPolicy, r *Request) string {
+func (c *Connection) clientPrincipal(cp *ClientPolicy, r *Request) any {
 	if cp.From != PrincipalFromHeader {
-		return c.principal
+		return c.principalValue
 	}
 	a := cp.Client(c.peer, r.Header)
 	if a == c.peer {
-		return c.principal
+		return c.principalValue
 	}
 	return a.String()
 }

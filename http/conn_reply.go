@@ -338,8 +338,13 @@ func (c *Connection) unlock() {
 			_ = c.sock.Close()
 		}
 	}
-	calls := c.calls
-	c.calls = nil
+	// The callbacks run after Unlock, from a copy on the stack (a few are
+	// the rule: a reply's page to release), so that c.calls keeps its
+	// array for the next ones: no allocation per response.
+	var stack [4]doneCall
+	calls := append(stack[:0], c.calls...)
+	clear(c.calls)
+	c.calls = c.calls[:0]
 	c.mu.Unlock()
 	for _, d := range calls {
 		finish(d.f, d.err)

@@ -302,11 +302,15 @@ func (f *Formatter) Append(dst []byte, r *Response, req *Request, now time.Time)
 // split the response.
 func (f *Formatter) AppendHeader(dst []byte, r *Response, req *Request, now time.Time) []byte {
 	status := r.status()
-	dst = append(dst, "HTTP/1.1 "...)
-	dst = strconv.AppendInt(dst, int64(status), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, StatusText(status)...)
-	dst = append(dst, "\r\n"...)
+	if status >= 0 && status < len(statusLines) && statusLines[status] != "" {
+		dst = append(dst, statusLines[status]...)
+	} else {
+		dst = append(dst, "HTTP/1.1 "...)
+		dst = strconv.AppendInt(dst, int64(status), 10)
+		dst = append(dst, ' ')
+		dst = append(dst, StatusText(status)...)
+		dst = append(dst, "\r\n"...)
+	}
 
 	if !r.Header.Has("Date") {
 		dst = append(dst, "Date: "...)
@@ -341,28 +345,60 @@ func (f *Formatter) AppendHeader(dst []byte, r *Response, req *Request, now time
 	return append(dst, "\r\n"...)
 }
 
+// statusLines holds the status line, "HTTP/1.1 200 OK\r\n", of every
+// status with a reason phrase, built once.
+var statusLines = func() (lines [600]string) {
+	for code := range lines {
+		if text := StatusText(code); text != "" {
+			lines[code] = "HTTP/1.1 " + strconv.Itoa(code) + " " + text + "\r\n"
+		}
+	}
+	return lines
+}()
+
 // appendField appends "name: value\r\n", neutralizing bytes that would end
-// the line or the name early.
+// the line or the name early. A name that is a token and a value without
+// control bytes (the rule) are appended whole.
 func appendField(dst []byte, name, value string) []byte {
 	if name == "" {
 		name = "_"
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !isTokenByte(c) {
-			c = '_'
+	if isToken(name) {
+		dst = append(dst, name...)
+	} else {
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if !isTokenByte(c) {
+				c = '_'
+			}
+			dst = append(dst, c)
 		}
-		dst = append(dst, c)
 	}
 	dst = append(dst, ": "...)
-	for i := 0; i < len(value); i++ {
-		c := value[i]
-		if c < ' ' && c != '\t' || c == 0x7f {
-			c = ' '
+	if i := controlByte(value); i < 0 {
+		dst = append(dst, value...)
+	} else {
+		dst = append(dst, value[:i]...)
+		for ; i < len(value); i++ {
+			c := value[i]
+			if c < ' ' && c != '\t' || c == 0x7f {
+				c = ' '
+			}
+			dst = append(dst, c)
 		}
-		dst = append(dst, c)
 	}
 	return append(dst, "\r\n"...)
+}
+
+// controlByte is the index of the first byte of a field value that is
+// sent as a space (a control byte other than tab, or DEL), -1 if none.
+func controlByte(v string) int {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return i
+		}
+	}
+	return -1
 }
 
 var (

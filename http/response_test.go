@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	nethttp "net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -314,6 +315,49 @@ func TestParseTime(t *testing.T) {
 	for _, s := range []string{"", "yesterday", "06 Nov 1994 08:49:37"} {
 		if _, err := ParseTime(s); err == nil {
 			t.Errorf("ParseTime(%q) accepted", s)
+		}
+	}
+}
+
+// TestAppendFieldNeutralizes: a field is appended whole when its name is
+// a token and its value has no control byte, and otherwise with every
+// byte that could end the name or the line replaced, wherever it is.
+func TestAppendFieldNeutralizes(t *testing.T) {
+	tests := []struct{ name, value, want string }{
+		{"Content-Type", "text/html; charset=utf-8", "Content-Type: text/html; charset=utf-8\r\n"},
+		{"X-Tab", "a\tb", "X-Tab: a\tb\r\n"},
+		{"", "v", "_: v\r\n"},
+		{"Bad Name:", "v", "Bad_Name_: v\r\n"},
+		{"X-Evil", "a\r\nSet-Cookie: x=1", "X-Evil: a  Set-Cookie: x=1\r\n"},
+		{"X-End", "ok\n", "X-End: ok \r\n"},
+		{"X-Del", "\x7fz\x00", "X-Del:  z \r\n"},
+	}
+	for _, tt := range tests {
+		if got := string(appendField(nil, tt.name, tt.value)); got != tt.want {
+			t.Errorf("appendField(%q, %q) = %q, want %q", tt.name, tt.value, got, tt.want)
+		}
+	}
+}
+
+// TestStatusLines: the status line of a known status is built once and
+// is the one formatted by hand; an unknown status gets an empty phrase.
+func TestStatusLines(t *testing.T) {
+	var f Formatter
+	now := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		status int
+		want   string
+	}{
+		{200, "HTTP/1.1 200 OK\r\n"},
+		{206, "HTTP/1.1 206 Partial Content\r\n"},
+		{304, "HTTP/1.1 304 Not Modified\r\n"},
+		{503, "HTTP/1.1 503 Service Unavailable\r\n"},
+		{299, "HTTP/1.1 299 \r\n"},
+		{999, "HTTP/1.1 999 \r\n"},
+	} {
+		got := string(f.AppendHeader(nil, &Response{Status: tt.status}, nil, now))
+		if line, _, _ := strings.Cut(got, "\n"); line+"\n" != tt.want {
+			t.Errorf("status %d: %q, want %q", tt.status, line+"\n", tt.want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ type cacheView struct {
 	cache      *PageCache
 	gz         *gzipper
 	revalidate time.Duration
+	miss       sink.Sink // where a page or open file due for its check is checked (CacheMiss)
 	send       sink.Sink
 	plainSend  bool
 }
@@ -29,9 +30,12 @@ type cacheView struct {
 // 3 §6.4, Fig. 13) applied to HttpRecv, PageCache and HttpSend for cache
 // hits: two queue hand-offs fewer, and the goroutine wake-ups they cost.
 //
+// A page or open file due for revalidation is answered too, and its check
+// handed to CacheMiss (lossy, as PageCache does it: one request per period
+// claims the check, every request is served from the cache meanwhile).
+//
 // It declines, and the request takes the stages' path, for anything but a
-// GET or HEAD of a static path; for a page not cached or due for
-// revalidation (PageCache starts the check); for a client that accepts
+// GET or HEAD of a static path; for a page not cached; for a client that accepts
 // gzip, a page whose gzip variant is not cached (compressing it or reading
 // its .gz file is the stages' work, never the event loop's); when
 // PageCache sends its hits
@@ -64,15 +68,17 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 	gz := v.gz.accepts(req)
 	var p *Page
 	if gz {
-		p, ok = v.cache.getFresh(gzipKey(path), now, v.revalidate)
+		p, ok = v.cache.get(gzipKey(path), false)
 	}
 	if p == nil {
-		if p, ok = v.cache.getFresh(path, now, v.revalidate); !ok {
-			ok = answerFileInline(conn, req, v.cache.files, gz, now)
-			if ok {
-				h.inline.Add(1)
+		if p, ok = v.cache.get(path, false); !ok {
+			e, ok := lookupOpenFile(v.cache.files, v.miss, v.revalidate, req, gz, now)
+			if !ok {
+				return false
 			}
-			return ok
+			h.inline.Add(1)
+			_ = conn.Send(fileReply(req, e)) // on error the reference is released
+			return true
 		}
 		if gz && p.rep.gz != gzipNone {
 			// Its gzip variant is not cached: compressing or reading it
@@ -81,6 +87,7 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 			return false
 		}
 	}
+	revalidateDue(v.miss, v.revalidate, p, now)
 	h.inline.Add(1)
 	// Connection.Send is what HttpSend calls: the same formatting, the
 	// same per-connection ordering of pipelined responses. An error means

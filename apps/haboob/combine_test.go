@@ -197,26 +197,78 @@ func TestCombinePipelinedInOrder(t *testing.T) {
 	}
 }
 
-// TestCombineStalePagesTakeTheStages: with combine on, a page due for
-// revalidation is not answered inline but goes to PageCache, which has
-// its file checked: a changed file is served, a removed one is 404.
-func TestCombineStalePagesTakeTheStages(t *testing.T) {
-	// Every page is due for revalidation at once: nothing is inline.
-	s := startHaboob(t, combineConfig(true, "1ns"))
-	c := s.client(t)
-	for range 5 {
-		if _, body := s.do(t, c, "GET", "/page.txt"); body != "0123456789" {
-			t.Fatalf("got %q", body)
+// counters reads requests.inline and the events of the PageCache,
+// HttpSend and CacheMiss stages from one /stats page (whose own response
+// goes through HttpSend after it was read).
+func (s *site) counters(t *testing.T) (inline, cache, send, miss int) {
+	t.Helper()
+	_, body := s.raw(t, "/stats")
+	read := func(pattern string) int {
+		m := regexp.MustCompile(pattern).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("/stats lacks %s:\n%s", pattern, body)
 		}
+		n, _ := strconv.Atoi(m[1])
+		return n
 	}
-	if n := s.inline(t); n != 0 {
-		t.Fatalf("%d pages due for revalidation answered inline", n)
-	}
-	if st := s.hb.Cache().Stats(); st.Hits == 0 {
-		t.Fatalf("PageCache served no hit: %+v", st)
-	}
+	events := func(stage string) int { return read(`(?m)^stage\.` + stage + ` .* events=(\d+) `) }
+	return read(`(?m)^requests\.inline (\d+)$`), events("PageCache"), events("HttpSend"), events("CacheMiss")
+}
 
-	// A period long enough for hits to be inline in between: the change
+// combineSendfileConfig is testConfig with combine on, files from 4 KiB
+// sent with sendfile, and pages and open files revalidated every period.
+func combineSendfileConfig(period string) string {
+	return strings.NewReplacer(
+		"args: {maxBytes: 1MiB, revalidate: 20ms}", "args: {maxBytes: 1MiB, revalidate: "+period+", openFiles: {valid: "+period+"}}",
+		"args: {maxObject: 4KiB}", "args: {maxObject: 1MiB, sendfileMin: 4KiB}",
+		"routes: {/checksum/: Checksum, /busy/: Busy}", "routes: {/checksum/: Checksum, /busy/: Busy}\n      combine: true",
+	).Replace(testConfig)
+}
+
+// TestCombineStaleAnsweredInline: with combine on, a page or an open file
+// due for revalidation is answered inline on the event loop, no event
+// through PageCache or HttpSend, while its check goes to CacheMiss; a
+// changed file is then served, a removed one is 404.
+func TestCombineStaleAnsweredInline(t *testing.T) {
+	// Every page and open file is due for revalidation at each request.
+	s := startHaboob(t, combineSendfileConfig("1ns"))
+	c := s.client(t)
+	tests := []struct{ path, body string }{{"/page.txt", "0123456789"}, {"/big.bin", bigFile}}
+	for _, tc := range tests {
+		if _, body := s.do(t, c, "GET", tc.path); body != tc.body { // a miss: cached
+			t.Fatalf("%s: got %d bytes", tc.path, len(body))
+		}
+		// The miss's stage events are counted once its batches end,
+		// maybe after its response arrived: wait until only /stats moves.
+		var inline, cache, send, miss int
+		poll(t, "the stages settled", func() bool {
+			_, c1, s1, _ := s.counters(t)
+			inline, cache, send, miss = s.counters(t)
+			return cache == c1 && send == s1+1
+		})
+		const n = 5
+		for range n {
+			if _, body := s.do(t, c, "GET", tc.path); body != tc.body {
+				t.Fatalf("%s: got %d bytes", tc.path, len(body))
+			}
+		}
+		inline2, cache2, send2, _ := s.counters(t)
+		if got := inline2 - inline; got != n {
+			t.Errorf("%s: %d of %d stale hits answered inline", tc.path, got, n)
+		}
+		if got := cache2 - cache; got != 0 {
+			t.Errorf("%s: %d events through PageCache, want 0", tc.path, got)
+		}
+		if got := send2 - send; got != 1 { // the first /stats page's response
+			t.Errorf("%s: %d events through HttpSend, want 1 (/stats)", tc.path, got)
+		}
+		poll(t, tc.path+"'s checks on CacheMiss", func() bool {
+			_, _, _, m := s.counters(t)
+			return m-miss >= 1
+		})
+	}
+	changeThenRemove(t, s)
+	// A period long enough for hits to be fresh in between: the change
 	// is still found.
 	changeThenRemove(t, startHaboob(t, combineConfig(true, "20ms")))
 }

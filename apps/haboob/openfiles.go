@@ -223,14 +223,22 @@ func (c *openFiles) lookup(path string, gz bool, now int64, stale bool) (*openFi
 func fileReply(req *http.Request, e *openFile) *http.Reply {
 	size := e.info.Size()
 	if !NotModified(req, e.rep.v) && (req.Method != "GET" || e.rep.noRanges || req.Header.Get("Range") == "") {
-		// The common case: a 200, with the header built once.
-		resp := &http.Response{Status: http.StatusOK, Header: e.header, ContentLength: size}
-		if resp.SendsBody(req) {
-			resp.File = &http.FileBody{File: e.file, Length: size}
+		// The common case: a 200, with the header built once; one
+		// allocation holds the reply, its response and its file body.
+		s := &struct {
+			reply http.Reply
+			resp  http.Response
+			file  http.FileBody
+		}{}
+		s.resp = http.Response{Status: http.StatusOK, Header: e.header, ContentLength: size}
+		s.reply = http.Reply{Req: req, Resp: &s.resp}
+		if s.resp.SendsBody(req) {
+			s.file = http.FileBody{File: e.file, Length: size}
+			s.resp.File = &s.file
 		} else {
 			e.file.Release()
 		}
-		return &http.Reply{Req: req, Resp: resp}
+		return &s.reply
 	}
 	resp, first, n := fileResponse(req, size, e.rep)
 	if n == 0 {
@@ -251,21 +259,4 @@ func sendFileReply(out sendFunc, r *http.Reply, retryAfter time.Duration) {
 		r.Resp.File.File.Release()
 	}
 	unavailable(r.Req, retryAfter)
-}
-
-// answerFileInline is the Combine path (answerInline) for a file in the
-// open-file cache, whose entry is valid: answered on the connection with
-// sendfile (or, on HTTP/2, by pread), as PageCache and HttpSend would
-// have. It declines on a connection that does not send files (HTTP/1.1
-// over TLS).
-func answerFileInline(conn *http.Connection, req *http.Request, files *openFiles, gz bool, now int64) bool {
-	if !connSendsFiles(conn) {
-		return false
-	}
-	e, ok := files.lookup(req.Path, gz, now, false)
-	if !ok {
-		return false
-	}
-	_ = conn.Send(fileReply(req, e)) // on error the reference is released
-	return true
 }

@@ -109,7 +109,7 @@ func (h *pageCache) Init(c *stage.Context) error {
 	h.srv.cache = h.cache
 	h.srv.gz = h.gz
 	h.srv.mu.Unlock()
-	h.srv.cacheView.Store(&cacheView{stage: c.Stage().Name(), cache: h.cache, gz: h.gz, revalidate: h.args.Revalidate, send: sendStage, plainSend: plainSend})
+	h.srv.cacheView.Store(&cacheView{stage: c.Stage().Name(), cache: h.cache, gz: h.gz, revalidate: h.args.Revalidate, miss: h.miss, send: sendStage, plainSend: plainSend})
 	st := func(f func(CacheStats) float64) func() float64 { return func() float64 { return f(h.cache.Stats()) } }
 	c.Profile("cache.bytes", st(func(s CacheStats) float64 { return float64(s.Bytes) }))
 	c.Profile("cache.pages", st(func(s CacheStats) float64 { return float64(s.Pages) }))
@@ -192,16 +192,25 @@ func (h *pageCache) HandleEvents(batch []sink.Event) error {
 }
 
 // openFile finds req's file in the open-file cache, for a connection
-// that sends files with sendfile (not TLS).
+// that sends files (not HTTP/1.1 over TLS).
 func (h *pageCache) openFile(req *http.Request, gz bool, now int64) (*openFile, bool) {
+	return lookupOpenFile(h.cache.files, h.miss, h.args.Revalidate, req, gz, now)
+}
+
+// lookupOpenFile finds req's file in files, for a connection that sends
+// files (not HTTP/1.1 over TLS). With revalidate > 0 an entry whose
+// validity ran out is returned too, and one request per period hands its
+// check to miss (CacheMiss) while the entry goes on answering; with
+// revalidate <= 0 such an entry is not returned (the request goes to
+// CacheMiss).
+func lookupOpenFile(files *openFiles, miss sink.Sink, revalidate time.Duration, req *http.Request, gz bool, now int64) (*openFile, bool) {
 	if !sendsFiles(req) {
 		return nil, false
 	}
-	files := h.cache.files
-	e, ok := files.lookup(req.Path, gz, now, h.args.Revalidate > 0)
-	if ok && h.args.Revalidate > 0 && files.due(e, now) {
+	e, ok := files.lookup(req.Path, gz, now, revalidate > 0)
+	if ok && revalidate > 0 && files.due(e, now) {
 		// Served while CacheMiss checks its path, as a page is.
-		h.miss.EnqueueLossy(revalidateFile{e: e})
+		miss.EnqueueLossy(revalidateFile{e: e})
 	}
 	return e, ok
 }
@@ -220,15 +229,22 @@ func connSendsFiles(c *http.Connection) bool {
 }
 
 // maybeRevalidate has CacheMiss check a page's file once it is older than
-// Revalidate; one request per period wins the check, every request is
-// served from the cache meanwhile.
+// Revalidate.
 func (h *pageCache) maybeRevalidate(p *Page, now int64) {
-	if h.args.Revalidate <= 0 {
+	revalidateDue(h.miss, h.args.Revalidate, p, now)
+}
+
+// revalidateDue hands p's check to miss (CacheMiss) once p is older than
+// period (> 0): one request per period wins the check, every request is
+// served from the cache meanwhile. A check the stage refuses is lost;
+// a later period claims the next one.
+func revalidateDue(miss sink.Sink, period time.Duration, p *Page, now int64) {
+	if period <= 0 {
 		return
 	}
 	last := p.checked.Load()
-	if now-last > int64(h.args.Revalidate) && p.checked.CompareAndSwap(last, now) {
-		h.miss.EnqueueLossy(revalidate{p: p})
+	if now-last > int64(period) && p.checked.CompareAndSwap(last, now) {
+		miss.EnqueueLossy(revalidate{p: p})
 	}
 }
 

@@ -86,7 +86,7 @@ func (s *Site) Resolve(urlPath string) (Target, error) {
 		}
 	}
 	file := filepath.Join(s.root, filepath.FromSlash(clean))
-	real, err := filepath.EvalSymlinks(file)
+	real, info, err := s.realPath(file)
 	if err != nil {
 		if clientPathError(err, file) {
 			return Target{}, ErrNotFound
@@ -96,9 +96,10 @@ func (s *Site) Resolve(urlPath string) (Target, error) {
 	if !within(s.root, real) {
 		return Target{}, ErrOutsideRoot
 	}
-	info, err := os.Stat(real)
-	if err != nil {
-		return Target{}, ErrNotFound
+	if info == nil {
+		if info, err = os.Stat(real); err != nil {
+			return Target{}, ErrNotFound
+		}
 	}
 	if info.IsDir() {
 		if !strings.HasSuffix(urlPath, "/") {
@@ -126,15 +127,66 @@ func (s *Site) Sibling(t Target, ext string) (Target, bool) {
 	if t.File == "" {
 		return Target{}, false
 	}
-	real, err := filepath.EvalSymlinks(t.File + ext)
-	if err != nil || !within(s.root, real) {
+	// t.File is a real path: only the sibling itself may be a link.
+	name := t.File + ext
+	info, err := os.Lstat(name)
+	if err != nil {
 		return Target{}, false
 	}
-	info, err := os.Stat(real)
-	if err != nil || !info.Mode().IsRegular() {
+	real := name
+	if info.Mode()&fs.ModeSymlink != 0 {
+		if real, err = filepath.EvalSymlinks(name); err != nil || !within(s.root, real) {
+			return Target{}, false
+		}
+		if info, err = os.Stat(real); err != nil {
+			return Target{}, false
+		}
+	}
+	if !info.Mode().IsRegular() {
 		return Target{}, false
 	}
 	return Target{File: real, Info: info}, true
+}
+
+// realPath resolves file, a path under the (real) document root, to a
+// path without symbolic links. It lstats each component below the root,
+// one system call each, and when none is a link, file is its own real
+// path and info the last component's metadata; otherwise it leaves the
+// resolution to filepath.EvalSymlinks (which lstats every component from
+// "/" again) and info is nil. Resolving a cached page's path again every
+// revalidation period is what this keeps cheap: two lstats for
+// /dir/file instead of one per component of the root as well.
+func (s *Site) realPath(file string) (real string, info fs.FileInfo, err error) {
+	if file == s.root {
+		return file, nil, nil
+	}
+	rest, ok := strings.CutPrefix(file, s.root+string(filepath.Separator))
+	if !ok {
+		// The root is "/" (its own separator): every path is below it.
+		rest, ok = strings.CutPrefix(file, s.root)
+	}
+	if !ok {
+		real, err = filepath.EvalSymlinks(file)
+		return real, nil, err
+	}
+	for i := 0; ; {
+		j := strings.IndexByte(rest[i:], filepath.Separator)
+		end := len(rest)
+		if j >= 0 {
+			end = i + j
+		}
+		if info, err = os.Lstat(file[:len(file)-len(rest)+end]); err != nil {
+			return "", nil, err
+		}
+		if info.Mode()&fs.ModeSymlink != 0 {
+			real, err = filepath.EvalSymlinks(file)
+			return real, nil, err
+		}
+		if j < 0 {
+			return file, info, nil
+		}
+		i = end + 1
+	}
 }
 
 // clientPathError reports whether resolving file failed because of what the

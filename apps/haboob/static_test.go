@@ -75,6 +75,106 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// TestRealPath: a path without links below the root resolves to itself
+// with its lstat (no second walk, no stat); one through a link inside or
+// outside the root is left to EvalSymlinks (info nil), and Resolve then
+// keeps the root's boundary; a missing component is an error.
+func TestRealPath(t *testing.T) {
+	s, _ := site(t)
+	root := s.Root()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink(filepath.Join(root, "docs"), filepath.Join(root, "docslink")))
+	tests := []struct {
+		path     string
+		real     string
+		walked   bool // info from the walk's lstat
+		notExist bool
+	}{
+		{path: "docs/a b.txt", real: "docs/a b.txt", walked: true},
+		{path: "docs", real: "docs", walked: true},
+		{path: "docs/empty", real: "docs/empty", walked: true},
+		{path: "alias.txt", real: "docs/a b.txt"},
+		{path: "docslink/index.htm", real: "docs/index.htm"},
+		{path: "docs/missing", notExist: true},
+		{path: "missing/a", notExist: true},
+	}
+	for _, tt := range tests {
+		file := filepath.Join(root, tt.path)
+		real, info, err := s.realPath(file)
+		if tt.notExist {
+			if !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("realPath(%s) err = %v, want not exist", tt.path, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("realPath(%s): %v", tt.path, err)
+			continue
+		}
+		if want := filepath.Join(root, tt.real); real != want {
+			t.Errorf("realPath(%s) = %s, want %s", tt.path, real, want)
+		}
+		if (info != nil) != tt.walked {
+			t.Errorf("realPath(%s): info %v, want from the walk: %v", tt.path, info, tt.walked)
+		}
+		if info != nil && filepath.Base(tt.real) != info.Name() {
+			t.Errorf("realPath(%s): info of %s", tt.path, info.Name())
+		}
+	}
+	if real, info, err := s.realPath(root); real != root || info != nil || err != nil {
+		t.Errorf("realPath(root) = %s, %v, %v", real, info, err)
+	}
+}
+
+// TestSibling: a .gz sibling is found beside a resolved file, through a
+// link inside the root too, never through one leading out of it, and a
+// directory is no sibling.
+func TestSibling(t *testing.T) {
+	s, root := site(t)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(root, "docs", "a b.txt.gz"), []byte("gz"), 0o644))
+	must(os.Symlink(filepath.Join(root, "docs", "a b.txt.gz"), filepath.Join(root, "index.html.gz")))
+	must(os.Symlink(filepath.Join(root, "leak"), filepath.Join(root, "docs", "index.htm.gz")))
+	must(os.Mkdir(filepath.Join(root, "docs", "empty.gz"), 0o755))
+	tests := []struct {
+		path string
+		want string // "" no sibling
+	}{
+		{"/docs/a b.txt", "docs/a b.txt.gz"},
+		{"/index.html", "docs/a b.txt.gz"},
+		{"/docs/", ""}, // index.htm.gz leads out of the root
+		{"/alias.txt", "docs/a b.txt.gz"},
+	}
+	for _, tt := range tests {
+		tg, err := s.Resolve(tt.path)
+		if err != nil {
+			t.Fatalf("Resolve(%s): %v", tt.path, err)
+		}
+		sib, ok := s.Sibling(tg, ".gz")
+		if got := ""; ok {
+			got, _ = filepath.Rel(root, sib.File)
+			if got != tt.want {
+				t.Errorf("Sibling(%s) = %s, want %q", tt.path, got, tt.want)
+			}
+		} else if tt.want != "" {
+			t.Errorf("Sibling(%s): none, want %s", tt.path, tt.want)
+		}
+	}
+	if _, ok := s.Sibling(Target{File: filepath.Join(root, "docs", "empty")}, ".gz"); ok {
+		t.Error("a directory taken for a sibling")
+	}
+}
+
 func req(t *testing.T, headers ...string) *http.Request {
 	t.Helper()
 	raw := "GET / HTTP/1.1\r\nHost: x\r\n"
