@@ -221,7 +221,8 @@ func serve(log *slog.Logger, configPath, root, addr string, prof optionalString,
 	// SIGHUP: reload the HTTPS certificates and the -config file,
 	// keeping connections (reload.go).
 	hupStop, hupDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(hupDone); in.onHangup(configPath, hupStop) }()
+	hup := notifyHangup()
+	go func() { defer close(hupDone); in.onHangup(configPath, hup, hupStop) }()
 	defer func() { close(hupStop); <-hupDone }()
 	if a := in.hb.Addr(); a != nil {
 		if ta := in.hb.TLSAddr(); ta != nil {

@@ -8,13 +8,22 @@ import (
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
+// notifyHangup starts delivering SIGHUP to the returned channel.
+func notifyHangup() chan os.Signal {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return hup
+}
+
 // onHangup handles SIGHUP until stop is closed: the HTTPS certificates
 // are read again, and the -config file is applied to the running stages
 // (stage.Manager.Reload). Connections stay open either way. It returns
 // once stop is closed; serve waits for it.
-func (in *instance) onHangup(configPath string, stop <-chan struct{}) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+//
+// The caller registers hup (notifyHangup) before it announces that it is
+// ready, so that a SIGHUP sent right after "ready" reloads rather than
+// terminating the process (SIGHUP's default action).
+func (in *instance) onHangup(configPath string, hup chan os.Signal, stop <-chan struct{}) {
 	defer signal.Stop(hup)
 	for {
 		select {
