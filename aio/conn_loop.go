@@ -513,6 +513,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 		c.eng.stats.bytesOut.Add(uint64(fl - old))
 		c.eng.stats.outPending.Add(old - fl)
 	}
+	c.recycleSealedLocked()
 	c.mu.Unlock()
 	if c.tls != nil {
 		c.tls.ended() // a handshake waiting for the peer ends now

@@ -218,7 +218,6 @@ type tlsSession struct {
 	// inMu serializes feed (decryption) so that plaintext is delivered in
 	// order even if packets are handed over by different goroutines.
 	inMu sync.Mutex
-	buf  []byte // decryption buffer, owned under inMu
 	ok   atomic.Bool
 	// fresh is set when the handshake ends: crypto/tls may hold records
 	// that arrived with the handshake's last flight in its own buffer, so
@@ -317,7 +316,27 @@ type recordGather struct {
 	chunk *[]byte // a record's worth being gathered (from chunkPool)
 }
 
+// chunkPool holds record-sized plaintext buffers: recordGather's chunks
+// and drainLocked's read buffers.
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, maxPlaintext); return &b }}
+
+// plainBufStats counts chunkPool buffers lent to drainLocked and given
+// back (tests read them).
+var plainBufStats struct{ lent, returned atomic.Uint64 }
+
+// getPlainBuf lends a record-sized buffer to drainLocked.
+func getPlainBuf() *[]byte {
+	plainBufStats.lent.Add(1)
+	return chunkPool.Get().(*[]byte)
+}
+
+// putPlainBuf gives back a buffer from getPlainBuf; nothing may use it
+// afterwards.
+func putPlainBuf(p *[]byte) {
+	*p = (*p)[:0]
+	plainBufStats.returned.Add(1)
+	chunkPool.Put(p)
+}
 
 func (g *recordGather) add(b []byte) error {
 	g.left--
@@ -390,14 +409,19 @@ func (s *tlsSession) drain(deliver func([]byte)) error {
 	return s.drainLocked(deliver)
 }
 
+// drainLocked reads plaintext into a record-sized buffer borrowed from
+// chunkPool for this call only: deliver copies what it keeps, so the
+// buffer is given back, once, before drainLocked returns. (It used to be
+// the session's own, 16 KiB allocated per connection and kept for its
+// life: a quarter of the bytes a full handshake allocated.)
 func (s *tlsSession) drainLocked(deliver func([]byte)) error {
-	if s.buf == nil {
-		s.buf = make([]byte, 16<<10+256)
-	}
+	p := getPlainBuf()
+	defer putPlainBuf(p)
+	buf := (*p)[:maxPlaintext]
 	for {
-		n, err := s.conn.Read(s.buf)
+		n, err := s.conn.Read(buf)
 		if n > 0 {
-			deliver(s.buf[:n])
+			deliver(buf[:n])
 		}
 		if err != nil {
 			var ne net.Error

@@ -221,6 +221,17 @@ func (c *Connection) tlsHandshakeExpired(now int64) bool {
 	return true
 }
 
+// recycleSealedLocked gives back, at close, the sealed buffers gnet has
+// taken (c.mu held): no later write would (encryptLocked recycles them
+// otherwise), and a connection that closes after one response, as most
+// full handshakes' do, left its buffers to the garbage collector.
+// Buffers not yet applied stay with gnet's queued writes.
+func (c *Connection) recycleSealedLocked() {
+	if c.tls != nil {
+		c.tls.sent.recycle(c.applied)
+	}
+}
+
 // decrypt feeds ciphertext to the session and hands each plaintext piece
 // to deliver as its own copy. io.EOF means the peer sent close_notify.
 func (c *Connection) decrypt(ciphertext []byte, deliver func([]byte)) error {
