@@ -333,13 +333,16 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 	}
 	avail := gc.InboundBuffered()
 	if avail > c.seen {
-		c.activity.Store(sink.Nanotime())
+		now := sink.Nanotime()
+		c.activity.Store(now)
+		c.readAt.Store(now)
 	}
 	if int64(avail) > c.maxUnread.Load() {
 		c.maxUnread.Store(int64(avail))
 	}
 	traffic := c.beginTraffic()
 	act := c.read(gc, avail)
+	c.readAt.Store(0)
 	if traffic && c.endTraffic(gc) && act == gnet.None {
 		return c.closeDrained()
 	}

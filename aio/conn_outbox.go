@@ -97,9 +97,14 @@ type outbox struct {
 
 	// Written under mu (by the event loop, or by a producer starting
 	// output), read without it by any goroutine.
-	flushed  atomic.Int64 // bytes written to the kernel
-	lastOut  atomic.Int64 // sink.Nanotime of the last output progress (or of output starting)
-	wantPoll atomic.Bool  // the maintenance goroutine must watch the drain
+	flushed atomic.Int64 // bytes written to the kernel
+	lastOut atomic.Int64 // sink.Nanotime of the last output progress (or of output starting)
+	// readAt is the sink.Nanotime reading taken when input arrived, kept
+	// while the event loop delivers it (0 otherwise): a reply written
+	// meanwhile starts its write timeout from it instead of reading the
+	// clock again. It is at most one delivery old.
+	readAt   atomic.Int64
+	wantPoll atomic.Bool // the maintenance goroutine must watch the drain
 
 	// fileWait: the file segment at the front of later waits for the
 	// engine's write poller to report the socket writable (event loop).
@@ -638,7 +643,12 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 	}
 	if total > 0 {
 		if start == c.flushed.Load() {
-			c.lastOut.Store(sink.Nanotime()) // output starts: the write timeout counts from now
+			// Output starts: the write timeout counts from now.
+			at := c.readAt.Load()
+			if at == 0 {
+				at = sink.Nanotime()
+			}
+			c.lastOut.Store(at)
 		}
 		if err := c.queueLocked(ops, total); err != nil {
 			// gnet is shutting down: undo.

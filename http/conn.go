@@ -162,7 +162,13 @@ type pipeline struct {
 	ready     ring.Ring[*Request] // parsed, not yet handed to the application
 	delivered uint64              // requests handed out (or answered by the connection)
 	held      [][]byte            // received bytes not yet parsed (pipeline full)
-	heldBuf   [][]byte            // held's backing array while it is short
+	// wall is the wall clock read once when a packet arrives, kept while
+	// it is parsed and its requests are delivered (zero otherwise): it
+	// stamps their Received and the Date of the replies emitted meanwhile
+	// (wallNow), so an inline answer reads the wall clock once, not three
+	// times. It is at most one delivery round old.
+	wall      time.Time
+	heldBuf   [][]byte // held's backing array while it is short
 	heldBytes int
 	pumping   bool
 	readDone  bool   // no more requests will be read
@@ -198,7 +204,7 @@ func newConnection(s *Server, sock *aio.Connection) *Connection {
 	now := sink.Nanotime()
 	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now}
 	c.parser = Parser{Limits: s.cfg.Limits, ClassHeader: s.cfg.ClassHeader, Conn: c,
-		SkipBody: s.cfg.SkipBody, ReserveBody: c.reserveBody}
+		SkipBody: s.cfg.SkipBody, ReserveBody: c.reserveBody, Now: c.wallNow}
 	if cp := s.cfg.Clients; cp != nil {
 		c.peer = peerAddr(sock.RemoteAddr())
 		if c.peer.IsValid() {

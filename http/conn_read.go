@@ -3,6 +3,7 @@ package http
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/internal/ring"
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -35,6 +36,7 @@ func (c *Connection) onPacket(data []byte) error {
 		return errPipelineFull
 	}
 	c.lastAct = now
+	c.wall = time.Now()
 	if c.reqStart == 0 {
 		c.reqStart = now
 	}
@@ -46,7 +48,7 @@ func (c *Connection) onPacket(data []byte) error {
 		c.heldBuf = c.held[:0:cap(c.held)]
 	}
 	c.heldBytes += len(data)
-	c.pump()
+	c.pump(now)
 	return nil
 }
 
@@ -64,8 +66,11 @@ func (c *Connection) stopReadingLocked() {
 // pump parses held input and hands the requests to the application, one
 // goroutine at a time, keeping at most MaxPipeline of them unanswered:
 // parsed requests beyond that wait in ready, and input is parsed only when
-// ready is empty. It is called with c.mu held and releases it.
-func (c *Connection) pump() {
+// ready is empty. It is called with c.mu held and releases it. now is
+// the caller's sink.Nanotime reading, taken just before (0: none): it
+// stamps the first input parsed, and later rounds (after the application
+// ran) read the clock again.
+func (c *Connection) pump(now int64) {
 	if c.pumping {
 		c.unlock()
 		return
@@ -89,6 +94,7 @@ func (c *Connection) pump() {
 			c.deliver(batch)
 			clear(batch)
 			c.mu.Lock()
+			now, c.wall = 0, time.Time{} // the application ran: read the clocks again
 			continue
 		}
 		if c.ready.Len() > 0 || c.readDone || len(c.held) == 0 {
@@ -102,7 +108,9 @@ func (c *Connection) pump() {
 		}
 		c.heldBytes -= len(data)
 		reqs, err := c.parser.Feed(c.scratch[:0], data)
-		now := sink.Nanotime()
+		if now == 0 {
+			now = sink.Nanotime()
+		}
 		for i, r := range reqs {
 			if r.Method == "CONNECT" {
 				// A tunnel is nothing this server can answer; the
@@ -145,7 +153,18 @@ func (c *Connection) pump() {
 		}
 	}
 	c.pumping = false
+	c.wall = time.Time{}
 	c.unlock()
+}
+
+// wallNow is the wall clock for a request's Received and a reply's Date:
+// the arriving packet's reading while it is pumped, else a fresh one. It
+// is called with c.mu held.
+func (c *Connection) wallNow() time.Time {
+	if !c.wall.IsZero() {
+		return c.wall
+	}
+	return time.Now()
 }
 
 // deliver hands parsed requests to the application; a refusal is answered

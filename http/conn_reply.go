@@ -23,7 +23,7 @@ func (c *Connection) reply(r Reply) error {
 	c.mu.Lock()
 	err := c.answerLocked(r.Req.Seq, r)
 	if (c.ready.Len() > 0 || len(c.held) > 0 && !c.readDone) && !c.pumping {
-		c.pump() // the pipeline has room again
+		c.pump(0) // the pipeline has room again
 		return err
 	}
 	c.unlock()
@@ -179,7 +179,7 @@ func (c *Connection) emitLocked(r Reply) {
 	if resp.File != nil && srv.cfg.Socket.TLS != nil && resp.SendsBody(req) {
 		resp = readFileBody(resp) // encrypted in user space: no sendfile
 	}
-	now := time.Now()
+	now := c.wallNow()
 	inline := srv.cfg.InlineBody
 	sends := resp.SendsBody(req)
 	var w outWrite

@@ -442,9 +442,8 @@ func (p *Parser) splitRequestLine(line []byte) *Error {
 func (p *Parser) endOfHead(raw []byte) (n int, more, done bool, err *Error) {
 	// One private copy of the head; every string of the request is a view of
 	// it. The copy is never written after a string is made of it.
-	h := make([]byte, len(raw))
+	r, h := newRequest(len(raw))
 	copy(h, raw)
-	r := &Request{}
 	r.Header = r.fields[:0]
 	r.Method = str(h[:p.methodEnd])
 	r.Target = str(h[p.methodEnd+1 : p.targetEnd])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -599,5 +600,32 @@ func TestParserStopsAfterClose(t *testing.T) {
 	p := newTestParser()
 	if _, err := p.Feed(nil, []byte("GET / HTTP/1.1\r\nHost: h\r\n\r\n")); err != nil || p.Closed() {
 		t.Fatal("Closed after a keep-alive request")
+	}
+}
+
+// TestParserHeadSizes parses heads on both sides of the sizes that share
+// one allocation with their Request (newRequest) and checks every string
+// of the request against its input, after the input is overwritten.
+func TestParserHeadSizes(t *testing.T) {
+	for _, size := range []int{smallHead - 1, smallHead, smallHead + 1, largeHead, largeHead + 1, 3 * largeHead} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			head := "GET /p HTTP/1.1\r\nHost: h\r\nX-Pad: \r\n\r\n"
+			pad := strings.Repeat("v", size-len(head))
+			in := []byte("GET /p HTTP/1.1\r\nHost: h\r\nX-Pad: " + pad + "\r\n\r\n")
+			if len(in) != size {
+				t.Fatalf("head of %d bytes, want %d", len(in), size)
+			}
+			reqs, err := newTestParser().Feed(nil, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range in {
+				in[i] = 'X'
+			}
+			r := reqs[0]
+			if r.Method != "GET" || r.Target != "/p" || r.Proto != "HTTP/1.1" || r.Host != "h" || r.Header.Get("X-Pad") != pad {
+				t.Fatalf("head of %d bytes: got %+v", size, summarize(r))
+			}
+		})
 	}
 }
