@@ -7,8 +7,12 @@
 #
 # Environment: CLIENTS (list), DURATION, WARMUP, DIRS (file-set size, about
 # 5.1 MB per directory), PER_CONN (requests per connection, 0 = keep-alive),
-# THINK (client think time), SERVERS (subset of "haboob nginx fasthttp
-# fileserver"; the servers are described in bench/servers.sh),
+# THINK (client think time), SERVERS (subset of "haboob haboob-patched nginx
+# fasthttp fileserver"; the servers are described in bench/servers.sh),
+# GNET_PATCH (a patch of gnet, e.g. bench/gnet-netpoll-wait.patch: adds the
+# server haboob-patched after haboob, cmd/haboob built against gnet with the
+# patch applied, without touching go.mod; SERVERS may also name it, then
+# the default patch is bench/gnet-netpoll-wait.patch),
 # HABOOB_CONFIG (a stage configuration; default: the embedded one),
 # HABOOB_BIN (a prebuilt haboob to measure instead of building one),
 # WRK=1 (also install wrk and print, per server, a wrk run of the same URL
@@ -34,7 +38,13 @@ DIRS=${DIRS:-20}
 PER_CONN=${PER_CONN:-0}
 THINK=${THINK:-0}
 SERVERS=${SERVERS:-"haboob nginx fasthttp fileserver"}
+if [ -n "${GNET_PATCH:-}" ] && [[ " $SERVERS " != *" haboob-patched "* ]]; then
+	SERVERS=$(echo " $SERVERS " | sed 's/ haboob / haboob haboob-patched /')
+	[[ " $SERVERS " == *" haboob-patched "* ]] || SERVERS="haboob-patched $SERVERS"
+	SERVERS=$(echo $SERVERS)
+fi
 WRK_CLIENTS=${WRK_CLIENTS:-$CLIENTS}
+[ -n "${GNET_PATCH:-}" ] && GNET_PATCH=$(realpath "$GNET_PATCH")
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
@@ -51,6 +61,7 @@ build_servers $SERVERS
 "$WORK/bin/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
 chmod -R a+rX "$WORK/files"
 for s in $SERVERS; do start_server "$s" "$WORK/files"; done
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg), haboob $(git rev-parse --short HEAD 2>/dev/null || echo '?'), servers: $SERVERS"
 
 if [ "${LOADGEN:-1}" = 1 ]; then
 echo

@@ -4,6 +4,10 @@
 #
 #   haboob      cmd/haboob, the embedded configuration or $HABOOB_CONFIG
 #               ($HABOOB_BIN: a prebuilt binary to measure instead)
+#   haboob-patched  the same cmd/haboob built against a copy of gnet with
+#               $GNET_PATCH applied (default bench/gnet-netpoll-wait.patch;
+#               through go build -modfile: go.mod is not touched), same
+#               flags as haboob
 #   nginx       Debian's nginx-light, 2 workers, sendfile, open-file cache
 #   fasthttp    bench/fasthttpfs: fasthttp's FS (sendfile above 8 KiB,
 #               60 s file cache, no compression), its own Go module
@@ -16,7 +20,11 @@
 # wrk_row_of NAME CONNS      a WRK_DURATION wrk run of bench/specweb.lua
 #                            after a WARMUP one: one Markdown row (wrk_row)
 #                            with the server's CPU and switches per request
-# stop_haboob                SIGINT; fails unless Haboob exits cleanly
+# stop_haboob                SIGINT to haboob (and haboob-patched); fails
+#                            unless each exits cleanly
+#
+# Ports (127.0.0.1): HABOOB_PORT [18080], NGINX_PORT [18081],
+# FILESERVER_PORT [18082], FASTHTTP_PORT [18083], HABOOB_PATCHED_PORT [18084].
 #
 # HABOOB_PROFILE=DIR: Haboob serves its admin endpoints on
 # 127.0.0.1:$HABOOB_ADMIN_PORT (default 19090), and each wrk row of Haboob
@@ -47,15 +55,29 @@ build_servers() {
 		haboob)
 			if [ -n "${HABOOB_BIN:-}" ]; then cp "$HABOOB_BIN" "$WORK/bin/haboob"; else go build -o "$WORK/bin/haboob" ./cmd/haboob; fi
 			;;
+		haboob-patched) build_haboob_patched "${GNET_PATCH:-bench/gnet-netpoll-wait.patch}" ;;
 		nginx) install_pkg nginx nginx-light ;;
 		fasthttp) (cd bench/fasthttpfs && go build -o "$WORK/bin/fasthttpfs" .) ;;
 		fileserver) go build -o "$WORK/bin/fileserver" ./bench/fileserver ;;
 		*)
-			echo "unknown server $s (want haboob, nginx, fasthttp or fileserver)" >&2
+			echo "unknown server $s (want haboob, haboob-patched, nginx, fasthttp or fileserver)" >&2
 			return 2
 			;;
 		esac
 	done
+}
+
+# build_haboob_patched PATCH: $WORK/bin/haboob-patched, cmd/haboob built
+# against a copy of the module's gnet with PATCH applied.
+build_haboob_patched() {
+	local gnet
+	gnet=$(go list -m -f '{{.Dir}}' github.com/panjf2000/gnet/v2)
+	cp -r "$gnet" "$WORK/gnet"
+	chmod -R u+w "$WORK/gnet"
+	patch -s -d "$WORK/gnet" -p1 <"$1" >&2
+	cp go.mod go.sum "$WORK/"
+	echo "replace github.com/panjf2000/gnet/v2 => $WORK/gnet" >>"$WORK/go.mod"
+	go build -modfile="$WORK/go.mod" -o "$WORK/bin/haboob-patched" ./cmd/haboob
 }
 
 start_server() { # name root
@@ -66,11 +88,11 @@ start_server() { # name root
 		return 1
 	fi
 	case $name in
-	haboob)
+	haboob | haboob-patched)
 		local args=(-root "$root" -addr "127.0.0.1:$port" -profiler "")
-		[ -n "${HABOOB_PROFILE:-}" ] && args=(-root "$root" -addr "127.0.0.1:$port" -profiler "127.0.0.1:${HABOOB_ADMIN_PORT:-19090}")
+		[ "$name" = haboob ] && [ -n "${HABOOB_PROFILE:-}" ] && args=(-root "$root" -addr "127.0.0.1:$port" -profiler "127.0.0.1:${HABOOB_ADMIN_PORT:-19090}")
 		[ -n "${HABOOB_CONFIG:-}" ] && args+=(-config "$HABOOB_CONFIG")
-		"$WORK/bin/haboob" "${args[@]}" 2>"$WORK/haboob.log" &
+		"$WORK/bin/$name" "${args[@]}" 2>"$WORK/$name.log" &
 		;;
 	nginx)
 		nginx_conf "$WORK/nginx.conf" "$WORK/nginx" "$(cat <<CONF
@@ -103,6 +125,7 @@ CONF
 server_port() { # name
 	case $1 in
 	haboob) echo "$HABOOB_PORT" ;;
+	haboob-patched) echo "${HABOOB_PATCHED_PORT:-18084}" ;;
 	nginx) echo "$NGINX_PORT" ;;
 	fasthttp) echo "$FASTHTTP_PORT" ;;
 	fileserver) echo "$FILESERVER_PORT" ;;
@@ -149,15 +172,18 @@ wrk_seconds() {
 }
 
 stop_haboob() {
-	local pid=${SERVER_PID[haboob]:-}
-	[ -n "$pid" ] || return 0
-	kill -INT "$pid"
-	if wait "$pid"; then
-		echo >&2 "# haboob exited cleanly"
-	else
-		local rc=$?
-		echo >&2 "# haboob exit status $rc; log:"
-		tail -20 "$WORK/haboob.log" >&2
-		return 1
-	fi
+	local name pid rc=0
+	for name in haboob haboob-patched; do
+		pid=${SERVER_PID[$name]:-}
+		[ -n "$pid" ] || continue
+		kill -INT "$pid"
+		if wait "$pid"; then
+			echo >&2 "# $name exited cleanly"
+		else
+			echo >&2 "# $name exit status $?; log:"
+			tail -20 "$WORK/$name.log" >&2
+			rc=1
+		fi
+	done
+	return $rc
 }
