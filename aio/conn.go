@@ -108,6 +108,7 @@ type connCounters struct {
 // run). The plain fields are that goroutine's only. The atomics are
 // written by it and read by the maintenance goroutine and Stats.
 type loopState struct {
+	traffic   *loopTraffic  // the event loop's traffic counter (set by attach)
 	gate      readGate      // stops and resumes polling the socket for input
 	readOff   bool          // reading is stopped by the gate
 	pollDelay time.Duration // back-off of drain polls without progress
@@ -157,6 +158,7 @@ func newConnection(e *engine, owner Receiver, value any) *Connection {
 func (c *Connection) attach(gc gnet.Conn) {
 	c.mu.Lock()
 	c.gc = gc
+	c.traffic = c.eng.loopTraffic(gc)
 	c.local = cloneAddr(gc.LocalAddr())
 	c.remote = cloneAddr(gc.RemoteAddr())
 	c.mu.Unlock()

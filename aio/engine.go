@@ -38,9 +38,11 @@ type engine struct {
 	tls    *tlsServer // nil without TLS
 	gov    *Governor
 	stats  counters
-	// traffic counts OnTraffic calls (see yieldEvery); yields the
-	// yields they made.
-	traffic, yields atomic.Uint64
+
+	// loops holds each event loop's traffic counter (see yieldEvery),
+	// made when the loop's first connection opens.
+	lmu   sync.Mutex
+	loops map[gnet.EventLoop]*loopTraffic
 
 	mu    sync.Mutex
 	conns map[*Connection]struct{}
@@ -81,6 +83,7 @@ func newEngine(cfg SocketConfig, env Env, name string) *engine {
 		conns: map[*Connection]struct{}{},
 		held:  map[*Connection]struct{}{},
 		watch: map[*Connection]int64{},
+		loops: map[gnet.EventLoop]*loopTraffic{},
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
@@ -239,15 +242,12 @@ func (e *engine) OnTraffic(gc gnet.Conn) gnet.Action {
 	if c == nil {
 		return gnet.None
 	}
-	if e.traffic.Add(1)%yieldEvery == 0 {
-		e.yields.Add(1)
-		runtime.Gosched()
-	}
+	c.traffic.count()
 	return c.onTraffic(gc)
 }
 
-// yieldEvery is how many OnTraffic calls, over all the event loops, pass
-// between two yields (runtime.Gosched) of the loop that makes the call.
+// yieldEvery is how many OnTraffic calls of one event loop pass between
+// two yields (runtime.Gosched) of that loop.
 // An event loop that always finds input never blocks: its epoll_wait
 // returns at once and its writes are fast system calls, so the Go
 // scheduler sees the same goroutine running for 10 ms and has sysmon
@@ -258,6 +258,42 @@ func (e *engine) OnTraffic(gc gnet.Conn) gnet.Action {
 // cost of one scheduler pass, which switches no thread. Measured on
 // 2026-11-27 at 1024 connections: see docs/haboob-bench.md.
 const yieldEvery = 256
+
+// loopTraffic counts one event loop's OnTraffic calls and the yields they
+// made. Only that loop adds to it, and it fills a cache line of its own:
+// no two loops write the same line. (Atomic, so that other goroutines may
+// read it.)
+type loopTraffic struct {
+	events atomic.Uint64
+	yields atomic.Uint64
+	_      [cacheLine - 16]byte
+}
+
+// cacheLine is the size of a CPU cache line on the platforms Go supports
+// best (amd64, arm64 without its 128-byte parts).
+const cacheLine = 64
+
+// count records one OnTraffic call and yields every yieldEvery calls.
+func (t *loopTraffic) count() {
+	if t.events.Add(1)%yieldEvery == 0 {
+		t.yields.Add(1)
+		runtime.Gosched()
+	}
+}
+
+// loopTraffic returns the traffic counter of the event loop gc belongs to.
+// Called once per connection, when it opens.
+func (e *engine) loopTraffic(gc gnet.Conn) *loopTraffic {
+	loop := gc.EventLoop()
+	e.lmu.Lock()
+	defer e.lmu.Unlock()
+	t := e.loops[loop]
+	if t == nil {
+		t = new(loopTraffic)
+		e.loops[loop] = t
+	}
+	return t
+}
 
 func (e *engine) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c, _ := gc.Context().(*Connection)

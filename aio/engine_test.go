@@ -22,6 +22,7 @@ func (f *fakeGnetConn) Context() any                  { return f.ctx }
 func (f *fakeGnetConn) SetContext(v any)              { f.ctx = v }
 func (f *fakeGnetConn) Fd() int                       { return -1 }
 func (f *fakeGnetConn) Wake(gnet.AsyncCallback) error { return nil }
+func (f *fakeGnetConn) EventLoop() gnet.EventLoop     { return nil }
 func (f *fakeGnetConn) LocalAddr() net.Addr {
 	f.onAddr()
 	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}

@@ -3,6 +3,7 @@ package aio
 import (
 	"bytes"
 	"io"
+	"net"
 	"testing"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -72,36 +73,76 @@ func TestRepliesDuringTrafficWrittenByTheLoop(t *testing.T) {
 	}
 }
 
-// The event loops yield once every yieldEvery traffic events (counted
-// over every loop of the socket), so that a loop that never blocks is not
-// taken for a long-running goroutine.
+// Each event loop yields once every yieldEvery traffic events of its own,
+// so that a loop that never blocks is not taken for a long-running
+// goroutine. The loops count separately: two connections on two loops
+// with fewer than yieldEvery events each make no yield (a count shared by
+// the loops would make one).
 func TestEventLoopYields(t *testing.T) {
-	checkLeaks(t)
-	_, _, c, client := serverConn(t, SocketConfig{})
-	echo := fnSink(func(e sink.Event) error {
-		if p, ok := e.(Packet); ok {
-			return c.Write(p.Data, nil, nil)
-		}
-		return nil
-	})
-	if err := c.StartReader(echo); err != nil {
-		t.Fatal(err)
-	}
-	const rounds = 3*yieldEvery + 1
-	buf := []byte{'x'}
-	for range rounds {
-		if _, err := client.Write(buf); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(client, buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	traffic, yields := c.eng.traffic.Load(), c.eng.yields.Load()
-	if traffic < rounds {
-		t.Fatalf("%d traffic events for %d round trips", traffic, rounds)
-	}
-	if want := traffic / yieldEvery; yields != want {
-		t.Fatalf("%d yields after %d traffic events, want %d", yields, traffic, want)
+	for _, tc := range []struct {
+		name        string
+		connections int
+		rounds      int // round trips per connection
+		yields      uint64
+	}{
+		{"one loop, three periods", 1, 3*yieldEvery + 1, 3},
+		{"two loops, under a period each", 2, yieldEvery * 3 / 4, 0},
+		{"two loops, one period each", 2, yieldEvery + 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkLeaks(t)
+			owner := newRecorder("owner")
+			srv := listen(t, SocketConfig{EventLoops: tc.connections}, owner)
+			// One at a time: gnet gives a connection to the loop with the
+			// fewest once the previous one is registered.
+			clients := make([]*net.TCPConn, tc.connections)
+			var evs []sink.Event
+			for i := range clients {
+				clients[i] = dial(t, srv)
+				evs = owner.wait(t, "connection", func(evs []sink.Event) bool {
+					return count[*Connection](evs) == i+1
+				})
+			}
+			loops := map[*loopTraffic]bool{}
+			for _, e := range evs {
+				c, ok := e.(*Connection)
+				if !ok {
+					continue
+				}
+				loops[c.traffic] = true
+				echo := fnSink(func(e sink.Event) error {
+					if p, ok := e.(Packet); ok {
+						return c.Write(p.Data, nil, nil)
+					}
+					return nil
+				})
+				if err := c.StartReader(echo); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(loops) != tc.connections {
+				t.Fatalf("%d connections on %d event loops, want one loop each", tc.connections, len(loops))
+			}
+			buf := []byte{'x'}
+			for range tc.rounds {
+				for _, client := range clients {
+					if _, err := client.Write(buf); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := io.ReadFull(client, buf); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for loop := range loops {
+				events, yields := loop.events.Load(), loop.yields.Load()
+				if events < uint64(tc.rounds) {
+					t.Fatalf("%d traffic events on a loop for %d round trips", events, tc.rounds)
+				}
+				if want := events / yieldEvery; yields != want || yields != tc.yields {
+					t.Fatalf("a loop yielded %d times after %d traffic events, want %d (%d)", yields, events, want, tc.yields)
+				}
+			}
+		})
 	}
 }

@@ -236,6 +236,14 @@ func (c *Connection) LocalAddr() net.Addr { return c.sock.LocalAddr() }
 // Socket returns the underlying aio connection.
 func (c *Connection) Socket() *aio.Connection { return c.sock }
 
+// SendsFiles reports whether the connection sends a Response.File from
+// its descriptor at a bounded memory cost, without reading the file into
+// memory whole: with sendfile(2) over HTTP/1.1 on a plain socket, or a
+// chunk at a time (pread) on an HTTP/2 stream, with or without TLS. It
+// is false for HTTP/1.1 over TLS, which reads the whole body into memory
+// to encrypt it: a server should stream large files there instead.
+func (c *Connection) SendsFiles() bool { return c.HTTP2() || c.sock.SendsFiles() }
+
 // String names the connection in logs.
 func (c *Connection) String() string {
 	return fmt.Sprintf("http.%s#%d(%v)", c.srv.cfg.Name, c.id, c.sock.RemoteAddr())

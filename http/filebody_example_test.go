@@ -1,12 +1,18 @@
 package http_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	nethttp "net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
+	"github.com/sandstorm-go/sandstorm/stage"
 )
 
 // A response whose body is a region of an open file: on a plain
@@ -35,4 +41,64 @@ func ExampleNewFileBodyResponse() {
 	fmt.Printf("%d %q, file closed: %v\n", resp.ContentLength, body, shared.Closed())
 	// Output:
 	// 5 "world", file closed: true
+}
+
+// A handler that serves a file decides by SendsFiles whether to hand the
+// connection the open file (sendfile on plain HTTP/1.1, pread chunks on
+// HTTP/2) or, over HTTP/1.1 with TLS, a body of its own size (here read
+// whole; a large file would be streamed).
+func ExampleConnection_SendsFiles() {
+	dir, _ := os.MkdirTemp("", "sendsfiles")
+	defer os.RemoveAll(dir)
+	name := filepath.Join(dir, "hello.txt")
+	_ = os.WriteFile(name, []byte("hello, world\n"), 0o644)
+	serve := func(req *http.Request) *http.Response {
+		if c, ok := req.Conn.(*http.Connection); ok && c.SendsFiles() {
+			f, err := os.Open(name)
+			if err != nil {
+				return http.NewResponse(http.StatusNotFound, "text/plain", nil)
+			}
+			info, _ := f.Stat()
+			return http.NewFileBodyResponse(http.StatusOK, "text/plain", aio.NewSharedFile(f), 0, info.Size())
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return http.NewResponse(http.StatusNotFound, "text/plain", nil)
+		}
+		return http.OK("text/plain", data)
+	}
+
+	m := stage.NewManager(stage.Options{})
+	files, _ := m.CreateStage("Files", stage.HandlerFunc(func(batch []sink.Event) error {
+		for _, e := range batch {
+			req := e.(*http.Request)
+			_ = http.Respond(req, serve(req))
+		}
+		return nil
+	}), stage.StageConfig{})
+	_ = m.Start(context.Background())
+	srv, err := http.Listen(http.ServerConfig{Socket: aio.SocketConfig{Addr: "127.0.0.1:0"}}, files.Sink(), aio.Env{Manager: m})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client := &nethttp.Client{Transport: &nethttp.Transport{}}
+	resp, err := client.Get("http://" + srv.Addr().String() + "/hello.txt")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	fmt.Print(resp.Status, " ", string(body))
+	fmt.Println("bytes sent from the file:", srv.Socket().Stats().FileBytes)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = m.Shutdown(ctx)
+	_ = srv.Shutdown(ctx)
+	// Output:
+	// 200 OK hello, world
+	// bytes sent from the file: 13
 }

@@ -221,11 +221,7 @@ func lookupOpenFile(files *openFiles, miss sink.Sink, revalidate time.Duration, 
 // over TLS). HTTP/1.1 over TLS takes the streamed path instead.
 func sendsFiles(req *http.Request) bool {
 	c, ok := req.Conn.(*http.Connection)
-	return ok && connSendsFiles(c)
-}
-
-func connSendsFiles(c *http.Connection) bool {
-	return c.HTTP2() || c.Socket().SendsFiles()
+	return ok && c.SendsFiles()
 }
 
 // maybeRevalidate has CacheMiss check a page's file once it is older than
