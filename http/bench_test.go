@@ -113,6 +113,26 @@ func BenchmarkFormatterAppendHeader(b *testing.B) {
 		b.Fatal(err)
 	}
 	resp := OK("text/html; charset=utf-8", make([]byte, 8192))
+	resp.Header = append(resp.Header, Field{"Last-Modified", "Fri, 27 Nov 2026 08:00:00 GMT"}, Field{"ETag", `"5f-3e8"`}, Field{"Accept-Ranges", "bytes"})
+	var f Formatter
+	buf := make([]byte, 0, 512)
+	now := time.Now()
+	for b.Loop() {
+		buf = f.AppendHeader(buf[:0], resp, reqs[0], now)
+	}
+}
+
+// BenchmarkFormatterAppendPreparedHeader is BenchmarkFormatterAppendHeader
+// with the fields prepared once (a cached page's response).
+func BenchmarkFormatterAppendPreparedHeader(b *testing.B) {
+	b.ReportAllocs()
+	reqs, err := new(Parser).Feed(nil, []byte(browserGET))
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp := OK("text/html; charset=utf-8", make([]byte, 8192))
+	resp.Header = append(resp.Header, Field{"Last-Modified", "Fri, 27 Nov 2026 08:00:00 GMT"}, Field{"ETag", `"5f-3e8"`}, Field{"Accept-Ranges", "bytes"})
+	resp.Prepared = PrepareHeader(resp.Header)
 	var f Formatter
 	buf := make([]byte, 0, 512)
 	now := time.Now()

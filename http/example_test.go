@@ -79,6 +79,33 @@ func ExampleFormatter() {
 	// hello, world
 }
 
+// The fields a cache sends with every response for one file are
+// prepared once, when the file is cached; each response then copies them
+// as formatted. The bytes on the wire are those of the Header itself.
+func ExamplePrepareHeader() {
+	fields := http.Header{
+		{Name: "Content-Type", Value: "text/html"},
+		{Name: "ETag", Value: `"5f-3e8"`},
+		{Name: "Accept-Ranges", Value: "bytes"},
+	}
+	prepared := http.PrepareHeader(fields) // once per cached file
+
+	var p http.Parser
+	reqs, _ := p.Feed(nil, []byte("GET /index.html HTTP/1.1\r\nHost: example.com\r\n\r\n"))
+	f := &http.Formatter{Server: "Haboob"}
+	resp := &http.Response{Header: fields, Prepared: prepared, ContentLength: 1000}
+	wire := f.AppendHeader(nil, resp, reqs[0], time.Date(2026, 11, 27, 8, 30, 0, 0, time.UTC))
+	fmt.Print(strings.ReplaceAll(string(wire), "\r\n", "\n"))
+	// Output:
+	// HTTP/1.1 200 OK
+	// Date: Fri, 27 Nov 2026 08:30:00 GMT
+	// Server: Haboob
+	// Content-Type: text/html
+	// ETag: "5f-3e8"
+	// Accept-Ranges: bytes
+	// Content-Length: 1000
+}
+
 // A request rejected by admission control gets 503 with Retry-After.
 func ExampleServiceUnavailable() {
 	resp := http.ServiceUnavailable(2 * time.Second)

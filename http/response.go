@@ -38,6 +38,10 @@ type Response struct {
 	// Close makes the response announce "Connection: close": the server
 	// closes the connection once it is sent.
 	Close bool
+	// Prepared, if set, is PrepareHeader(Header): HTTP/1.1 copies its
+	// formatted fields instead of formatting Header's. It is ignored
+	// unless made from this very Header (see PrepareHeader).
+	Prepared *PreparedHeader
 }
 
 // FileBody is a response payload that is a region of an open file:
@@ -214,7 +218,13 @@ func (r *Response) SendsBody(req *Request) bool {
 // to req: neither side asked to close. A nil req (a parse error before any
 // request) means close.
 func (r *Response) KeepAlive(req *Request) bool {
-	return req != nil && !req.Close && !r.Close && !hasToken(r.Header.Get("Connection"), "close")
+	if req == nil || req.Close || r.Close {
+		return false
+	}
+	if p := r.prepared(); p != nil {
+		return !p.close
+	}
+	return !hasToken(r.Header.Get("Connection"), "close")
 }
 
 // AppendHeader appends the status line and header fields of r, answering
@@ -312,24 +322,27 @@ func (f *Formatter) AppendHeader(dst []byte, r *Response, req *Request, now time
 		dst = append(dst, "\r\n"...)
 	}
 
-	if !r.Header.Has("Date") {
+	p := r.prepared()
+	if p != nil && !p.date || p == nil && !r.Header.Has("Date") {
 		dst = append(dst, "Date: "...)
 		dst = f.AppendDate(dst, now)
 		dst = append(dst, "\r\n"...)
 	}
-	if !r.Header.Has("Server") {
+	if p != nil && !p.server || p == nil && !r.Header.Has("Server") {
 		server := f.Server
 		if server == "" {
 			server = DefaultServer
 		}
 		dst = appendField(dst, "Server", server)
 	}
-	for _, h := range r.Header {
-		switch {
-		case equalFold(h.Name, "Content-Length"), equalFold(h.Name, "Connection"), equalFold(h.Name, "Transfer-Encoding"):
-			continue
+	if p != nil {
+		dst = append(dst, p.wire...)
+	} else {
+		for _, h := range r.Header {
+			if !framingField(h.Name) {
+				dst = appendField(dst, h.Name, h.Value)
+			}
 		}
-		dst = appendField(dst, h.Name, h.Value)
 	}
 	if !noBody(status) {
 		dst = append(dst, "Content-Length: "...)

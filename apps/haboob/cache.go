@@ -1,7 +1,6 @@
 package haboob
 
 import (
-	"container/list"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,8 @@ type Page struct {
 	// Last-Modified, ETag, Accept-Ranges unless Range is ignored), built
 	// once at Insert and shared, read-only, by every response.
 	Header http.Header
+	// prepared is Header formatted once (http.PrepareHeader).
+	prepared *http.PreparedHeader
 	// Encoding is the page's Content-Encoding: "" for a file's bytes,
 	// "gzip" for its gzip variant (key gzipKey).
 	Encoding string
@@ -30,7 +31,7 @@ type Page struct {
 	rep     rep          // how its responses describe it
 	refs    atomic.Int32 // holders: the cache itself (while cached) plus Get callers
 	cache   *PageCache
-	element *list.Element
+	recent  recencyMark
 	done    func(error)  // Release as a reply's Done callback
 	checked atomic.Int64 // sink.Nanotime of the last revalidation
 }
@@ -57,7 +58,7 @@ type PageCache struct {
 
 	mu    sync.Mutex
 	pages map[string]*Page
-	lru   *list.List // front: most recently used
+	lru   recency[*Page]
 	size  int64
 
 	free      [40][][]byte // reusable buffers by power-of-two capacity class
@@ -76,7 +77,7 @@ func NewPageCache(maxBytes int64) *PageCache {
 	if maxBytes <= 0 {
 		maxBytes = 64 << 20
 	}
-	return &PageCache{max: maxBytes, pages: map[string]*Page{}, lru: list.New(), files: newOpenFiles(openFileArgs{})}
+	return &PageCache{max: maxBytes, pages: map[string]*Page{}, files: newOpenFiles(openFileArgs{})}
 }
 
 // Get returns the cached page for key, retained for the caller.
@@ -112,7 +113,7 @@ func (c *PageCache) lookup(key string, countMiss bool, now int64, maxAge time.Du
 		return nil, false
 	}
 	c.hits.Add(1)
-	c.lru.MoveToFront(p.element)
+	c.lru.used(&p.recent)
 	p.refs.Add(1)
 	return p, true
 }
@@ -173,7 +174,8 @@ func (c *PageCache) Insert(key string, body []byte, contentType string, v Valida
 
 // insertRep is Insert for a representation described by r.
 func (c *PageCache) insertRep(key string, body []byte, r rep) *Page {
-	p := &Page{Key: key, Body: body, ContentType: r.ctype, Validators: r.v, Header: r.header(), Encoding: r.enc, rep: r}
+	header := r.header()
+	p := &Page{Key: key, Body: body, ContentType: r.ctype, Validators: r.v, Header: header, prepared: http.PrepareHeader(header), Encoding: r.enc, rep: r}
 	p.done = func(error) { p.Release() }
 	p.refs.Store(1) // the caller's
 	if int64(len(body)) > c.max {
@@ -185,11 +187,12 @@ func (c *PageCache) insertRep(key string, body []byte, r rep) *Page {
 	if old, ok := c.pages[key]; ok {
 		c.removeLocked(old)
 	}
-	for c.size+int64(len(body)) > c.max && c.lru.Len() > 0 {
-		c.removeLocked(c.lru.Back().Value.(*Page))
+	for c.size+int64(len(body)) > c.max && c.lru.len() > 0 {
+		old, _ := c.lru.oldest()
+		c.removeLocked(old)
 		c.evictions.Add(1)
 	}
-	p.element = c.lru.PushFront(p)
+	c.lru.add(&p.recent, p)
 	c.pages[key] = p
 	c.size += int64(len(body))
 	c.mu.Unlock()
@@ -199,7 +202,7 @@ func (c *PageCache) insertRep(key string, body []byte, r rep) *Page {
 // removeLocked drops p from the cache; its buffer is recycled once the last
 // holder releases it. The caller holds c.mu.
 func (c *PageCache) removeLocked(p *Page) {
-	c.lru.Remove(p.element)
+	c.lru.remove(&p.recent)
 	delete(c.pages, p.Key)
 	c.size -= int64(len(p.Body))
 	if p.refs.Add(-1) == 0 {

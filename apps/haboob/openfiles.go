@@ -1,7 +1,6 @@
 package haboob
 
 import (
-	"container/list"
 	"io/fs"
 	"os"
 	"sync"
@@ -47,11 +46,13 @@ type openFile struct {
 	info   fs.FileInfo
 	rep    rep
 	header http.Header // the fields of a 200, built once
+	// prepared is header formatted once (http.PrepareHeader).
+	prepared *http.PreparedHeader
 	// anyClient: the representation is also the answer to clients that
 	// accept gzip (the file has no gzip variant).
 	anyClient bool
 	checked   atomic.Int64 // sink.Nanotime the path was last resolved to this file
-	elem      *list.Element
+	recent    recencyMark
 }
 
 // openFiles is the open-file cache: files too large for the page cache
@@ -65,13 +66,13 @@ type openFiles struct {
 
 	mu  sync.Mutex
 	m   map[string]*openFile
-	lru *list.List // front: most recently used
+	lru recency[*openFile]
 
 	hits, misses, evictions, stale atomic.Uint64
 }
 
 func newOpenFiles(args openFileArgs) *openFiles {
-	return &openFiles{args: args.withDefaults(), m: map[string]*openFile{}, lru: list.New()}
+	return &openFiles{args: args.withDefaults(), m: map[string]*openFile{}}
 }
 
 // get returns the valid entry for key (checked no longer than Valid
@@ -91,7 +92,7 @@ func (c *openFiles) find(key string, now int64, stale bool) (*openFile, bool) {
 		return nil, false
 	}
 	c.hits.Add(1)
-	c.lru.MoveToFront(e.elem)
+	c.lru.used(&e.recent)
 	e.file.Retain()
 	return e, true
 }
@@ -117,7 +118,7 @@ func (c *openFiles) revalidate(key string, info fs.FileInfo, anyClient bool, now
 	}
 	c.hits.Add(1)
 	e.checked.Store(now)
-	c.lru.MoveToFront(e.elem)
+	c.lru.used(&e.recent)
 	e.file.Retain()
 	return e, true
 }
@@ -141,17 +142,18 @@ func (c *openFiles) put(e *openFile, now int64) *openFile {
 	if old, ok := c.m[e.key]; ok {
 		c.removeLocked(old)
 	}
-	for c.lru.Len() >= c.args.Max && c.lru.Len() > 0 {
-		c.removeLocked(c.lru.Back().Value.(*openFile))
+	for c.lru.len() >= c.args.Max && c.lru.len() > 0 {
+		old, _ := c.lru.oldest()
+		c.removeLocked(old)
 		c.evictions.Add(1)
 	}
-	e.elem = c.lru.PushFront(e)
+	c.lru.add(&e.recent, e)
 	c.m[e.key] = e
 	return e
 }
 
 func (c *openFiles) removeLocked(e *openFile) {
-	c.lru.Remove(e.elem)
+	c.lru.remove(&e.recent)
 	delete(c.m, e.key)
 	e.file.Release()
 }
@@ -230,7 +232,7 @@ func fileReply(req *http.Request, e *openFile) *http.Reply {
 			resp  http.Response
 			file  http.FileBody
 		}{}
-		s.resp = http.Response{Status: http.StatusOK, Header: e.header, ContentLength: size}
+		s.resp = http.Response{Status: http.StatusOK, Header: e.header, Prepared: e.prepared, ContentLength: size}
 		s.reply = http.Reply{Req: req, Resp: &s.resp}
 		if s.resp.SendsBody(req) {
 			s.file = http.FileBody{File: e.file, Length: size}

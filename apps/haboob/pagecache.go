@@ -279,7 +279,7 @@ func staticReply(req *http.Request, p *Page) *http.Reply {
 			return &s.reply
 		}
 	}
-	s.resp = http.Response{Status: http.StatusOK, Header: p.Header, ContentLength: size}
+	s.resp = http.Response{Status: http.StatusOK, Header: p.Header, Prepared: p.prepared, ContentLength: size}
 	s.bufs[0] = body
 	s.reply.Body = s.bufs[:]
 	return &s.reply

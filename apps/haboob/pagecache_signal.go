@@ -26,8 +26,9 @@ func (c *PageCache) Shrink(targetBytes int64) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for c.size > max(targetBytes, 0) && c.lru.Len() > 0 {
-		c.removeLocked(c.lru.Back().Value.(*Page))
+	for c.size > max(targetBytes, 0) && c.lru.len() > 0 {
+		old, _ := c.lru.oldest()
+		c.removeLocked(old)
 		c.evictions.Add(1)
 		n++
 	}

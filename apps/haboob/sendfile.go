@@ -59,7 +59,8 @@ func (h *cacheMiss) opened(ev aio.FileOpened) {
 	}
 	reqs := h.take(h.opening, op)
 	r := repOf(op.rep, ev.Info)
-	e := &openFile{key: op.key, file: ev.File, info: ev.Info, rep: r, header: r.header(), anyClient: op.anyClient}
+	header := r.header()
+	e := &openFile{key: op.key, file: ev.File, info: ev.Info, rep: r, header: header, prepared: http.PrepareHeader(header), anyClient: op.anyClient}
 	e = h.cache.files.put(e, sink.Nanotime()) // one reference for the replies
 	for i, req := range reqs {
 		if i > 0 {
