@@ -172,7 +172,10 @@ func (c *Connection) setFlushedLocked(fl int64) {
 		c.flushed.Store(fl)
 		c.eng.stats.bytesOut.Add(uint64(fl - old))
 		c.eng.stats.outPending.Add(old - fl)
-		now := sink.Nanotime()
+		now := c.readAt.Load() // the event loop's delivery: its arrival reading
+		if now == 0 {
+			now = sink.Nanotime()
+		}
 		c.activity.Store(now)
 		c.lastOut.Store(now)
 	}
@@ -342,8 +345,9 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 	}
 	traffic := c.beginTraffic()
 	act := c.read(gc, avail)
+	drained := traffic && c.endTraffic(gc)
 	c.readAt.Store(0)
-	if traffic && c.endTraffic(gc) && act == gnet.None {
+	if drained && act == gnet.None {
 		return c.closeDrained()
 	}
 	if act == gnet.None {
@@ -474,7 +478,7 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 		}
 		c.seq++
 		c.countIn(m)
-		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: data[:m]}}) {
+		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: data[:m], At: c.readAt.Load()}}) {
 			// The packet waits in the postbox; so do the bytes behind it.
 			c.paused.Store(true)
 			c.armRetry()
@@ -638,7 +642,7 @@ func (c *Connection) tlsDeliver(r *sinkRef, ciphertext []byte) bool {
 	ok := true
 	err := c.decrypt(ciphertext, func(p []byte) {
 		c.seq++
-		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: p}}) {
+		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: p, At: c.readAt.Load()}}) {
 			ok = false // the packet waits in the postbox, and so do the ones after it
 		}
 	})

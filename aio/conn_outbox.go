@@ -100,9 +100,11 @@ type outbox struct {
 	flushed atomic.Int64 // bytes written to the kernel
 	lastOut atomic.Int64 // sink.Nanotime of the last output progress (or of output starting)
 	// readAt is the sink.Nanotime reading taken when input arrived, kept
-	// while the event loop delivers it (0 otherwise): a reply written
-	// meanwhile starts its write timeout from it instead of reading the
-	// clock again. It is at most one delivery old.
+	// while the event loop delivers it and writes what was written
+	// meanwhile (0 otherwise): a reply written meanwhile starts its write
+	// timeout from it, the loop's write records its progress at it, and
+	// the packets carry it (Packet.At), instead of reading the clock
+	// again. It is at most one delivery old.
 	readAt   atomic.Int64
 	wantPoll atomic.Bool // the maintenance goroutine must watch the drain
 

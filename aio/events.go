@@ -60,6 +60,10 @@ type Packet struct {
 	Conn *Connection
 	Seq  uint64
 	Data []byte
+	// At is the sink.Nanotime reading taken when the bytes arrived (one
+	// per event-loop visit, shared by its packets): a reader may use it
+	// instead of reading the clock again. 0 when unknown.
+	At int64
 }
 
 // WriteRequest is an outgoing buffer with options. Enqueue a WriteRequest

@@ -146,3 +146,47 @@ func TestEventLoopYields(t *testing.T) {
 		})
 	}
 }
+
+// A packet carries the clock reading the event loop took when its bytes
+// arrived: after the client's write, before the reader got it. A reply
+// written during the delivery is written by the loop, which records the
+// output's progress at that same reading instead of reading the clock.
+func TestPacketCarriesArrivalReading(t *testing.T) {
+	checkLeaks(t)
+	_, _, c, client := serverConn(t, SocketConfig{})
+	type stamp struct{ at, got, out int64 }
+	got := make(chan stamp, 16)
+	if err := c.StartReader(fnSink(func(e sink.Event) error {
+		p, ok := e.(Packet)
+		if !ok {
+			return nil
+		}
+		s := stamp{at: p.At, got: sink.Nanotime()}
+		return c.Write(p.Data, nil, func(error) {
+			s.out = c.lastOut.Load() // set before the completions run
+			got <- s
+		})
+	})); err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte{'x'}
+	for i := range 3 {
+		before := sink.Nanotime()
+		if _, err := client.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(client, buf); err != nil {
+			t.Fatal(err)
+		}
+		s := <-got
+		if s.at < before || s.at > s.got {
+			t.Fatalf("packet %d: arrival reading %d, want between the write (%d) and its delivery (%d)", i, s.at, before, s.got)
+		}
+		if s.out != s.at {
+			t.Fatalf("packet %d: output progress recorded at %d, want the arrival reading %d", i, s.out, s.at)
+		}
+	}
+	if st := c.Stats(); st.LoopWrites != 3 {
+		t.Fatalf("%d loop writes, want 3", st.LoopWrites)
+	}
+}

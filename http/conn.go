@@ -166,8 +166,11 @@ type pipeline struct {
 	// it is parsed and its requests are delivered (zero otherwise): it
 	// stamps their Received and the Date of the replies emitted meanwhile
 	// (wallNow), so an inline answer reads the wall clock once, not three
-	// times. It is at most one delivery round old.
+	// times. It is at most one delivery round old. mono is the packet's
+	// sink.Nanotime reading, kept alike: a reply emitted meanwhile records
+	// the connection's activity at it (0 otherwise: the clock is read).
 	wall      time.Time
+	mono      int64
 	heldBuf   [][]byte // held's backing array while it is short
 	heldBytes int
 	pumping   bool

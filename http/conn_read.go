@@ -13,12 +13,17 @@ import (
 // event loop runs when bytes arrive, and the pump that parses them and
 // hands the requests to the application.
 
-func (c *Connection) onPacket(data []byte) error {
+// onPacket takes the bytes of a packet that arrived at sink.Nanotime
+// reading at (0: unknown, the clock is read).
+func (c *Connection) onPacket(data []byte, at int64) error {
 	data, h2, err := c.protoPacket(data)
 	if h2 {
 		return err
 	}
-	now := sink.Nanotime()
+	now := at
+	if now == 0 {
+		now = sink.Nanotime()
+	}
 	c.mu.Lock()
 	if c.closed || c.readDone {
 		// Input after the last request (or after an error) is discarded;
@@ -36,7 +41,7 @@ func (c *Connection) onPacket(data []byte) error {
 		return errPipelineFull
 	}
 	c.lastAct = now
-	c.wall = time.Now()
+	c.wall, c.mono = time.Now(), now
 	if c.reqStart == 0 {
 		c.reqStart = now
 	}
@@ -94,7 +99,7 @@ func (c *Connection) pump(now int64) {
 			c.deliver(batch)
 			clear(batch)
 			c.mu.Lock()
-			now, c.wall = 0, time.Time{} // the application ran: read the clocks again
+			now, c.wall, c.mono = 0, time.Time{}, 0 // the application ran: read the clocks again
 			continue
 		}
 		if c.ready.Len() > 0 || c.readDone || len(c.held) == 0 {
@@ -153,7 +158,7 @@ func (c *Connection) pump(now int64) {
 		}
 	}
 	c.pumping = false
-	c.wall = time.Time{}
+	c.wall, c.mono = time.Time{}, 0
 	c.unlock()
 }
 

@@ -218,7 +218,9 @@ func (c *Connection) emitLocked(r Reply) {
 		c.dropStreamLocked(r.Stream, err)
 		return
 	}
-	c.lastAct = sink.Nanotime()
+	if c.lastAct = c.mono; c.lastAct == 0 {
+		c.lastAct = sink.Nanotime()
+	}
 	srv.stats.responses.Add(1)
 	if class := resp.status() / 100; class >= 1 && class <= 5 {
 		srv.stats.byClass[class].Add(1)

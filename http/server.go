@@ -554,7 +554,7 @@ func (s *Server) onReaderEvent(e sink.Event) error {
 	switch ev := e.(type) {
 	case aio.Packet:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
-			return c.onPacket(ev.Data)
+			return c.onPacket(ev.Data, ev.At)
 		}
 	case aio.TimerExpired:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
