@@ -106,25 +106,15 @@ func BenchmarkNetHTTPReadRequestBrowserGET(b *testing.B) {
 	}
 }
 
-func BenchmarkFormatterAppendHeader(b *testing.B) {
-	b.ReportAllocs()
-	reqs, err := new(Parser).Feed(nil, []byte(browserGET))
-	if err != nil {
-		b.Fatal(err)
-	}
-	resp := OK("text/html; charset=utf-8", make([]byte, 8192))
-	resp.Header = append(resp.Header, Field{"Last-Modified", "Fri, 27 Nov 2026 08:00:00 GMT"}, Field{"ETag", `"5f-3e8"`}, Field{"Accept-Ranges", "bytes"})
-	var f Formatter
-	buf := make([]byte, 0, 512)
-	now := time.Now()
-	for b.Loop() {
-		buf = f.AppendHeader(buf[:0], resp, reqs[0], now)
-	}
-}
+func BenchmarkFormatterAppendHeader(b *testing.B) { benchmarkAppendHeader(b, false) }
 
 // BenchmarkFormatterAppendPreparedHeader is BenchmarkFormatterAppendHeader
 // with the fields prepared once (a cached page's response).
-func BenchmarkFormatterAppendPreparedHeader(b *testing.B) {
+func BenchmarkFormatterAppendPreparedHeader(b *testing.B) { benchmarkAppendHeader(b, true) }
+
+// benchmarkAppendHeader formats a cached page's 200: Content-Type,
+// validators and Accept-Ranges, prepared or not.
+func benchmarkAppendHeader(b *testing.B, prepared bool) {
 	b.ReportAllocs()
 	reqs, err := new(Parser).Feed(nil, []byte(browserGET))
 	if err != nil {
@@ -132,7 +122,9 @@ func BenchmarkFormatterAppendPreparedHeader(b *testing.B) {
 	}
 	resp := OK("text/html; charset=utf-8", make([]byte, 8192))
 	resp.Header = append(resp.Header, Field{"Last-Modified", "Fri, 27 Nov 2026 08:00:00 GMT"}, Field{"ETag", `"5f-3e8"`}, Field{"Accept-Ranges", "bytes"})
-	resp.Prepared = PrepareHeader(resp.Header)
+	if prepared {
+		resp.Prepared = PrepareHeader(resp.Header)
+	}
 	var f Formatter
 	buf := make([]byte, 0, 512)
 	now := time.Now()

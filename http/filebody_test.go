@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -145,19 +144,10 @@ func TestFileBodyReleasedOnDisconnect(t *testing.T) {
 // same pipelined answers arrive byte-exact over TLS, and every reference
 // is released.
 func TestFileBodyOverTLS(t *testing.T) {
-	cert, err := aio.SelfSigned(0, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := aio.NewCertStoreFrom(cert)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, clientTLS := selfSignedTLS(t)
 	ff := newFileFixture(t, 3<<20+5)
 	f := startServer(t, http.ServerConfig{Socket: aio.SocketConfig{TLS: &aio.TLSConfig{Store: store}}}, ff.handle)
-	roots := x509.NewCertPool()
-	roots.AddCert(cert.Leaf)
-	conn, err := tls.Dial("tcp", f.addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	conn, err := tls.Dial("tcp", f.addr, clientTLS)
 	if err != nil {
 		t.Fatal(err)
 	}

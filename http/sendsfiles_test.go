@@ -20,17 +20,7 @@ import (
 // chunk at a time), but not over HTTP/1.1 with TLS, which reads the body
 // into memory to encrypt it.
 func TestConnectionSendsFiles(t *testing.T) {
-	cert, err := aio.SelfSigned(0, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := aio.NewCertStoreFrom(cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert.Leaf)
-	clientTLS := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+	store, clientTLS := selfSignedTLS(t)
 
 	tests := []struct {
 		name   string
@@ -81,4 +71,21 @@ func TestConnectionSendsFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// selfSignedTLS is a certificate store for a TLS server on 127.0.0.1 and
+// a client configuration that trusts it.
+func selfSignedTLS(t *testing.T) (*aio.CertStore, *tls.Config) {
+	t.Helper()
+	cert, err := aio.SelfSigned(0, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := aio.NewCertStoreFrom(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert.Leaf)
+	return store, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
 }
