@@ -51,8 +51,9 @@ func (p *Page) Release() {
 func (p *Page) ReleaseFunc() func(error) { return p.done }
 
 // PageCache is Haboob's in-memory page cache: bounded by a size in bytes,
-// evicting the least recently used pages, and reusing evicted pages' buffers
-// for new pages (thesis §6.1.1).
+// evicting the least recently used pages (exact but for the order within
+// the most recent quarter, see recency), and reusing evicted pages'
+// buffers for new pages (thesis §6.1.1).
 type PageCache struct {
 	max int64
 
