@@ -102,14 +102,19 @@ func durableCluster(t *testing.T) string {
 }
 
 // startDurableCluster starts the durable cluster of the fault tests (a
-// front and two workers, each with its profiler), the victim joining
-// NATS at join(the front's URL), and serves a few requests; it returns
-// the nodes and the event counts so far.
-func startDurableCluster(t *testing.T, join func(url string) string) (front, victim, other *node, before eventCounts) {
+// front and two workers, each with its profiler), the front embedding
+// the NATS server, or joining the one at natsURL if that is set; the
+// victim joins NATS at join(the server's URL). It serves a few requests
+// and returns the nodes and the event counts so far.
+func startDurableCluster(t *testing.T, natsURL string, join func(url string) string) (front, victim, other *node, before eventCounts) {
 	t.Helper()
 	bin := buildHaboob(t)
 	cfg := durableCluster(t)
-	front = startNode(t, bin, "-config", cfg, "-node", "front", "-nats-listen", "127.0.0.1:0", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0")
+	nats := []string{"-nats-listen", "127.0.0.1:0"}
+	if natsURL != "" {
+		nats = []string{"-nats", natsURL}
+	}
+	front = startNode(t, bin, append([]string{"-config", cfg, "-node", "front", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0"}, nats...)...)
 	victim = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", join(front.nats), "-profiler", "127.0.0.1:0")
 	other = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
 	if ok, _ := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
@@ -234,7 +239,7 @@ func checkNothingLost(t *testing.T, ok, unavailable int64, total int, before eve
 // ack wait) or 503 for an event the full stream refused, every stored
 // event handled at least once, and the resumed worker serves again.
 func TestClusterDurableWorkerStopped(t *testing.T) {
-	front, victim, other, before := startDurableCluster(t, func(url string) string { return url })
+	front, victim, other, before := startDurableCluster(t, "", func(url string) string { return url })
 	const total = 200
 	ok, unavailable := faultUnderLoad(t, front, victim, total, func() {
 		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -262,7 +267,7 @@ func TestClusterDurableWorkerStopped(t *testing.T) {
 // worker rejoins and serves again.
 func TestClusterDurablePartitionedWorker(t *testing.T) {
 	var link *natsLink
-	front, victim, other, before := startDurableCluster(t, func(url string) string {
+	front, victim, other, before := startDurableCluster(t, "", func(url string) string {
 		link = newNATSLink(t, url)
 		return link.url()
 	})
