@@ -203,10 +203,12 @@ func (c *Connection) closeTLSInput(r CloseReason, err error) {
 
 // tlsHandshakeExpired closes the connection if its handshake is past its
 // deadline (the maintenance goroutine's visit), and re-arms the timer if
-// it is still to come.
+// it is still to come. A handshake that completed has no deadline left,
+// even while its last flight is still leaving (a closed connection whose
+// handshake completed is then not kept in the watch set until it).
 func (c *Connection) tlsHandshakeExpired(now int64) bool {
 	s := c.tls
-	if s.ok.Load() || s.settled.Load() || s.deadline == 0 {
+	if s.ok.Load() || s.completed.Load() || s.settled.Load() || s.deadline == 0 {
 		return false
 	}
 	if now < s.deadline {

@@ -59,9 +59,14 @@ type handshakeSteps struct {
 	// worker taking it or the connection's end (release) clears it, and
 	// whoever does hands the parked goroutine its turn, so a step the
 	// stage never runs (it shut down) does not leave the goroutine parked.
-	queued   atomic.Bool
-	settled  atomic.Bool // the outcome is counted
-	deadline int64       // sink.Nanotime by which it must end (0: none)
+	queued  atomic.Bool
+	settled atomic.Bool // the outcome is counted
+	// completed is set when crypto/tls's handshake returned without
+	// error, before its last flight leaves: a peer that closes as soon
+	// as it has that flight (a TLS 1.2 client's handshake ends with it)
+	// closed after a completed handshake, which run counts, not ended.
+	completed atomic.Bool
+	deadline  int64 // sink.Nanotime by which it must end (0: none)
 	// submitted is set by the event loop when the first step is queued.
 	submitted bool
 	// announce hands the established connection to the application; the
@@ -118,6 +123,7 @@ func (s *tlsSession) release() {
 // connection's timer, which closes the transport.
 func (s *tlsSession) run() {
 	err := s.conn.HandshakeContext(context.Background())
+	s.completed.Store(err == nil)
 	if ferr := s.flushHandshake(); err == nil && ferr != nil {
 		err = ferr
 	}
@@ -226,7 +232,7 @@ func (s *tlsSession) settle(err error) bool {
 // timeout, its goroutine (if any) released. It reports false if the
 // handshake had already ended.
 func (s *tlsSession) expire() bool {
-	if s.ok.Load() || !s.settle(errHandshakeTimeout) {
+	if s.ok.Load() || s.completed.Load() || !s.settle(errHandshakeTimeout) {
 		return false
 	}
 	_ = s.tr.Close()
@@ -235,13 +241,17 @@ func (s *tlsSession) expire() bool {
 }
 
 // ended is told that the connection closed: an established session reads
-// what is left, a handshake in progress ends (counted: the peer left).
+// what is left, a handshake in progress ends (counted: the peer left). A
+// handshake that completed while its last flight was leaving is counted
+// by run: completed if the flight left, failed if it could not.
 func (s *tlsSession) ended() {
 	if s.ok.Load() {
 		s.tr.FeedEOF()
 		return
 	}
-	s.settle(io.EOF)
+	if !s.completed.Load() {
+		s.settle(io.EOF)
+	}
 	_ = s.tr.Close()
 	s.release()
 }

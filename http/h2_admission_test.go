@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -25,7 +26,7 @@ func TestH2RejectedStreamGets503(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	client := h2cClient(t)
+	client := h2test.Client(t)
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
@@ -54,13 +55,13 @@ func TestH2RejectedStreamGets503(t *testing.T) {
 // closed and counted, and another client is served meanwhile.
 func TestH2ClientNotReadingClosed(t *testing.T) {
 	f := startServer(t, http.ServerConfig{WriteTimeout: 200 * time.Millisecond}, answerSized)
-	c := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	c := h2test.Dial(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	for id := uint32(1); id <= 9; id += 2 {
-		if err := c.get(id, "/size/100000"); err != nil {
+		if err := c.Get(id, "/size/100000"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	client := h2cClient(t)
+	client := h2test.Client(t)
 	resp, err := client.Get("http://" + f.addr + "/size/70000")
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestH2ClientNotReadingClosed(t *testing.T) {
 		t.Fatalf("normal client: %d, %d bytes", resp.StatusCode, len(body))
 	}
 	for {
-		if _, err := c.fr.ReadFrame(); err != nil {
+		if _, err := c.Framer.ReadFrame(); err != nil {
 			break // closed by the server (the hang guard is the deadline)
 		}
 	}
@@ -85,22 +86,22 @@ func TestH2ClientNotReadingClosed(t *testing.T) {
 // HTTP/1.1 one gets 503 and the close.
 func TestH2OverMaxConnections(t *testing.T) {
 	f := startServer(t, http.ServerConfig{MaxConnections: 1}, answerSized)
-	first := dialRaw(t, f.addr)
-	if err := first.get(1, "/size/10"); err != nil {
+	first := h2test.Dial(t, f.addr)
+	if err := first.Get(1, "/size/10"); err != nil {
 		t.Fatal(err)
 	}
-	if status, _, err := first.response(1); err != nil || status != "200" {
+	if status, _, err := first.Response(1); err != nil || status != "200" {
 		t.Fatalf("first connection: %q %v", status, err)
 	}
-	second := dialRaw(t, f.addr)
-	if err := second.get(1, "/size/10"); err != nil {
+	second := h2test.Dial(t, f.addr)
+	if err := second.Get(1, "/size/10"); err != nil {
 		t.Fatal(err)
 	}
-	status, _, err := second.response(1)
+	status, _, err := second.Response(1)
 	if err != nil || status != "503" {
 		t.Fatalf("connection over the limit: %q %v", status, err)
 	}
-	if g, err := second.goAway(); err != nil || g.ErrCode != http2.ErrCodeNo {
+	if g, err := second.GoAway(); err != nil || g.ErrCode != http2.ErrCodeNo {
 		t.Fatalf("connection over the limit: GOAWAY %v, %v", g, err)
 	}
 	if st := f.srv.Stats(); st.OverLimit != 1 || st.ByClass[5] != 1 {
@@ -131,18 +132,18 @@ func TestH2StreamTimeouts(t *testing.T) {
 					answerSized(req)
 				}
 			})
-			c := dialRaw(t, f.addr)
-			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block(tc.path),
+			c := h2test.Dial(t, f.addr)
+			if err := c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.Block(tc.path),
 				EndStream: tc.end, EndHeaders: true}); err != nil {
 				t.Fatal(err)
 			}
-			if status, _, err := c.response(1); err != nil || status != tc.status {
+			if status, _, err := c.Response(1); err != nil || status != tc.status {
 				t.Fatalf("stream 1: %q, %v; want %s", status, err, tc.status)
 			}
-			if err := c.get(3, "/size/100"); err != nil {
+			if err := c.Get(3, "/size/100"); err != nil {
 				t.Fatal(err)
 			}
-			if status, body, err := c.response(3); err != nil || status != "200" || len(body) != 100 {
+			if status, body, err := c.Response(3); err != nil || status != "200" || len(body) != 100 {
 				t.Fatalf("stream 3: %q, %d bytes, %v", status, len(body), err)
 			}
 			if n := tc.count(f.srv.Stats()); n != 1 {
@@ -160,29 +161,29 @@ func TestH2SlowFramesTimedOut(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		cfg   http.ServerConfig
-		send  func(c *rawH2) error
+		send  func(c *h2test.Conn) error
 		count func(http.ServerStats) uint64
 	}{
 		{"half a frame header", http.ServerConfig{RequestTimeout: 100 * time.Millisecond},
-			func(c *rawH2) error { _, err := c.conn.Write([]byte{0, 0, 4, 1}); return err },
+			func(c *h2test.Conn) error { _, err := c.Conn.Write([]byte{0, 0, 4, 1}); return err },
 			func(s http.ServerStats) uint64 { return s.RequestTimeouts }},
 		{"HEADERS without END_HEADERS", http.ServerConfig{RequestTimeout: 100 * time.Millisecond},
-			func(c *rawH2) error {
-				b := c.block("/size/10")
-				return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:2], EndStream: true})
+			func(c *h2test.Conn) error {
+				b := c.Block("/size/10")
+				return c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b[:2], EndStream: true})
 			},
 			func(s http.ServerStats) uint64 { return s.RequestTimeouts }},
 		{"idle", http.ServerConfig{IdleTimeout: 100 * time.Millisecond},
-			func(c *rawH2) error { return nil },
+			func(c *h2test.Conn) error { return nil },
 			func(s http.ServerStats) uint64 { return s.IdleClosed }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startServer(t, tc.cfg, answerSized)
-			c := dialRaw(t, f.addr)
+			c := h2test.Dial(t, f.addr)
 			if err := tc.send(c); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.goAway(); err != nil {
+			if _, err := c.GoAway(); err != nil {
 				t.Fatalf("no GOAWAY: %v", err)
 			}
 			if n := tc.count(f.srv.Stats()); n != 1 {
@@ -197,8 +198,8 @@ func TestH2SlowFramesTimedOut(t *testing.T) {
 // client hangs up, as for HTTP/1.1.
 func TestH2RequestContextCancelledOnClose(t *testing.T) {
 	reqs, client := inlineServer(t, http.ServerConfig{}, 4)
-	raw := rawOn(t, client)
-	if err := raw.get(1, "/slow"); err != nil {
+	raw := h2test.On(t, client)
+	if err := raw.Get(1, "/slow"); err != nil {
 		t.Fatal(err)
 	}
 	var req *http.Request

@@ -12,12 +12,13 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 )
 
 // h2Attack is a hostile client's frames, written on its own connection.
 type h2Attack struct {
 	name  string
-	write func(c *rawH2) error
+	write func(c *h2test.Conn) error
 	code  http2.ErrCode
 	count func(http.H2Stats) uint64
 }
@@ -25,12 +26,12 @@ type h2Attack struct {
 var h2Attacks = []h2Attack{
 	{
 		name: "rapid reset (CVE-2023-44487)",
-		write: func(c *rawH2) error {
+		write: func(c *h2test.Conn) error {
 			for id := uint32(1); id < 4000; id += 2 {
-				if err := c.get(id, "/size/10"); err != nil {
+				if err := c.Get(id, "/size/10"); err != nil {
 					return err
 				}
-				if err := c.fr.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+				if err := c.Framer.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
 					return err
 				}
 			}
@@ -41,9 +42,9 @@ var h2Attacks = []h2Attack{
 	},
 	{
 		name: "streams over the limit, refused",
-		write: func(c *rawH2) error {
+		write: func(c *h2test.Conn) error {
 			for id := uint32(1); id < 4000; id += 2 {
-				if err := c.get(id, "/hold"); err != nil {
+				if err := c.Get(id, "/hold"); err != nil {
 					return err
 				}
 			}
@@ -54,13 +55,13 @@ var h2Attacks = []h2Attack{
 	},
 	{
 		name: "CONTINUATION flood (CVE-2024-27316)",
-		write: func(c *rawH2) error {
-			block := c.block("/size/10", "x-filler", strings.Repeat("z", 200))
-			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:1], EndStream: true}); err != nil {
+		write: func(c *h2test.Conn) error {
+			block := c.Block("/size/10", "x-filler", strings.Repeat("z", 200))
+			if err := c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:1], EndStream: true}); err != nil {
 				return err
 			}
 			for i := 1; i < len(block); i++ {
-				if err := c.fr.WriteContinuation(1, false, block[i:i+1]); err != nil {
+				if err := c.Framer.WriteContinuation(1, false, block[i:i+1]); err != nil {
 					return err
 				}
 			}
@@ -71,29 +72,29 @@ var h2Attacks = []h2Attack{
 	},
 	{
 		name: "header list too large",
-		write: func(c *rawH2) error {
-			block := c.block("/size/10", "x-big", strings.Repeat("z", 5000))
-			return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
+		write: func(c *h2test.Conn) error {
+			block := c.Block("/size/10", "x-big", strings.Repeat("z", 5000))
+			return c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
 		},
 		code:  http2.ErrCodeEnhanceYourCalm,
 		count: func(s http.H2Stats) uint64 { return s.HeaderListLarge },
 	},
 	{
 		name: "HPACK table size over the limit",
-		write: func(c *rawH2) error {
-			c.enc.SetMaxDynamicTableSizeLimit(1 << 20)
-			c.enc.SetMaxDynamicTableSize(1 << 20)
-			block := c.block("/size/10")
-			return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
+		write: func(c *h2test.Conn) error {
+			c.Enc.SetMaxDynamicTableSizeLimit(1 << 20)
+			c.Enc.SetMaxDynamicTableSize(1 << 20)
+			block := c.Block("/size/10")
+			return c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
 		},
 		code:  http2.ErrCodeCompression,
 		count: func(s http.H2Stats) uint64 { return s.HPACKErrors },
 	},
 	{
 		name: "SETTINGS flood",
-		write: func(c *rawH2) error {
+		write: func(c *h2test.Conn) error {
 			for range 4000 {
-				if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 0}); err != nil {
+				if err := c.Framer.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 0}); err != nil {
 					return err
 				}
 			}
@@ -104,9 +105,9 @@ var h2Attacks = []h2Attack{
 	},
 	{
 		name: "PING flood",
-		write: func(c *rawH2) error {
+		write: func(c *h2test.Conn) error {
 			for i := range 4000 {
-				if err := c.fr.WritePing(false, [8]byte{byte(i)}); err != nil {
+				if err := c.Framer.WritePing(false, [8]byte{byte(i)}); err != nil {
 					return err
 				}
 			}
@@ -117,17 +118,17 @@ var h2Attacks = []h2Attack{
 	},
 	{
 		name: "empty DATA flood",
-		write: func(c *rawH2) error {
-			c.hb.Reset()
+		write: func(c *h2test.Conn) error {
+			c.Buf.Reset()
 			for _, f := range []hpack.HeaderField{{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
 				{Name: ":authority", Value: "localhost"}, {Name: ":path", Value: "/hold"}} {
-				_ = c.enc.WriteField(f)
+				_ = c.Enc.WriteField(f)
 			}
-			if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.hb.Bytes(), EndHeaders: true}); err != nil {
+			if err := c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.Buf.Bytes(), EndHeaders: true}); err != nil {
 				return err
 			}
 			for range 4000 {
-				if err := c.fr.WriteData(1, false, nil); err != nil {
+				if err := c.Framer.WriteData(1, false, nil); err != nil {
 					return err
 				}
 			}
@@ -157,7 +158,7 @@ func TestH2AttacksBounded(t *testing.T) {
 					answerSized(req)
 				}
 			})
-			client := h2cClient(t)
+			client := h2test.Client(t)
 			normal := func(when string) {
 				t.Helper()
 				resp, err := client.Get("http://" + f.addr + "/size/5001")
@@ -171,11 +172,11 @@ func TestH2AttacksBounded(t *testing.T) {
 				}
 			}
 			normal("before")
-			c := dialRaw(t, f.addr)
+			c := h2test.Dial(t, f.addr)
 			wrote := make(chan error, 1)
 			go func() { wrote <- a.write(c) }()
 			normal("during")
-			g, err := c.goAway()
+			g, err := c.GoAway()
 			if err != nil {
 				t.Fatalf("no GOAWAY: %v", err)
 			}
@@ -185,7 +186,7 @@ func TestH2AttacksBounded(t *testing.T) {
 			// The server closes: EOF, or a reset if the attacker's
 			// input was still arriving.
 			var ne net.Error
-			if _, err := io.Copy(io.Discard, c.conn); errors.As(err, &ne) && ne.Timeout() {
+			if _, err := io.Copy(io.Discard, c.Conn); errors.As(err, &ne) && ne.Timeout() {
 				t.Errorf("the connection stayed open after GOAWAY: %v", err)
 			}
 			<-wrote // the writer ends: done, or its connection closed

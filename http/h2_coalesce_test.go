@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -26,11 +27,11 @@ func TestH2AnswersOfOnePacketLeaveInOneWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	c := dialRaw(t, srv.Addr().String())
-	if err := c.get(1, "/first"); err != nil { // the SETTINGS exchange is over once it is answered
+	c := h2test.Dial(t, srv.Addr().String())
+	if err := c.Get(1, "/first"); err != nil { // the SETTINGS exchange is over once it is answered
 		t.Fatal(err)
 	}
-	if _, _, err := c.response(1); err != nil {
+	if _, _, err := c.Response(1); err != nil {
 		t.Fatal(err)
 	}
 	var frames bytes.Buffer
@@ -38,18 +39,18 @@ func TestH2AnswersOfOnePacketLeaveInOneWrite(t *testing.T) {
 	var ids []uint32
 	for id := uint32(3); id < 23; id += 2 {
 		ids = append(ids, id)
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.block("/s" + string(rune('a'+id))),
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.Block("/s" + string(rune('a'+id))),
 			EndStream: true, EndHeaders: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := srv.Stats().HTTP2.Writes
-	if _, err := c.conn.Write(frames.Bytes()); err != nil { // one packet
+	if _, err := c.Conn.Write(frames.Bytes()); err != nil { // one packet
 		t.Fatal(err)
 	}
-	for id, r := range c.responses(ids...) {
-		if want := "answer to /s" + string(rune('a'+id)); r.err != nil || r.status != "200" || string(r.body) != want {
-			t.Fatalf("stream %d: %q %q %v, want 200 %q", id, r.status, r.body, r.err, want)
+	for id, r := range c.Responses(ids...) {
+		if want := "answer to /s" + string(rune('a'+id)); r.Err != nil || r.Status != "200" || string(r.Body) != want {
+			t.Fatalf("stream %d: %q %q %v, want 200 %q", id, r.Status, r.Body, r.Err, want)
 		}
 	}
 	// Writes are counted before the bytes go out: the write that carried

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 )
 
 // diffSite is the content both servers serve in the differential test.
@@ -87,7 +88,7 @@ func TestH2DifferentialNetHTTP(t *testing.T) {
 	go func() { _ = ref.Serve(ln) }()
 	t.Cleanup(func() { _ = ref.Close() })
 
-	client := h2cClient(t)
+	client := h2test.Client(t)
 	type result struct {
 		proto, ctype, length string
 		status               int

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -82,11 +83,7 @@ func ExampleErrStreamReset() {
 		return
 	}
 	defer srv.Close()
-	tr := &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}}
+	tr := h2test.Transport() // an h2c client, as in ExampleH2Config
 	defer tr.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 )
 
 // h2FileCases are the file-body answers of fileFixture.handle as an
@@ -58,7 +59,7 @@ func TestH2FileBody(t *testing.T) {
 		client func(t *testing.T) *nethttp.Client
 		scheme string
 	}{
-		{"h2c", http.ServerConfig{}, h2cClient, "http"},
+		{"h2c", http.ServerConfig{}, h2test.Client, "http"},
 		{"tls", http.ServerConfig{Socket: aio.SocketConfig{TLS: &aio.TLSConfig{Store: store}}}, func(t *testing.T) *nethttp.Client {
 			tr := &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}}
 			t.Cleanup(tr.CloseIdleConnections)
@@ -95,45 +96,16 @@ func TestH2FileBodiesInterleaved(t *testing.T) {
 	ff := newFileFixture(t, 1<<20+17)
 	f := startServer(t, http.ServerConfig{}, ff.handle)
 	const window = 20000
-	c := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: window})
+	c := h2test.Dial(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: window})
 	ids := []uint32{1, 3, 5, 7, 9, 11, 13, 15}
 	for _, id := range ids {
-		if err := c.get(id, "/full"); err != nil {
+		if err := c.Get(id, "/full"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bodies := map[uint32][]byte{}
-	streamWin := map[uint32]int{}
-	ended := map[uint32]bool{}
-	var order []uint32
-	for len(ended) < len(ids) {
-		fr, err := c.fr.ReadFrame()
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, ok := fr.(*http2.DataFrame)
-		if !ok {
-			if rst, ok := fr.(*http2.RSTStreamFrame); ok {
-				t.Fatalf("stream %d reset: %v", rst.StreamID, rst.ErrCode)
-			}
-			continue
-		}
-		id, n := d.StreamID, len(d.Data())
-		if streamWin[id]+n > window {
-			t.Fatalf("stream %d: %d bytes in flight past its window of %d", id, streamWin[id]+n, window)
-		}
-		streamWin[id] += n
-		bodies[id] = append(bodies[id], d.Data()...)
-		order = append(order, id)
-		if d.StreamEnded() {
-			ended[id] = true
-		} else if streamWin[id] >= window/2 {
-			_ = c.fr.WriteWindowUpdate(id, uint32(streamWin[id]))
-			streamWin[id] = 0
-		}
-		if n > 0 {
-			_ = c.fr.WriteWindowUpdate(0, uint32(n))
-		}
+	bodies, order, err := c.Bodies(window, ids...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, id := range ids {
 		if !bytes.Equal(bodies[id], ff.data) {
@@ -154,15 +126,15 @@ func TestH2FileBodyReleased(t *testing.T) {
 	tests := []struct {
 		name string
 		path string
-		end  func(t *testing.T, f *fixture, c *rawH2)
+		end  func(t *testing.T, f *fixture, c *h2test.Conn)
 	}{
-		{"client reset", "/full", func(t *testing.T, f *fixture, c *rawH2) {
-			if err := c.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+		{"client reset", "/full", func(t *testing.T, f *fixture, c *h2test.Conn) {
+			if err := c.Framer.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"client close", "/full", func(t *testing.T, f *fixture, c *rawH2) { c.conn.Close() }},
-		{"server close", "/full", func(t *testing.T, f *fixture, c *rawH2) { _ = f.srv.Close() }},
+		{"client close", "/full", func(t *testing.T, f *fixture, c *h2test.Conn) { c.Conn.Close() }},
+		{"server close", "/full", func(t *testing.T, f *fixture, c *h2test.Conn) { _ = f.srv.Close() }},
 		{"file too short", "/past", nil},
 	}
 	for _, tc := range tests {
@@ -176,18 +148,18 @@ func TestH2FileBodyReleased(t *testing.T) {
 				}
 				ff.handle(req)
 			})
-			c := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
-			if err := c.get(1, tc.path); err != nil {
+			c := h2test.Dial(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+			if err := c.Get(1, tc.path); err != nil {
 				t.Fatal(err)
 			}
 			if tc.end == nil {
 				for {
-					fr, err := c.fr.ReadFrame()
+					fr, err := c.Framer.ReadFrame()
 					if err != nil {
 						t.Fatal(err)
 					}
 					if d, ok := fr.(*http2.DataFrame); ok && len(d.Data()) > 0 {
-						_ = c.fr.WriteWindowUpdate(0, uint32(len(d.Data())))
+						_ = c.Framer.WriteWindowUpdate(0, uint32(len(d.Data())))
 					}
 					if rst, ok := fr.(*http2.RSTStreamFrame); ok {
 						if rst.StreamID != 1 || rst.ErrCode != http2.ErrCodeInternal {
@@ -196,23 +168,17 @@ func TestH2FileBodyReleased(t *testing.T) {
 						break
 					}
 				}
-				if err := c.get(3, "/a"); err != nil {
+				if err := c.Get(3, "/a"); err != nil {
 					t.Fatal(err)
 				}
-				if status, body, err := c.response(3); err != nil || status != "200" || string(body) != "small /a" {
+				if status, body, err := c.Response(3); err != nil || status != "200" || string(body) != "small /a" {
 					t.Fatalf("after the reset: %q %q %v", status, body, err)
 				}
 				ff.waitReleased(t)
 				return
 			}
-			for {
-				fr, err := c.fr.ReadFrame()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d, ok := fr.(*http2.DataFrame); ok && d.StreamID == 1 {
-					break
-				}
+			if _, err := c.FirstData(1); err != nil {
+				t.Fatal(err)
 			}
 			tc.end(t, f, c)
 			ff.waitReleased(t)
@@ -241,18 +207,18 @@ func TestH2ResetCancelsContext(t *testing.T) {
 			_ = http.Respond(req, http.OK("text/plain", []byte("late"))) // dropped: the stream is gone
 		}()
 	})
-	c := dialRaw(t, f.addr)
-	if err := c.get(1, "/wait"); err != nil {
+	c := h2test.Dial(t, f.addr)
+	if err := c.Get(1, "/wait"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.get(3, "/size/10"); err != nil {
+	if err := c.Get(3, "/size/10"); err != nil {
 		t.Fatal(err)
 	}
-	if status, _, err := c.response(3); err != nil || status != "200" {
+	if status, _, err := c.Response(3); err != nil || status != "200" {
 		t.Fatalf("stream 3: %q %v", status, err)
 	}
 	done := <-ctxs
-	if err := c.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+	if err := c.Framer.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
 		t.Fatal(err)
 	}
 	reset := <-ctxs // hang guard: the test's deadline
@@ -263,10 +229,10 @@ func TestH2ResetCancelsContext(t *testing.T) {
 	if cause := context.Cause(done); !errors.Is(cause, http.ErrStreamDone) {
 		t.Errorf("answered stream's cause %v, want ErrStreamDone", cause)
 	}
-	if err := c.get(5, "/size/20"); err != nil {
+	if err := c.Get(5, "/size/20"); err != nil {
 		t.Fatal(err)
 	}
-	if status, body, err := c.response(5); err != nil || status != "200" || len(body) != 20 {
+	if status, body, err := c.Response(5); err != nil || status != "200" || len(body) != 20 {
 		t.Fatalf("after the reset: %q, %d bytes, %v", status, len(body), err)
 	}
 }
@@ -286,9 +252,9 @@ func TestH2ResetRequestExpiresInQueue(t *testing.T) {
 		}
 		answerSized(req)
 	})
-	c := dialRaw(t, f.addr)
+	c := h2test.Dial(t, f.addr)
 	for _, id := range []uint32{1, 3} {
-		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.block("/block"), EndStream: true, EndHeaders: true}); err != nil {
+		if err := c.Framer.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.Block("/block"), EndStream: true, EndHeaders: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -297,18 +263,18 @@ func TestH2ResetRequestExpiresInQueue(t *testing.T) {
 	}
 	waitUntil(t, "the blocking requests handled", handled(1))
 	waitUntil(t, "the blocking requests handled", handled(3))
-	if err := c.get(5, "/size/10"); err != nil { // queued: both threads are busy
+	if err := c.Get(5, "/size/10"); err != nil { // queued: both threads are busy
 		t.Fatal(err)
 	}
 	waitUntil(t, "stream 5's request delivered", func() bool { return f.srv.Stats().Requests >= 3 })
-	if err := c.fr.WriteRSTStream(5, http2.ErrCodeCancel); err != nil {
+	if err := c.Framer.WriteRSTStream(5, http2.ErrCodeCancel); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the reset read", func() bool { return f.srv.Stats().HTTP2.ResetsIn >= 1 })
 	close(release)
-	for id, r := range c.responses(1, 3) {
-		if r.err != nil || r.status != "404" { // answerSized: /block is not a size
-			t.Fatalf("stream %d: %q %v", id, r.status, r.err)
+	for id, r := range c.Responses(1, 3) {
+		if r.Err != nil || r.Status != "404" { // answerSized: /block is not a size
+			t.Fatalf("stream %d: %q %v", id, r.Status, r.Err)
 		}
 	}
 	st, _ := f.m.Stage("App")

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 )
 
 // TestH2FlowControlSmallWindow reads two streams with a 100-byte stream
@@ -18,10 +19,10 @@ import (
 func TestH2FlowControlSmallWindow(t *testing.T) {
 	f := startServer(t, http.ServerConfig{}, answerSized)
 	const window = 100
-	c := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: window})
+	c := h2test.Dial(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: window})
 	sizes := map[uint32]int{1: 3000, 3: 2999, 5: 40_001}
 	for _, id := range []uint32{1, 3, 5} {
-		if err := c.get(id, "/size/"+itoa(sizes[id])); err != nil {
+		if err := c.Get(id, "/size/"+itoa(sizes[id])); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,7 +32,7 @@ func TestH2FlowControlSmallWindow(t *testing.T) {
 	status := map[uint32]string{}
 	var order []uint32 // streams of successive DATA frames
 	for len(status) < 3 || len(bodies) < 3 || !ended(bodies, sizes) {
-		fr, err := c.fr.ReadFrame()
+		fr, err := c.Framer.ReadFrame()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,11 +50,11 @@ func TestH2FlowControlSmallWindow(t *testing.T) {
 			order = append(order, id)
 			if streamWin[id] == 0 && !fr.StreamEnded() {
 				streamWin[id] += window
-				_ = c.fr.WriteWindowUpdate(id, window)
+				_ = c.Framer.WriteWindowUpdate(id, window)
 			}
 			if connWin < 10_000 {
 				connWin += 50_000
-				_ = c.fr.WriteWindowUpdate(0, 50_000)
+				_ = c.Framer.WriteWindowUpdate(0, 50_000)
 			}
 		}
 	}
@@ -135,29 +136,23 @@ func TestH2ResetMidResponse(t *testing.T) {
 		}
 		next(0)
 	})
-	c := dialRaw(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1000})
-	if err := c.get(1, "/big"); err != nil {
+	c := h2test.Dial(t, f.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1000})
+	if err := c.Get(1, "/big"); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		fr, err := c.fr.ReadFrame()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d, ok := fr.(*http2.DataFrame); ok && d.StreamID == 1 {
-			break
-		}
+	if _, err := c.FirstData(1); err != nil {
+		t.Fatal(err)
 	}
-	if err := c.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+	if err := c.Framer.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-failed; err == nil {
 		t.Fatal("piece completed without error after the reset")
 	}
-	if err := c.get(3, "/size/5000"); err != nil {
+	if err := c.Get(3, "/size/5000"); err != nil {
 		t.Fatal(err)
 	}
-	status, body, err := c.response(3)
+	status, body, err := c.Response(3)
 	if err != nil || status != "200" || !bytes.Equal(body, sizedBody(5000)) {
 		t.Fatalf("after the reset: status %q, %d bytes, %v", status, len(body), err)
 	}
@@ -173,9 +168,9 @@ func TestH2ResetMidResponse(t *testing.T) {
 func TestH2GoAwayOnShutdown(t *testing.T) {
 	held := make(chan *http.Request, 3)
 	f := startServer(t, http.ServerConfig{}, func(req *http.Request) { held <- req })
-	c := dialRaw(t, f.addr)
+	c := h2test.Dial(t, f.addr)
 	for _, id := range []uint32{1, 3, 5} {
-		if err := c.get(id, "/size/"+itoa(int(id)*10_000)); err != nil {
+		if err := c.Get(id, "/size/"+itoa(int(id)*10_000)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,7 +181,7 @@ func TestH2GoAwayOnShutdown(t *testing.T) {
 		defer cancel()
 		shut <- f.srv.Shutdown(ctx)
 	}()
-	g, err := c.goAway()
+	g, err := c.GoAway()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,12 +191,12 @@ func TestH2GoAwayOnShutdown(t *testing.T) {
 	for _, r := range reqs {
 		answerSized(r)
 	}
-	for id, r := range c.responses(1, 3, 5) {
-		if r.err != nil || r.status != "200" || !bytes.Equal(r.body, sizedBody(int(id)*10_000)) {
-			t.Fatalf("stream %d after GOAWAY: status %q, %d bytes, %v", id, r.status, len(r.body), r.err)
+	for id, r := range c.Responses(1, 3, 5) {
+		if r.Err != nil || r.Status != "200" || !bytes.Equal(r.Body, sizedBody(int(id)*10_000)) {
+			t.Fatalf("stream %d after GOAWAY: status %q, %d bytes, %v", id, r.Status, len(r.Body), r.Err)
 		}
 	}
-	if _, err := c.fr.ReadFrame(); err == nil {
+	if _, err := c.Framer.ReadFrame(); err == nil {
 		t.Error("the connection stayed open after its last stream")
 	}
 	if err := <-shut; err != nil {

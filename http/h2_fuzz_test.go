@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -92,11 +93,11 @@ func FuzzH2FrameReader(f *testing.F) {
 				t.Fatalf("the server kept the connection open: %v", err)
 			}
 		}
-		c := dialRaw(t, addr)
-		if err := c.get(1, "/ok"); err != nil {
+		c := h2test.Dial(t, addr)
+		if err := c.Get(1, "/ok"); err != nil {
 			t.Fatal(err)
 		}
-		if status, body, err := c.response(1); err != nil || status != "200" || string(body) != "/ok" {
+		if status, body, err := c.Response(1); err != nil || status != "200" || string(body) != "/ok" {
 			t.Fatalf("a fresh connection after the input: %q %q %v", status, body, err)
 		}
 	})

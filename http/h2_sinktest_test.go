@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/enqueuepred"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/sink/sinktest"
 )
@@ -25,9 +26,9 @@ func TestH2ConnectionSinktest(t *testing.T) {
 	sinktest.Run(t, func(t *testing.T) sinktest.Harness {
 		cfg := http.ServerConfig{HTTP2: http.H2Config{MaxConcurrentStreams: 2 * requests, MaxResetsPerSecond: 1 << 20}}
 		reqs, client := inlineServer(t, cfg, requests)
-		raw := rawOn(t, client)
+		raw := h2test.On(t, client)
 		for id := uint32(1); id < 2*requests; id += 2 {
-			if err := raw.get(id, "/r"); err != nil {
+			if err := raw.Get(id, "/r"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -40,7 +41,7 @@ func TestH2ConnectionSinktest(t *testing.T) {
 			Consume: func() (sink.Event, bool) {
 				_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
 				for {
-					f, err := raw.fr.ReadFrame()
+					f, err := raw.Framer.ReadFrame()
 					if err != nil {
 						t.Logf("sinktest harness: reading a frame: %v", err)
 						return nil, false
@@ -52,7 +53,7 @@ func TestH2ConnectionSinktest(t *testing.T) {
 					case *http2.DataFrame:
 						bodies[f.StreamID] = append(bodies[f.StreamID], f.Data()...)
 						if n := uint32(len(f.Data())); n > 0 {
-							_ = raw.fr.WriteWindowUpdate(0, n)
+							_ = raw.Framer.WriteWindowUpdate(0, n)
 						}
 						if !f.StreamEnded() {
 							continue

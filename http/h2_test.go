@@ -10,11 +10,12 @@ import (
 	metrics "github.com/rcrowley/go-metrics"
 
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 )
 
 func TestH2ManyConcurrentStreamsMixedSizes(t *testing.T) {
 	f := startServer(t, http.ServerConfig{}, answerSized)
-	client := h2cClient(t)
+	client := h2test.Client(t)
 	sizes := []int{0, 1, 2, 3, 100, 1000, 16384, 16385, 20000, 65535, 65536, 100_000, 300_001, 1 << 20}
 	var wg sync.WaitGroup
 	errs := make(chan error, 10*len(sizes))

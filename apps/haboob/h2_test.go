@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"github.com/sandstorm-go/sandstorm/apps/haboob"
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/internal/browsertest"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 )
 
 // h2Paths are the requests both protocols must answer alike: cached
@@ -98,15 +98,6 @@ func startHTTPS(t *testing.T, extra string) (*site, *x509.CertPool) {
 	return startHaboob(t, cfg), roots
 }
 
-// h2cTransport speaks HTTP/2 with prior knowledge over plain TCP.
-func h2cTransport() *http2.Transport {
-	return &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, addr)
-		}}
-}
-
 func noRedirect(*nethttp.Request, []*nethttp.Request) error { return nethttp.ErrUseLastResponse }
 
 // TestHTTP2MatchesHTTP1 fetches the same pages over HTTPS with HTTP/1.1
@@ -120,7 +111,7 @@ func TestHTTP2MatchesHTTP1(t *testing.T) {
 		CheckRedirect: noRedirect, Timeout: 30 * time.Second}
 	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}},
 		CheckRedirect: noRedirect, Timeout: 30 * time.Second}
-	h2c := &nethttp.Client{Transport: h2cTransport(), CheckRedirect: noRedirect, Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2test.Transport(), CheckRedirect: noRedirect, Timeout: 30 * time.Second}
 	defer func() {
 		h1.CloseIdleConnections()
 		h2tls.CloseIdleConnections()
@@ -346,7 +337,7 @@ func TestHTTP2FilesMatchHTTP1(t *testing.T) {
 	tlsAddr := s.hb.TLSAddr().String()
 	h1 := &nethttp.Client{Transport: &nethttp.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: time.Minute}
 	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: time.Minute}
-	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: time.Minute}
+	h2c := &nethttp.Client{Transport: h2test.Transport(), Timeout: time.Minute}
 	defer func() {
 		h1.CloseIdleConnections()
 		h2tls.CloseIdleConnections()
@@ -387,53 +378,6 @@ func TestHTTP2FilesMatchHTTP1(t *testing.T) {
 	}
 }
 
-// rawH2c is a bare HTTP/2 client with prior knowledge: the test reads its
-// frames and gives back windows itself.
-type rawH2c struct {
-	conn net.Conn
-	fr   *http2.Framer
-	enc  *hpack.Encoder
-	hb   bytes.Buffer
-}
-
-func dialH2c(t *testing.T, addr string, window uint32) *rawH2c {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rawH2On(t, conn, window)
-}
-
-// rawH2On starts HTTP/2 on conn (plain, or TLS that negotiated h2) with
-// a stream window of window bytes.
-func rawH2On(t *testing.T, conn net.Conn, window uint32) *rawH2c {
-	t.Helper()
-	t.Cleanup(func() { conn.Close() })
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Minute)) // a hang guard only
-	c := &rawH2c{conn: conn, fr: http2.NewFramer(conn, conn)}
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.enc = hpack.NewEncoder(&c.hb)
-	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window}); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func (c *rawH2c) get(t *testing.T, id uint32, path string) {
-	t.Helper()
-	c.hb.Reset()
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "localhost"}, {":path", path}} {
-		_ = c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestHTTP2ManyFileStreamsSmallWindow asks for large files on many
 // streams of one h2c connection with a 16 KiB stream window: no stream
 // gets DATA past its window, the streams interleave, every body is the
@@ -441,49 +385,27 @@ func (c *rawH2c) get(t *testing.T, id uint32, path string) {
 func TestHTTP2ManyFileStreamsSmallWindow(t *testing.T) {
 	s, _, files := startH2Files(t)
 	const window = 16 << 10
-	c := dialH2c(t, s.addr, window)
+	c := h2test.Dial(t, s.addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: window})
 	paths := map[uint32]string{}
 	for i := range 12 {
 		id := uint32(2*i + 1)
 		paths[id] = []string{"/large.bin", "/mid.bin", "/edge.bin"}[i%3]
-		c.get(t, id, paths[id])
-	}
-	bodies := map[uint32][]byte{}
-	unacked := map[uint32]int{}
-	ended := map[uint32]bool{}
-	switches, last := 0, uint32(0)
-	for len(ended) < len(paths) {
-		fr, err := c.fr.ReadFrame()
-		if err != nil {
+		if err := c.Get(id, paths[id]); err != nil {
 			t.Fatal(err)
 		}
-		switch fr := fr.(type) {
-		case *http2.MetaHeadersFrame:
-			if st := fr.PseudoValue("status"); st != "200" {
-				t.Fatalf("stream %d: status %s", fr.StreamID, st)
-			}
-		case *http2.RSTStreamFrame:
-			t.Fatalf("stream %d reset: %v", fr.StreamID, fr.ErrCode)
-		case *http2.DataFrame:
-			id, n := fr.StreamID, len(fr.Data())
-			if unacked[id]+n > window {
-				t.Fatalf("stream %d: %d bytes past a window of %d", id, unacked[id]+n, window)
-			}
-			if id != last {
-				switches++
-				last = id
-			}
-			bodies[id] = append(bodies[id], fr.Data()...)
-			unacked[id] += n
-			if fr.StreamEnded() {
-				ended[id] = true
-			} else if unacked[id] >= window/2 {
-				_ = c.fr.WriteWindowUpdate(id, uint32(unacked[id]))
-				unacked[id] = 0
-			}
-			if n > 0 {
-				_ = c.fr.WriteWindowUpdate(0, uint32(n))
-			}
+	}
+	ids := make([]uint32, 0, len(paths))
+	for id := range paths {
+		ids = append(ids, id)
+	}
+	bodies, order, err := c.Bodies(window, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switches := 0
+	for i := range order {
+		if i == 0 || order[i] != order[i-1] {
+			switches++
 		}
 	}
 	for id, path := range paths {
@@ -511,46 +433,32 @@ func TestHTTP2FileReleasedMidBody(t *testing.T) {
 	}{{"reset", true}, {"close", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, files := startH2Files(t)
-			c := dialH2c(t, s.addr, 65535) // no WINDOW_UPDATE: the response stalls after 64 KiB
-			c.get(t, 1, "/large.bin")
-			for {
-				fr, err := c.fr.ReadFrame()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d, ok := fr.(*http2.DataFrame); ok && d.StreamID == 1 {
-					break
-				}
+			c := h2test.Dial(t, s.addr) // default window, no WINDOW_UPDATE: the response stalls after 64 KiB
+			if err := c.Get(1, "/large.bin"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.FirstData(1); err != nil {
+				t.Fatal(err)
 			}
 			if refs := haboob.OpenFileRefs(s.hb.Cache(), "/large.bin"); refs != 2 {
 				t.Fatalf("%d references while the file is sent, want the cache's and the response's", refs)
 			}
 			if !tc.reset {
-				c.conn.Close()
+				c.Conn.Close()
 				poll(t, "the response's reference", func() bool { return haboob.OpenFileRefs(s.hb.Cache(), "/large.bin") == 1 })
 				return
 			}
-			if err := c.fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+			if err := c.Framer.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
 				t.Fatal(err)
 			}
 			poll(t, "the response's reference", func() bool { return haboob.OpenFileRefs(s.hb.Cache(), "/large.bin") == 1 })
-			_ = c.fr.WriteWindowUpdate(0, 1<<20) // what stream 1 used of the connection's window
-			c.get(t, 3, "/edge.bin")
-			var body []byte
-			for {
-				fr, err := c.fr.ReadFrame()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d, ok := fr.(*http2.DataFrame); ok && d.StreamID == 3 {
-					body = append(body, d.Data()...)
-					if d.StreamEnded() {
-						break
-					}
-				}
+			_ = c.Framer.WriteWindowUpdate(0, 1<<20) // what stream 1 used of the connection's window
+			if err := c.Get(3, "/edge.bin"); err != nil {
+				t.Fatal(err)
 			}
-			if !bytes.Equal(body, files["/edge.bin"]) {
-				t.Fatalf("after the reset: %d bytes, not the file's %d", len(body), len(files["/edge.bin"]))
+			status, body, err := c.Response(3)
+			if err != nil || status != "200" || !bytes.Equal(body, files["/edge.bin"]) {
+				t.Fatalf("after the reset: %s, %d bytes, not the file's %d (%v)", status, len(body), len(files["/edge.bin"]), err)
 			}
 			hp, err := s.hb.HTTP()
 			if err != nil {
@@ -573,34 +481,19 @@ func TestHTTP2MissesNotSerialised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := rawH2On(t, conn, 65535)
-	c.get(t, 1, "/large.bin") // stalls once its 64 KiB window is used
-	c.get(t, 3, "/large.bin")
-	_ = c.fr.WriteWindowUpdate(0, 64<<20)
-	var body []byte
-	unacked := 0
-	for {
-		fr, err := c.fr.ReadFrame()
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, ok := fr.(*http2.DataFrame)
-		if !ok || d.StreamID != 3 {
-			continue
-		}
-		body = append(body, d.Data()...)
-		if unacked += len(d.Data()); unacked >= 32<<10 {
-			_ = c.fr.WriteWindowUpdate(3, uint32(unacked))
-			unacked = 0
-		}
-		if d.StreamEnded() {
-			break
-		}
+	c := h2test.On(t, conn)
+	if err := c.Get(1, "/large.bin"); err != nil { // stalls once its 64 KiB window is used
+		t.Fatal(err)
 	}
-	if !bytes.Equal(body, files["/large.bin"]) {
-		t.Fatalf("stream 3: %d bytes, not the file's %d", len(body), len(files["/large.bin"]))
+	if err := c.Get(3, "/large.bin"); err != nil {
+		t.Fatal(err)
 	}
-	c.conn.Close()
+	_ = c.Framer.WriteWindowUpdate(0, 64<<20)
+	status, body, err := c.Response(3) // gives back what stream 3 uses only
+	if err != nil || status != "200" || !bytes.Equal(body, files["/large.bin"]) {
+		t.Fatalf("stream 3: %s, %d bytes, not the file's %d (%v)", status, len(body), len(files["/large.bin"]), err)
+	}
+	c.Conn.Close()
 	waitConnsClosed(t, s)
 }
 
@@ -610,7 +503,7 @@ func TestHTTP2MissesNotSerialised(t *testing.T) {
 func TestStatsShowsHTTP2(t *testing.T) {
 	s, roots := startHTTPS(t, "")
 	h2tls := &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 30 * time.Second}
-	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2test.Transport(), Timeout: 30 * time.Second}
 	defer func() {
 		h2tls.CloseIdleConnections()
 		h2c.CloseIdleConnections()
@@ -652,7 +545,7 @@ func TestDisableHTTP2Option(t *testing.T) {
 	}
 	conn.Close()
 	h1 := &nethttp.Client{Transport: &nethttp.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 30 * time.Second}
-	h2c := &nethttp.Client{Transport: h2cTransport(), Timeout: 30 * time.Second}
+	h2c := &nethttp.Client{Transport: h2test.Transport(), Timeout: 30 * time.Second}
 	defer func() {
 		h1.CloseIdleConnections()
 		h2c.CloseIdleConnections()

@@ -142,7 +142,7 @@ var remoteRedeliveredRE = regexp.MustCompile(`(?m)^sandstorm_remote_redelivered\
 // 200 (nothing the stream accepted is lost, none hangs), and the events
 // the dead worker held were redelivered to the other one.
 func TestClusterDurableWorkerKilled(t *testing.T) {
-	front, victim, survivor, _ := startDurableCluster(t, func(url string) string { return url })
+	front, victim, survivor, _ := startDurableCluster(t, "", func(url string) string { return url })
 	const total = 300
 	ok, unavailable := faultUnderLoad(t, front, victim, total, func() {
 		if err := victim.cmd.Process.Kill(); err != nil {
