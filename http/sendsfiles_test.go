@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/internal/h2test"
 )
 
 // A connection sends file bodies from the descriptor over HTTP/1.1 on a
@@ -33,7 +34,7 @@ func TestConnectionSendsFiles(t *testing.T) {
 		{"HTTP/1.1 over TLS", true, func(*testing.T) *nethttp.Client {
 			return &nethttp.Client{Transport: &nethttp.Transport{TLSClientConfig: clientTLS}}
 		}, "HTTP/1.1", false},
-		{"h2c", false, h2cClient, "HTTP/2.0", true},
+		{"h2c", false, h2test.Client, "HTTP/2.0", true},
 		{"h2 over TLS", true, func(*testing.T) *nethttp.Client {
 			return &nethttp.Client{Transport: &http2.Transport{TLSClientConfig: clientTLS}}
 		}, "HTTP/2.0", true},
