@@ -511,7 +511,8 @@ type tableCodec struct {
 // pending is one Enqueue waiting in a combiner.
 type pending struct {
 	event sink.Event
-	enc   []byte // the event, encoded by its own goroutine
+	codec *Codec
+	enc   []byte // the event's bytes (length first), encoded by its own goroutine
 	trace pendingTrace
 	err   error
 	wake  chan bool // true: lead the next request; false: err is set
@@ -529,7 +530,11 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 	if c := s.lastCodec.Load(); c != nil && c.tab == tab {
 		last = c.cd
 	}
-	enc, cd, err := s.n.wire.appendEvent(p.enc[:0], s.stage, e, last)
+	cd, err := s.n.wire.codecOf(s.stage, e, last)
+	var enc []byte
+	if err == nil {
+		enc, err = s.n.wire.appendEventData(p.enc[:0], s.stage, cd, e)
+	}
 	if err != nil {
 		pendingPool.Put(p)
 		s.rejected.Add(1)
@@ -538,7 +543,7 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 	if cd != last {
 		s.lastCodec.Store(&tableCodec{tab: tab, cd: cd})
 	}
-	p.event, p.enc, p.err, p.asked, p.trace = e, enc, nil, false, tracedPending(e)
+	p.event, p.codec, p.enc, p.err, p.asked, p.trace = e, cd, enc, nil, false, tracedPending(e)
 	c := &s.comb
 	if cd.Home != nil && s.fixed == "" {
 		if home := cd.Home(e); home != "" {
@@ -566,7 +571,7 @@ func (c *combiner) enqueue(s *stageSender, p *pending) error {
 		c.lead(s)
 	}
 	err := p.err
-	p.err, p.event = nil, nil
+	p.err, p.event, p.codec = nil, nil, nil
 	if cap(p.enc) > 4096 {
 		p.enc = nil
 	}
@@ -627,15 +632,18 @@ func (c *combiner) lead(s *stageSender) {
 func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 	size := 64
 	for _, p := range batch {
-		size += len(p.enc)
+		size += 1 + len(p.enc)
 	}
 	buf := requestBuffers.Get().(*[]byte)
 	defer putRequestBuffer(buf)
 	data := requestHeader(slices.Grow((*buf)[:0], size), opEach, s.newID(), s.from(), s.ref)
 	data = binary.AppendUvarint(data, uint64(len(batch)))
 	var hdr nats.Header
+	var prev *Codec
 	for i, p := range batch {
+		data = appendCodecName(data, p.codec, prev)
 		data = append(data, p.enc...)
+		prev = p.codec
 		hdr = p.trace.add(hdr, i)
 	}
 	*buf = data

@@ -147,6 +147,7 @@ func (r *replica) handle(m *nats.Msg) {
 
 func (r *replica) decide(data []byte, hdr nats.Header) *verdict {
 	q, err := r.n.wire.decodeRequest(data)
+	defer q.release()
 	if err != nil {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
 	}
@@ -287,6 +288,7 @@ func (n *Node) serveRef(m *nats.Msg) {
 
 func (n *Node) decideRef(data []byte, hdr nats.Header) *verdict {
 	q, err := n.wire.decodeRequest(data)
+	defer q.release()
 	if err != nil {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
 	}

@@ -198,6 +198,7 @@ type request struct {
 	from   string // sending stage ("" outside stages)
 	ref    uint64 // 0: the stage; else an exported sink
 	events []sink.Event
+	pooled *[]sink.Event // events' slice comes from eventSlices (see release)
 }
 
 var errShort = errors.New("remote: truncated message")
@@ -259,45 +260,66 @@ func (r *reader) byte() byte {
 	return v
 }
 
-// encodeEvents appends the events to b, each as its codec's name and bytes.
+// encodeEvents appends the events to b, each as its codec's name and
+// bytes; an event of the same codec as the one before it has an empty
+// name instead (no codec is named "": see Codecs.Add), so that a batch of
+// one type carries its codec's name once.
 func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(len(es)))
 	var err error
 	var last *Codec // a batch is usually of one type: look it up once
 	for _, e := range es {
-		if b, last, err = w.appendEvent(b, stage, e, last); err != nil {
+		prev := last
+		if last, err = w.codecOf(stage, e, last); err != nil {
+			return nil, err
+		}
+		b = appendCodecName(b, last, prev)
+		if b, err = w.appendEventData(b, stage, last, e); err != nil {
 			return nil, err
 		}
 	}
 	return b, nil
 }
 
-// appendEvent appends one event, its codec's name and bytes, reusing
-// last if e is of its type; it returns the codec it used.
-func (w *Wire) appendEvent(b []byte, stage string, e sink.Event, last *Codec) ([]byte, *Codec, error) {
+// codecOf returns e's codec: last if e is of its type.
+func (w *Wire) codecOf(stage string, e sink.Event, last *Codec) (*Codec, error) {
 	t := reflect.TypeOf(e)
 	if t == nil {
-		return nil, nil, &codecError{stage: stage, typ: t}
+		return nil, &codecError{stage: stage, typ: t}
 	}
-	cd := last
-	if cd == nil || cd.Type != t {
-		if cd = w.codecs.forType(t); cd == nil {
-			return nil, nil, &codecError{stage: stage, typ: t}
-		}
+	if last != nil && last.Type == t {
+		return last, nil
 	}
-	b = appendString(b, cd.Name)
+	if cd := w.codecs.forType(t); cd != nil {
+		return cd, nil
+	}
+	return nil, &codecError{stage: stage, typ: t}
+}
+
+// appendCodecName appends cd's name, or an empty one if the event
+// before it in the message had the same codec (prev).
+func appendCodecName(b []byte, cd, prev *Codec) []byte {
+	if cd == prev {
+		return append(b, 0)
+	}
+	return appendString(b, cd.Name)
+}
+
+// appendEventData appends e's bytes, encoded by its codec cd, preceded by
+// their length.
+func (w *Wire) appendEventData(b []byte, stage string, cd *Codec, e sink.Event) ([]byte, error) {
 	if cd.appendTo != nil {
 		b, err := appendLengthPrefixed(b, func(b []byte) ([]byte, error) { return cd.appendTo(b, e) })
 		if err != nil {
-			return nil, nil, &codecError{stage: stage, typ: t, err: err}
+			return nil, &codecError{stage: stage, typ: cd.Type, err: err}
 		}
-		return b, cd, nil
+		return b, nil
 	}
 	data, err := cd.Encode(w, e)
 	if err != nil {
-		return nil, nil, &codecError{stage: stage, typ: t, err: err}
+		return nil, &codecError{stage: stage, typ: cd.Type, err: err}
 	}
-	return appendBytes(b, data), cd, nil
+	return appendBytes(b, data), nil
 }
 
 // appendLengthPrefixed appends what add appends to b, preceded by its
@@ -329,6 +351,12 @@ func requestHeader(b []byte, op byte, id, from string, ref uint64) []byte {
 // codec that can decode several at once (decodeRun: JSON) is decoded
 // together.
 func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
+	return w.decodeEventsInto(r, nil)
+}
+
+// decodeEventsInto is decodeEvents appending to es[:0] (grown if it is
+// too small).
+func (w *Wire) decodeEventsInto(r *reader, es []sink.Event) ([]sink.Event, error) {
 	n := r.uvarint()
 	if r.err != nil {
 		return nil, r.err
@@ -336,7 +364,7 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 	if n > uint64(len(r.b)) {
 		return nil, errShort
 	}
-	es := make([]sink.Event, 0, n)
+	es = slices.Grow(es[:0], int(n))
 	var run [][]byte // events of codec last waiting for decodeRun (from runBuffers at its first)
 	var pooled *[][]byte
 	defer func() {
@@ -373,7 +401,12 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		if last == nil || last.Name != string(name) {
+		switch {
+		case len(name) == 0:
+			if last == nil {
+				return nil, fmt.Errorf("%w: an event without a codec name opens the message", ErrNoCodec)
+			}
+		case last == nil || last.Name != string(name):
 			if err := flush(); err != nil {
 				return nil, err
 			}
@@ -453,9 +486,32 @@ func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	if !carriesEvents(q.op) {
 		return q, nil
 	}
-	es, err := w.decodeEvents(r)
+	var into []sink.Event
+	if q.op != opPrepare { // a prepared transaction may hold its events
+		q.pooled = eventSlices.Get().(*[]sink.Event)
+		into = *q.pooled
+	}
+	es, err := w.decodeEventsInto(r, into)
 	q.events = es
 	return q, err
+}
+
+// eventSlices holds the slices a replica decodes a request's events in
+// when it is done with them once decided: the stage's queue keeps the
+// events, not the slice (about a fifth of the bytes a replica allocated
+// in EnqueueMany).
+var eventSlices = sync.Pool{New: func() any { return new([]sink.Event) }}
+
+// release gives the request's events slice back to eventSlices, if it
+// came from there: call it once q is decided, and use q.events no more.
+func (q *request) release() {
+	if q == nil || q.pooled == nil || cap(q.events) > 4096 {
+		return
+	}
+	clear(q.events)
+	*q.pooled = q.events[:0]
+	eventSlices.Put(q.pooled)
+	q.pooled, q.events = nil, nil
 }
 
 // Verdict statuses.
