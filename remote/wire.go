@@ -323,18 +323,24 @@ func (w *Wire) appendEventData(b []byte, stage string, cd *Codec, e sink.Event) 
 }
 
 // appendLengthPrefixed appends what add appends to b, preceded by its
-// length as a uvarint (as appendBytes would write it).
+// length as a uvarint (as appendBytes would write it). One byte is kept
+// for the length first, so that an encoding under 128 bytes (most
+// events) is not moved.
 func appendLengthPrefixed(b []byte, add func([]byte) ([]byte, error)) ([]byte, error) {
 	start := len(b)
-	b, err := add(b)
+	b, err := add(append(b, 0))
 	if err != nil {
 		return nil, err
 	}
-	n := len(b) - start
+	n := len(b) - start - 1
+	if n < 0x80 {
+		b[start] = byte(n)
+		return b, nil
+	}
 	var prefix [binary.MaxVarintLen64]byte
 	k := binary.PutUvarint(prefix[:], uint64(n))
-	b = append(b, prefix[:k]...) // room for the prefix
-	copy(b[start+k:], b[start:start+n])
+	b = append(b, prefix[1:k]...) // room for the rest of the prefix
+	copy(b[start+k:], b[start+1:start+1+n])
 	copy(b[start:], prefix[:k])
 	return b, nil
 }
