@@ -453,3 +453,61 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuedEventsOutliveTheirRequest: a replica decodes each request's
+// events into a slice it reuses for the next request once the stage has
+// taken them; events still queued in the stage (its handler is held),
+// prepared but not committed, or admitted one by one from combined
+// Enqueues must come out as they were sent, each once.
+func TestQueuedEventsOutliveTheirRequest(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	gate := make(chan struct{})
+	work := &recorder{gate: gate}
+	_, _ = c.node(strings.Replace(requestGraph, "threshold: 4", "threshold: 100000", 1), "b", map[string]stage.Handler{"Work": work})
+	s := remoteSink(t, ma, "Work")
+	want := map[int]bool{}
+	batch := func(from int) []sink.Event {
+		es := make([]sink.Event, 50)
+		for i := range es {
+			es[i] = from + i
+			want[from+i] = true
+		}
+		return es
+	}
+	txn, err := s.Prepare(batch(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := 1; b <= 4; b++ {
+		if err := s.EnqueueMany(batch(b * 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 16 { // concurrent Enqueues: combined requests
+		want[1000+g] = true
+		wg.Go(func() {
+			if err := s.Enqueue(1000 + g); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	txn.Commit()
+	close(gate)
+	waitFor(t, "every event handled", func() bool { return work.count() >= len(want) })
+	got := map[int]int{}
+	for _, e := range work.events() {
+		n, ok := e.(int)
+		if !ok || !want[n] {
+			t.Fatalf("handled %v (%T), which was never sent", e, e)
+		}
+		got[n]++
+	}
+	for n := range want {
+		if got[n] != 1 {
+			t.Fatalf("event %d handled %d times, want once", n, got[n])
+		}
+	}
+}
