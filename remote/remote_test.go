@@ -511,3 +511,69 @@ func TestQueuedEventsOutliveTheirRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentEnqueueManyAllOrNothing: concurrent EnqueueManys (and
+// Enqueues) that a sink sends together are still each admitted whole or
+// refused whole by the replica, each caller told its own verdict.
+func TestConcurrentEnqueueManyAllOrNothing(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	gate := make(chan struct{})
+	work := &recorder{gate: gate}
+	_, _ = c.node(strings.Replace(requestGraph, "threshold: 4", "threshold: 10", 1), "b", map[string]stage.Handler{"Work": work})
+	s := remoteSink(t, ma, "Work")
+	const calls = 12
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for g := range calls {
+		wg.Go(func() {
+			if g%3 == 2 {
+				errs[g] = s.Enqueue(100 * g)
+				return
+			}
+			errs[g] = s.EnqueueMany([]sink.Event{100 * g, 100*g + 1, 100*g + 2})
+		})
+	}
+	wg.Wait()
+	admitted := 0
+	for g, err := range errs {
+		switch {
+		case err == nil && g%3 == 2:
+			admitted++
+		case err == nil:
+			admitted += 3
+		case !errors.Is(err, sink.ErrRejected):
+			t.Fatalf("call %d: %v, want nil or a rejection", g, err)
+		}
+	}
+	// the handler holds the first batch it took, the queue the rest: at
+	// most its threshold of 10 behind it
+	if admitted == 0 || admitted > 10+10 {
+		t.Fatalf("%d events admitted", admitted)
+	}
+	close(gate)
+	waitFor(t, "the admitted events handled", func() bool { return work.count() >= admitted })
+	got := map[int]int{}
+	for _, e := range work.events() {
+		got[e.(int)]++
+	}
+	for g, err := range errs {
+		n := 3
+		if g%3 == 2 {
+			n = 1
+		}
+		for i := range n {
+			want := 1
+			if err != nil {
+				want = 0
+			}
+			if got[100*g+i] != want {
+				t.Fatalf("call %d (err %v): event %d handled %d times, want %d", g, err, 100*g+i, got[100*g+i], want)
+			}
+		}
+	}
+	st, _ := remote.Stats(s)
+	if int(st.Events) != admitted {
+		t.Fatalf("stats count %d events admitted, the callers %d", st.Events, admitted)
+	}
+}

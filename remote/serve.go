@@ -163,8 +163,8 @@ func (r *replica) decide(data []byte, hdr nats.Header) *verdict {
 		})
 	case opEach:
 		return r.seen.once(q.id, func() *verdict {
-			v := admitEach(r.st.Sink(), r.n.node, r.name, q.events)
-			r.count(q.from, len(q.events)-len(v.why))
+			v, admitted := admitEach(r.st.Sink(), r.n.node, r.name, q.events, q.groups)
+			r.count(q.from, admitted)
 			return v
 		})
 	case opCommit, opAbort:
@@ -242,12 +242,22 @@ func (n *Node) deliveredFrom(from string) map[string]uint64 {
 	return out
 }
 
-// admitEach enqueues every event on its own and reports each outcome.
-func admitEach(s sink.Sink, node, name string, es []sink.Event) *verdict {
-	v := &verdict{status: statusEach, each: make([]byte, len(es))}
-	for i, e := range es {
-		err := s.Enqueue(e)
+// admitEach enqueues every group of es (sizes in groups, in order) on
+// its own, all or nothing, and reports each group's outcome and how many
+// events were admitted.
+func admitEach(s sink.Sink, node, name string, es []sink.Event, groups []int) (v *verdict, admitted int) {
+	v = &verdict{status: statusEach, each: make([]byte, len(groups))}
+	for i, g := range groups {
+		group := es[:g]
+		es = es[g:]
+		var err error
+		if g == 1 {
+			err = s.Enqueue(group[0])
+		} else {
+			err = s.EnqueueMany(group)
+		}
 		if err == nil {
+			admitted += g
 			continue // statusOK is 0: nothing to build for the usual case
 		}
 		ev := verdictOf(err)
@@ -255,7 +265,7 @@ func admitEach(s sink.Sink, node, name string, es []sink.Event) *verdict {
 		ev.detail.Node, ev.detail.Stage = node, name
 		v.why = append(v.why, ev.detail)
 	}
-	return v
+	return v, admitted
 }
 
 // verdictOf turns a local enqueue's error into a verdict.
@@ -298,7 +308,8 @@ func (n *Node) decideRef(data []byte, hdr nats.Header) *verdict {
 		return &verdict{status: statusClosed, detail: verdictDetail{Stage: fmt.Sprintf("ref #%d", q.ref), Reason: "no such exported sink"}}
 	}
 	if q.op == opEach {
-		return admitEach(s, n.node, sinkName(s), q.events)
+		v, _ := admitEach(s, n.node, sinkName(s), q.events, q.groups)
+		return v
 	}
 	if q.op != opEnqueue {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: "references take enqueues only"}}

@@ -188,7 +188,7 @@ const (
 	opPrepare
 	opCommit
 	opAbort
-	opEach // every event decided on its own (concurrent Enqueues combined)
+	opEach // every group of events decided on its own (concurrent Enqueues and EnqueueManys combined)
 )
 
 // request is the body of a message to a replica.
@@ -198,6 +198,11 @@ type request struct {
 	from   string // sending stage ("" outside stages)
 	ref    uint64 // 0: the stage; else an exported sink
 	events []sink.Event
+	// groups, for opEach, are the sizes of the groups events is made of,
+	// in order: each group is decided all or nothing, on its own (one
+	// Enqueue's event, or one EnqueueMany's). Encoding nil: every event
+	// alone.
+	groups []int
 	pooled *[]sink.Event // events' slice comes from eventSlices (see release)
 }
 
@@ -265,20 +270,26 @@ func (r *reader) byte() byte {
 // name instead (no codec is named "": see Codecs.Add), so that a batch of
 // one type carries its codec's name once.
 func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, error) {
-	b = binary.AppendUvarint(b, uint64(len(es)))
+	b, _, err := w.appendEvents(binary.AppendUvarint(b, uint64(len(es))), stage, es)
+	return b, err
+}
+
+// appendEvents appends the events as encodeEvents does, without their
+// count, the first one named; it returns the codec of the last one.
+func (w *Wire) appendEvents(b []byte, stage string, es []sink.Event) ([]byte, *Codec, error) {
 	var err error
 	var last *Codec // a batch is usually of one type: look it up once
 	for _, e := range es {
 		prev := last
 		if last, err = w.codecOf(stage, e, last); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b = appendCodecName(b, last, prev)
 		if b, err = w.appendEventData(b, stage, last, e); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return b, nil
+	return b, last, nil
 }
 
 // codecOf returns e's codec: last if e is of its type.
@@ -480,7 +491,51 @@ func (w *Wire) encodeRequest(b []byte, q *request, stage string) ([]byte, error)
 	if !carriesEvents(q.op) {
 		return b, nil
 	}
+	if q.op == opEach {
+		b = appendGroups(b, q.groups, len(q.events))
+	}
 	return w.encodeEvents(b, stage, q.events)
+}
+
+// appendGroups appends the sizes of an opEach request's groups: their
+// count, then each size (nil: n groups of one event).
+func appendGroups(b []byte, groups []int, n int) []byte {
+	if groups == nil {
+		b = binary.AppendUvarint(b, uint64(n))
+		for range n {
+			b = append(b, 1)
+		}
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(groups)))
+	for _, g := range groups {
+		b = binary.AppendUvarint(b, uint64(g))
+	}
+	return b
+}
+
+// readGroups reads what appendGroups wrote, checking that no group is
+// empty.
+func readGroups(r *reader) ([]int, error) {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if n > uint64(len(r.b)) {
+		return nil, errShort
+	}
+	groups := make([]int, n)
+	for i := range groups {
+		g := r.uvarint()
+		if r.err != nil {
+			return nil, r.err
+		}
+		if g == 0 || g > uint64(len(r.b)) {
+			return nil, fmt.Errorf("remote: bad group of %d events", g)
+		}
+		groups[i] = int(g)
+	}
+	return groups, nil
 }
 
 func (w *Wire) decodeRequest(data []byte) (*request, error) {
@@ -492,6 +547,12 @@ func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	if !carriesEvents(q.op) {
 		return q, nil
 	}
+	if q.op == opEach {
+		var err error
+		if q.groups, err = readGroups(r); err != nil {
+			return nil, err
+		}
+	}
 	var into []sink.Event
 	if q.op != opPrepare { // a prepared transaction may hold its events
 		q.pooled = eventSlices.Get().(*[]sink.Event)
@@ -499,6 +560,15 @@ func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	}
 	es, err := w.decodeEventsInto(r, into)
 	q.events = es
+	if err == nil && q.groups != nil {
+		sum := 0
+		for _, g := range q.groups {
+			sum += g
+		}
+		if sum != len(es) {
+			err = fmt.Errorf("remote: groups of %d events in all, for %d events", sum, len(es))
+		}
+	}
 	return q, err
 }
 
