@@ -15,18 +15,20 @@ func TestAdmitEachGroup(t *testing.T) {
 		name         string
 		capacity     int
 		groups       []int
+		events       int // with groups nil
 		wantEach     []byte
 		wantAdmitted int
 	}{
 		{name: "all fit", capacity: 10, groups: []int{1, 3, 1}, wantEach: []byte{statusOK, statusOK, statusOK}, wantAdmitted: 5},
 		{name: "a group too large", capacity: 4, groups: []int{1, 4, 2}, wantEach: []byte{statusOK, statusRejected, statusOK}, wantAdmitted: 3},
 		{name: "an event alone after a full queue", capacity: 3, groups: []int{3, 1}, wantEach: []byte{statusOK, statusRejected}, wantAdmitted: 3},
+		{name: "every event alone", capacity: 2, events: 3, wantEach: []byte{statusOK, statusOK, statusRejected}, wantAdmitted: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			q := sink.NewNamedQueue("W", tc.capacity)
 			var es []sink.Event
-			for i := range sum(tc.groups) {
+			for i := range sum(tc.groups) + tc.events {
 				es = append(es, i)
 			}
 			v, admitted := admitEach(q, "b", "W", es, tc.groups)
@@ -51,8 +53,14 @@ func TestAdmitEachGroup(t *testing.T) {
 func TestEachRequestGroups(t *testing.T) {
 	w := testWire()
 	es := []sink.Event{"a", "b", "c", "d"}
-	for _, groups := range [][]int{{1, 3}, {4}, nil} {
-		b, err := w.encodeRequest(nil, &request{op: opEach, id: "x.1", events: es, groups: groups}, "S")
+	for _, tc := range []struct{ groups, want []int }{
+		{groups: []int{1, 3}, want: []int{1, 3}},
+		{groups: []int{1, 1, 2}, want: []int{1, 1, 2}},
+		{groups: []int{4}, want: []int{4}},
+		{groups: nil, want: nil}, // every event alone
+		{groups: []int{1, 1, 1, 1}, want: nil},
+	} {
+		b, err := w.encodeRequest(nil, &request{op: opEach, id: "x.1", events: es, groups: tc.groups}, "S")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,15 +68,12 @@ func TestEachRequestGroups(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := groups
-		if want == nil {
-			want = []int{1, 1, 1, 1}
-		}
+		want := tc.want
 		if !reflect.DeepEqual(q.groups, want) || !reflect.DeepEqual(q.events, es) {
 			t.Fatalf("decoded groups %v events %v, want %v %v", q.groups, q.events, want, es)
 		}
 	}
-	for _, groups := range [][]int{{1, 2}, {2, 0, 2}, {5}} {
+	for _, groups := range [][]int{{1, 2}, {2, 0, 2}, {5}, {1, 1, 1}} {
 		b := requestHeader(nil, opEach, "x.1", "", 0)
 		b = appendGroups(b, groups, 0)
 		b, _ = w.encodeEvents(b, "S", es)

@@ -242,12 +242,20 @@ func (n *Node) deliveredFrom(from string) map[string]uint64 {
 	return out
 }
 
-// admitEach enqueues every group of es (sizes in groups, in order) on
-// its own, all or nothing, and reports each group's outcome and how many
-// events were admitted.
+// admitEach enqueues every group of es (sizes in groups, in order; nil:
+// every event alone) on its own, all or nothing, and reports each group's
+// outcome and how many events were admitted.
 func admitEach(s sink.Sink, node, name string, es []sink.Event, groups []int) (v *verdict, admitted int) {
-	v = &verdict{status: statusEach, each: make([]byte, len(groups))}
-	for i, g := range groups {
+	n := len(groups)
+	if groups == nil {
+		n = len(es)
+	}
+	v = &verdict{status: statusEach, each: make([]byte, n)}
+	for i := range n {
+		g := 1
+		if groups != nil {
+			g = groups[i]
+		}
 		group := es[:g]
 		es = es[g:]
 		var err error

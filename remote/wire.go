@@ -200,8 +200,7 @@ type request struct {
 	events []sink.Event
 	// groups, for opEach, are the sizes of the groups events is made of,
 	// in order: each group is decided all or nothing, on its own (one
-	// Enqueue's event, or one EnqueueMany's). Encoding nil: every event
-	// alone.
+	// Enqueue's event, or one EnqueueMany's); nil: every event alone.
 	groups []int
 	pooled *[]sink.Event // events' slice comes from eventSlices (see release)
 }
@@ -515,27 +514,37 @@ func appendGroups(b []byte, groups []int, n int) []byte {
 }
 
 // readGroups reads what appendGroups wrote, checking that no group is
-// empty.
-func readGroups(r *reader) ([]int, error) {
+// empty, and returns the groups' sizes and how many events they hold:
+// nil if every group is of one event (combined Enqueues: nothing to
+// allocate).
+func readGroups(r *reader) (groups []int, events int, err error) {
 	n := r.uvarint()
 	if r.err != nil {
-		return nil, r.err
+		return nil, 0, r.err
 	}
 	if n > uint64(len(r.b)) {
-		return nil, errShort
+		return nil, 0, errShort
 	}
-	groups := make([]int, n)
-	for i := range groups {
+	for i := range int(n) {
 		g := r.uvarint()
 		if r.err != nil {
-			return nil, r.err
+			return nil, 0, r.err
 		}
 		if g == 0 || g > uint64(len(r.b)) {
-			return nil, fmt.Errorf("remote: bad group of %d events", g)
+			return nil, 0, fmt.Errorf("remote: bad group of %d events", g)
 		}
-		groups[i] = int(g)
+		if g > 1 && groups == nil {
+			groups = make([]int, i, n)
+			for j := range groups {
+				groups[j] = 1
+			}
+		}
+		if groups != nil {
+			groups = append(groups, int(g))
+		}
+		events += int(g)
 	}
-	return groups, nil
+	return groups, events, nil
 }
 
 func (w *Wire) decodeRequest(data []byte) (*request, error) {
@@ -547,9 +556,10 @@ func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	if !carriesEvents(q.op) {
 		return q, nil
 	}
+	grouped := -1 // the events an opEach request's groups hold
 	if q.op == opEach {
 		var err error
-		if q.groups, err = readGroups(r); err != nil {
+		if q.groups, grouped, err = readGroups(r); err != nil {
 			return nil, err
 		}
 	}
@@ -560,14 +570,8 @@ func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	}
 	es, err := w.decodeEventsInto(r, into)
 	q.events = es
-	if err == nil && q.groups != nil {
-		sum := 0
-		for _, g := range q.groups {
-			sum += g
-		}
-		if sum != len(es) {
-			err = fmt.Errorf("remote: groups of %d events in all, for %d events", sum, len(es))
-		}
+	if err == nil && grouped >= 0 && grouped != len(es) {
+		err = fmt.Errorf("remote: groups of %d events in all, for %d events", grouped, len(es))
 	}
 	return q, err
 }
