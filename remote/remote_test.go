@@ -460,12 +460,7 @@ func TestConfigErrors(t *testing.T) {
 // prepared but not committed, or admitted one by one from combined
 // Enqueues must come out as they were sent, each once.
 func TestQueuedEventsOutliveTheirRequest(t *testing.T) {
-	c := &cluster{t: t}
-	ma, _ := c.node(requestGraph, "a", nil)
-	gate := make(chan struct{})
-	work := &recorder{gate: gate}
-	_, _ = c.node(strings.Replace(requestGraph, "threshold: 4", "threshold: 100000", 1), "b", map[string]stage.Handler{"Work": work})
-	s := remoteSink(t, ma, "Work")
+	s, work, release := heldWork(t, 100000)
 	want := map[int]bool{}
 	batch := func(from int) []sink.Event {
 		es := make([]sink.Event, 50)
@@ -495,7 +490,7 @@ func TestQueuedEventsOutliveTheirRequest(t *testing.T) {
 	}
 	wg.Wait()
 	txn.Commit()
-	close(gate)
+	release()
 	waitFor(t, "every event handled", func() bool { return work.count() >= len(want) })
 	got := map[int]int{}
 	for _, e := range work.events() {
@@ -516,12 +511,7 @@ func TestQueuedEventsOutliveTheirRequest(t *testing.T) {
 // Enqueues) that a sink sends together are still each admitted whole or
 // refused whole by the replica, each caller told its own verdict.
 func TestConcurrentEnqueueManyAllOrNothing(t *testing.T) {
-	c := &cluster{t: t}
-	ma, _ := c.node(requestGraph, "a", nil)
-	gate := make(chan struct{})
-	work := &recorder{gate: gate}
-	_, _ = c.node(strings.Replace(requestGraph, "threshold: 4", "threshold: 10", 1), "b", map[string]stage.Handler{"Work": work})
-	s := remoteSink(t, ma, "Work")
+	s, work, release := heldWork(t, 10)
 	const calls = 12
 	errs := make([]error, calls)
 	var wg sync.WaitGroup
@@ -551,7 +541,7 @@ func TestConcurrentEnqueueManyAllOrNothing(t *testing.T) {
 	if admitted == 0 || admitted > 10+10 {
 		t.Fatalf("%d events admitted", admitted)
 	}
-	close(gate)
+	release()
 	waitFor(t, "the admitted events handled", func() bool { return work.count() >= admitted })
 	got := map[int]int{}
 	for _, e := range work.events() {
@@ -576,4 +566,20 @@ func TestConcurrentEnqueueManyAllOrNothing(t *testing.T) {
 	if int(st.Events) != admitted {
 		t.Fatalf("stats count %d events admitted, the callers %d", st.Events, admitted)
 	}
+}
+
+// heldWork starts nodes a and b, b hosting Work with a queue threshold of
+// threshold and a handler that holds the first batch it gets until
+// release is called (at the latest when the test ends), and returns a's
+// remote sink for Work.
+func heldWork(t *testing.T, threshold int) (s sink.Sink, work *recorder, release func()) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	gate := make(chan struct{})
+	work = &recorder{gate: gate}
+	graph := strings.Replace(requestGraph, "threshold: 4", fmt.Sprintf("threshold: %d", threshold), 1)
+	_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": work})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	return remoteSink(t, ma, "Work"), work, release
 }
