@@ -2,6 +2,7 @@ package remote
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -89,4 +90,40 @@ func sum(xs []int) int {
 		n += x
 	}
 	return n
+}
+
+// TestCombinerTake: a combined request takes the callers in order while
+// their encoded events fit the limit, always the first one, at most
+// maxCombined.
+func TestCombinerTake(t *testing.T) {
+	tests := []struct {
+		name  string
+		sizes []int // encoded bytes of each waiting caller
+		limit int
+		want  int // callers taken
+	}{
+		{name: "none waiting", sizes: nil, limit: 100, want: 0},
+		{name: "all fit", sizes: []int{10, 20, 30}, limit: 100, want: 3},
+		{name: "up to the limit", sizes: []int{40, 40, 40}, limit: 100, want: 2},
+		{name: "a first one too large goes alone", sizes: []int{500, 1, 1}, limit: 100, want: 1},
+		{name: "at most maxCombined", sizes: make([]int, maxCombined+5), limit: 100, want: maxCombined},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &combiner{}
+			for _, n := range tc.sizes {
+				c.waiting = append(c.waiting, &pending{enc: make([]byte, n)})
+			}
+			first := slices.Clone(c.waiting)
+			got := c.take(tc.limit)
+			if len(got) != tc.want || len(c.waiting) != len(tc.sizes)-tc.want {
+				t.Fatalf("took %d, left %d; want %d, %d", len(got), len(c.waiting), tc.want, len(tc.sizes)-tc.want)
+			}
+			for i, p := range got {
+				if p != first[i] {
+					t.Fatalf("caller %d taken out of order", i)
+				}
+			}
+		})
+	}
 }
