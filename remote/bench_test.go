@@ -68,7 +68,7 @@ func init() {
 
 // benchNodes starts node a (embedding the server, in-process) and node b
 // (over loopback TCP) hosting Work.
-func benchNodes(b *testing.B, mode string) (sink.Sink, *counter, *remote.Node) {
+func benchNodes(b testing.TB, mode string) (sink.Sink, *counter, *remote.Node) {
 	c := &cluster{t: &testing.T{}}
 	_ = c
 	work := &counter{}
@@ -136,7 +136,7 @@ func decodeTiny(data []byte) {
 
 // plainConn connects a plain nats.go client to the server node n embeds,
 // closed when the benchmark ends.
-func plainConn(b *testing.B, n *remote.Node) *nats.Conn {
+func plainConn(b testing.TB, n *remote.Node) *nats.Conn {
 	nc, err := nats.Connect(n.URL())
 	if err != nil {
 		b.Fatal(err)
@@ -147,7 +147,7 @@ func plainConn(b *testing.B, n *remote.Node) *nats.Conn {
 
 // plainSubscriber is the reference's queue subscriber on subj: it
 // decodes every message and counts it.
-func plainSubscriber(b *testing.B, nc *nats.Conn, subj string, decode func([]byte)) *counter {
+func plainSubscriber(b testing.TB, nc *nats.Conn, subj string, decode func([]byte)) *counter {
 	got := &counter{}
 	sub, err := nc.QueueSubscribe(subj, "q", func(m *nats.Msg) {
 		decode(m.Data)

@@ -233,11 +233,16 @@ func TestAppendBinaryCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// the same bytes as MarshalBinary's, each length-prefixed
+	// the same bytes as MarshalBinary's, each length-prefixed, the
+	// codec's name before the first only
 	want := binary.AppendUvarint([]byte("head"), uint64(len(in)))
-	for _, e := range in {
+	for i, e := range in {
 		data, _ := e.(blob).MarshalBinary()
-		want = appendBytes(appendString(want, "blob"), data)
+		name := "blob"
+		if i > 0 {
+			name = ""
+		}
+		want = appendBytes(appendString(want, name), data)
 	}
 	if !bytes.Equal(b, want) {
 		t.Fatalf("encoded %d bytes, want %d as from MarshalBinary", len(b), len(want))
@@ -248,5 +253,67 @@ func TestAppendBinaryCodec(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, in) {
 		t.Fatalf("decoded %d events, not the ones sent", len(got))
+	}
+}
+
+// TestCodecNameOnce: a message names the codec of an event only when it
+// differs from the one before; the long form (every event named) still
+// decodes, and an unnamed first event is an error, not a guess.
+func TestCodecNameOnce(t *testing.T) {
+	c := NewCodecs()
+	Register[blob](c, "blob")
+	Register[point](c, "point")
+	w := newWire(&Node{node: "n", inst: "i1"}, c, 0)
+	named := func(items ...string) []byte { // name, data, name, data...
+		b := binary.AppendUvarint(nil, uint64(len(items)/2))
+		for i := 0; i < len(items); i += 2 {
+			b = appendBytes(appendString(b, items[i]), []byte(items[i+1]))
+		}
+		return b
+	}
+	data := func(e sink.Event) string { // e's bytes, as its codec writes them
+		cd, err := w.codecOf("S", e, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := w.appendEventData(nil, "S", cd, e)
+		return string((&reader{b: b}).bytes())
+	}
+	p12, p34 := data(point{1, 2}), data(point{3, 4})
+	tests := []struct {
+		name   string
+		in     []sink.Event
+		bytes  []byte // what encodeEvents writes
+		longer []byte // the same events, every one named
+	}{
+		{name: "one type", in: []sink.Event{blob{"a"}, blob{"b"}, blob{"c"}},
+			bytes:  named("blob", "a", "", "b", "", "c"),
+			longer: named("blob", "a", "blob", "b", "blob", "c")},
+		{name: "types alternate", in: []sink.Event{blob{"a"}, point{1, 2}, point{3, 4}, blob{"b"}},
+			bytes:  named("blob", "a", "point", p12, "", p34, "blob", "b"),
+			longer: named("blob", "a", "point", p12, "point", p34, "blob", "b")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := w.encodeEvents(nil, "S", tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b, tc.bytes) {
+				t.Fatalf("encoded %q, want %q", b, tc.bytes)
+			}
+			for _, enc := range [][]byte{tc.bytes, tc.longer} {
+				got, err := w.decodeEvents(&reader{b: enc})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, tc.in) {
+					t.Fatalf("decoded %#v, want %#v", got, tc.in)
+				}
+			}
+		})
+	}
+	if _, err := w.decodeEvents(&reader{b: named("", "a", "blob", "b")}); !errors.Is(err, ErrNoCodec) {
+		t.Fatalf("unnamed first event: err %v, want ErrNoCodec", err)
 	}
 }

@@ -19,6 +19,7 @@ var (
 	compareRounds = flag.Int("remote.rounds", 5, "BenchmarkCompare: rounds, each measuring every variant once")
 	comparePhase  = flag.Duration("remote.phase", time.Second, "BenchmarkCompare: how long each variant sends in a round")
 	compareOnly   = flag.String("remote.only", "", "BenchmarkCompare: measure only the variants (and their references) matching this regexp")
+	compareEach   = flag.Bool("remote.each", false, "BenchmarkCompare: log every phase's measurement, in order")
 )
 
 // phase is what one variant measured in one round: events per second
@@ -130,6 +131,9 @@ func BenchmarkCompare(b *testing.B) {
 		for _, v := range order {
 			got[v.name] = measure(v)
 			results[v.name] = append(results[v.name], got[v.name])
+			if *compareEach {
+				b.Logf("round %d %-15s events/s %.0f  cpu µs/event %.2f", round, v.name, got[v.name].rate, got[v.name].cpu)
+			}
 		}
 		for _, v := range variants {
 			if v.ref != "" {

@@ -31,8 +31,10 @@
 //     that gets no answer is sent again to the same replica with the same
 //     idempotency key, which it decides once; after remote.timeout the
 //     enqueue is rejected. EnqueueMany is one message, admitted all or
-//     nothing by one replica. Prepare holds room on one replica until the
-//     Txn's Commit or Abort (or, if neither comes, the duplicates window).
+//     nothing by one replica; concurrent Enqueues and EnqueueManys share
+//     a message, each decided on its own. Prepare holds room on one
+//     replica until the Txn's Commit or Abort (or, if neither comes, the
+//     duplicates window).
 //   - mode durable: an enqueue is a JetStream publish to the stage's
 //     work-queue stream, whose size limit is the stage's queue threshold
 //     (a full stream rejects the enqueue). Replicas pull what their queue

@@ -453,3 +453,133 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuedEventsOutliveTheirRequest: a replica decodes each request's
+// events into a slice it reuses for the next request once the stage has
+// taken them; events still queued in the stage (its handler is held),
+// prepared but not committed, or admitted one by one from combined
+// Enqueues must come out as they were sent, each once.
+func TestQueuedEventsOutliveTheirRequest(t *testing.T) {
+	s, work, release := heldWork(t, 100000)
+	want := map[int]bool{}
+	batch := func(from int) []sink.Event {
+		es := make([]sink.Event, 50)
+		for i := range es {
+			es[i] = from + i
+			want[from+i] = true
+		}
+		return es
+	}
+	txn, err := s.Prepare(batch(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := 1; b <= 4; b++ {
+		if err := s.EnqueueMany(batch(b * 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 16 { // concurrent Enqueues: combined requests
+		want[1000+g] = true
+		wg.Go(func() {
+			if err := s.Enqueue(1000 + g); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	txn.Commit()
+	release()
+	waitFor(t, "every event handled", func() bool { return work.count() >= len(want) })
+	got := map[int]int{}
+	for _, e := range work.events() {
+		n, ok := e.(int)
+		if !ok || !want[n] {
+			t.Fatalf("handled %v (%T), which was never sent", e, e)
+		}
+		got[n]++
+	}
+	for n := range want {
+		if got[n] != 1 {
+			t.Fatalf("event %d handled %d times, want once", n, got[n])
+		}
+	}
+}
+
+// TestConcurrentEnqueueManyAllOrNothing: concurrent EnqueueManys (and
+// Enqueues) that a sink sends together are still each admitted whole or
+// refused whole by the replica, each caller told its own verdict.
+func TestConcurrentEnqueueManyAllOrNothing(t *testing.T) {
+	s, work, release := heldWork(t, 10)
+	const calls = 12
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for g := range calls {
+		wg.Go(func() {
+			if g%3 == 2 {
+				errs[g] = s.Enqueue(100 * g)
+				return
+			}
+			errs[g] = s.EnqueueMany([]sink.Event{100 * g, 100*g + 1, 100*g + 2})
+		})
+	}
+	wg.Wait()
+	admitted := 0
+	for g, err := range errs {
+		switch {
+		case err == nil && g%3 == 2:
+			admitted++
+		case err == nil:
+			admitted += 3
+		case !errors.Is(err, sink.ErrRejected):
+			t.Fatalf("call %d: %v, want nil or a rejection", g, err)
+		}
+	}
+	// the handler holds the first batch it took, the queue the rest: at
+	// most its threshold of 10 behind it
+	if admitted == 0 || admitted > 10+10 {
+		t.Fatalf("%d events admitted", admitted)
+	}
+	release()
+	waitFor(t, "the admitted events handled", func() bool { return work.count() >= admitted })
+	got := map[int]int{}
+	for _, e := range work.events() {
+		got[e.(int)]++
+	}
+	for g, err := range errs {
+		n := 3
+		if g%3 == 2 {
+			n = 1
+		}
+		for i := range n {
+			want := 1
+			if err != nil {
+				want = 0
+			}
+			if got[100*g+i] != want {
+				t.Fatalf("call %d (err %v): event %d handled %d times, want %d", g, err, 100*g+i, got[100*g+i], want)
+			}
+		}
+	}
+	st, _ := remote.Stats(s)
+	if int(st.Events) != admitted {
+		t.Fatalf("stats count %d events admitted, the callers %d", st.Events, admitted)
+	}
+}
+
+// heldWork starts nodes a and b, b hosting Work with a queue threshold of
+// threshold and a handler that holds the first batch it gets until
+// release is called (at the latest when the test ends), and returns a's
+// remote sink for Work.
+func heldWork(t *testing.T, threshold int) (s sink.Sink, work *recorder, release func()) {
+	c := &cluster{t: t}
+	ma, _ := c.node(requestGraph, "a", nil)
+	gate := make(chan struct{})
+	work = &recorder{gate: gate}
+	graph := strings.Replace(requestGraph, "threshold: 4", fmt.Sprintf("threshold: %d", threshold), 1)
+	_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": work})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	return remoteSink(t, ma, "Work"), work, release
+}

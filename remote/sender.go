@@ -332,8 +332,9 @@ func (s *stageSender) Enqueue(e sink.Event) error {
 	return err
 }
 
-// EnqueueMany sends es in one message to one replica, which admits all of
-// them or none.
+// EnqueueMany sends es to one replica, which admits all of them or none.
+// Concurrent EnqueueManys (and Enqueues) share a message, each decided
+// on its own (see combiner).
 func (s *stageSender) EnqueueMany(es []sink.Event) error {
 	if len(es) == 0 {
 		return nil
@@ -348,22 +349,29 @@ func (s *stageSender) EnqueueMany(es []sink.Event) error {
 	return err
 }
 
+// enqueueMany encodes es and sends them, as one group, with the other
+// Enqueues and EnqueueManys waiting for the same destination: the home
+// of es[0] (Codecs.SetHome), or any replica.
 func (s *stageSender) enqueueMany(es []sink.Event) error {
-	v, _, err := s.call(opEnqueue, "", es, s.homeReplica(s.n.wire.home(es[0])))
+	p := pendingPool.Get().(*pending)
+	enc, last, err := s.n.wire.appendEvents(p.enc[:0], s.stage, es)
 	if err != nil {
-		return err
-	}
-	if err := v.err(); err != nil {
+		pendingPool.Put(p)
 		s.rejected.Add(1)
 		return err
 	}
-	s.events.Add(uint64(len(es)))
-	if s.n.watcher != nil && s.fixed == "" {
-		for _, e := range es {
-			s.n.watcher.Admitted(s.stage, v.inst, e)
-		}
+	p.event, p.events, p.codec, p.enc, p.err, p.asked, p.trace = nil, es, last, enc, nil, false, pendingTrace{}
+	return s.combinerFor(s.n.wire.home(es[0])).enqueue(s, p)
+}
+
+// combinerFor returns the combiner of the requests to home ("": any
+// replica).
+func (s *stageSender) combinerFor(home string) *combiner {
+	if home == "" || s.fixed != "" {
+		return &s.comb
 	}
-	return nil
+	v, _ := s.homes.LoadOrStore(home, &combiner{home: home})
+	return v.(*combiner)
 }
 
 // EnqueueLossy is Enqueue reporting only whether e was admitted.
@@ -477,23 +485,27 @@ func RoundTrip(s sink.Sink) (p50, p99 time.Duration, ok bool) {
 
 // ---- combining concurrent Enqueues ----
 
-// maxCombined bounds the events one combined request carries, and
-// maxLeaders the combined requests in flight at once. One request in
+// maxCombined bounds the Enqueues and EnqueueManys one combined request
+// carries (and maxCombinedBytes, or half the server's maximum payload,
+// their encoded events, unless the first caller's alone is larger),
+// and maxLeaders the combined requests in flight at once. One request in
 // flight per sink measured best (2026-11-24, shared 2-core machine: 1.1-1.5x
 // a plain publisher with one, 0.4-0.8x with two: smaller batches; again
 // 2026-11-27 with two or four in flight once 8-32 events wait: see
 // docs/cluster.md, Throughput).
 const (
-	maxCombined = 256
-	maxLeaders  = 1
+	maxCombined      = 256
+	maxCombinedBytes = 256 << 10
+	maxLeaders       = 1
 )
 
-// combiner sends the Enqueues of concurrent goroutines together: a
-// goroutine that finds fewer than maxLeaders requests in flight sends
-// every waiting event in one request (opEach: the replica decides each
-// event on its own, so each caller still gets its own verdict at once);
-// the others wait for their verdict or to be asked to lead the next
-// request. One goroutine alone sends its event by itself, at once.
+// combiner sends the Enqueues and EnqueueManys of concurrent goroutines
+// together: a goroutine that finds fewer than maxLeaders requests in
+// flight sends every waiting event or group of events (an EnqueueMany's)
+// in one request (opEach: the replica decides each group on its own, all
+// or nothing, so each caller still gets its own verdict at once); the
+// others wait for their verdict or to be asked to lead the next request.
+// One goroutine alone sends its events by itself, at once.
 type combiner struct {
 	home    string // the instance its requests go to (Codecs.SetHome), or ""
 	mu      sync.Mutex
@@ -508,10 +520,16 @@ type tableCodec struct {
 	cd  *Codec
 }
 
-// pending is one Enqueue waiting in a combiner.
+// pending is one Enqueue or EnqueueMany waiting in a combiner.
 type pending struct {
-	event sink.Event
-	enc   []byte // the event, encoded by its own goroutine
+	event  sink.Event   // an Enqueue's
+	events []sink.Event // an EnqueueMany's (nil for an Enqueue)
+	// codec is the event's, or the last of events'
+	codec *Codec
+	// enc is what the request carries, encoded by the caller's own
+	// goroutine: the event's bytes (length first; the leader puts the
+	// codec's name before them), or every one of events with its name.
+	enc   []byte
 	trace pendingTrace
 	err   error
 	wake  chan bool // true: lead the next request; false: err is set
@@ -529,7 +547,11 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 	if c := s.lastCodec.Load(); c != nil && c.tab == tab {
 		last = c.cd
 	}
-	enc, cd, err := s.n.wire.appendEvent(p.enc[:0], s.stage, e, last)
+	cd, err := s.n.wire.codecOf(s.stage, e, last)
+	var enc []byte
+	if err == nil {
+		enc, err = s.n.wire.appendEventData(p.enc[:0], s.stage, cd, e)
+	}
 	if err != nil {
 		pendingPool.Put(p)
 		s.rejected.Add(1)
@@ -538,15 +560,12 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 	if cd != last {
 		s.lastCodec.Store(&tableCodec{tab: tab, cd: cd})
 	}
-	p.event, p.enc, p.err, p.asked, p.trace = e, enc, nil, false, tracedPending(e)
-	c := &s.comb
-	if cd.Home != nil && s.fixed == "" {
-		if home := cd.Home(e); home != "" {
-			v, _ := s.homes.LoadOrStore(home, &combiner{home: home})
-			c = v.(*combiner)
-		}
+	p.event, p.events, p.codec, p.enc, p.err, p.asked, p.trace = e, nil, cd, enc, nil, false, tracedPending(e)
+	home := ""
+	if cd.Home != nil {
+		home = cd.Home(e)
 	}
-	return c.enqueue(s, p)
+	return s.combinerFor(home).enqueue(s, p)
 }
 
 // enqueue sends p's event with the others waiting in c and returns its
@@ -566,7 +585,7 @@ func (c *combiner) enqueue(s *stageSender, p *pending) error {
 		c.lead(s)
 	}
 	err := p.err
-	p.err, p.event = nil, nil
+	p.err, p.event, p.events, p.codec = nil, nil, nil, nil
 	if cap(p.enc) > 4096 {
 		p.enc = nil
 	}
@@ -577,12 +596,8 @@ func (c *combiner) enqueue(s *stageSender, p *pending) error {
 // lead sends what is waiting, then hands the lead to the next waiter (or
 // gives it up).
 func (c *combiner) lead(s *stageSender) {
-	c.mu.Lock()
-	n := min(len(c.waiting), maxCombined)
-	batch := make([]*pending, n)
-	copy(batch, c.waiting)
-	c.waiting = append(c.waiting[:0], c.waiting[n:]...)
-	c.mu.Unlock()
+	batch := c.take(min(maxCombinedBytes, int(s.n.nc.MaxPayload()/2)))
+	n := len(batch)
 	if n > 0 {
 		s.sendEach(batch, s.homeReplica(c.home))
 	}
@@ -622,21 +637,58 @@ func (c *combiner) lead(s *stageSender) {
 	}
 }
 
+// take removes from the waiting list and returns the next request's
+// callers: the first, and those after it while their encoded events add
+// up to at most limit bytes (and they are at most maxCombined).
+func (c *combiner) take(limit int) []*pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.waiting) == 0 {
+		return nil
+	}
+	n, size := 1, len(c.waiting[0].enc)
+	for ; n < len(c.waiting) && n < maxCombined; n++ {
+		if size += len(c.waiting[n].enc); size > limit {
+			break
+		}
+	}
+	batch := make([]*pending, n)
+	copy(batch, c.waiting)
+	c.waiting = append(c.waiting[:0], c.waiting[n:]...)
+	return batch
+}
+
 // sendEach sends a combined request and wakes every waiter with its own
 // verdict.
 func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
-	size := 64
+	size, events := 64, 0
 	for _, p := range batch {
-		size += len(p.enc)
+		size += 4 + len(p.enc)
+		events += p.size()
 	}
 	buf := requestBuffers.Get().(*[]byte)
 	defer putRequestBuffer(buf)
 	data := requestHeader(slices.Grow((*buf)[:0], size), opEach, s.newID(), s.from(), s.ref)
 	data = binary.AppendUvarint(data, uint64(len(batch)))
+	for _, p := range batch {
+		data = binary.AppendUvarint(data, uint64(p.size()))
+	}
+	data = binary.AppendUvarint(data, uint64(events))
 	var hdr nats.Header
-	for i, p := range batch {
+	var prev *Codec
+	i := 0 // the event's index in the request
+	for _, p := range batch {
+		if p.events == nil {
+			data = appendCodecName(data, p.codec, prev)
+			hdr = p.trace.add(hdr, i)
+		} else {
+			for j, e := range p.events {
+				hdr = injectTrace(hdr, i+j, e)
+			}
+		}
 		data = append(data, p.enc...)
-		hdr = p.trace.add(hdr, i)
+		prev = p.codec
+		i += p.size()
 	}
 	*buf = data
 	v, _, err := s.roundTrip(data, hdr, to)
@@ -647,7 +699,7 @@ func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 		}
 	}
 	if err == nil && len(v.each) != len(batch) {
-		err = s.reject(fmt.Sprintf("verdict for %d events, sent %d", len(v.each), len(batch)))
+		err = s.reject(fmt.Sprintf("verdict for %d groups of events, sent %d", len(v.each), len(batch)))
 	}
 	why := 0
 	for i, p := range batch {
@@ -655,9 +707,14 @@ func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 		case err != nil:
 			p.err = err
 		case v.each[i] == statusOK:
-			s.events.Add(1)
+			s.events.Add(uint64(p.size()))
 			if s.n.watcher != nil && s.fixed == "" {
-				s.n.watcher.Admitted(s.stage, v.inst, p.event)
+				if p.events == nil {
+					s.n.watcher.Admitted(s.stage, v.inst, p.event)
+				}
+				for _, e := range p.events {
+					s.n.watcher.Admitted(s.stage, v.inst, e)
+				}
 			}
 		default:
 			d := verdictDetail{}
@@ -671,4 +728,12 @@ func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 		}
 		p.wake <- false
 	}
+}
+
+// size is how many events p carries.
+func (p *pending) size() int {
+	if p.events == nil {
+		return 1
+	}
+	return len(p.events)
 }

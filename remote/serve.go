@@ -147,6 +147,7 @@ func (r *replica) handle(m *nats.Msg) {
 
 func (r *replica) decide(data []byte, hdr nats.Header) *verdict {
 	q, err := r.n.wire.decodeRequest(data)
+	defer q.release()
 	if err != nil {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
 	}
@@ -162,8 +163,8 @@ func (r *replica) decide(data []byte, hdr nats.Header) *verdict {
 		})
 	case opEach:
 		return r.seen.once(q.id, func() *verdict {
-			v := admitEach(r.st.Sink(), r.n.node, r.name, q.events)
-			r.count(q.from, len(q.events)-len(v.why))
+			v, admitted := admitEach(r.st.Sink(), r.n.node, r.name, q.events, q.groups)
+			r.count(q.from, admitted)
 			return v
 		})
 	case opCommit, opAbort:
@@ -241,12 +242,30 @@ func (n *Node) deliveredFrom(from string) map[string]uint64 {
 	return out
 }
 
-// admitEach enqueues every event on its own and reports each outcome.
-func admitEach(s sink.Sink, node, name string, es []sink.Event) *verdict {
-	v := &verdict{status: statusEach, each: make([]byte, len(es))}
-	for i, e := range es {
-		err := s.Enqueue(e)
+// admitEach enqueues every group of es (sizes in groups, in order; nil:
+// every event alone) on its own, all or nothing, and reports each group's
+// outcome and how many events were admitted.
+func admitEach(s sink.Sink, node, name string, es []sink.Event, groups []int) (v *verdict, admitted int) {
+	n := len(groups)
+	if groups == nil {
+		n = len(es)
+	}
+	v = &verdict{status: statusEach, each: make([]byte, n)}
+	for i := range n {
+		g := 1
+		if groups != nil {
+			g = groups[i]
+		}
+		group := es[:g]
+		es = es[g:]
+		var err error
+		if g == 1 {
+			err = s.Enqueue(group[0])
+		} else {
+			err = s.EnqueueMany(group)
+		}
 		if err == nil {
+			admitted += g
 			continue // statusOK is 0: nothing to build for the usual case
 		}
 		ev := verdictOf(err)
@@ -254,7 +273,7 @@ func admitEach(s sink.Sink, node, name string, es []sink.Event) *verdict {
 		ev.detail.Node, ev.detail.Stage = node, name
 		v.why = append(v.why, ev.detail)
 	}
-	return v
+	return v, admitted
 }
 
 // verdictOf turns a local enqueue's error into a verdict.
@@ -287,6 +306,7 @@ func (n *Node) serveRef(m *nats.Msg) {
 
 func (n *Node) decideRef(data []byte, hdr nats.Header) *verdict {
 	q, err := n.wire.decodeRequest(data)
+	defer q.release()
 	if err != nil {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
 	}
@@ -296,7 +316,8 @@ func (n *Node) decideRef(data []byte, hdr nats.Header) *verdict {
 		return &verdict{status: statusClosed, detail: verdictDetail{Stage: fmt.Sprintf("ref #%d", q.ref), Reason: "no such exported sink"}}
 	}
 	if q.op == opEach {
-		return admitEach(s, n.node, sinkName(s), q.events)
+		v, _ := admitEach(s, n.node, sinkName(s), q.events, q.groups)
+		return v
 	}
 	if q.op != opEnqueue {
 		return &verdict{status: statusError, detail: verdictDetail{Reason: "references take enqueues only"}}

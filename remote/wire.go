@@ -188,7 +188,7 @@ const (
 	opPrepare
 	opCommit
 	opAbort
-	opEach // every event decided on its own (concurrent Enqueues combined)
+	opEach // every group of events decided on its own (concurrent Enqueues and EnqueueManys combined)
 )
 
 // request is the body of a message to a replica.
@@ -198,6 +198,11 @@ type request struct {
 	from   string // sending stage ("" outside stages)
 	ref    uint64 // 0: the stage; else an exported sink
 	events []sink.Event
+	// groups, for opEach, are the sizes of the groups events is made of,
+	// in order: each group is decided all or nothing, on its own (one
+	// Enqueue's event, or one EnqueueMany's); nil: every event alone.
+	groups []int
+	pooled *[]sink.Event // events' slice comes from eventSlices (see release)
 }
 
 var errShort = errors.New("remote: truncated message")
@@ -259,60 +264,93 @@ func (r *reader) byte() byte {
 	return v
 }
 
-// encodeEvents appends the events to b, each as its codec's name and bytes.
+// encodeEvents appends the events to b, each as its codec's name and
+// bytes; an event of the same codec as the one before it has an empty
+// name instead (no codec is named "": see Codecs.Add), so that a batch of
+// one type carries its codec's name once.
 func (w *Wire) encodeEvents(b []byte, stage string, es []sink.Event) ([]byte, error) {
-	b = binary.AppendUvarint(b, uint64(len(es)))
+	b, _, err := w.appendEvents(binary.AppendUvarint(b, uint64(len(es))), stage, es)
+	return b, err
+}
+
+// appendEvents appends the events as encodeEvents does, without their
+// count, the first one named; it returns the codec of the last one.
+func (w *Wire) appendEvents(b []byte, stage string, es []sink.Event) ([]byte, *Codec, error) {
 	var err error
 	var last *Codec // a batch is usually of one type: look it up once
 	for _, e := range es {
-		if b, last, err = w.appendEvent(b, stage, e, last); err != nil {
-			return nil, err
+		prev := last
+		if last, err = w.codecOf(stage, e, last); err != nil {
+			return nil, nil, err
+		}
+		b = appendCodecName(b, last, prev)
+		if b, err = w.appendEventData(b, stage, last, e); err != nil {
+			return nil, nil, err
 		}
 	}
-	return b, nil
+	return b, last, nil
 }
 
-// appendEvent appends one event, its codec's name and bytes, reusing
-// last if e is of its type; it returns the codec it used.
-func (w *Wire) appendEvent(b []byte, stage string, e sink.Event, last *Codec) ([]byte, *Codec, error) {
+// codecOf returns e's codec: last if e is of its type.
+func (w *Wire) codecOf(stage string, e sink.Event, last *Codec) (*Codec, error) {
 	t := reflect.TypeOf(e)
 	if t == nil {
-		return nil, nil, &codecError{stage: stage, typ: t}
+		return nil, &codecError{stage: stage, typ: t}
 	}
-	cd := last
-	if cd == nil || cd.Type != t {
-		if cd = w.codecs.forType(t); cd == nil {
-			return nil, nil, &codecError{stage: stage, typ: t}
-		}
+	if last != nil && last.Type == t {
+		return last, nil
 	}
-	b = appendString(b, cd.Name)
+	if cd := w.codecs.forType(t); cd != nil {
+		return cd, nil
+	}
+	return nil, &codecError{stage: stage, typ: t}
+}
+
+// appendCodecName appends cd's name, or an empty one if the event
+// before it in the message had the same codec (prev).
+func appendCodecName(b []byte, cd, prev *Codec) []byte {
+	if cd == prev {
+		return append(b, 0)
+	}
+	return appendString(b, cd.Name)
+}
+
+// appendEventData appends e's bytes, encoded by its codec cd, preceded by
+// their length.
+func (w *Wire) appendEventData(b []byte, stage string, cd *Codec, e sink.Event) ([]byte, error) {
 	if cd.appendTo != nil {
 		b, err := appendLengthPrefixed(b, func(b []byte) ([]byte, error) { return cd.appendTo(b, e) })
 		if err != nil {
-			return nil, nil, &codecError{stage: stage, typ: t, err: err}
+			return nil, &codecError{stage: stage, typ: cd.Type, err: err}
 		}
-		return b, cd, nil
+		return b, nil
 	}
 	data, err := cd.Encode(w, e)
 	if err != nil {
-		return nil, nil, &codecError{stage: stage, typ: t, err: err}
+		return nil, &codecError{stage: stage, typ: cd.Type, err: err}
 	}
-	return appendBytes(b, data), cd, nil
+	return appendBytes(b, data), nil
 }
 
 // appendLengthPrefixed appends what add appends to b, preceded by its
-// length as a uvarint (as appendBytes would write it).
+// length as a uvarint (as appendBytes would write it). One byte is kept
+// for the length first, so that an encoding under 128 bytes (most
+// events) is not moved.
 func appendLengthPrefixed(b []byte, add func([]byte) ([]byte, error)) ([]byte, error) {
 	start := len(b)
-	b, err := add(b)
+	b, err := add(append(b, 0))
 	if err != nil {
 		return nil, err
 	}
-	n := len(b) - start
+	n := len(b) - start - 1
+	if n < 0x80 {
+		b[start] = byte(n)
+		return b, nil
+	}
 	var prefix [binary.MaxVarintLen64]byte
 	k := binary.PutUvarint(prefix[:], uint64(n))
-	b = append(b, prefix[:k]...) // room for the prefix
-	copy(b[start+k:], b[start:start+n])
+	b = append(b, prefix[1:k]...) // room for the rest of the prefix
+	copy(b[start+k:], b[start+1:start+1+n])
 	copy(b[start:], prefix[:k])
 	return b, nil
 }
@@ -329,6 +367,12 @@ func requestHeader(b []byte, op byte, id, from string, ref uint64) []byte {
 // codec that can decode several at once (decodeRun: JSON) is decoded
 // together.
 func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
+	return w.decodeEventsInto(r, nil)
+}
+
+// decodeEventsInto is decodeEvents appending to es[:0] (grown if it is
+// too small).
+func (w *Wire) decodeEventsInto(r *reader, es []sink.Event) ([]sink.Event, error) {
 	n := r.uvarint()
 	if r.err != nil {
 		return nil, r.err
@@ -336,7 +380,7 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 	if n > uint64(len(r.b)) {
 		return nil, errShort
 	}
-	es := make([]sink.Event, 0, n)
+	es = slices.Grow(es[:0], int(n))
 	var run [][]byte // events of codec last waiting for decodeRun (from runBuffers at its first)
 	var pooled *[][]byte
 	defer func() {
@@ -373,7 +417,12 @@ func (w *Wire) decodeEvents(r *reader) ([]sink.Event, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		if last == nil || last.Name != string(name) {
+		switch {
+		case len(name) == 0:
+			if last == nil {
+				return nil, fmt.Errorf("%w: an event without a codec name opens the message", ErrNoCodec)
+			}
+		case last == nil || last.Name != string(name):
 			if err := flush(); err != nil {
 				return nil, err
 			}
@@ -441,7 +490,61 @@ func (w *Wire) encodeRequest(b []byte, q *request, stage string) ([]byte, error)
 	if !carriesEvents(q.op) {
 		return b, nil
 	}
+	if q.op == opEach {
+		b = appendGroups(b, q.groups, len(q.events))
+	}
 	return w.encodeEvents(b, stage, q.events)
+}
+
+// appendGroups appends the sizes of an opEach request's groups: their
+// count, then each size (nil: n groups of one event).
+func appendGroups(b []byte, groups []int, n int) []byte {
+	if groups == nil {
+		b = binary.AppendUvarint(b, uint64(n))
+		for range n {
+			b = append(b, 1)
+		}
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(groups)))
+	for _, g := range groups {
+		b = binary.AppendUvarint(b, uint64(g))
+	}
+	return b
+}
+
+// readGroups reads what appendGroups wrote, checking that no group is
+// empty, and returns the groups' sizes and how many events they hold:
+// nil if every group is of one event (combined Enqueues: nothing to
+// allocate).
+func readGroups(r *reader) (groups []int, events int, err error) {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil, 0, r.err
+	}
+	if n > uint64(len(r.b)) {
+		return nil, 0, errShort
+	}
+	for i := range int(n) {
+		g := r.uvarint()
+		if r.err != nil {
+			return nil, 0, r.err
+		}
+		if g == 0 || g > uint64(len(r.b)) {
+			return nil, 0, fmt.Errorf("remote: bad group of %d events", g)
+		}
+		if g > 1 && groups == nil {
+			groups = make([]int, i, n)
+			for j := range groups {
+				groups[j] = 1
+			}
+		}
+		if groups != nil {
+			groups = append(groups, int(g))
+		}
+		events += int(g)
+	}
+	return groups, events, nil
 }
 
 func (w *Wire) decodeRequest(data []byte) (*request, error) {
@@ -453,9 +556,42 @@ func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	if !carriesEvents(q.op) {
 		return q, nil
 	}
-	es, err := w.decodeEvents(r)
+	grouped := -1 // the events an opEach request's groups hold
+	if q.op == opEach {
+		var err error
+		if q.groups, grouped, err = readGroups(r); err != nil {
+			return nil, err
+		}
+	}
+	var into []sink.Event
+	if q.op != opPrepare { // a prepared transaction may hold its events
+		q.pooled = eventSlices.Get().(*[]sink.Event)
+		into = *q.pooled
+	}
+	es, err := w.decodeEventsInto(r, into)
 	q.events = es
+	if err == nil && grouped >= 0 && grouped != len(es) {
+		err = fmt.Errorf("remote: groups of %d events in all, for %d events", grouped, len(es))
+	}
 	return q, err
+}
+
+// eventSlices holds the slices a replica decodes a request's events in
+// when it is done with them once decided: the stage's queue keeps the
+// events, not the slice (about a fifth of the bytes a replica allocated
+// in EnqueueMany).
+var eventSlices = sync.Pool{New: func() any { return new([]sink.Event) }}
+
+// release gives the request's events slice back to eventSlices, if it
+// came from there: call it once q is decided, and use q.events no more.
+func (q *request) release() {
+	if q == nil || q.pooled == nil || cap(q.events) > 4096 {
+		return
+	}
+	clear(q.events)
+	*q.pooled = q.events[:0]
+	eventSlices.Put(q.pooled)
+	q.pooled, q.events = nil, nil
 }
 
 // Verdict statuses.
