@@ -261,6 +261,9 @@ func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw fun
 // (flushHandshake); afterwards they are collected for the connection.
 func (s *tlsSession) output(b []byte) error {
 	if !s.ok.Load() {
+		if s.hsOut == nil {
+			s.hsOut = getCipherBuf(len(b)) // a flight fits the smallest class
+		}
 		s.hsOut = append(s.hsOut, b...)
 		return nil
 	}

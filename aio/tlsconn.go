@@ -167,14 +167,19 @@ func (c *Connection) handshakeInput(gc interface {
 	Read([]byte) (int, error)
 }) bool {
 	s := c.tls
-	for n := gc.InboundBuffered(); n > 0; n = gc.InboundBuffered() {
-		data := make([]byte, n)
-		m, _ := gc.Read(data)
-		if m <= 0 {
-			break
+	if gc.InboundBuffered() > 0 {
+		// Feed copies: read through a borrowed record-sized buffer.
+		p := getPlainBuf()
+		buf := (*p)[:cap(*p)]
+		for gc.InboundBuffered() > 0 {
+			m, _ := gc.Read(buf)
+			if m <= 0 {
+				break
+			}
+			c.countIn(m)
+			s.tr.Feed(buf[:m])
 		}
-		c.countIn(m)
-		s.tr.Feed(data[:m])
+		putPlainBuf(p)
 	}
 	if s.ok.Load() {
 		c.announceIfDone() // the last step ran here (resume)

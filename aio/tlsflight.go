@@ -42,6 +42,7 @@ func (c *Connection) writeFlightDirect(b []byte) []byte {
 		b = b[n:]
 	}
 	if len(b) == 0 && err == nil {
+		s.flightWritten = true
 		if s.hs != nil {
 			s.hs.counter.flightsDirect.Add(1)
 		}

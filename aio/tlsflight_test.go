@@ -14,7 +14,8 @@ import (
 // (tlsflight.go); and a TLS 1.3 handshake whose last step ran on the
 // event loop is announced there, without waking the loop again
 // (announceOnLoop), while a TLS 1.2 one, whose last step ran on a worker,
-// wakes it once. Every handshake completes and its echo comes back.
+// wakes it once. Each flight's buffer goes back to the cipher pools once
+// the socket took it. Every handshake completes and its echo comes back.
 func TestTLSFlightsLeaveFromTheirStep(t *testing.T) {
 	const conns = 12
 	for _, tc := range []struct {
@@ -50,6 +51,7 @@ func TestTLSFlightsLeaveFromTheirStep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			flightBufs0 := cipherBufStats.flights.Load()
 			cliCfg := &tls.Config{RootCAs: f.roots, ServerName: "localhost", MinVersion: tc.version, MaxVersion: tc.version}
 			errs := make(chan error, conns)
 			for i := range conns {
@@ -76,6 +78,9 @@ func TestTLSFlightsLeaveFromTheirStep(t *testing.T) {
 			}
 			if got := c.flightsQueued.Load(); got != 0 {
 				t.Errorf("flights handed to the event loop: %d, want 0", got)
+			}
+			if got, want := cipherBufStats.flights.Load()-flightBufs0, tc.flights*conns; got != want {
+				t.Errorf("flight buffers given back: %d, want %d", got, want)
 			}
 			if got, want := c.announceWakes.Load(), tc.announceWakes*conns; got != want {
 				t.Errorf("event-loop wake-ups to announce: %d, want %d", got, want)

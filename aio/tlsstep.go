@@ -73,6 +73,9 @@ type handshakeSteps struct {
 	// flightQueued is set once a flight went (partly) through the
 	// outbox: later flights follow it there, in order (tlsflight.go).
 	flightQueued bool
+	// flightWritten is set when the socket took the whole flight being
+	// flushed: its buffer (from the cipher pools) goes back at once.
+	flightWritten bool
 	// submitted is set by the event loop when the first step is queued.
 	submitted bool
 	// announce hands the established connection to the application; the
@@ -165,7 +168,13 @@ func (s *tlsSession) flushHandshake() error {
 	if s.shortFinish && hasRecordOfType(b, recordTypeApplicationData) {
 		s.finishInline.Store(true)
 	}
-	return s.raw(b)
+	s.flightWritten = false
+	err := s.raw(b)
+	if s.flightWritten {
+		cipherBufStats.flights.Add(1)
+		putCipherBuf(b) // the socket took it all: nothing refers to it
+	}
+	return err
 }
 
 // recordTypeApplicationData is the content type of TLS 1.3's encrypted
