@@ -30,18 +30,7 @@ func TestTLSFlightsLeaveFromTheirStep(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTLSFixture(t, TLSConfig{})
 			closed := make(chan struct{}, conns)
-			var echo fnSink
-			echo = func(e sink.Event) error {
-				switch v := e.(type) {
-				case *Connection:
-					return v.StartReader(echo)
-				case Packet:
-					return v.Conn.Write(v.Data, nil, nil)
-				case SinkClosed:
-					closed <- struct{}{}
-				}
-				return nil
-			}
+			echo := echoSink(func(*Connection) { closed <- struct{}{} })
 			srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", TLS: &TLSConfig{Config: f.srvCfg}}, echo, Env{Manager: f.m})
 			if err != nil {
 				t.Fatal(err)
@@ -87,4 +76,22 @@ func TestTLSFlightsLeaveFromTheirStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// echoSink accepts connections and echoes every packet back; closed is
+// told of each connection's end.
+func echoSink(closed func(*Connection)) fnSink {
+	var echo fnSink
+	echo = func(e sink.Event) error {
+		switch v := e.(type) {
+		case *Connection:
+			return v.StartReader(echo)
+		case Packet:
+			return v.Conn.Write(v.Data, nil, nil)
+		case SinkClosed:
+			closed(v.Conn)
+		}
+		return nil
+	}
+	return echo
 }
