@@ -169,6 +169,11 @@ type tlsCounters struct {
 	handshakes, resumed, refused             atomic.Uint64
 	timeouts, notTLS, peerGone, otherFailure atomic.Uint64
 	tls12, tls13                             atomic.Uint64
+	// How handshake flights left: written to the socket by the goroutine
+	// that computed them, or (partly) through the outbox and the event
+	// loop (tlsflight.go); and the event-loop wake-ups asked to announce
+	// an established connection (announceOnLoop).
+	flightsDirect, flightsQueued, announceWakes atomic.Uint64
 }
 
 func (t *tlsCounters) snapshot() TLSStats {
@@ -256,6 +261,9 @@ func newTLSSession(server bool, cfg *tls.Config, local, remote net.Addr, raw fun
 // (flushHandshake); afterwards they are collected for the connection.
 func (s *tlsSession) output(b []byte) error {
 	if !s.ok.Load() {
+		if s.hsOut == nil {
+			s.hsOut = getCipherBuf(len(b)) // a flight fits the smallest class
+		}
 		s.hsOut = append(s.hsOut, b...)
 		return nil
 	}

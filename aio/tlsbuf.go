@@ -24,9 +24,9 @@ const (
 // cipherPools holds spare buffers, one pool per power-of-two capacity.
 var cipherPools [maxCipherClass + 1]sync.Pool
 
-// cipherBufStats counts buffers taken from the pools and given back
-// (tests read them).
-var cipherBufStats struct{ got, reused, recycled atomic.Uint64 }
+// cipherBufStats counts buffers taken from the pools and given back,
+// and of those the handshake flights' (tests read them).
+var cipherBufStats struct{ got, reused, recycled, flights atomic.Uint64 }
 
 // getCipherBuf returns an empty buffer with room for at least n bytes,
 // pooled when n is within the pooled sizes.

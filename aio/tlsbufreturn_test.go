@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // TestTLSBuffersReturnedOnce runs concurrent TLS connections over
@@ -34,23 +32,14 @@ func TestTLSBuffersReturnedOnce(t *testing.T) {
 			var mu sync.Mutex
 			var closed []*Connection
 			allClosed := make(chan struct{})
-			var echo fnSink
-			echo = func(e sink.Event) error {
-				switch v := e.(type) {
-				case *Connection:
-					return v.StartReader(echo)
-				case Packet:
-					return v.Conn.Write(v.Data, nil, nil)
-				case SinkClosed:
-					mu.Lock()
-					closed = append(closed, v.Conn)
-					if len(closed) == tc.conns {
-						close(allClosed)
-					}
-					mu.Unlock()
+			echo := echoSink(func(c *Connection) {
+				mu.Lock()
+				closed = append(closed, c)
+				if len(closed) == tc.conns {
+					close(allClosed)
 				}
-				return nil
-			}
+				mu.Unlock()
+			})
 			srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", TLS: &TLSConfig{Config: f.srvCfg}}, echo, Env{Manager: f.m})
 			if err != nil {
 				t.Fatal(err)

@@ -104,6 +104,14 @@ func (c *Connection) startTLS(ts *tlsServer, announce func(), failed func(error)
 // closed already and announce skips it.
 func (c *Connection) announceOnLoop() {
 	c.tls.announcing.Store(true)
+	if c.tls.stepOnLoop {
+		// The last step ran on the event loop (handshakeInput), which
+		// announces when it returns: no wake-up needed.
+		return
+	}
+	if c.tls.hs != nil {
+		c.tls.hs.counter.announceWakes.Add(1)
+	}
 	c.mu.Lock()
 	closed := c.state == stateClosed
 	var err error
@@ -136,8 +144,16 @@ func (c *Connection) submitHandshake() bool {
 }
 
 // writeHandshake sends the handshake's own records (the handshake
-// goroutine; nothing else writes before the session is established).
+// goroutine; nothing else writes before the session is established):
+// straight to the socket if it takes them (tlsflight.go), the rest
+// through the outbox.
 func (c *Connection) writeHandshake(b []byte) error {
+	if b = c.writeFlightDirect(b); len(b) == 0 {
+		return nil
+	}
+	if c.tls.hs != nil {
+		c.tls.hs.counter.flightsQueued.Add(1)
+	}
 	op := [1]writeOp{{data: b, n: len(b)}}
 	return c.submit(op[:], false, 0, 0, false)
 }
@@ -151,14 +167,23 @@ func (c *Connection) handshakeInput(gc interface {
 	Read([]byte) (int, error)
 }) bool {
 	s := c.tls
-	for n := gc.InboundBuffered(); n > 0; n = gc.InboundBuffered() {
-		data := make([]byte, n)
-		m, _ := gc.Read(data)
-		if m <= 0 {
-			break
+	if gc.InboundBuffered() > 0 {
+		// Feed copies: read through a borrowed record-sized buffer.
+		p := getPlainBuf()
+		buf := (*p)[:cap(*p)]
+		for gc.InboundBuffered() > 0 {
+			m, _ := gc.Read(buf)
+			if m <= 0 {
+				break
+			}
+			c.countIn(m)
+			s.tr.Feed(buf[:m])
 		}
-		c.countIn(m)
-		s.tr.Feed(data[:m])
+		putPlainBuf(p)
+	}
+	if s.ok.Load() {
+		c.announceIfDone() // the last step ran here (resume)
+		return true
 	}
 	if s.submitted {
 		if s.tr.Buffered() > maxHandshakeInput {

@@ -67,6 +67,15 @@ type handshakeSteps struct {
 	// closed after a completed handshake, which run counts, not ended.
 	completed atomic.Bool
 	deadline  int64 // sink.Nanotime by which it must end (0: none)
+	// stepOnLoop is set while the event loop runs the last step itself
+	// (resume): the handshake's end is announced when it returns.
+	stepOnLoop bool
+	// flightQueued is set once a flight went (partly) through the
+	// outbox: later flights follow it there, in order (tlsflight.go).
+	flightQueued bool
+	// flightWritten is set when the socket took the whole flight being
+	// flushed: its buffer (from the cipher pools) goes back at once.
+	flightWritten bool
 	// submitted is set by the event loop when the first step is queued.
 	submitted bool
 	// announce hands the established connection to the application; the
@@ -159,7 +168,13 @@ func (s *tlsSession) flushHandshake() error {
 	if s.shortFinish && hasRecordOfType(b, recordTypeApplicationData) {
 		s.finishInline.Store(true)
 	}
-	return s.raw(b)
+	s.flightWritten = false
+	err := s.raw(b)
+	if s.flightWritten {
+		cipherBufStats.flights.Add(1)
+		putCipherBuf(b) // the socket took it all: nothing refers to it
+	}
+	return err
 }
 
 // recordTypeApplicationData is the content type of TLS 1.3's encrypted
@@ -197,7 +212,11 @@ func (s *tlsSession) NonRejectable() bool { return s.started.Load() }
 
 func (s *tlsSession) resume() {
 	if s.finishInline.Load() {
-		s.runStep() // the client's Finished: checked here (see shortFinish)
+		// The client's Finished: checked here (see shortFinish), on the
+		// event loop, which then announces the connection itself.
+		s.stepOnLoop = true
+		s.runStep()
+		s.stepOnLoop = false
 		return
 	}
 	s.queued.Store(true)

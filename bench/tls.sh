@@ -10,7 +10,8 @@
 #      wrk with Connection: close (wrk resumes its TLS sessions: TLS 1.3
 #      PSK with an X25519 key exchange, no certificate, no signature), and
 #      FULL_PAR `openssl s_time -new` clients (full handshakes, no
-#      resumption; the same row counts are the client's);
+#      resumption; the same row counts are the client's), FULL_ROUNDS
+#      times each, alternating the servers;
 #   3. keep-alive HTTPS requests/s with the SPECweb99-like mix
 #      (bench/specweb.lua),
 # 2 and 3 with server CPU µs and context switches per request from /proc;
@@ -40,6 +41,7 @@ PROFILER_PORT=${PROFILER_PORT:-18455}
 STALLED=${STALLED:-300}
 N_STALL=${N_STALL:-100}
 FULL_PAR=${FULL_PAR:-16}
+FULL_ROUNDS=${FULL_ROUNDS:-2}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || true
@@ -148,8 +150,10 @@ for c in $CLIENTS; do
 	for s in haboob nginx; do
 		row "new connection per request (wrk: TLS 1.3 resumption)" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
 	done
-	for s in haboob nginx; do
-		full_row "$s"
+	for r in $(seq "$FULL_ROUNDS"); do # alternated: a burst of load elsewhere hits both
+		for s in haboob nginx; do
+			full_row "$s"
+		done
 	done
 	for s in haboob nginx; do
 		row "keep-alive, SPECweb99-like mix" "$s" "$c" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS"
