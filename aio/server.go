@@ -135,7 +135,10 @@ func listeners(cfg SocketConfig, network, address string) ([]net.Listener, error
 			_ = os.Remove(address)
 		}
 	}
-	lc := net.ListenConfig{}
+	// KeepAlive -1: Go's listener would switch 15 s keep-alive probes on
+	// for every accepted connection (four setsockopt calls each); the
+	// configuration's KeepAlive decides instead, applied at enrollment.
+	lc := net.ListenConfig{KeepAlive: -1}
 	n := 1
 	if cfg.ReusePort && network != "unix" {
 		n = cfg.EventLoops
