@@ -146,6 +146,9 @@ type Connection struct {
 	// calls are the Done callbacks collected under mu, run by unlock
 	// after mu is released.
 	calls []doneCall
+	// header is the buffer the connection's replies are formatted into
+	// while no earlier write holds it (conn_headbuf.go).
+	header *headerBuffer
 	// life is the requests' Context, cancelled on close (request_context.go).
 	life connContext
 }
@@ -205,7 +208,7 @@ var _ sink.Sink = (*Connection)(nil)
 
 func newConnection(s *Server, sock *aio.Connection) *Connection {
 	now := sink.Nanotime()
-	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now}
+	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now, header: newHeaderBuffer()}
 	c.parser = Parser{Limits: s.cfg.Limits, ClassHeader: s.cfg.ClassHeader, Conn: c,
 		SkipBody: s.cfg.SkipBody, ReserveBody: c.reserveBody, Now: c.wallNow}
 	if cp := s.cfg.Clients; cp != nil {
