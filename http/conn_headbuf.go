@@ -16,22 +16,32 @@ const maxHeaderBuffer = 4 << 10
 // connection) frees it. A reply emitted while it is lent (pipelined
 // replies, a client not reading) gets a buffer of its own, as before.
 //
-// Only a write with no done of its own borrows it (a reply whose body was
-// copied, or whose file is sent with sendfile, and that has no Done to
-// call when written), so its done is the buffer's: no closure per reply.
+// The write's done is the buffer's, made once per connection: no closure
+// per reply. The reply's own Done, if its buffers are written beside the
+// header (a cached page written with writev), is kept in then while the
+// buffer is lent, and called by done (one write holds the buffer at a
+// time, so one Done is kept at a time).
 //
-// buf is guarded by the Connection's mu; busy is set under mu and cleared
-// by done on the socket's goroutines: the atomic orders the outbox's last
-// use of the bytes before their reuse.
+// buf and then are set under the Connection's mu before the write is
+// handed to the outbox and read by done after the outbox took it; busy is
+// set under mu and cleared by done on the socket's goroutines: the atomic
+// orders the outbox's last use of the bytes (and done's use of then)
+// before their reuse.
 type headerBuffer struct {
 	buf  []byte
+	then func(error) // the lent write's reply's Done
 	busy atomic.Bool
-	done func(error) // frees the buffer; made once per connection
+	done func(error) // frees the buffer, then calls then
 }
 
 func newHeaderBuffer() *headerBuffer {
 	h := &headerBuffer{}
-	h.done = func(error) { h.busy.Store(false) }
+	h.done = func(err error) {
+		then := h.then
+		h.then = nil
+		h.busy.Store(false)
+		finish(then, err)
+	}
 	return h
 }
 
@@ -47,22 +57,24 @@ func (h *headerBuffer) get(size int) (b []byte, own bool) {
 }
 
 // lend is called with the formatted bytes b got from get(size) (own as
-// get said) when they go to the outbox; it returns the done to write them
-// with, nil if the connection's buffer is not in them. A new buffer
-// becomes the connection's if the connection has none free as large and
-// it is at most maxHeaderBuffer; a lent one that the formatting outgrew is
-// free again.
-func (h *headerBuffer) lend(b []byte, own bool) func(error) {
+// get said) when they go to the outbox, then being the Done of the write
+// (nil: none); it returns the done to write them with: then itself if the
+// connection's buffer is not in them. A new buffer becomes the
+// connection's if the connection has none free as large and it is at most
+// maxHeaderBuffer; a lent one that the formatting outgrew is free again.
+func (h *headerBuffer) lend(b []byte, own bool, then func(error)) func(error) {
 	if own {
 		if cap(b) == cap(h.buf) && len(b) > 0 && &b[0] == &h.buf[:1][0] {
+			h.then = then
 			return h.done
 		}
 		h.busy.Store(false) // outgrown: b is a new array
 	}
 	if h.busy.Load() || cap(b) <= cap(h.buf) || cap(b) > maxHeaderBuffer || len(b) == 0 {
-		return nil
+		return then
 	}
 	h.buf = b
+	h.then = then
 	h.busy.Store(true)
 	return h.done
 }

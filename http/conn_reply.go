@@ -184,14 +184,13 @@ func (c *Connection) emitLocked(r Reply) {
 	sends := resp.SendsBody(req)
 	var w outWrite
 	copied := true // the reply's buffers are not needed after formatting
-	// The header goes into the connection's buffer when the write needs
-	// no done of its own (see headerBuffer): a copied body and no
-	// admission to complete, or a sendfile body and no Done at all.
+	// The header goes into the connection's buffer while no earlier
+	// write holds it (see headerBuffer), unless the reply's Done also
+	// completes its admission.
 	lendable := c.header != nil && !r.tracked
 	var own bool
 	switch {
 	case resp.File != nil && sends:
-		lendable = lendable && r.Done == nil
 		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.file, w.off, w.n = resp.File.File, resp.File.Offset, resp.File.Length // the reference goes with it
 		copied = false
@@ -201,8 +200,7 @@ func (c *Connection) emitLocked(r Reply) {
 	case resp.Body != nil && len(resp.Body) <= inline:
 		w.data = srv.format.Append(c.replyBuffer(lendable, headerSize(resp)+len(resp.Body), &own), resp, req, now)
 	case resp.Body != nil:
-		lendable = false
-		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.bufs = [][]byte{resp.Body}
 		copied = false
 	case resp.ContentLength <= int64(inline):
@@ -212,8 +210,7 @@ func (c *Connection) emitLocked(r Reply) {
 		}
 		w.data = buf
 	default:
-		lendable = false
-		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.bufs = r.Body
 		copied = false
 	}
@@ -223,7 +220,7 @@ func (c *Connection) emitLocked(r Reply) {
 		w.done = r.Done // when the bytes are written (or dropped)
 	}
 	if lendable {
-		w.done = c.header.lend(w.data, own) // nil before: see lendable
+		w.done = c.header.lend(w.data, own, w.done)
 	}
 	if err := c.writeLocked(w); err != nil {
 		c.dropStreamLocked(r.Stream, err)

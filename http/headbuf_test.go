@@ -24,35 +24,55 @@ func headerBufferBody(i int) string {
 
 // TestHeaderBufferNotReusedWhileWritten: a connection formats its replies
 // into one reused buffer (conn_headbuf.go) only while the socket holds
-// no earlier reply in it. A client pipelines 1,500 requests and reads
-// nothing until it has sent them all, through small socket buffers, so
-// that many replies wait in the socket's outbox by reference while later
-// ones are formatted; every reply, copied into the header's buffer
-// (bodies of 1 to 6,000 bytes, under InlineBody), must arrive intact and
-// in order. Answered inline on the event loop and by a stage's two
-// workers; run under -race, it also shows the buffer's hand-over ordered.
+// no earlier reply in it, and a reply's Done, kept with the buffer while
+// its body is written beside the header, is called once its bytes are
+// written. A client pipelines 1,500 requests and reads nothing until it
+// has sent them all, through small socket buffers, so that many replies
+// wait in the socket's outbox by reference while later ones are
+// formatted. Bodies of 1 to 6,000 bytes, under InlineBody (2 KiB) copied
+// into the header's buffer, above it written beside it; a reply sent
+// with a Done (as a cached page is) has its body overwritten by that
+// Done, as a page's buffer could be reused once released. Every reply
+// must arrive intact and in order, every Done be called once. Answered
+// inline on the event loop and by a stage's two workers; run under
+// -race, it also shows the buffer's hand-over ordered.
 func TestHeaderBufferNotReusedWhileWritten(t *testing.T) {
 	const requests = 1500
-	var conn atomic.Pointer[http.Connection]
-	answer := func(req *http.Request) {
-		conn.Store(req.Conn.(*http.Connection))
-		i, err := strconv.Atoi(strings.TrimPrefix(req.Path, "/"))
-		if err != nil {
-			_ = http.Respond(req, http.StatusResponse(http.StatusNotFound))
-			return
-		}
-		_ = http.Respond(req, http.OK("text/plain", []byte(headerBufferBody(i))))
-	}
 	tests := []struct {
-		name   string
-		inline bool
+		name         string
+		inline, done bool
 	}{
-		{"inline", true},
-		{"stage", false},
+		{"inline", true, false},
+		{"inline, Done", true, true},
+		{"stage", false, false},
+		{"stage, Done", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := http.ServerConfig{MaxPipeline: requests}
+			var conn atomic.Pointer[http.Connection]
+			var dones atomic.Int64
+			answer := func(req *http.Request) {
+				c := req.Conn.(*http.Connection)
+				conn.Store(c)
+				i, err := strconv.Atoi(strings.TrimPrefix(req.Path, "/"))
+				if err != nil {
+					_ = http.Respond(req, http.StatusResponse(http.StatusNotFound))
+					return
+				}
+				body := []byte(headerBufferBody(i))
+				if !tc.done {
+					_ = http.Respond(req, http.OK("text/plain", body))
+					return
+				}
+				resp := &http.Response{Status: http.StatusOK, Header: http.Header{{Name: "Content-Type", Value: "text/plain"}}, ContentLength: int64(len(body))}
+				_ = c.Send(&http.Reply{Req: req, Resp: resp, Body: [][]byte{body}, Done: func(error) {
+					for j := range body {
+						body[j] = '#' // released: may be reused at once
+					}
+					dones.Add(1)
+				}})
+			}
+			cfg := http.ServerConfig{MaxPipeline: requests, InlineBody: 2 << 10}
 			cfg.Socket.SendBuffer = 64 << 10
 			if tc.inline {
 				cfg.Inline = func(req *http.Request) bool { answer(req); return true }
@@ -83,6 +103,17 @@ func TestHeaderBufferNotReusedWhileWritten(t *testing.T) {
 			// formatted (else this test shows nothing).
 			if out := conn.Load().Socket().Stats().MaxOutstanding; out < 1<<20 {
 				t.Fatalf("at most %d bytes waited in the outbox, want the socket to have held 1 MiB", out)
+			}
+			if tc.done {
+				// A Done runs once its bytes are in the kernel, maybe
+				// after this client read them: wait for the last ones.
+				deadline := time.Now().Add(time.Minute) // a hang guard only
+				for dones.Load() < requests && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
+				if n := dones.Load(); n != requests {
+					t.Fatalf("%d Done calls, want %d", n, requests)
+				}
 			}
 		})
 	}

@@ -24,11 +24,9 @@ import (
 // AsyncWrite hook and queue node (the loop writes itself), and (same day,
 // to 5) the parsed request and its head's bytes made one object
 // (http.newRequest), and (to 4) the response header formatted into the
-// connection's buffer (http's headerBuffer) when the write needs no done
-// of its own. What is left: the packet read and its event, the parsed
-// request, the reply, and the header's buffer of a page written beside
-// it (its Done releases the page). A change that adds one per request
-// fails here.
+// connection's buffer (http's headerBuffer) while no earlier write holds
+// it. What is left: the packet read and its event, the parsed request,
+// the reply. A change that adds one per request fails here.
 func TestInlineHitAllocations(t *testing.T) {
 	s := startHaboob(t, combineSendfileConfig("1h"))
 	write(t, filepath.Join(s.root, "mid.txt"), strings.Repeat("m", 3000))
@@ -37,7 +35,7 @@ func TestInlineHitAllocations(t *testing.T) {
 		max  float64
 	}{
 		{"/page.txt", 4}, // copied into the header's buffer
-		{"/mid.txt", 5},  // written beside the header (writev)
+		{"/mid.txt", 4},  // written beside the header (writev)
 		{"/big.bin", 4},  // sendfile
 	}
 	for _, tc := range tests {
@@ -57,14 +55,15 @@ func TestInlineHitAllocations(t *testing.T) {
 // TestInlineHitBytes bounds the bytes allocated per request answered by
 // the Combine path, over the whole process, as runtime.MemStats counts
 // them over 2,000 keep-alive requests (what drives the GC's pace). The
-// bounds are the figures measured on 2026-11-27 (784, 1,168 and 784
-// bytes; 1,680, 1,680 and 1,616 before) with a tenth of margin for the
+// bound is the figure measured on 2026-11-27 (784 bytes for each;
+// 1,680, 1,680 and 1,616 before) with a tenth of margin for the
 // process's background work: the parsed request with its head and
 // fields in one 512-byte object for a head of at most 4 fields
 // (http.newRequest; 1 KiB before), the reply (176), the packet and its
-// event (96), and for the page written beside its header a header buffer
-// (384). A Request grown back into the 1 KiB class, or a header buffer
-// allocated per response, fails here.
+// event (96); the response header is formatted into the connection's
+// buffer (http's headerBuffer; 352 to 896 bytes per response before). A
+// Request grown back into the 1 KiB class, or a header buffer allocated
+// per response, fails here.
 func TestInlineHitBytes(t *testing.T) {
 	s := startHaboob(t, combineSendfileConfig("1h"))
 	write(t, filepath.Join(s.root, "mid.txt"), strings.Repeat("m", 3000))
@@ -73,8 +72,8 @@ func TestInlineHitBytes(t *testing.T) {
 		max  float64
 	}{
 		{"/page.txt", 864}, // copied into the connection's header buffer
-		{"/mid.txt", 1280}, // a header buffer of its own, the page beside it
-		{"/big.bin", 864},  // sendfile, the header in the connection's buffer
+		{"/mid.txt", 864},  // written beside it, released when written
+		{"/big.bin", 864},  // sendfile
 	}
 	const requests = 2000
 	for _, tc := range tests {
@@ -162,7 +161,7 @@ func exchangeRaw(t testing.TB, c net.Conn, req, buf []byte) []byte {
 // sendfile; one request per round trip (as wrk sends them) or 16
 // pipelined. Unpipelined, its B/op is TestInlineHitBytes's figure;
 // pipelined, the replies of one packet wait together to be written, so
-// all but the first format into new buffers. cpu-ns/op is the process's
+// all but the first format into buffers of their own. cpu-ns/op is the process's
 // CPU time (user and system, client included) per request, which counts
 // the GC's background work.
 func BenchmarkInlineHit(b *testing.B) {
