@@ -28,8 +28,7 @@ import (
 // it. What is left: the packet read and its event, the parsed request,
 // the reply. A change that adds one per request fails here.
 func TestInlineHitAllocations(t *testing.T) {
-	s := startHaboob(t, combineSendfileConfig("1h"))
-	write(t, filepath.Join(s.root, "mid.txt"), strings.Repeat("m", 3000))
+	s := startInlineHitSite(t)
 	tests := []struct {
 		path string
 		max  float64
@@ -65,8 +64,7 @@ func TestInlineHitAllocations(t *testing.T) {
 // Request grown back into the 1 KiB class, or a header buffer allocated
 // per response, fails here.
 func TestInlineHitBytes(t *testing.T) {
-	s := startHaboob(t, combineSendfileConfig("1h"))
-	write(t, filepath.Join(s.root, "mid.txt"), strings.Repeat("m", 3000))
+	s := startInlineHitSite(t)
 	tests := []struct {
 		path string
 		max  float64
@@ -94,6 +92,16 @@ func TestInlineHitBytes(t *testing.T) {
 			t.Errorf("%s: %.0f bytes allocated per request, want at most %.0f", tc.path, got, tc.max)
 		}
 	}
+}
+
+// startInlineHitSite starts Haboob with Combine on, sendfile for files
+// of 4 KiB and more, and a 3,000-byte mid.txt beside the test files: a
+// small page (page.txt), a page written beside its header (mid.txt) and
+// a file (big.bin).
+func startInlineHitSite(t testing.TB) *site {
+	s := startHaboob(t, combineSendfileConfig("1h"))
+	write(t, filepath.Join(s.root, "mid.txt"), strings.Repeat("m", 3000))
+	return s
 }
 
 // inlineHitClient opens a keep-alive connection to s and makes path's
@@ -165,8 +173,7 @@ func exchangeRaw(t testing.TB, c net.Conn, req, buf []byte) []byte {
 // CPU time (user and system, client included) per request, which counts
 // the GC's background work.
 func BenchmarkInlineHit(b *testing.B) {
-	s := startHaboob(b, combineSendfileConfig("1h"))
-	write(b, filepath.Join(s.root, "mid.txt"), strings.Repeat("m", 3000))
+	s := startInlineHitSite(b)
 	for _, path := range []string{"/page.txt", "/mid.txt", "/big.bin"} {
 		for _, pipelined := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/pipelined=%d", strings.TrimPrefix(path, "/"), pipelined), func(b *testing.B) {
