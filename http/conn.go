@@ -147,7 +147,8 @@ type Connection struct {
 	// after mu is released.
 	calls []doneCall
 	// header is the buffer the connection's replies are formatted into
-	// while no earlier write holds it (conn_headbuf.go).
+	// while no earlier write holds it (conn_headbuf.go); made at the
+	// first HTTP/1.1 reply.
 	header *headerBuffer
 	// life is the requests' Context, cancelled on close (request_context.go).
 	life connContext
@@ -208,7 +209,7 @@ var _ sink.Sink = (*Connection)(nil)
 
 func newConnection(s *Server, sock *aio.Connection) *Connection {
 	now := sink.Nanotime()
-	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now, header: newHeaderBuffer()}
+	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now}
 	c.parser = Parser{Limits: s.cfg.Limits, ClassHeader: s.cfg.ClassHeader, Conn: c,
 		SkipBody: s.cfg.SkipBody, ReserveBody: c.reserveBody, Now: c.wallNow}
 	if cp := s.cfg.Clients; cp != nil {

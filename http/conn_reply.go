@@ -187,7 +187,10 @@ func (c *Connection) emitLocked(r Reply) {
 	// The header goes into the connection's buffer while no earlier
 	// write holds it (see headerBuffer), unless the reply's Done also
 	// completes its admission.
-	lendable := c.header != nil && !r.tracked
+	lendable := !r.tracked
+	if c.header == nil {
+		c.header = newHeaderBuffer() // at the first reply (HTTP/2 has its own writer)
+	}
 	var own bool
 	switch {
 	case resp.File != nil && sends:
