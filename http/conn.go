@@ -146,6 +146,10 @@ type Connection struct {
 	// calls are the Done callbacks collected under mu, run by unlock
 	// after mu is released.
 	calls []doneCall
+	// header is the buffer the connection's replies are formatted into
+	// while no earlier write holds it (conn_headbuf.go); made at the
+	// first HTTP/1.1 reply.
+	header *headerBuffer
 	// life is the requests' Context, cancelled on close (request_context.go).
 	life connContext
 }

@@ -184,28 +184,36 @@ func (c *Connection) emitLocked(r Reply) {
 	sends := resp.SendsBody(req)
 	var w outWrite
 	copied := true // the reply's buffers are not needed after formatting
+	// The header goes into the connection's buffer while no earlier
+	// write holds it (see headerBuffer), unless the reply's Done also
+	// completes its admission.
+	lendable := !r.tracked
+	if c.header == nil {
+		c.header = newHeaderBuffer() // at the first reply (HTTP/2 has its own writer)
+	}
+	var own bool
 	switch {
 	case resp.File != nil && sends:
-		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.file, w.off, w.n = resp.File.File, resp.File.Offset, resp.File.Length // the reference goes with it
 		copied = false
 	case !sends, r.Stream != nil:
 		r.Resp.release()
-		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 	case resp.Body != nil && len(resp.Body) <= inline:
-		w.data = srv.format.Append(make([]byte, 0, headerSize(resp)+len(resp.Body)), resp, req, now)
+		w.data = srv.format.Append(c.replyBuffer(lendable, headerSize(resp)+len(resp.Body), &own), resp, req, now)
 	case resp.Body != nil:
-		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.bufs = [][]byte{resp.Body}
 		copied = false
 	case resp.ContentLength <= int64(inline):
-		buf := srv.format.AppendHeader(make([]byte, 0, headerSize(resp)+int(resp.ContentLength)), resp, req, now)
+		buf := srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp)+int(resp.ContentLength), &own), resp, req, now)
 		for _, b := range r.Body {
 			buf = append(buf, b...)
 		}
 		w.data = buf
 	default:
-		w.data = srv.format.AppendHeader(make([]byte, 0, headerSize(resp)), resp, req, now)
+		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.bufs = r.Body
 		copied = false
 	}
@@ -213,6 +221,9 @@ func (c *Connection) emitLocked(r Reply) {
 		c.calls = append(c.calls, doneCall{r.Done, nil})
 	} else {
 		w.done = r.Done // when the bytes are written (or dropped)
+	}
+	if lendable {
+		w.done = c.header.lend(w.data, own, w.done)
 	}
 	if err := c.writeLocked(w); err != nil {
 		c.dropStreamLocked(r.Stream, err)

@@ -442,9 +442,10 @@ func (p *Parser) splitRequestLine(line []byte) *Error {
 func (p *Parser) endOfHead(raw []byte) (n int, more, done bool, err *Error) {
 	// One private copy of the head; every string of the request is a view of
 	// it. The copy is never written after a string is made of it.
-	r, h := newRequest(len(raw))
+	// p.lines counts the request line and the field lines.
+	r, fields, h := newRequest(len(raw), p.lines-1)
 	copy(h, raw)
-	r.Header = r.fields[:0]
+	r.Header = fields
 	r.Method = str(h[:p.methodEnd])
 	r.Target = str(h[p.methodEnd+1 : p.targetEnd])
 	r.Proto = str(h[p.targetEnd+1 : p.lineEnd])

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 var fixedTime = time.Date(2024, time.March, 5, 7, 8, 9, 0, time.UTC)
@@ -603,29 +604,83 @@ func TestParserStopsAfterClose(t *testing.T) {
 	}
 }
 
-// TestParserHeadSizes parses heads on both sides of the sizes that share
-// one allocation with their Request (newRequest) and checks every string
-// of the request against its input, after the input is overwritten.
+// TestParserHeadSizes parses heads on both sides of the sizes and field
+// counts that share one allocation with their Request (newRequest) and
+// checks every string of the request against its input, after the input
+// is overwritten, and that adding fields to the Header overwrites none.
 func TestParserHeadSizes(t *testing.T) {
-	for _, size := range []int{smallHead - 1, smallHead, smallHead + 1, largeHead, largeHead + 1, 3 * largeHead} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			head := "GET /p HTTP/1.1\r\nHost: h\r\nX-Pad: \r\n\r\n"
-			pad := strings.Repeat("v", size-len(head))
-			in := []byte("GET /p HTTP/1.1\r\nHost: h\r\nX-Pad: " + pad + "\r\n\r\n")
-			if len(in) != size {
-				t.Fatalf("head of %d bytes, want %d", len(in), size)
-			}
-			reqs, err := newTestParser().Feed(nil, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range in {
-				in[i] = 'X'
-			}
-			r := reqs[0]
-			if r.Method != "GET" || r.Target != "/p" || r.Proto != "HTTP/1.1" || r.Host != "h" || r.Header.Get("X-Pad") != pad {
-				t.Fatalf("head of %d bytes: got %+v", size, summarize(r))
-			}
-		})
+	sizes := []int{100, 104, 105, 360, 361, 616, 617, 1128, 1129, 3 * 1128}
+	for _, fields := range []int{1, 4, 5, 8, 9, 16, 17, 24} {
+		for _, size := range sizes {
+			t.Run(fmt.Sprintf("%d fields, %d bytes", fields, size), func(t *testing.T) {
+				var b strings.Builder
+				b.WriteString("GET /p HTTP/1.1\r\nHost: h\r\n")
+				for i := 1; i < fields-1; i++ { // Host, these, X-Pad
+					fmt.Fprintf(&b, "X-F%d: %d\r\n", i, i)
+				}
+				pad := size - b.Len() - len("\r\n")
+				if fields == 1 {
+					pad = 0 // no field to pad
+				} else {
+					pad -= len("X-Pad: \r\n")
+				}
+				if pad < 0 {
+					t.Skip("too many fields for the size")
+				}
+				padding := strings.Repeat("v", pad)
+				if fields > 1 {
+					b.WriteString("X-Pad: " + padding + "\r\n")
+				}
+				b.WriteString("\r\n")
+				in := []byte(b.String())
+				if fields > 1 && len(in) != size {
+					t.Fatalf("head of %d bytes, want %d", len(in), size)
+				}
+				reqs, err := newTestParser().Feed(nil, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := string(in)
+				for i := range in {
+					in[i] = 'X'
+				}
+				r := reqs[0]
+				r.Header.Add("X-Added", "a") // must not overwrite a field
+				if r.Method != "GET" || r.Target != "/p" || r.Proto != "HTTP/1.1" || r.Host != "h" {
+					t.Fatalf("head of %d bytes: got %+v", size, summarize(r))
+				}
+				if fields > 1 && r.Header.Get("X-Pad") != padding {
+					t.Fatalf("X-Pad: %d bytes, want %d", len(r.Header.Get("X-Pad")), pad)
+				}
+				for i := 1; i < fields-1; i++ {
+					if got := r.Header.Get(fmt.Sprintf("X-F%d", i)); got != strconv.Itoa(i) {
+						t.Fatalf("X-F%d: %q in %q", i, got, want)
+					}
+				}
+				if got := len(r.Header); got != fields+1 {
+					t.Fatalf("%d fields, want %d", got, fields+1)
+				}
+			})
+		}
+	}
+}
+
+// TestRequestObjectsFillSizeClasses: each object newRequest allocates
+// fills its size class, so a field added to Request, or a wrong head
+// size, which would waste a class's worth of bytes per request, fails here.
+func TestRequestObjectsFillSizeClasses(t *testing.T) {
+	tests := []struct {
+		name       string
+		size, want uintptr
+	}{
+		{"Request, 4 fields, 104-byte head", unsafe.Sizeof(requestHead512{}), 512},
+		{"Request, 4 fields, 616-byte head", unsafe.Sizeof(requestHead1K{}), 1024},
+		{"Request, 8 fields, 360-byte head", unsafe.Sizeof(requestFields8Head1K{}), 1024},
+		{"Request, 16 fields, 1128-byte head", unsafe.Sizeof(requestFields16Head2K{}), 2048},
+	}
+	for _, tc := range tests {
+		if tc.size != tc.want {
+			t.Errorf("%s: %d bytes, want %d", tc.name, tc.size, tc.want)
+		}
 	}
 }

@@ -10,8 +10,9 @@ import (
 )
 
 // inlineFields is how many header fields a Request holds without a separate
-// allocation; a typical browser request has 8 to 16.
-const inlineFields = 16
+// allocation: a wrk or curl head has one to three. A parsed request with
+// more has room for them beside it (newRequest).
+const inlineFields = 4
 
 // Request is one parsed HTTP/1.x request. It is plain data: every string
 // and the Body are owned by the Request (never aliasing the buffers passed
@@ -223,40 +224,60 @@ func isClean(p string) bool {
 	return true
 }
 
-// Request heads up to these sizes share one allocation with their Request,
-// sized so that the pair fills a 1 KiB or 2 KiB size class (a wrk or curl
-// head is under 100 bytes, a browser's 300 to 900); a larger head has its
-// own.
-const (
-	smallHead = 224
-	largeHead = 1248
+// A parsed Request, the backing store of its Header and the bytes of its
+// head are one object when the head is small enough, sized to fill a size
+// class: a Request is 408 bytes, with room for inlineFields fields; a head
+// of at most that many fields (a wrk or curl head: under 100 bytes, one to
+// three fields) takes 512 bytes with it, or 1 KiB; a head of up to 8
+// fields and 360 bytes 1 KiB, with room for 8 fields beside the Request;
+// a browser's (300 to 900 bytes, 8 to 16 fields) 2 KiB, with room for 16.
+// A larger head has its own allocation. The head's strings and the Header
+// point into the object, so it lives as long as any of them, as separate
+// copies would.
+type (
+	requestHead512 struct {
+		req  Request
+		head [104]byte
+	}
+	requestHead1K struct {
+		req  Request
+		head [616]byte
+	}
+	requestFields8Head1K struct {
+		req    Request
+		fields [8]Field
+		head   [360]byte
+	}
+	requestFields16Head2K struct {
+		req    Request
+		fields [16]Field
+		head   [1128]byte
+	}
+	requestFields16 struct {
+		req    Request
+		fields [16]Field
+	}
 )
 
-// requestSmallHead and requestLargeHead are a Request and the bytes of its
-// head in one object: the parser's two allocations per request become one.
-// The head's strings point into the object, so it lives as long as any of
-// them, as the separate copy did.
-type requestSmallHead struct {
-	req  Request
-	head [smallHead]byte
-}
-
-type requestLargeHead struct {
-	req  Request
-	head [largeHead]byte
-}
-
-// newRequest returns an empty Request and n bytes to copy its head into,
-// allocated together when the head is small enough.
-func newRequest(n int) (*Request, []byte) {
+// newRequest returns an empty Request, an empty Header with room for
+// fields fields (up to 16), and n bytes to copy its head into, allocated
+// together when the head is small enough.
+func newRequest(n, fields int) (*Request, Header, []byte) {
 	switch {
-	case n <= smallHead:
-		b := new(requestSmallHead)
-		return &b.req, b.head[:n:n]
-	case n <= largeHead:
-		b := new(requestLargeHead)
-		return &b.req, b.head[:n:n]
+	case fields <= inlineFields && n <= len(requestHead512{}.head):
+		b := new(requestHead512)
+		return &b.req, b.req.fields[:0], b.head[:n:n]
+	case fields <= inlineFields && n <= len(requestHead1K{}.head):
+		b := new(requestHead1K)
+		return &b.req, b.req.fields[:0], b.head[:n:n]
+	case fields <= 8 && n <= len(requestFields8Head1K{}.head):
+		b := new(requestFields8Head1K)
+		return &b.req, b.fields[:0], b.head[:n:n]
+	case n <= len(requestFields16Head2K{}.head):
+		b := new(requestFields16Head2K)
+		return &b.req, b.fields[:0], b.head[:n:n]
 	default:
-		return &Request{}, make([]byte, n)
+		b := new(requestFields16)
+		return &b.req, b.fields[:0], make([]byte, n)
 	}
 }

@@ -30,7 +30,7 @@ func combineConfig(combine bool, revalidate string) string {
 }
 
 // inline reads the requests answered by the Combine path from /stats.
-func (s *site) inline(t *testing.T) int {
+func (s *site) inline(t testing.TB) int {
 	t.Helper()
 	code, body := s.raw(t, "/stats")
 	if code != 200 {

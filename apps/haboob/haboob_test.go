@@ -63,7 +63,7 @@ type site struct {
 	addr string
 }
 
-func write(t *testing.T, path, content string) {
+func write(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func write(t *testing.T, path, content string) {
 
 var bigFile = strings.Repeat("0123456789abcdef", 1024) // 16 KiB: above maxObject
 
-func startHaboob(t *testing.T, config string) *site {
+func startHaboob(t testing.TB, config string) *site {
 	t.Helper()
 	root := t.TempDir()
 	outside := t.TempDir()
@@ -98,7 +98,7 @@ func startHaboob(t *testing.T, config string) *site {
 
 // startSite starts Haboob with opts on config, register adding the
 // test's own handlers (nil: none), and shuts it down when the test ends.
-func startSite(t *testing.T, config string, opts haboob.Options, register func(*stage.Registry)) *site {
+func startSite(t testing.TB, config string, opts haboob.Options, register func(*stage.Registry)) *site {
 	t.Helper()
 	hb := haboob.New(opts)
 	reg := stage.NewRegistry()
@@ -159,7 +159,7 @@ func (s *site) do(t *testing.T, c *nethttp.Client, method, path string, headers 
 
 // raw sends a request line as is (net/http would clean the path) and
 // returns the status.
-func (s *site) raw(t *testing.T, target string) (int, string) {
+func (s *site) raw(t testing.TB, target string) (int, string) {
 	t.Helper()
 	c, err := net.Dial("tcp", s.addr)
 	if err != nil {
