@@ -88,3 +88,43 @@ func TestH2HeadersAllocationFree(t *testing.T) {
 		t.Fatal("no frames written")
 	}
 }
+
+// TestH2RequestAllocations: a decoded request holds its header fields
+// inline up to the Request's own room, and beyond it in one slice sized
+// at once (not a chain of growing ones), with every field kept in order.
+func TestH2RequestAllocations(t *testing.T) {
+	srv := &Server{cfg: ServerConfig{}.withDefaults()}
+	h := newH2Conn(&Connection{srv: srv})
+	head := func(regular int) []hpack.HeaderField {
+		fs := []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+			{Name: ":authority", Value: "example.com"}, {Name: ":path", Value: "/index.html"}}
+		for i := range regular {
+			fs = append(fs, hpack.HeaderField{Name: "x-field-" + strings.Repeat("a", i+1), Value: "v"})
+		}
+		return fs
+	}
+	for _, tc := range []struct {
+		regular    int
+		wantAllocs float64
+	}{
+		{0, 1}, {2, 1}, {4, 1}, {5, 2}, {12, 2}, {24, 2},
+	} {
+		fields := head(tc.regular)
+		r, _, err := h.newRequest(1, fields)
+		if err != nil {
+			t.Fatalf("%d fields: %v", tc.regular, err)
+		}
+		if len(r.Header) != tc.regular {
+			t.Fatalf("%d fields: Header holds %d", tc.regular, len(r.Header))
+		}
+		for i, f := range r.Header {
+			if f.Name != fields[4+i].Name {
+				t.Fatalf("%d fields: field %d is %q, want %q", tc.regular, i, f.Name, fields[4+i].Name)
+			}
+		}
+		allocs := testing.AllocsPerRun(50, func() { _, _, _ = h.newRequest(1, fields) })
+		if allocs > tc.wantAllocs {
+			t.Errorf("%d regular fields: %.0f allocations per request, want ≤ %.0f", tc.regular, allocs, tc.wantAllocs)
+		}
+	}
+}

@@ -331,11 +331,25 @@ var connectionFields = map[string]bool{
 	"transfer-encoding": true, "upgrade": true,
 }
 
+// countRegularFields is how many of fields are not pseudo-headers.
+func countRegularFields(fields []hpack.HeaderField) int {
+	n := 0
+	for _, f := range fields {
+		if !f.IsPseudo() {
+			n++
+		}
+	}
+	return n
+}
+
 // newRequest builds stream id's request from its header list (RFC 9113
 // §8.3.1), and returns its content-length (-1: none).
 func (h *h2Conn) newRequest(id uint32, fields []hpack.HeaderField) (*Request, int64, error) {
 	r := &Request{Proto: "HTTP/2.0", Major: 2, Conn: h.c, Seq: uint64(id)}
 	r.Header = r.fields[:0]
+	if n := countRegularFields(fields); n > len(r.fields) {
+		r.Header = make(Header, 0, n) // one allocation, not a growth chain
+	}
 	var scheme string
 	wantLen := int64(-1)
 	regular := false
