@@ -139,13 +139,18 @@ func (c *Connection) dropLocked(r Reply, err error) {
 	}
 }
 
+// dropPendingLocked fails the replies still waiting for their turn: the
+// connection closed before they could be sent.
 func (c *Connection) dropPendingLocked() {
+	c.wantCont = false
+	if len(c.pending) == 0 {
+		return // the usual close: no error to build
+	}
 	err := fmt.Errorf("http: %s closed before the reply was sent: %w", c, &sink.ClosedError{Sink: c.String()})
 	for seq, r := range c.pending {
 		delete(c.pending, seq)
 		c.dropLocked(r, err)
 	}
-	c.wantCont = false
 }
 
 // emitLocked formats the answer to request nextOut and writes it into
