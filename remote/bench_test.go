@@ -69,8 +69,6 @@ func init() {
 // benchNodes starts node a (embedding the server, in-process) and node b
 // (over loopback TCP) hosting Work.
 func benchNodes(b testing.TB, mode string) (sink.Sink, *counter, *remote.Node) {
-	c := &cluster{t: &testing.T{}}
-	_ = c
 	work := &counter{}
 	graph := fmt.Sprintf(benchGraph, mode)
 	start := func(name, url string, h stage.Handler) (*stage.Manager, *remote.Node) {
@@ -163,18 +161,33 @@ func plainSubscriber(b testing.TB, nc *nats.Conn, subj string, decode func([]byt
 	return got
 }
 
-// BenchmarkPlainNATS is the reference: a nats.go publisher (the embedding
-// node's in-process connection) to a queue subscriber (over loopback TCP)
-// moving the same JSON-encoded events.
-func BenchmarkPlainNATS(b *testing.B) {
+// Event makers for the benchmarks: small is JSON-encoded, tiny binary.
+func smallEvent(i int) sink.Event { return small{ID: i, Kind: "x"} }
+
+func tinyEvent(i int) sink.Event { return tiny{ID: uint32(i), Kind: 'x'} }
+
+func appendSmallJSON(_ []byte, i int) []byte {
+	data, _ := json.Marshal(small{ID: i, Kind: "x"})
+	return data
+}
+
+func appendTinyBinary(buf []byte, i int) []byte {
+	data, _ := tiny{ID: uint32(i), Kind: 'x'}.AppendBinary(buf[:0])
+	return data
+}
+
+// benchPlainNATS publishes b.N events encoded by encode from the embedding
+// node's in-process connection to a queue subscriber decoding them.
+func benchPlainNATS(b *testing.B, encode func(buf []byte, i int) []byte, decode func([]byte)) {
 	_, _, na := benchNodes(b, "request")
 	nc := plainConn(b, na)
-	got := plainSubscriber(b, nc, "plain", decodeSmall)
+	got := plainSubscriber(b, nc, "plain", decode)
 	pub := na.Conn()
 	b.ReportAllocs()
 	b.ResetTimer()
+	var data []byte
 	for i := range b.N {
-		data, _ := json.Marshal(small{ID: i, Kind: "x"})
+		data = encode(data, i)
 		if err := pub.Publish("plain", data); err != nil {
 			b.Fatal(err)
 		}
@@ -183,17 +196,17 @@ func BenchmarkPlainNATS(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-// BenchmarkRemoteEnqueue: Enqueue of one small event at a time, each
-// waiting for its verdict, from 64 concurrent senders.
-func BenchmarkRemoteEnqueue(b *testing.B) {
-	s, work, _ := benchNodes(b, "request")
+// benchEnqueueParallel enqueues b.N events made by event, one at a time
+// and each waiting for its verdict, from parallelism*GOMAXPROCS senders,
+// and waits until Work has handled them all.
+func benchEnqueueParallel(b *testing.B, s sink.Sink, work *counter, parallelism int, event func(i int) sink.Event) {
 	b.ReportAllocs()
-	b.SetParallelism(32)
+	b.SetParallelism(parallelism)
 	b.ResetTimer()
 	var id atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := s.Enqueue(small{ID: int(id.Add(1)), Kind: "x"}); err != nil {
+			if err := s.Enqueue(event(int(id.Add(1)))); err != nil {
 				b.Error(err)
 				return
 			}
@@ -201,35 +214,11 @@ func BenchmarkRemoteEnqueue(b *testing.B) {
 	})
 	waitCount(work, int64(b.N))
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-	p50, p99, _ := remote.RoundTrip(s)
-	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
-	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
-	st, _ := remote.Stats(s)
-	b.ReportMetric(float64(st.Events)/float64(st.Sent), "events/request")
 }
 
-// BenchmarkRemoteEnqueueSerial: one sender, one verdict at a time: the
-// verdict latency.
-func BenchmarkRemoteEnqueueSerial(b *testing.B) {
-	s, work, _ := benchNodes(b, "request")
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		if err := s.Enqueue(small{ID: i, Kind: "x"}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	waitCount(work, int64(b.N))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-	p50, p99, _ := remote.RoundTrip(s)
-	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
-	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
-}
-
-// BenchmarkRemoteEnqueueMany: batches of 100 small events, one message
-// and one verdict per batch, from 8 concurrent senders.
-func BenchmarkRemoteEnqueueMany(b *testing.B) {
-	s, work, _ := benchNodes(b, "request")
+// benchEnqueueMany enqueues b.N events made by event in batches of 100,
+// one message and one verdict per batch, from 4*GOMAXPROCS senders.
+func benchEnqueueMany(b *testing.B, s sink.Sink, work *counter, event func(i int) sink.Event) {
 	const batch = 100
 	b.ReportAllocs()
 	b.SetParallelism(4)
@@ -250,7 +239,7 @@ func BenchmarkRemoteEnqueueMany(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			i++
-			es = append(es, small{ID: i, Kind: "x"})
+			es = append(es, event(i))
 			if len(es) == batch {
 				flush()
 			}
@@ -259,103 +248,79 @@ func BenchmarkRemoteEnqueueMany(b *testing.B) {
 	})
 	waitCount(work, sent.Load())
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// reportRoundTrip reports the p50 and p99 verdict round trip of s.
+func reportRoundTrip(b *testing.B, s sink.Sink) {
 	p50, p99, _ := remote.RoundTrip(s)
 	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+}
+
+// BenchmarkPlainNATS is the reference: a nats.go publisher (the embedding
+// node's in-process connection) to a queue subscriber (over loopback TCP)
+// moving the same JSON-encoded events.
+func BenchmarkPlainNATS(b *testing.B) {
+	benchPlainNATS(b, appendSmallJSON, decodeSmall)
+}
+
+// BenchmarkRemoteEnqueue: Enqueue of one small event at a time, each
+// waiting for its verdict, from 64 concurrent senders.
+func BenchmarkRemoteEnqueue(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	benchEnqueueParallel(b, s, work, 32, smallEvent)
+	reportRoundTrip(b, s)
+	st, _ := remote.Stats(s)
+	b.ReportMetric(float64(st.Events)/float64(st.Sent), "events/request")
+}
+
+// BenchmarkRemoteEnqueueSerial: one sender, one verdict at a time: the
+// verdict latency.
+func BenchmarkRemoteEnqueueSerial(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.Enqueue(smallEvent(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitCount(work, int64(b.N))
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	reportRoundTrip(b, s)
+}
+
+// BenchmarkRemoteEnqueueMany: batches of 100 small events, one message
+// and one verdict per batch, from 8 concurrent senders.
+func BenchmarkRemoteEnqueueMany(b *testing.B) {
+	s, work, _ := benchNodes(b, "request")
+	benchEnqueueMany(b, s, work, smallEvent)
+	reportRoundTrip(b, s)
 }
 
 // BenchmarkDurableEnqueue: durable-mode Enqueue (a JetStream publish
 // acknowledged by the stream) from 32 concurrent senders, until handled.
 func BenchmarkDurableEnqueue(b *testing.B) {
 	s, work, _ := benchNodes(b, "durable")
-	b.ReportAllocs()
-	b.SetParallelism(16)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := s.Enqueue(small{ID: 1, Kind: "x"}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	waitCount(work, int64(b.N))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	benchEnqueueParallel(b, s, work, 16, func(int) sink.Event { return small{ID: 1, Kind: "x"} })
 }
 
 // BenchmarkPlainNATSBinary is BenchmarkPlainNATS with tiny's binary
 // encoding: the reference for the *Binary benchmarks.
 func BenchmarkPlainNATSBinary(b *testing.B) {
-	_, _, na := benchNodes(b, "request")
-	nc := plainConn(b, na)
-	got := plainSubscriber(b, nc, "plain", decodeTiny)
-	pub := na.Conn()
-	b.ReportAllocs()
-	b.ResetTimer()
-	var data []byte
-	for i := range b.N {
-		data, _ = tiny{ID: uint32(i), Kind: 'x'}.AppendBinary(data[:0])
-		if err := pub.Publish("plain", data); err != nil {
-			b.Fatal(err)
-		}
-	}
-	waitCount(got, int64(b.N))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	benchPlainNATS(b, appendTinyBinary, decodeTiny)
 }
 
 // BenchmarkRemoteEnqueueBinary is BenchmarkRemoteEnqueue with tiny events.
 func BenchmarkRemoteEnqueueBinary(b *testing.B) {
 	s, work, _ := benchNodes(b, "request")
-	b.ReportAllocs()
-	b.SetParallelism(32)
-	b.ResetTimer()
-	var id atomic.Uint32
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := s.Enqueue(tiny{ID: id.Add(1), Kind: 'x'}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	waitCount(work, int64(b.N))
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	benchEnqueueParallel(b, s, work, 32, tinyEvent)
 }
 
 // BenchmarkRemoteEnqueueManyBinary is BenchmarkRemoteEnqueueMany with
 // tiny events.
 func BenchmarkRemoteEnqueueManyBinary(b *testing.B) {
 	s, work, _ := benchNodes(b, "request")
-	const batch = 100
-	b.ReportAllocs()
-	b.SetParallelism(4)
-	b.ResetTimer()
-	var sent atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		es := make([]sink.Event, 0, batch)
-		flush := func() {
-			if len(es) == 0 {
-				return
-			}
-			if err := s.EnqueueMany(es); err != nil {
-				b.Error(err)
-			}
-			sent.Add(int64(len(es)))
-			es = es[:0]
-		}
-		i := uint32(0)
-		for pb.Next() {
-			i++
-			es = append(es, tiny{ID: i, Kind: 'x'})
-			if len(es) == batch {
-				flush()
-			}
-		}
-		flush()
-	})
-	waitCount(work, sent.Load())
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-	p50, p99, _ := remote.RoundTrip(s)
-	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
-	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	benchEnqueueMany(b, s, work, tinyEvent)
+	reportRoundTrip(b, s)
 }

@@ -128,55 +128,50 @@ func TestSenderCreditOnTransportFailures(t *testing.T) {
 		if _, err := s.Prepare([]sink.Event{12}); !errors.Is(err, sink.ErrRejected) {
 			t.Fatalf("no replica: %v", err)
 		}
-		if n := l.InFlight(); n != 0 || l.Err() != nil {
-			t.Fatalf("%d events hold credit (%v)", n, l.Err())
-		}
+		noCreditHeld(t, l)
 	})
-	t.Run("replica full", func(t *testing.T) {
-		c := &cluster{t: t}
-		ma, _ := c.node(requestGraph, "a", nil)
-		gate := make(chan struct{})
-		defer close(gate)
-		_, _ = c.node(requestGraph, "b", map[string]stage.Handler{"Work": &recorder{gate: gate}})
-		s := remoteSink(t, ma, "Work")
-		waitFor(t, "a replica", func() bool { return s.Enqueue("probe") == nil })
-		l := sinktest.NewLimiter(100)
-		s.SetPredicate(l)
-		refused := 0
-		for i := 0; i < 10; i++ {
-			if err := s.Enqueue(i); errors.Is(err, sink.ErrRejected) {
-				refused++
+	// A held replica (request mode, a queue of 4) refuses events; so does
+	// a full stream (durable mode, 3 messages).
+	for _, tc := range []struct {
+		name, graph string
+		probe       bool // wait for a replica to take an event first
+		overflow    string
+	}{
+		{"replica full", requestGraph, true, "a held replica with a queue of 4 took 10 events"},
+		{"stream full", durableGraph, false, "a stream of 3 took 10 events"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &cluster{t: t}
+			ma, _ := c.node(tc.graph, "a", nil)
+			gate := make(chan struct{})
+			defer close(gate)
+			_, _ = c.node(tc.graph, "b", map[string]stage.Handler{"Work": &recorder{gate: gate}})
+			s := remoteSink(t, ma, "Work")
+			if tc.probe {
+				waitFor(t, "a replica", func() bool { return s.Enqueue("probe") == nil })
 			}
-		}
-		if refused == 0 {
-			t.Fatal("a held replica with a queue of 4 took 10 events")
-		}
-		if n := l.InFlight(); n != 0 || l.Err() != nil {
-			t.Fatalf("%d events hold credit (%v)", n, l.Err())
-		}
-	})
-	t.Run("stream full", func(t *testing.T) {
-		c := &cluster{t: t}
-		ma, _ := c.node(durableGraph, "a", nil)
-		gate := make(chan struct{})
-		defer close(gate)
-		_, _ = c.node(durableGraph, "b", map[string]stage.Handler{"Work": &recorder{gate: gate}})
-		s := remoteSink(t, ma, "Work")
-		l := sinktest.NewLimiter(100)
-		s.SetPredicate(l)
-		refused := 0
-		for i := 0; i < 10; i++ {
-			if err := s.Enqueue(i); errors.Is(err, sink.ErrRejected) {
-				refused++
+			l := sinktest.NewLimiter(100)
+			s.SetPredicate(l)
+			refused := 0
+			for i := 0; i < 10; i++ {
+				if err := s.Enqueue(i); errors.Is(err, sink.ErrRejected) {
+					refused++
+				}
 			}
-		}
-		if refused == 0 {
-			t.Fatal("a stream of 3 took 10 events")
-		}
-		if n := l.InFlight(); n != 0 || l.Err() != nil {
-			t.Fatalf("%d events hold credit (%v)", n, l.Err())
-		}
-	})
+			if refused == 0 {
+				t.Fatal(tc.overflow)
+			}
+			noCreditHeld(t, l)
+		})
+	}
+}
+
+// noCreditHeld fails t if an event admitted by l still holds its credit.
+func noCreditHeld(t *testing.T, l *sinktest.Limiter) {
+	t.Helper()
+	if n := l.InFlight(); n != 0 || l.Err() != nil {
+		t.Fatalf("%d events hold credit (%v)", n, l.Err())
+	}
 }
 
 // TestSinktestRef runs the suite on a reference sink: node b exports a
