@@ -9,27 +9,25 @@ import (
 // BenchmarkEnqueueDequeue measures one enqueue plus one dequeue on one
 // goroutine, beside the same on a buffered channel.
 func BenchmarkEnqueueDequeue(b *testing.B) {
-	b.Run("queue", func(b *testing.B) {
-		q := sink.NewQueue(1024)
-		buf := make([]sink.Event, 1)
-		var ev sink.Event = 1
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			_ = q.Enqueue(ev)
-			q.Dequeue(buf, nil)
-		}
-	})
-	b.Run("queue+predicate", func(b *testing.B) {
-		q := sink.NewQueue(1024)
-		q.SetPredicate(sink.PredicateFunc(func(sink.Event) bool { return true }))
-		buf := make([]sink.Event, 1)
-		var ev sink.Event = 1
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			_ = q.Enqueue(ev)
-			q.Dequeue(buf, nil)
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		p    sink.Predicate
+	}{
+		{"queue", nil},
+		{"queue+predicate", sink.PredicateFunc(func(sink.Event) bool { return true })},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			q := sink.NewQueue(1024)
+			q.SetPredicate(tc.p)
+			buf := make([]sink.Event, 1)
+			var ev sink.Event = 1
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				_ = q.Enqueue(ev)
+				q.Dequeue(buf, nil)
+			}
+		})
+	}
 	b.Run("chan", func(b *testing.B) {
 		ch := make(chan sink.Event, 1024)
 		var ev sink.Event = 1
@@ -102,35 +100,28 @@ func BenchmarkEnqueue(b *testing.B) {
 // with a plain predicate, and with a counting predicate completed at once.
 func BenchmarkAdmission(b *testing.B) {
 	var ev sink.Event = 1
-	b.Run("none", func(b *testing.B) {
-		var a sink.Admission
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if _, err := a.Admit(ev); err != nil {
-				b.Fatal(err)
+	for _, tc := range []struct {
+		name  string
+		p     sink.Predicate
+		admit bool
+	}{
+		{"none", nil, true},
+		{"predicate", sink.PredicateFunc(func(sink.Event) bool { return true }), true},
+		{"reject", sink.PredicateFunc(func(sink.Event) bool { return false }), false},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var a sink.Admission
+			if tc.p != nil {
+				a.SetPredicate(nil, tc.p)
 			}
-		}
-	})
-	b.Run("predicate", func(b *testing.B) {
-		var a sink.Admission
-		a.SetPredicate(nil, sink.PredicateFunc(func(sink.Event) bool { return true }))
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if _, err := a.Admit(ev); err != nil {
-				b.Fatal(err)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := a.Admit(ev); (err == nil) != tc.admit {
+					b.Fatalf("Admit: %v, want admitted %v", err, tc.admit)
+				}
 			}
-		}
-	})
-	b.Run("reject", func(b *testing.B) {
-		var a sink.Admission
-		a.SetPredicate(nil, sink.PredicateFunc(func(sink.Event) bool { return false }))
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
-			if _, err := a.Admit(ev); err == nil {
-				b.Fatal("admitted")
-			}
-		}
-	})
+		})
+	}
 	b.Run("counter+done", func(b *testing.B) {
 		var a sink.Admission
 		a.SetPredicate(nil, &credit{limit: 1 << 40})
