@@ -44,6 +44,39 @@ func (h *hopper) HandleEvents(batch []sink.Event) error {
 	return nil
 }
 
+// startBench starts m, shut down when the benchmark ends, and returns the
+// sink of its stage first.
+func startBench(b *testing.B, m *stage.Manager, first string) sink.Sink {
+	b.Helper()
+	if err := m.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	st, ok := m.Stage(first)
+	if !ok {
+		b.Fatalf("no stage %s", first)
+	}
+	return st.Sink()
+}
+
+// benchChans makes the n channels of a channel reference.
+func benchChans(n int) []chan sink.Event {
+	chans := make([]chan sink.Event, n)
+	for i := range chans {
+		chans[i] = make(chan sink.Event, 1024)
+	}
+	return chans
+}
+
+// stopChans closes the channels of a channel reference and waits for
+// its goroutines, counted by wg, to end.
+func stopChans(chans []chan sink.Event, wg *sync.WaitGroup) {
+	for _, c := range chans {
+		close(c)
+	}
+	wg.Wait()
+}
+
 // BenchmarkHop measures one event hopping around a ring of 10 stages with
 // one event in flight: ns/op is the cost of one hop (enqueue → handler on
 // another goroutine).
@@ -57,24 +90,17 @@ func BenchmarkHop(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if err := m.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		defer m.Shutdown(context.Background())
-		first, _ := m.Stage("S0")
+		first := startBench(b, m, "S0")
 		left := b.N
 		b.ReportAllocs()
 		b.ResetTimer()
-		if err := first.Sink().Enqueue(&left); err != nil {
+		if err := first.Enqueue(&left); err != nil {
 			b.Fatal(err)
 		}
 		<-done
 	})
 	b.Run("channels", func(b *testing.B) {
-		chans := make([]chan sink.Event, ringSize)
-		for i := range chans {
-			chans[i] = make(chan sink.Event, 1024)
-		}
+		chans := benchChans(ringSize)
 		done := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := 0; i < ringSize; i++ {
@@ -98,10 +124,7 @@ func BenchmarkHop(b *testing.B) {
 		chans[0] <- &left
 		<-done
 		b.StopTimer()
-		for _, c := range chans {
-			close(c)
-		}
-		wg.Wait()
+		stopChans(chans, &wg)
 	})
 }
 
@@ -153,12 +176,7 @@ func BenchmarkHopOutside(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if err := m.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		defer m.Shutdown(context.Background())
-		st, _ := m.Stage("S0")
-		first := st.Sink()
+		first := startBench(b, m, "S0")
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i += hops {
@@ -169,10 +187,7 @@ func BenchmarkHopOutside(b *testing.B) {
 		}
 	})
 	b.Run("channels", func(b *testing.B) {
-		chans := make([]chan sink.Event, ringSize)
-		for i := range chans {
-			chans[i] = make(chan sink.Event, 1024)
-		}
+		chans := benchChans(ringSize)
 		done := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := 0; i < ringSize; i++ {
@@ -195,10 +210,7 @@ func BenchmarkHopOutside(b *testing.B) {
 			<-done
 		}
 		b.StopTimer()
-		for _, c := range chans {
-			close(c)
-		}
-		wg.Wait()
+		stopChans(chans, &wg)
 	})
 }
 
@@ -257,11 +269,7 @@ func BenchmarkPipeline(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if err := m.Start(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			defer m.Shutdown(context.Background())
-			first, _ := m.Stage("P0")
+			first := startBench(b, m, "P0")
 			batch := make([]sink.Event, in.chunk)
 			for i := range batch {
 				batch[i] = ev
@@ -274,9 +282,9 @@ func BenchmarkPipeline(b *testing.B) {
 					n := min(in.chunk, b.N-sent)
 					var err error
 					if n == 1 {
-						err = sink.EnqueueWait(ctx, first.Sink(), ev)
+						err = sink.EnqueueWait(ctx, first, ev)
 					} else {
-						err = (sink.WaitPolicy{}).EnqueueManyWait(ctx, first.Sink(), batch[:n])
+						err = (sink.WaitPolicy{}).EnqueueManyWait(ctx, first, batch[:n])
 					}
 					if err != nil {
 						panic(err)
@@ -291,10 +299,7 @@ func BenchmarkPipeline(b *testing.B) {
 		})
 	}
 	b.Run("channels", func(b *testing.B) {
-		chans := make([]chan sink.Event, stages+1)
-		for i := range chans {
-			chans[i] = make(chan sink.Event, 1024)
-		}
+		chans := benchChans(stages + 1)
 		for i := 0; i < stages; i++ {
 			go func(in, out chan sink.Event) {
 				for e := range in {

@@ -2,15 +2,11 @@ package stage
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 )
 
 // TestDestroyStageContextAbandonsHungRestart: a supervised stage's handler
@@ -22,30 +18,12 @@ import (
 // destroyed exactly once), the goroutine left waiting for the stage ends,
 // and the manager shuts down cleanly.
 func TestDestroyStageContextAbandonsHungRestart(t *testing.T) {
-	var logs logbuf.Buffer
-	m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	h := startHungRestart(t, m, "init")
+	m, h, logs := newHungRestart(t, "init")
 	inits, destroys := h.inits, h.destroys
-	var err error
 
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	res := make(chan error, 1)
-	go func() { res <- m.DestroyStageContext(ctx, "S") }()
-	select {
-	case err = <-res:
-	case <-time.After(20 * time.Second):
-		t.Fatal("DestroyStageContext ignored its context's end while a restart was stuck")
-	}
-	t.Logf("DestroyStageContext: %v", err)
-	if !errors.Is(err, ErrNotStopped) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("DestroyStageContext: %v; want ErrNotStopped and the deadline", err)
-	}
-	for _, want := range []string{`"S"`, "supervisor restart", "in the new handler's Init"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("error %q does not say %s", err, want)
-		}
-	}
+	destroy := func(ctx context.Context) error { return m.DestroyStageContext(ctx, "S") }
+	callAbandoningRestart(t, "DestroyStageContext", 200*time.Millisecond, destroy,
+		`"S"`, "supervisor restart", "in the new handler's Init")
 	if _, ok := m.Stage("S"); ok {
 		t.Fatal("stage S still in the manager")
 	}

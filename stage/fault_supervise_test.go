@@ -58,6 +58,61 @@ func hangerFactory(entered, release chan struct{}) (stage.Factory, func() []stri
 
 func isRestarted(e sink.Event) bool { _, ok := e.(stage.StageRestarted); return ok }
 
+// hangerPair is two supervised stages of hangers, S1 and S2 (each its
+// own tree, one event a batch, two threads), that share one entered and
+// release pair and are each watched by a monitor.
+type hangerPair struct {
+	cfg                stage.StageConfig
+	entered, release   chan struct{}
+	released           bool
+	s1, s2             *stage.Stage
+	handled1, handled2 func() []string
+	mon1, mon2         *chanSink
+}
+
+// startHangerPair creates S1 and S2 on m and starts m. Unless the test
+// let the hangers go, release is closed when the test ends, before m
+// shuts down, so that the shutdown of a failed test ends.
+func startHangerPair(t *testing.T, m *stage.Manager) *hangerPair {
+	t.Helper()
+	p := &hangerPair{
+		cfg: stage.StageConfig{
+			Batching:   stage.BatchingConfig{Max: 1},
+			ThreadPool: stage.ThreadPoolConfig{Min: 2, Max: 2},
+			Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError},
+		},
+		entered: make(chan struct{}, 1),
+		release: make(chan struct{}),
+		mon1:    newChanSink(100),
+		mon2:    newChanSink(100),
+	}
+	f1, handled1 := hangerFactory(p.entered, p.release)
+	f2, handled2 := hangerFactory(p.entered, p.release)
+	p.handled1, p.handled2 = handled1, handled2
+	var err error
+	if p.s1, err = m.CreateSupervised("S1", f1, p.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if p.s2, err = m.CreateSupervised("S2", f2, p.cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = m.Monitor("S1", p.mon1)
+	_, _ = m.Monitor("S2", p.mon2)
+	started(t, m)
+	t.Cleanup(func() {
+		if !p.released {
+			close(p.release)
+		}
+	})
+	return p
+}
+
+// letGo returns every hanging batch.
+func (p *hangerPair) letGo() {
+	close(p.release)
+	p.released = true
+}
+
 // TestHungRestartDoesNotBlockOtherTrees: S1 fails while another of its
 // batches hangs, so its restart waits for that batch; an unrelated
 // supervised stage S2 that fails meanwhile is restarted at once and goes
@@ -66,35 +121,11 @@ func TestHungRestartDoesNotBlockOtherTrees(t *testing.T) {
 	for _, tm := range []string{"pool", "shared"} {
 		t.Run(tm, func(t *testing.T) {
 			m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 3}})
-			entered, release := make(chan struct{}, 1), make(chan struct{})
-			f1, handled1 := hangerFactory(entered, release)
-			f2, handled2 := hangerFactory(entered, release)
-			cfg := stage.StageConfig{
-				Batching:   stage.BatchingConfig{Max: 1},
-				ThreadPool: stage.ThreadPoolConfig{Min: 2, Max: 2},
-				Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError},
-			}
-			s1, err := m.CreateSupervised("S1", f1, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s2, err := m.CreateSupervised("S2", f2, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mon1, mon2 := newChanSink(100), newChanSink(100)
-			_, _ = m.Monitor("S1", mon1)
-			_, _ = m.Monitor("S2", mon2)
-			started(t, m)
-			released := false
-			defer func() {
-				if !released {
-					close(release) // let the shutdown of a failed test end
-				}
-			}()
+			p := startHangerPair(t, m)
+			s1, s2, mon1, mon2 := p.s1, p.s2, p.mon1, p.mon2
 
 			_ = s1.Sink().Enqueue("hang")
-			<-entered
+			<-p.entered
 			_ = s1.Sink().Enqueue("boom") // S1's restart now waits for "hang"
 			if f, ok := mon1.next(t).(stage.StageFailed); !ok || f.Events[0] != "boom" {
 				t.Fatalf("S1: %#v", f)
@@ -105,14 +136,13 @@ func TestHungRestartDoesNotBlockOtherTrees(t *testing.T) {
 			mon2.until(t, isRestarted) // hangs without independent supervision
 			_ = s2.Sink().Enqueue("after")
 
-			close(release)
-			released = true
+			p.letGo()
 			mon1.until(t, isRestarted)
 			shutdown(t, m)
-			if got := handled2(); !slices.Equal(got, []string{"after@2"}) {
+			if got := p.handled2(); !slices.Equal(got, []string{"after@2"}) {
 				t.Fatalf("S2 handled %v", got)
 			}
-			if got := handled1(); !slices.Equal(got, []string{"queued@2"}) {
+			if got := p.handled1(); !slices.Equal(got, []string{"queued@2"}) {
 				t.Fatalf("S1 handled %v", got)
 			}
 			if s1.Stats().Restarts != 1 || s2.Stats().Restarts != 1 {

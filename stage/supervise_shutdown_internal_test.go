@@ -98,6 +98,43 @@ func (h *lifecycle) HandleEvents(b []sink.Event) error {
 	return nil
 }
 
+// newHungRestart makes a manager logging into the buffer it returns, with
+// restart backoffs that take no time, and starts the stage of
+// startHungRestart on it.
+func newHungRestart(t *testing.T, block string) (*Manager, *hungRestart, *logbuf.Buffer) {
+	t.Helper()
+	logs := &logbuf.Buffer{}
+	m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	return m, startHungRestart(t, m, block), logs
+}
+
+// callAbandoningRestart calls call, named what, with a context that ends
+// after d while a restart hangs. It checks that call returns, with an
+// error that wraps ErrNotStopped and the context's error and names each
+// of names.
+func callAbandoningRestart(t *testing.T, what string, d time.Duration, call func(context.Context) error, names ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { res <- call(ctx) }()
+	var err error
+	select {
+	case err = <-res:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s ignored its context's end while a restart was stuck", what)
+	}
+	t.Logf("%s: %v", what, err)
+	if !errors.Is(err, ErrNotStopped) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%s: %v; want ErrNotStopped and the deadline", what, err)
+	}
+	for _, want := range names {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s error %q does not name %s", what, err, want)
+		}
+	}
+}
+
 // firedAfter is an Options.After whose timers have fired already: restart
 // backoffs take no time.
 func firedAfter(time.Duration) <-chan time.Time {
@@ -123,30 +160,10 @@ func TestShutdownAbandonsHungRestart(t *testing.T) {
 		{"destroy", "in the old handler's Destroy"},
 	} {
 		t.Run(tc.block, func(t *testing.T) {
-			var logs logbuf.Buffer
-			m := NewManager(Options{After: firedAfter, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-			h := startHungRestart(t, m, tc.block)
+			m, h, logs := newHungRestart(t, tc.block)
 			inits, destroys := h.inits, h.destroys
-			var err error
 
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-			defer cancel()
-			res := make(chan error, 1)
-			go func() { res <- m.Shutdown(ctx) }()
-			select {
-			case err = <-res:
-			case <-time.After(20 * time.Second):
-				t.Fatal("Shutdown ignored its context's end while a restart was stuck")
-			}
-			t.Logf("Shutdown: %v", err)
-			if !errors.Is(err, ErrNotStopped) || !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("Shutdown: %v; want ErrNotStopped and the deadline", err)
-			}
-			for _, want := range []string{`"S"`, tc.step} {
-				if !strings.Contains(err.Error(), want) {
-					t.Fatalf("Shutdown error %q does not name %s", err, want)
-				}
-			}
+			callAbandoningRestart(t, "Shutdown", 300*time.Millisecond, m.Shutdown, `"S"`, tc.step)
 			if !strings.Contains(logs.String(), "shutdown abandoned a supervisor restart") {
 				t.Fatalf("abandoned restart not logged:\n%s", logs.String())
 			}

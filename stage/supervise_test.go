@@ -101,6 +101,42 @@ func waitDone(t *testing.T, m *stage.Manager) {
 	}
 }
 
+// checkEveryTenthFailed checks a handler that fails every tenth event
+// (9, 19, ...) of the events 0 to len(seen)-1: each other event was
+// handled once (seen counts it), and failures, what a monitor heard
+// before the stage terminated, are one StageFailed for each failing
+// event, which check checks further.
+func checkEveryTenthFailed(t *testing.T, seen []atomic.Int32, failures []sink.Event, check func(stage.StageFailed)) {
+	t.Helper()
+	for i := range seen {
+		want := int32(1)
+		if i%10 == 9 {
+			want = 0
+		}
+		if seen[i].Load() != want {
+			t.Fatalf("event %d handled %d times", i, seen[i].Load())
+		}
+	}
+	var failed []int
+	for _, e := range failures {
+		f, ok := e.(stage.StageFailed)
+		if !ok {
+			t.Fatalf("unexpected monitor event %#v", e)
+		}
+		check(f)
+		failed = append(failed, f.Events[0].(int))
+	}
+	sort.Ints(failed)
+	if len(failed) != len(seen)/10 {
+		t.Fatalf("monitor saw %d failures, want %d", len(failed), len(seen)/10)
+	}
+	for k, v := range failed {
+		if v != 10*k+9 {
+			t.Fatalf("failure %d is event %d", k, v)
+		}
+	}
+}
+
 // TestPanicEveryTenthMonitored: a handler panicking on every tenth event
 // loses no other event, and its monitor sees exactly those failures, then
 // the termination.
@@ -138,36 +174,12 @@ func TestPanicEveryTenthMonitored(t *testing.T) {
 				}
 			}
 			shutdown(t, m)
-			for i := range seen {
-				want := int32(1)
-				if i%10 == 9 {
-					want = 0
-				}
-				if seen[i].Load() != want {
-					t.Fatalf("event %d handled %d times", i, seen[i].Load())
-				}
-			}
 			events := mon.rest()
-			var failed []int
-			for _, e := range events[:len(events)-1] {
-				f, ok := e.(stage.StageFailed)
-				if !ok {
-					t.Fatalf("unexpected monitor event %#v", e)
-				}
+			checkEveryTenthFailed(t, seen[:], events[:len(events)-1], func(f stage.StageFailed) {
 				if !errors.Is(f.Err, stage.ErrHandlerPanic) || len(f.Events) != 1 || f.Stage != "Fragile" || f.Instance != 1 {
 					t.Fatalf("failure %+v", f)
 				}
-				failed = append(failed, f.Events[0].(int))
-			}
-			sort.Ints(failed)
-			if len(failed) != n/10 {
-				t.Fatalf("monitor saw %d failures, want %d", len(failed), n/10)
-			}
-			for k, i := range failed {
-				if i != 10*k+9 {
-					t.Fatalf("failure %d is event %d", k, i)
-				}
-			}
+			})
 			term, ok := events[len(events)-1].(stage.StageTerminated)
 			if !ok || term.Reason != stage.ReasonShutdown || !term.Normal() {
 				t.Fatalf("last monitor event %#v", events[len(events)-1])

@@ -25,38 +25,14 @@ func TestHeldRestartLeavesSupervisorResponsive(t *testing.T) {
 		t.Run(hold, func(t *testing.T) {
 			timers := make(fakeTimers, 4)
 			m := stage.NewManager(stage.Options{After: timers.After})
-			entered, release := make(chan struct{}, 1), make(chan struct{})
-			f1, handled1 := hangerFactory(entered, release)
-			f2, handled2 := hangerFactory(entered, release)
-			cfg := stage.StageConfig{
-				Batching:   stage.BatchingConfig{Max: 1},
-				ThreadPool: stage.ThreadPoolConfig{Min: 2, Max: 2},
-				Supervisor: &stage.SupervisorConfig{RestartOn: stage.RestartOnError},
-			}
-			s1, err := m.CreateSupervised("S1", f1, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s2, err := m.CreateSupervised("S2", f2, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mon1, mon2 := newChanSink(100), newChanSink(100)
-			_, _ = m.Monitor("S1", mon1)
-			_, _ = m.Monitor("S2", mon2)
-			started(t, m)
-			released := false
-			defer func() {
-				if !released {
-					close(release) // let the shutdown of a failed test end
-				}
-			}()
+			p := startHangerPair(t, m)
+			s1, s2, mon1, mon2 := p.s1, p.s2, p.mon1, p.mon2
 
 			held := "queued@2"
 			var t1 fakeTimer
 			if hold == "hung batch" {
 				_ = s1.Sink().Enqueue("hang")
-				<-entered
+				<-p.entered
 				// The first restart waits no backoff: it waits for "hang".
 				_ = s1.Sink().Enqueue("boom")
 				// The queue is paused before monitors hear of the failure:
@@ -81,8 +57,8 @@ func TestHeldRestartLeavesSupervisorResponsive(t *testing.T) {
 			if got := m.Supervisors(); !slices.Equal(got, []string{"S1", "S2"}) {
 				t.Fatalf("supervisors %v", got)
 			}
-			f3, _ := hangerFactory(entered, release)
-			if _, err := m.CreateSupervised("S3", f3, cfg); err != nil {
+			f3, _ := hangerFactory(p.entered, p.release)
+			if _, err := m.CreateSupervised("S3", f3, p.cfg); err != nil {
 				t.Fatal(err)
 			}
 			if got := m.Supervisors(); !slices.Equal(got, []string{"S1", "S2", "S3"}) {
@@ -101,15 +77,14 @@ func TestHeldRestartLeavesSupervisorResponsive(t *testing.T) {
 			if hold == "backoff" {
 				t1.fire <- time.Time{}
 			} else {
-				close(release)
-				released = true
+				p.letGo()
 			}
 			mon1.until(t, isRestarted)
 			shutdown(t, m)
-			if got := handled1(); !slices.Equal(got, []string{held}) {
+			if got := p.handled1(); !slices.Equal(got, []string{held}) {
 				t.Fatalf("S1 handled %v", got)
 			}
-			if got := handled2(); !slices.Equal(got, []string{"after@2"}) {
+			if got := p.handled2(); !slices.Equal(got, []string{"after@2"}) {
 				t.Fatalf("S2 handled %v", got)
 			}
 		})
