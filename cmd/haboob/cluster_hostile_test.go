@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net"
-	nethttp "net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestClusterFrontSurvivesHostileClients runs the cluster's HTTP front
@@ -80,82 +76,17 @@ func TestClusterFrontSurvivesHostileClients(t *testing.T) {
 		t.Fatalf("/checksum/ while a client does not read: %d", code)
 	}
 
-	held, err := net.Dial("tcp", front.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	br := bufio.NewReader(held)
-	ask := func(what, path string) {
-		t.Helper()
-		_ = held.SetDeadline(time.Now().Add(2 * time.Minute))
-		fmt.Fprintf(held, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
-		resp, err := nethttp.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("%s %s: %v", what, path, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s %s: %d", what, path, resp.StatusCode)
-		}
-	}
-	ask("held connection before", "/index.html")
-	ask("held connection before", "/checksum/x")
+	held := dialHeld(t, front.addr)
+	held.ask(t, "held connection before", "/index.html")
+	held.ask(t, "held connection before", "/checksum/x")
 
-	var conns []net.Conn
-	closeAll := func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		conns = nil
-	}
-	defer closeAll()
-	exhausted := false
-	// A safety net only: the loop ends on the log line.
-	for deadline := time.Now().Add(2 * time.Minute); !exhausted && time.Now().Before(deadline); {
-		if len(conns) < 1000 {
-			c, err := net.Dial("tcp", front.addr)
-			if err != nil {
-				t.Fatalf("dial %d: %v", len(conns), err)
-			}
-			conns = append(conns, c)
-		} else {
-			time.Sleep(10 * time.Millisecond)
-		}
-		select {
-		case line, ok := <-front.logs:
-			if !ok {
-				t.Fatal("front exited")
-			}
-			exhausted = strings.Contains(line, "aio: accept failed") && strings.Contains(line, "too many open files")
-		default:
-		}
-	}
-	if !exhausted {
-		t.Fatalf("no accept failure logged after %d connections", len(conns))
-	}
-	ask("held connection out of descriptors", "/index.html")
-	ask("held connection out of descriptors", "/checksum/x")
+	closeAll := exhaustDescriptors(t, front)
+	held.ask(t, "held connection out of descriptors", "/index.html")
+	held.ask(t, "held connection out of descriptors", "/checksum/x")
 	closeAll()
 	stuck.Close()
 
-	tr := &nethttp.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	c := &nethttp.Client{Transport: tr, Timeout: 10 * time.Second}
-	for deadline := time.Now().Add(2 * time.Minute); ; { // a safety net only
-		resp, err := c.Get(base + "/checksum/x")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving again after the connections closed: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitServingAgain(t, base+"/checksum/x")
 	held.Close()
 	if code := front.stop(t); code != 0 {
 		t.Fatalf("front exit code %d", code)

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
-	"fmt"
 	"net"
-	nethttp "net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,80 +82,15 @@ func TestBinaryRecoversFromDescriptorExhaustion(t *testing.T) {
 		t.Fatalf("before: %d %q", code, body)
 	}
 	// A keep-alive connection opened before the exhaustion, its page cached.
-	held, err := net.Dial("tcp", r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	br := bufio.NewReader(held)
-	ask := func(what string) {
-		t.Helper()
-		_ = held.SetDeadline(time.Now().Add(30 * time.Second))
-		fmt.Fprintf(held, "GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := nethttp.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s: %d", what, resp.StatusCode)
-		}
-	}
-	ask("held connection before")
+	held := dialHeld(t, r.addr)
+	held.ask(t, "held connection before", "/index.html")
 
-	var conns []net.Conn
-	closeAll := func() {
-		for _, c := range conns {
-			c.Close()
-		}
-		conns = nil
-	}
-	defer closeAll()
-	exhausted := false
-	deadline := time.Now().Add(60 * time.Second)
-	for !exhausted && time.Now().Before(deadline) {
-		if len(conns) < 1000 {
-			c, err := net.Dial("tcp", r.addr)
-			if err != nil {
-				t.Fatalf("dial %d: %v", len(conns), err)
-			}
-			conns = append(conns, c)
-		} else {
-			time.Sleep(10 * time.Millisecond)
-		}
-		select {
-		case line, ok := <-r.logs:
-			if !ok {
-				t.Fatal("haboob exited")
-			}
-			exhausted = strings.Contains(line, "aio: accept failed") && strings.Contains(line, "too many open files")
-		default:
-		}
-	}
-	if !exhausted {
-		t.Fatalf("no accept failure logged after %d connections", len(conns))
-	}
-	ask("held connection while out of descriptors")
+	closeAll := exhaustDescriptors(t, r)
+	held.ask(t, "held connection while out of descriptors", "/index.html")
 	closeAll()
 
 	// Serves again: poll with new connections, within a generous bound.
-	tr := &nethttp.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	c := &nethttp.Client{Transport: tr, Timeout: 5 * time.Second}
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving again after the connections closed: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitServingAgain(t, url)
 	held.Close()
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("exit code %d", code)

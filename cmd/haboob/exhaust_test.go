@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	nethttp "net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// heldConn is a keep-alive connection to haboob, held open while the
+// test makes trouble, that still asks for pages.
+type heldConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+// dialHeld opens a held connection to addr, closed when the test ends.
+func dialHeld(t *testing.T, addr string) *heldConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &heldConn{Conn: c, br: bufio.NewReader(c)}
+}
+
+// ask asks for path on the held connection and fails t, saying what,
+// unless the answer is a 200; the deadline is a hang guard only.
+func (h *heldConn) ask(t *testing.T, what, path string) {
+	t.Helper()
+	_ = h.SetDeadline(time.Now().Add(2 * time.Minute))
+	fmt.Fprintf(h, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	resp, err := nethttp.ReadResponse(h.br, nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", what, path, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s %s: %d", what, path, resp.StatusCode)
+	}
+}
+
+// exhaustDescriptors opens connections to r until it logs that accept
+// failed for want of descriptors, and returns a function closing them
+// (also called when the test ends).
+func exhaustDescriptors(t *testing.T, r *running) (closeAll func()) {
+	t.Helper()
+	var conns []net.Conn
+	closeAll = func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	t.Cleanup(closeAll)
+	exhausted := false
+	// A safety net only: the loop ends on the log line.
+	for deadline := time.Now().Add(2 * time.Minute); !exhausted && time.Now().Before(deadline); {
+		if len(conns) < 1000 {
+			c, err := net.Dial("tcp", r.addr)
+			if err != nil {
+				t.Fatalf("dial %d: %v", len(conns), err)
+			}
+			conns = append(conns, c)
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+		select {
+		case line, ok := <-r.logs:
+			if !ok {
+				t.Fatal("haboob exited")
+			}
+			exhausted = strings.Contains(line, "aio: accept failed") && strings.Contains(line, "too many open files")
+		default:
+		}
+	}
+	if !exhausted {
+		t.Fatalf("no accept failure logged after %d connections", len(conns))
+	}
+	return closeAll
+}
+
+// waitServingAgain gets url over new connections until it is answered
+// with a 200; the bound is a safety net only.
+func waitServingAgain(t *testing.T, url string) {
+	t.Helper()
+	tr := &nethttp.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	c := &nethttp.Client{Transport: tr, Timeout: 10 * time.Second}
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		resp, err := c.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving again after the connections closed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
