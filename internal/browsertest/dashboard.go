@@ -1,9 +1,13 @@
 package browsertest
 
 import (
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/profiler"
 )
 
 // DashboardPlots is how many plots the profiler's dashboard draws (queue
@@ -85,4 +89,49 @@ func CheckDashboard(t testing.TB, dom string, stages []string) int {
 		}
 	}
 	return BodyInt(t, dom, "data-samples")
+}
+
+// WaitSample waits until p has taken sample seq (a wait, not a
+// measurement; the bound is a hang guard).
+func WaitSample(t testing.TB, p *profiler.Profiler, seq uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, _ := p.Latest(); s.Seq >= seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the profiler did not reach sample %d in 30 s", seq)
+		}
+	}
+}
+
+// CheckLiveDashboard loads p's dashboard and checks it (CheckDashboard
+// with stages) and that the page updated itself while open; it waits for
+// more samples, loads it again and checks that its plots moved (hold more
+// samples). The first DOM is saved as name.html and a screenshot as
+// name.png in ArtifactDir; it returns the first DOM and the dashboard's
+// URL.
+func (b *Browser) CheckLiveDashboard(p *profiler.Profiler, stages []string, more uint64, name string) (dom, url string) {
+	t := b.t
+	t.Helper()
+	url = "http://" + p.Addr().String() + profiler.DashboardPath
+	dom = b.DOM(url)
+	SaveArtifact(t, name+".html", []byte(dom))
+	first := CheckDashboard(t, dom, stages)
+	if BodyInt(t, dom, "data-updates") < 1 {
+		t.Errorf("the page did not update itself while open: %s", Body(dom))
+	}
+
+	s, _ := p.Latest()
+	WaitSample(t, p, s.Seq+more)
+	later := b.DOM(url)
+	if n := CheckDashboard(t, later, stages); n <= first {
+		t.Errorf("the plots did not move: %d samples, then %d", first, n)
+	}
+	t.Logf("dashboard: %s", Body(later))
+
+	shot := filepath.Join(ArtifactDir(t), name+".png")
+	b.Screenshot(url, shot, 1280, 1500)
+	t.Logf("screenshot: %s", shot)
+	return dom, url
 }
