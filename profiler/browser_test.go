@@ -86,15 +86,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	waitSeq(t, p, 5)
-	url := "http://" + p.Addr().String() + profiler.DashboardPath
-
-	dom := browser.DOM(url)
-	browsertest.SaveArtifact(t, "profiler-dashboard.html", []byte(dom))
-	first := browsertest.CheckDashboard(t, dom, names)
-	if browsertest.BodyInt(t, dom, "data-updates") < 1 {
-		t.Errorf("the page did not update itself while open: %s", browsertest.Body(dom))
-	}
+	browsertest.WaitSample(t, p, 5)
+	// Live, and its plots move (a later load holds more samples); the
+	// graph checks below read the first load.
+	dom, url := browser.CheckLiveDashboard(p, names, 3, "profiler-dashboard")
 	graphKind := "js"
 	if profiler.DotPath() != "" {
 		graphKind = "dot"
@@ -116,33 +111,6 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		if arrows := strings.Count(graph, `marker-end="url(#arrow)"`); arrows != len(names) {
 			t.Errorf("page-drawn graph has %d edges, want %d", arrows, len(names))
-		}
-	}
-
-	// The plots move: a later load holds more samples.
-	s, _ := p.Latest()
-	waitSeq(t, p, s.Seq+3)
-	dom = browser.DOM(url)
-	if later := browsertest.CheckDashboard(t, dom, names); later <= first {
-		t.Errorf("the plots did not move: %d samples, then %d", first, later)
-	}
-	t.Logf("dashboard: %s", browsertest.Body(dom))
-
-	shot := filepath.Join(browsertest.ArtifactDir(t), "profiler-dashboard.png")
-	browser.Screenshot(url, shot, 1280, 1500)
-	t.Logf("screenshot: %s", shot)
-}
-
-// waitSeq waits until the profiler has taken sample seq (a wait, not a
-// measurement).
-func waitSeq(t *testing.T, p *profiler.Profiler, seq uint64) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, _ := p.Latest(); s.Seq >= seq {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the profiler did not reach sample %d in 20 s", seq)
 		}
 	}
 }
@@ -192,7 +160,7 @@ stages:
 		t.Fatal(err)
 	}
 	defer p.Close()
-	waitSeq(t, p, 3)
+	browsertest.WaitSample(t, p, 3)
 	url := "http://" + p.Addr().String() + profiler.DashboardPath
 
 	dom := browser.DOM(url + "?graph=js")
