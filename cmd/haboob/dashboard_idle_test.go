@@ -22,7 +22,7 @@ func TestDashboardIdleSaysNoSamples(t *testing.T) {
 		}
 	}
 	s, _ := p.Latest()
-	waitSample(t, p, s.Seq+3) // windows with no request
+	browsertest.WaitSample(t, p, s.Seq+3) // windows with no request
 	dom := browser.DOM("http://" + p.Addr().String() + profiler.DashboardPath)
 	browsertest.SaveArtifact(t, "haboob-dashboard-idle.html", []byte(dom))
 	for _, want := range []string{"HttpRecv: no samples", `<td class="idle">no samples</td>`} {

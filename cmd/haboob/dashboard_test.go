@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	nethttp "net/http"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -98,20 +97,6 @@ func browse(t *testing.T, addr string) {
 	}
 }
 
-// waitSample waits until the profiler has taken sample seq (a wait, not a
-// measurement).
-func waitSample(t *testing.T, p *profiler.Profiler, seq uint64) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, _ := p.Latest(); s.Seq >= seq {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the profiler did not reach sample %d in 30 s", seq)
-		}
-	}
-}
-
 // TestDashboardOfRunningHaboob loads the dashboard of a running Haboob,
 // under traffic, in headless Chromium: the page names every stage the
 // manager has, in the table, the plot legends and the stage graph, and its
@@ -126,7 +111,7 @@ func TestDashboardOfRunningHaboob(t *testing.T) {
 	}
 	browse(t, addr)
 
-	waitSample(t, p, 8)
+	browsertest.WaitSample(t, p, 8)
 	var names []string
 	for _, st := range m.Stages() {
 		names = append(names, st.Name())
@@ -136,24 +121,5 @@ func TestDashboardOfRunningHaboob(t *testing.T) {
 			t.Fatalf("Haboob has no stage %s (stages: %v)", n, names)
 		}
 	}
-	url := "http://" + p.Addr().String() + profiler.DashboardPath
-
-	dom := browser.DOM(url)
-	browsertest.SaveArtifact(t, "haboob-dashboard.html", []byte(dom))
-	first := browsertest.CheckDashboard(t, dom, names)
-	if browsertest.BodyInt(t, dom, "data-updates") < 1 {
-		t.Errorf("the page did not update itself while open: %s", browsertest.Body(dom))
-	}
-
-	s, _ := p.Latest()
-	waitSample(t, p, s.Seq+4)
-	dom = browser.DOM(url)
-	if later := browsertest.CheckDashboard(t, dom, names); later <= first {
-		t.Errorf("the plots did not move: %d samples, then %d", first, later)
-	}
-	t.Logf("dashboard: %s", browsertest.Body(dom))
-
-	shot := filepath.Join(browsertest.ArtifactDir(t), "haboob-dashboard.png")
-	browser.Screenshot(url, shot, 1280, 1500)
-	t.Logf("screenshot: %s", shot)
+	browser.CheckLiveDashboard(p, names, 4, "haboob-dashboard")
 }

@@ -20,11 +20,7 @@ import (
 // response, 200 with the page (a lost or duplicated response would leave
 // a connection's replies out of step), and no connection is closed.
 func TestBinaryReloadUnderLoad(t *testing.T) {
-	bin := buildHaboob(t)
-	root := siteWith(t, "hello.txt", "hello\n")
-	config := writeConfig(t, root)
-	r := start(t, bin, "-config", config, "-addr", "127.0.0.1:0", "-profiler", "")
-	w := &logWatch{r: r}
+	r, w, config := startReloadable(t, "")
 	data, err := os.ReadFile(config)
 	if err != nil {
 		t.Fatal(err)

@@ -13,11 +13,7 @@ import (
 // before it admits, has switched the new predicate's admission control
 // off as it did the old one's.
 func TestBinaryReloadRetargetsChecksum(t *testing.T) {
-	bin := buildHaboob(t)
-	root := siteWith(t, "hello.txt", "hello\n")
-	config := writeConfig(t, root)
-	r := start(t, bin, "-config", config, "-addr", "127.0.0.1:0", "-profiler", "")
-	w := &logWatch{r: r}
+	r, w, config := startReloadable(t, "")
 	base := "http://" + r.addr
 
 	checks := []struct {

@@ -16,6 +16,18 @@ import (
 
 var dashboardRE = regexp.MustCompile(`msg="haboob: profiler dashboard" url=http://([^/\s]+)/`)
 
+// startReloadable builds haboob and runs it from a configuration file of
+// its own (config, free to rewrite), serving a site holding hello.txt,
+// its profiler listening on profilerAddr ("" for none), its log lines
+// read through w.
+func startReloadable(t *testing.T, profilerAddr string) (r *running, w *logWatch, config string) {
+	t.Helper()
+	bin := buildHaboob(t)
+	config = writeConfig(t, siteWith(t, "hello.txt", "hello\n"))
+	r = start(t, bin, "-config", config, "-addr", "127.0.0.1:0", "-profiler", profilerAddr)
+	return r, &logWatch{r: r}, config
+}
+
 // logWatch reads a running haboob's log lines as a test waits for them.
 type logWatch struct {
 	r    *running
@@ -96,11 +108,7 @@ func (k *keepAlive) get(t *testing.T, path string) (int, string) {
 // serving; then a bad file is refused with every error logged at ERROR,
 // and the server keeps serving with the configuration it had.
 func TestBinaryReloadOnSIGHUP(t *testing.T) {
-	bin := buildHaboob(t)
-	root := siteWith(t, "hello.txt", "hello\n")
-	config := writeConfig(t, root)
-	r := start(t, bin, "-config", config, "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0")
-	w := &logWatch{r: r}
+	r, w, config := startReloadable(t, "127.0.0.1:0")
 	admin := dashboardRE.FindStringSubmatch(w.waitFor(t, "haboob: profiler dashboard"))[1]
 
 	c, err := net.Dial("tcp", r.addr)
