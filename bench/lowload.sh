@@ -27,6 +27,10 @@ PER_CONN=${PER_CONN:-5}
 GIVEN_SERVERS=$SERVERS
 export HABOOB_PORT=${HABOOB_PORT:-18710} NGINX_PORT=${NGINX_PORT:-18711}
 export FILESERVER_PORT=${FILESERVER_PORT:-18712} FASTHTTP_PORT=${FASTHTTP_PORT:-18713}
+export HABOOB_PATCHED_PORT=${HABOOB_PATCHED_PORT:-18714}
+if [ -n "${GNET_PATCH:-}" ]; then
+	SERVERS="$SERVERS haboob-patched" # built by build_servers with GNET_PATCH applied
+fi
 
 cd "$(dirname "$0")/.."
 . bench/lib.sh     # bench_workdir, wait_port
@@ -37,22 +41,6 @@ go build -o "$WORK/bin/sysmonwake" ./bench/sysmonwake
 "$WORK/bin/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
 chmod -R a+rX "$WORK/files"
 for s in $SERVERS; do start_server "$s" "$WORK/files"; done
-if [ -n "${GNET_PATCH:-}" ]; then
-	gnet=$(go list -m -f '{{.Dir}}' github.com/panjf2000/gnet/v2)
-	cp -r "$gnet" "$WORK/gnet"
-	chmod -R u+w "$WORK/gnet"
-	patch -s -d "$WORK/gnet" -p1 <"$GNET_PATCH" >&2
-	cp go.mod go.sum "$WORK/"
-	echo "replace github.com/panjf2000/gnet/v2 => $WORK/gnet" >>"$WORK/go.mod"
-	go build -modfile="$WORK/go.mod" -o "$WORK/bin/haboob-patched" ./cmd/haboob
-	port=${HABOOB_PATCHED_PORT:-18714}
-	"$WORK/bin/haboob-patched" -root "$WORK/files" -addr "127.0.0.1:$port" -profiler "" 2>"$WORK/haboob-patched.log" &
-	SERVER_PID[haboob-patched]=$!
-	PIDS+=($!)
-	wait_port "$port"
-	URL[haboob-patched]="http://127.0.0.1:$port"
-	SERVERS="$SERVERS haboob-patched"
-fi
 
 # thread_switches PIDS...: "TID switches" of every thread, sorted by TID.
 thread_switches() {
