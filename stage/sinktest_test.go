@@ -13,32 +13,12 @@ import (
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
-// handOver is a handler that hands every event to the test and waits for
-// its outcome: true handled, false failed (FailEvent).
-type handOver struct {
-	out     chan sink.Event
-	verdict chan bool
-}
-
-func (h *handOver) HandleEvents(batch []sink.Event) error {
-	var errs []error
-	for i, e := range batch {
-		h.out <- e
-		if !<-h.verdict {
-			errs = append(errs, stage.FailEvent(i, errors.New("failing on purpose")))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (h *handOver) take(ok bool) (sink.Event, bool) {
-	select {
-	case e := <-h.out:
-		h.verdict <- ok
-		return e, true
-	case <-time.After(10 * time.Second):
-		return nil, false
-	}
+// handedOver is a handler giving every event to h, failing (FailEvent)
+// those the suite takes with Fail.
+func handedOver(h *sinktest.Handoff) stage.Handler {
+	return stage.HandlerFunc(func(batch []sink.Event) error {
+		return h.Handle(batch, func(i int) error { return stage.FailEvent(i, errors.New("failing on purpose")) })
+	})
 }
 
 // TestStageSinkConformance runs sinktest on a stage's sink, its events
@@ -50,15 +30,15 @@ func TestStageSinkConformance(t *testing.T) {
 			sinktest.Run(t, func(t *testing.T) sinktest.Harness {
 				m := stage.NewManager(stage.Options{ThreadManager: stage.ThreadManagerConfig{Type: tm, Threads: 2}})
 				started(t, m)
-				h := &handOver{out: make(chan sink.Event), verdict: make(chan bool)}
-				st, err := m.CreateStage("Work", h, stage.StageConfig{})
+				h := sinktest.NewHandoff()
+				st, err := m.CreateStage("Work", handedOver(h), stage.StageConfig{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				return sinktest.Harness{
 					Sink:    st.Sink(),
-					Consume: func() (sink.Event, bool) { return h.take(true) },
-					Fail:    func() (sink.Event, bool) { return h.take(false) },
+					Consume: h.Consume,
+					Fail:    h.Fail,
 					Close: func() {
 						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 						defer cancel()
