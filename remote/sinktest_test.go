@@ -13,37 +13,12 @@ import (
 	"github.com/sandstorm-go/sandstorm/stage"
 )
 
-// handed is a handler that hands every event to the test and waits for
-// its outcome: true handled, false failed.
-type handed struct {
-	out     chan sink.Event
-	verdict chan bool
-}
-
-func newHanded() *handed {
-	return &handed{out: make(chan sink.Event), verdict: make(chan bool)}
-}
-
-func (h *handed) HandleEvents(batch []sink.Event) error {
-	var errs []error
-	for i, e := range batch {
-		h.out <- e
-		if !<-h.verdict {
-			errs = append(errs, stage.FailEvent(i, errors.New("failing on purpose")))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// take is Harness.Consume (ok true) or Fail (ok false).
-func (h *handed) take(ok bool) (sink.Event, bool) {
-	select {
-	case e := <-h.out:
-		h.verdict <- ok
-		return e, true
-	case <-time.After(10 * time.Second):
-		return nil, false
-	}
+// handedOver is a handler giving every event to h, failing (FailEvent)
+// those the suite takes with Fail.
+func handedOver(h *sinktest.Handoff) stage.Handler {
+	return stage.HandlerFunc(func(batch []sink.Event) error {
+		return h.Handle(batch, func(i int) error { return stage.FailEvent(i, errors.New("failing on purpose")) })
+	})
 }
 
 const sinktestGraph = `
@@ -63,17 +38,17 @@ func remoteHarness(mode string) func(t *testing.T) sinktest.Harness {
 		graph := fmt.Sprintf(sinktestGraph, mode)
 		c := &cluster{t: t}
 		ma, na := c.node(graph, "a", nil)
-		work := newHanded()
-		mb, _ := c.node(graph, "b", map[string]stage.Handler{"Work": work})
+		work := sinktest.NewHandoff()
+		mb, _ := c.node(graph, "b", map[string]stage.Handler{"Work": handedOver(work)})
 		s := remoteSink(t, ma, "Work")
 		waitFor(t, "a replica of Work", func() bool { return s.Enqueue(0) == nil })
-		if e, ok := work.take(true); !ok || e != 0 {
+		if e, ok := work.Consume(); !ok || e != 0 {
 			t.Fatalf("probe event: %v %v", e, ok)
 		}
 		h := sinktest.Harness{
 			Sink:    s,
 			Limit:   counterLimit,
-			Consume: func() (sink.Event, bool) { return work.take(true) },
+			Consume: work.Consume,
 			Close: func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
@@ -85,7 +60,7 @@ func remoteHarness(mode string) func(t *testing.T) sinktest.Harness {
 		if mode == "request" {
 			// A failure is the replica's business: the sender's
 			// predicate was done with the event at the verdict.
-			h.Fail = func() (sink.Event, bool) { return work.take(false) }
+			h.Fail = work.Fail
 		} else {
 			// The stream stores what it is sent whether or not a
 			// replica runs: shutting the replica down does not close
