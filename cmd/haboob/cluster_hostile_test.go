@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,21 +17,10 @@ import (
 // descriptor limit make accept fail, a held connection is still served,
 // through the worker too; once they close, new connections are served.
 func TestClusterFrontSurvivesHostileClients(t *testing.T) {
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skip("prlimit (util-linux) not installed")
-	}
+	prlimit := prlimitPath(t)
 	bin := buildHaboob(t)
 	root := siteWith(t, "index.html", "home")
-	// A sparse 256 MiB file: far more than the socket buffers hold.
-	f, err := os.Create(filepath.Join(root, "huge.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(256 << 20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeHuge(t, root)
 	text, err := os.ReadFile(clusterConfig)
 	if err != nil {
 		t.Fatal(err)

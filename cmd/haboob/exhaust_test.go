@@ -6,10 +6,38 @@ import (
 	"io"
 	"net"
 	nethttp "net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
+
+// prlimitPath returns util-linux's prlimit, which runs haboob with few
+// descriptors, and skips the test where it is not installed.
+func prlimitPath(t *testing.T) string {
+	t.Helper()
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("prlimit (util-linux) not installed")
+	}
+	return prlimit
+}
+
+// writeHuge writes huge.bin in root, a sparse 256 MiB file: far more
+// than the socket buffers hold.
+func writeHuge(t *testing.T, root string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(root, "huge.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
 
 // heldConn is a keep-alive connection to haboob, held open while the
 // test makes trouble, that still asks for pages.

@@ -70,10 +70,7 @@ func TestBinaryProfilerPortInUse(t *testing.T) {
 // want of descriptors, checks that a connection it holds is still served,
 // closes them all and checks that it serves new connections again.
 func TestBinaryRecoversFromDescriptorExhaustion(t *testing.T) {
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skip("prlimit (util-linux) not installed")
-	}
+	prlimit := prlimitPath(t)
 	bin := buildHaboob(t)
 	root := siteWith(t, "index.html", "home")
 	r := start(t, prlimit, "--nofile=512", bin, "-config", writeConfig(t, ""), "-root", root, "-addr", "127.0.0.1:0", "-profiler", "")

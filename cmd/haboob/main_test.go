@@ -291,15 +291,7 @@ func TestBinaryShutdownWithPartialRequest(t *testing.T) {
 func TestBinaryShutdownWithNonReadingClient(t *testing.T) {
 	bin := buildHaboob(t)
 	root := t.TempDir()
-	// A sparse 256 MiB file: far more than the socket buffers hold.
-	f, err := os.Create(filepath.Join(root, "huge.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(256 << 20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeHuge(t, root)
 	r := start(t, bin, "-config", writeConfig(t, ""), "-root", root, "-addr", "127.0.0.1:0", "-profiler", "")
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
