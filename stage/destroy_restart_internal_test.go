@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -67,12 +66,7 @@ func TestDestroyStageContextAbandonsHungRestart(t *testing.T) {
 // leaves no goroutine behind.
 func TestDestroyStageContextWithoutRestart(t *testing.T) {
 	m := NewManager(Options{})
-	var inits, destroys atomic.Int32
-	if _, err := m.CreateSupervised("S", func() Handler {
-		return &lifecycle{inits: &inits, destroys: &destroys}
-	}, StageConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	destroys := createCounted(t, m)
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,20 @@ func (h *lifecycle) HandleEvents(b []sink.Event) error {
 	return nil
 }
 
+// createCounted creates the supervised stage S on m, its handlers
+// (lifecycle, never blocking) counting their Destroy calls in destroys.
+func createCounted(t *testing.T, m *Manager) (destroys *atomic.Int32) {
+	t.Helper()
+	var inits atomic.Int32
+	destroys = &atomic.Int32{}
+	if _, err := m.CreateSupervised("S", func() Handler {
+		return &lifecycle{inits: &inits, destroys: destroys}
+	}, StageConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return destroys
+}
+
 // newHungRestart makes a manager logging into the buffer it returns, with
 // restart backoffs that take no time, and starts the stage of
 // startHungRestart on it.
@@ -197,12 +211,7 @@ func TestShutdownAbandonsHungRestart(t *testing.T) {
 // that did not stop.
 func TestShutdownPastDeadlineWaitsForIdleSupervisor(t *testing.T) {
 	m := NewManager(Options{})
-	var inits, destroys atomic.Int32
-	if _, err := m.CreateSupervised("S", func() Handler {
-		return &lifecycle{inits: &inits, destroys: &destroys}
-	}, StageConfig{}); err != nil {
-		t.Fatal(err)
-	}
+	destroys := createCounted(t, m)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	h, err := m.CreateStage("H", HandlerFunc(func([]sink.Event) error {
