@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	nethttp "net/http"
 	"os"
 	"os/exec"
@@ -265,17 +264,12 @@ func TestBinaryShutdownWithPartialRequest(t *testing.T) {
 	bin := buildHaboob(t)
 	root := siteWith(t, "hello.txt", "hello\n")
 	r := start(t, bin, "-config", writeConfig(t, ""), "-root", root, "-addr", "127.0.0.1:0", "-profiler", "")
-	c, err := net.Dial("tcp", r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialHeld(t, r.addr)
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	// A request answered, then one only half sent, in one packet: the
 	// server holds the half request when the first answer arrives.
 	fmt.Fprint(c, "GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /hello.txt HTTP/1.1\r\nHost: x\r\n")
-	br := bufio.NewReader(c)
-	resp, err := nethttp.ReadResponse(br, nil)
+	resp, err := nethttp.ReadResponse(c.br, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +277,7 @@ func TestBinaryShutdownWithPartialRequest(t *testing.T) {
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("exit code %d after SIGINT with a half-sent request", code)
 	}
-	if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+	if rest, err := io.ReadAll(c.br); err != nil || len(rest) > 0 {
 		t.Fatalf("half-sent request: read %q, %v; want a clean close", rest, err)
 	}
 }
@@ -293,15 +287,11 @@ func TestBinaryShutdownWithNonReadingClient(t *testing.T) {
 	root := t.TempDir()
 	writeHuge(t, root)
 	r := start(t, bin, "-config", writeConfig(t, ""), "-root", root, "-addr", "127.0.0.1:0", "-profiler", "")
-	c, err := net.Dial("tcp", r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialHeld(t, r.addr)
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	fmt.Fprint(c, "GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n")
 	// Read the status line, then stop reading.
-	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+	if line, err := c.br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
 		t.Fatalf("status line %q, %v", line, err)
 	}
 	if code := r.stop(t); code != 0 {

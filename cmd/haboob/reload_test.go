@@ -1,11 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"fmt"
-	"io"
-	"net"
-	nethttp "net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -75,33 +70,6 @@ func (w *logWatch) count(wants ...string) int {
 	return n
 }
 
-// keepAlive is one client connection that stays open across reloads.
-type keepAlive struct {
-	c  net.Conn
-	br *bufio.Reader
-}
-
-func (k *keepAlive) get(t *testing.T, path string) (int, string) {
-	t.Helper()
-	_ = k.c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := fmt.Fprintf(k.c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
-		t.Fatalf("the kept-alive connection: %v", err)
-	}
-	resp, err := nethttp.ReadResponse(k.br, nil)
-	if err != nil {
-		t.Fatalf("the kept-alive connection: %v", err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Close {
-		t.Fatal("the server closes the kept-alive connection")
-	}
-	return resp.StatusCode, string(body)
-}
-
 // TestBinaryReloadOnSIGHUP edits the -config file of a running haboob and
 // sends SIGHUP: the change shows on the admin port's /config and in the
 // logged summary, and a keep-alive connection opened before goes on
@@ -111,13 +79,8 @@ func TestBinaryReloadOnSIGHUP(t *testing.T) {
 	r, w, config := startReloadable(t, "127.0.0.1:0")
 	admin := dashboardRE.FindStringSubmatch(w.waitFor(t, "haboob: profiler dashboard"))[1]
 
-	c, err := net.Dial("tcp", r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	conn := &keepAlive{c: c, br: bufio.NewReader(c)}
-	if code, body := conn.get(t, "/hello.txt"); code != 200 || body != "hello\n" {
+	conn := dialHeld(t, r.addr) // stays open across the reloads
+	if code, body := conn.keptAlive(t, "/hello.txt"); code != 200 || body != "hello\n" {
 		t.Fatalf("GET /hello.txt: %d %q", code, body)
 	}
 	if _, cfg := get(t, "http://"+admin+"/config"); !strings.Contains(cfg, "threshold: 256") {
@@ -145,7 +108,7 @@ func TestBinaryReloadOnSIGHUP(t *testing.T) {
 	if _, cfg := get(t, "http://"+admin+"/config"); !strings.Contains(cfg, "threshold: 300") || strings.Contains(cfg, "threshold: 256") {
 		t.Errorf("/config after the reload does not show Checksum's threshold 300:\n%s", cfg)
 	}
-	if code, body := conn.get(t, "/hello.txt"); code != 200 || body != "hello\n" {
+	if code, body := conn.keptAlive(t, "/hello.txt"); code != 200 || body != "hello\n" {
 		t.Fatalf("GET /hello.txt on the same connection after the reload: %d %q", code, body)
 	}
 
@@ -165,7 +128,7 @@ func TestBinaryReloadOnSIGHUP(t *testing.T) {
 	if n := w.count("level=ERROR", "reload refused: the running configuration stays"); n != 2 {
 		t.Errorf("%d ERROR lines for the refused reload, want 2 (one per error):\n%s", n, strings.Join(w.seen, "\n"))
 	}
-	if code, body := conn.get(t, "/hello.txt"); code != 200 || body != "hello\n" {
+	if code, body := conn.keptAlive(t, "/hello.txt"); code != 200 || body != "hello\n" {
 		t.Fatalf("GET /hello.txt on the same connection after the refused reload: %d %q", code, body)
 	}
 	if _, cfg := get(t, "http://"+admin+"/config"); !strings.Contains(cfg, "threshold: 300") {

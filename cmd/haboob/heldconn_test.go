@@ -39,8 +39,9 @@ func writeHuge(t *testing.T, root string) {
 	f.Close()
 }
 
-// heldConn is a keep-alive connection to haboob, held open while the
-// test makes trouble, that still asks for pages.
+// heldConn is a client connection to haboob held open while the test
+// makes trouble (reloads, descriptor exhaustion, shutdown), read through
+// br.
 type heldConn struct {
 	net.Conn
 	br *bufio.Reader
@@ -57,21 +58,45 @@ func dialHeld(t *testing.T, addr string) *heldConn {
 	return &heldConn{Conn: c, br: bufio.NewReader(c)}
 }
 
-// ask asks for path on the held connection and fails t, saying what,
-// unless the answer is a 200; the deadline is a hang guard only.
-func (h *heldConn) ask(t *testing.T, what, path string) {
+// request asks for path on the held connection and returns the response
+// with its body read; it fails t, saying what, if there is none. The
+// deadline is a hang guard only.
+func (h *heldConn) request(t *testing.T, what, path string) (*nethttp.Response, string) {
 	t.Helper()
 	_ = h.SetDeadline(time.Now().Add(2 * time.Minute))
-	fmt.Fprintf(h, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+	if _, err := fmt.Fprintf(h, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+		t.Fatalf("%s %s: %v", what, path, err)
+	}
 	resp, err := nethttp.ReadResponse(h.br, nil)
 	if err != nil {
 		t.Fatalf("%s %s: %v", what, path, err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
+	if err != nil {
+		t.Fatalf("%s %s: %v", what, path, err)
+	}
+	return resp, string(body)
+}
+
+// ask asks for path on the held connection and fails t, saying what,
+// unless the answer is a 200.
+func (h *heldConn) ask(t *testing.T, what, path string) {
+	t.Helper()
+	if resp, _ := h.request(t, what, path); resp.StatusCode != 200 {
 		t.Fatalf("%s %s: %d", what, path, resp.StatusCode)
 	}
+}
+
+// keptAlive asks for path on the held connection, failing t if the
+// server closes the connection, and returns the status and body.
+func (h *heldConn) keptAlive(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, body := h.request(t, "the kept-alive connection", path)
+	if resp.Close {
+		t.Fatal("the server closes the kept-alive connection")
+	}
+	return resp.StatusCode, body
 }
 
 // exhaustDescriptors opens connections to r until it logs that accept
