@@ -1,7 +1,6 @@
 package remote_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
@@ -71,38 +70,10 @@ func init() {
 func benchNodes(b testing.TB, mode string) (sink.Sink, *counter, *remote.Node) {
 	work := &counter{}
 	graph := fmt.Sprintf(benchGraph, mode)
-	start := func(name, url string, h stage.Handler) (*stage.Manager, *remote.Node) {
-		cfg, err := stage.ParseConfig([]byte(graph), "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		reg := stage.NewRegistry()
-		reg.Register("t.Work", func() stage.Handler { return h })
-		m, n, err := remote.NewManager(cfg, reg, stage.Options{}, remote.Options{Codecs: testCodecs}, func(cc *remote.ClusterConfig) {
-			cc.Node = name
-			if url == "" {
-				cc.Listen = "127.0.0.1:0"
-			} else {
-				cc.NATS = url
-			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = n.Shutdown(ctx)
-			_ = m.Shutdown(ctx)
-			_ = n.Close()
-		})
-		return m, n
-	}
-	ma, na := start("a", "", &counter{})
-	start("b", na.URL(), work)
+	// The default heartbeat, not the tests' fast one.
+	c := &cluster{t: b, tune: func(cc *remote.ClusterConfig) { cc.Heartbeat = 0 }}
+	ma, na := c.node(graph, "a", map[string]stage.Handler{"Work": &counter{}})
+	c.node(graph, "b", map[string]stage.Handler{"Work": work})
 	s, _ := ma.RemoteSink("Work")
 	// wait for the replica's heartbeat
 	for s.Len() == 0 && s.Enqueue(small{}) != nil {

@@ -88,7 +88,7 @@ var testCodecs = func() *remote.Codecs {
 }()
 
 type cluster struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	// tune, if set, adjusts every node's cluster block (token, TLS).
 	tune func(*remote.ClusterConfig)
