@@ -77,7 +77,7 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 				return false
 			}
 			h.inline.Add(1)
-			_ = conn.Send(fileReply(req, e)) // on error the reference is released
+			_ = conn.Answer(fileAnswer(req, e)) // on error the reference is released
 			return true
 		}
 		if gz && p.rep.gz != gzipNone {
