@@ -28,16 +28,16 @@ type Page struct {
 	// "gzip" for its gzip variant (key gzipKey).
 	Encoding string
 
-	rep     rep          // how its responses describe it
-	refs    atomic.Int32 // holders: the cache itself (while cached) plus Get callers
-	cache   *PageCache
-	recent  recencyMark
-	done    func(error)  // Release as a reply's Done callback
+	rep    rep          // how its responses describe it
+	refs   atomic.Int32 // holders: the cache itself (while cached) plus Get callers
+	cache  *PageCache
+	recent recencyMark
+	done   func(error) // Release as a reply's Done callback
 	// ok and okBody are the 200 response to a GET or HEAD of the whole
 	// page and its body slice, made at Insert and shared, read-only, by
 	// every such reply (pageReply), so that a hit allocates no response.
-	ok     http.Response
-	okBody [1][]byte
+	ok      http.Response
+	okBody  [1][]byte
 	checked atomic.Int64 // sink.Nanotime of the last revalidation
 }
 
