@@ -478,7 +478,7 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 		}
 		c.seq++
 		c.countIn(m)
-		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: data[:m], At: c.readAt.Load()}}) {
+		if !c.box.sendPacket(r.s, Packet{Conn: c, Seq: c.seq, Data: data[:m], At: c.readAt.Load()}) {
 			// The packet waits in the postbox; so do the bytes behind it.
 			c.paused.Store(true)
 			c.armRetry()
@@ -642,7 +642,7 @@ func (c *Connection) tlsDeliver(r *sinkRef, ciphertext []byte) bool {
 	ok := true
 	err := c.decrypt(ciphertext, func(p []byte) {
 		c.seq++
-		if !c.box.send(delivery{to: r.s, ev: Packet{Conn: c, Seq: c.seq, Data: p, At: c.readAt.Load()}}) {
+		if !c.box.sendPacket(r.s, Packet{Conn: c, Seq: c.seq, Data: p, At: c.readAt.Load()}) {
 			ok = false // the packet waits in the postbox, and so do the ones after it
 		}
 	})

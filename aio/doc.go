@@ -19,7 +19,9 @@
 // StartReader(s) delivers incoming bytes to s as Packet events (a private
 // copy, with the connection and a per-connection sequence number), and
 // SinkClosed exactly once when the connection closes, after its last
-// packet. SinkClogged reports a connection whose unsent output passed its
+// packet; a reader that is a PacketReceiver is handed each packet by
+// value instead, while nothing waits before it (no event allocated).
+// SinkClogged reports a connection whose unsent output passed its
 // WriteThreshold: the write is refused (sink.ErrRejected, ErrClogged) and,
 // under ClogClose, the slow peer is closed (thesis ch. 6 §2.2). Close sends
 // everything queued first; Abort does not.

@@ -32,20 +32,61 @@ type postbox struct {
 // the postbox is empty afterwards (d and everything before it delivered or
 // lost); if not, a retry is scheduled.
 func (o *postbox) send(d delivery) bool {
-	o.mu.Lock()
-	if o.busy || o.q.len() > 0 {
-		o.q.push(d)
-		busy := o.busy
-		o.mu.Unlock()
-		if busy {
-			return false // the busy goroutine delivers it or schedules a retry
-		}
-		return o.drain()
+	if !o.claim() {
+		return o.queue(d)
 	}
 	// Fast path: nothing waits, deliver without queueing.
+	return o.delivered(d, d.to.Enqueue(d.ev))
+}
+
+// sendPacket is send for a Packet to the reader to: a PacketReceiver is
+// handed it by value when nothing waits before it, with no sink.Event
+// boxed; a packet it refuses waits as an event, as any other's.
+func (o *postbox) sendPacket(to Receiver, p Packet) bool {
+	pr, ok := to.(PacketReceiver)
+	if !ok {
+		return o.send(delivery{to: to, ev: p})
+	}
+	if !o.claim() {
+		return o.queue(delivery{to: to, ev: p})
+	}
+	err := pr.ReceivePacket(p)
+	var d delivery
+	if err != nil {
+		d = delivery{to: to, ev: p} // boxed only to wait or to be counted lost
+	}
+	return o.delivered(d, err)
+}
+
+// claim makes the caller the delivering goroutine if nothing waits and
+// nobody delivers.
+func (o *postbox) claim() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.busy || o.q.len() > 0 {
+		return false
+	}
 	o.busy = true
+	return true
+}
+
+// queue puts d behind what waits and delivers it unless another
+// goroutine is delivering (it takes d).
+func (o *postbox) queue(d delivery) bool {
+	o.mu.Lock()
+	o.q.push(d)
+	busy := o.busy
 	o.mu.Unlock()
-	err := d.to.Enqueue(d.ev)
+	if busy {
+		return false // the busy goroutine delivers it or schedules a retry
+	}
+	return o.drain()
+}
+
+// delivered ends a claimed delivery of d whose sink answered err (d is
+// used only if err is not nil): a rejected d waits first in line, a d
+// refused for good is lost; then what was queued meanwhile is delivered.
+func (o *postbox) delivered(d delivery, err error) bool {
 	if err != nil && retryable(err) {
 		o.mu.Lock()
 		o.q.pushFront(d)

@@ -314,6 +314,19 @@ func (c *Connection) Send(r *Reply) error {
 	return c.reply(cp)
 }
 
+// Answer is Send for a Reply value: the same admission, ordering and
+// formatting, without a *Reply on the heap when the connection has no
+// admission predicate (a predicate is handed a *Reply, as Send's, made
+// then). Haboob's inline cache hits use it.
+func (c *Connection) Answer(r Reply) error {
+	if c.adm.Predicate() != nil {
+		p := new(Reply)
+		*p = r
+		return c.Send(p)
+	}
+	return c.reply(r)
+}
+
 // EnqueueMany queues every reply of es, or none if one is not a valid
 // Reply, the connection is closed or the predicate refuses one (then the
 // Done of each reply is called with the error).

@@ -381,13 +381,25 @@ func (c *Connection) onClosed(ev aio.SinkClosed) {
 	if ev.Reason == aio.ClosedWriteTimeout {
 		c.srv.stats.writeTimeouts.Add(1)
 	}
-	err := c.closedErr()
-	if ev.Err != nil {
-		err = fmt.Errorf("%w (%s: %w)", err, ev.Reason, ev.Err)
+	// The close's error is built only for those who receive it: a stream
+	// being sent now, the requests' context (now if one was made, else
+	// when one is asked for). Most connections close with neither.
+	var err error
+	if s := c.stream; s != nil && s.err == nil {
+		err = c.closeError(ev)
 	}
 	c.failLocked(err)
 	c.releaseBodiesLocked()
 	c.unlock()
-	c.life.close(err)
+	c.life.closeFrom(c, ev, err)
 	c.srv.remove(c)
+}
+
+// closeError is the error of a connection closed by ev.
+func (c *Connection) closeError(ev aio.SinkClosed) error {
+	err := c.closedErr()
+	if ev.Err != nil {
+		err = fmt.Errorf("%w (%s: %w)", err, ev.Reason, ev.Err)
+	}
+	return err
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/sandstorm-go/sandstorm/aio"
 )
 
 // requestContext is Request's context field's type, named here so that
@@ -114,7 +116,10 @@ type connContext struct {
 	mu     sync.Mutex
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	cause  error // set once closed
+	closed bool
+	cause  error // once closed: the cause, or nil until built from by and ev
+	by     *Connection
+	ev     aio.SinkClosed
 }
 
 func (cc *connContext) context() context.Context {
@@ -122,23 +127,46 @@ func (cc *connContext) context() context.Context {
 	defer cc.mu.Unlock()
 	if cc.ctx == nil {
 		cc.ctx, cc.cancel = context.WithCancelCause(context.Background())
-		if cc.cause != nil {
-			cc.cancel(cc.cause)
+		if cc.closed {
+			cc.cancel(cc.causeLocked())
 		}
 	}
 	return cc.ctx
+}
+
+// causeLocked is the close's cause, built now if it was left to build.
+func (cc *connContext) causeLocked() error {
+	if cc.cause == nil {
+		cc.cause = cc.by.closeError(cc.ev)
+	}
+	return cc.cause
 }
 
 // close cancels the context with cause (the connection closed).
 func (cc *connContext) close(cause error) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.cause != nil {
+	if cc.closed {
 		return
 	}
-	cc.cause = cause
+	cc.closed, cc.cause = true, cause
 	if cc.cancel != nil {
 		cc.cancel(cause)
+	}
+}
+
+// closeFrom is close for c closed by ev, with cause the error built for
+// it, or nil: then the error is built only if a context was made or is
+// asked for later.
+func (cc *connContext) closeFrom(c *Connection, ev aio.SinkClosed, cause error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return
+	}
+	cc.closed, cc.cause, cc.by, cc.ev = true, cause, c, ev
+	if cc.cancel != nil {
+		cc.cancel(cc.causeLocked())
 	}
 }
 

@@ -529,7 +529,7 @@ func (s *Server) accept(sock *aio.Connection) {
 	s.stats.accepted.Add(1)
 	sock.SetValue(c)
 	c.armTimer()
-	if err := sock.StartReader(aio.Func(s.onReaderEvent)); err != nil {
+	if err := sock.StartReader(connReader{s}); err != nil {
 		s.log.Error("http: cannot read connection", "conn", sock.String(), "err", err)
 		_ = sock.Abort()
 		return
@@ -548,6 +548,19 @@ func (s *Server) remove(c *Connection) {
 		}
 	}
 	s.mu.Unlock()
+}
+
+// connReader is the reader of a Server's sockets: packets are handed to
+// it by value (aio.PacketReceiver), the rest as events.
+type connReader struct{ s *Server }
+
+func (r connReader) Enqueue(e sink.Event) error { return r.s.onReaderEvent(e) }
+
+func (r connReader) ReceivePacket(p aio.Packet) error {
+	if c, ok := p.Conn.Value().(*Connection); ok {
+		return c.onPacket(p.Data, p.At)
+	}
+	return nil
 }
 
 func (s *Server) onReaderEvent(e sink.Event) error {

@@ -28,11 +28,16 @@ type Page struct {
 	// "gzip" for its gzip variant (key gzipKey).
 	Encoding string
 
-	rep     rep          // how its responses describe it
-	refs    atomic.Int32 // holders: the cache itself (while cached) plus Get callers
-	cache   *PageCache
-	recent  recencyMark
-	done    func(error)  // Release as a reply's Done callback
+	rep    rep          // how its responses describe it
+	refs   atomic.Int32 // holders: the cache itself (while cached) plus Get callers
+	cache  *PageCache
+	recent recencyMark
+	done   func(error) // Release as a reply's Done callback
+	// ok and okBody are the 200 response to a GET or HEAD of the whole
+	// page and its body slice, made at Insert and shared, read-only, by
+	// every such reply (pageReply), so that a hit allocates no response.
+	ok      http.Response
+	okBody  [1][]byte
 	checked atomic.Int64 // sink.Nanotime of the last revalidation
 }
 
@@ -178,6 +183,8 @@ func (c *PageCache) insertRep(key string, body []byte, r rep) *Page {
 	header := r.header()
 	p := &Page{Key: key, Body: body, ContentType: r.ctype, Validators: r.v, Header: header, prepared: http.PrepareHeader(header), Encoding: r.enc, rep: r}
 	p.done = func(error) { p.Release() }
+	p.ok = http.Response{Status: http.StatusOK, Header: header, Prepared: p.prepared, ContentLength: int64(len(body))}
+	p.okBody[0] = body
 	p.refs.Store(1) // the caller's
 	if int64(len(body)) > c.max {
 		return p

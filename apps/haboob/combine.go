@@ -77,7 +77,7 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 				return false
 			}
 			h.inline.Add(1)
-			_ = conn.Send(fileReply(req, e)) // on error the reference is released
+			_ = conn.Answer(fileAnswer(req, e)) // on error the reference is released
 			return true
 		}
 		if gz && p.rep.gz != gzipNone {
@@ -89,9 +89,9 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 	}
 	revalidateDue(v.miss, v.revalidate, p, now)
 	h.inline.Add(1)
-	// Connection.Send is what HttpSend calls: the same formatting, the
+	// Connection.Answer is Send (what HttpSend calls) for a value: the same formatting, the
 	// same per-connection ordering of pipelined responses. An error means
 	// the connection closed; the reply's Done has released the page.
-	_ = conn.Send(staticReply(req, p))
+	_ = conn.Answer(pageReply(req, p))
 	return true
 }

@@ -53,6 +53,25 @@ type openFile struct {
 	anyClient bool
 	checked   atomic.Int64 // sink.Nanotime the path was last resolved to this file
 	recent    recencyMark
+	// ok is the 200 response to a GET of the whole file (its File the
+	// whole file's body), okHead the one to a HEAD, made by newOpenFile
+	// and shared, read-only, by every such reply (fileAnswer): each reply
+	// holds its own reference to file, not to these.
+	ok, okHead http.Response
+	okBody     http.FileBody
+}
+
+// newOpenFile is the open-file cache's entry for file (one reference,
+// handed to the entry), with its responses built once.
+func newOpenFile(key string, file *aio.SharedFile, info fs.FileInfo, r rep, anyClient bool) *openFile {
+	header := r.header()
+	e := &openFile{key: key, file: file, info: info, rep: r, header: header, prepared: http.PrepareHeader(header), anyClient: anyClient}
+	size := info.Size()
+	e.okHead = http.Response{Status: http.StatusOK, Header: header, Prepared: e.prepared, ContentLength: size}
+	e.okBody = http.FileBody{File: file, Length: size}
+	e.ok = e.okHead
+	e.ok.File = &e.okBody
+	return e
 }
 
 // openFiles is the open-file cache: files too large for the page cache
@@ -223,24 +242,21 @@ func (c *openFiles) lookup(path string, gz bool, now int64, stale bool) (*openFi
 // by get, revalidate or put) it hands to the response, or releases if
 // the answer has no body (304, 416, HEAD).
 func fileReply(req *http.Request, e *openFile) *http.Reply {
+	r := fileAnswer(req, e)
+	return &r
+}
+
+// fileAnswer is fileReply's answer as a value: a 200 (the common case)
+// points to the entry's own response and allocates nothing; a 304, 206
+// or 416 allocates its response.
+func fileAnswer(req *http.Request, e *openFile) http.Reply {
 	size := e.info.Size()
 	if !NotModified(req, e.rep.v) && (req.Method != "GET" || e.rep.noRanges || req.Header.Get("Range") == "") {
-		// The common case: a 200, with the header built once; one
-		// allocation holds the reply, its response and its file body.
-		s := &struct {
-			reply http.Reply
-			resp  http.Response
-			file  http.FileBody
-		}{}
-		s.resp = http.Response{Status: http.StatusOK, Header: e.header, Prepared: e.prepared, ContentLength: size}
-		s.reply = http.Reply{Req: req, Resp: &s.resp}
-		if s.resp.SendsBody(req) {
-			s.file = http.FileBody{File: e.file, Length: size}
-			s.resp.File = &s.file
-		} else {
-			e.file.Release()
+		if e.ok.SendsBody(req) {
+			return http.Reply{Req: req, Resp: &e.ok}
 		}
-		return &s.reply
+		e.file.Release()
+		return http.Reply{Req: req, Resp: &e.okHead}
 	}
 	resp, first, n := fileResponse(req, size, e.rep)
 	if n == 0 {
@@ -248,7 +264,7 @@ func fileReply(req *http.Request, e *openFile) *http.Reply {
 	} else {
 		resp.File = &http.FileBody{File: e.file, Offset: first, Length: n}
 	}
-	return &http.Reply{Req: req, Resp: resp}
+	return http.Reply{Req: req, Resp: resp}
 }
 
 // sendFileReply hands a reply with a file body on; if it is not taken,

@@ -250,39 +250,37 @@ func revalidateDue(miss sink.Sink, period time.Duration, p *Page, now int64) {
 // The page, retained for this reply, is released once its bytes are no
 // longer needed.
 func staticReply(req *http.Request, p *Page) *http.Reply {
-	// One allocation holds the reply, its response and its body slice.
-	s := &struct {
-		reply http.Reply
-		resp  http.Response
-		bufs  [1][]byte
-	}{}
-	s.reply = http.Reply{Req: req, Resp: &s.resp, Done: p.ReleaseFunc()}
+	r := pageReply(req, p)
+	return &r
+}
+
+// pageReply is staticReply's answer as a value: a 200 of the whole page
+// (the common case) points to the page's own response and body slice and
+// allocates nothing; a 304, 206 or 416 allocates its response.
+func pageReply(req *http.Request, p *Page) http.Reply {
+	reply := http.Reply{Req: req, Resp: &p.ok, Body: p.okBody[:], Done: p.ReleaseFunc()}
 	body, r := p.Body, &p.rep
 	size := int64(len(body))
 	if NotModified(req, r.v) {
-		s.resp = http.Response{Status: http.StatusNotModified, Header: r.notModifiedHeader()}
-		return &s.reply
+		reply.Resp, reply.Body = &http.Response{Status: http.StatusNotModified, Header: r.notModifiedHeader()}, nil
+		return reply
 	}
 	if req.Method == "GET" && !r.noRanges {
 		br, partial, err := ParseRange(req, size, r.v)
 		switch {
 		case err != nil:
-			s.reply.Resp = http.StatusResponse(http.StatusRangeNotSatisfiable)
-			s.reply.Resp.Header.Add("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
-			return &s.reply
+			reply.Resp, reply.Body = http.StatusResponse(http.StatusRangeNotSatisfiable), nil
+			reply.Resp.Header.Add("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
+			return reply
 		case partial:
-			s.reply.Resp = http.PartialContent(r.ctype, br.First, br.Last, size, nil)
-			s.reply.Resp.Header = r.encodingFields(s.reply.Resp.Header)
-			s.reply.Resp.Header = append(validatorFields(s.reply.Resp.Header, r.v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
-			s.bufs[0] = body[br.First : br.Last+1]
-			s.reply.Body = s.bufs[:]
-			return &s.reply
+			reply.Resp = http.PartialContent(r.ctype, br.First, br.Last, size, nil)
+			reply.Resp.Header = r.encodingFields(reply.Resp.Header)
+			reply.Resp.Header = append(validatorFields(reply.Resp.Header, r.v), http.Field{Name: "Accept-Ranges", Value: "bytes"})
+			reply.Body = [][]byte{body[br.First : br.Last+1]}
+			return reply
 		}
 	}
-	s.resp = http.Response{Status: http.StatusOK, Header: p.Header, Prepared: p.prepared, ContentLength: size}
-	s.bufs[0] = body
-	s.reply.Body = s.bufs[:]
-	return &s.reply
+	return reply
 }
 
 func validatorFields(h http.Header, v Validators) http.Header {

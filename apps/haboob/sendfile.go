@@ -59,8 +59,7 @@ func (h *cacheMiss) opened(ev aio.FileOpened) {
 	}
 	reqs := h.take(h.opening, op)
 	r := repOf(op.rep, ev.Info)
-	header := r.header()
-	e := &openFile{key: op.key, file: ev.File, info: ev.Info, rep: r, header: header, prepared: http.PrepareHeader(header), anyClient: op.anyClient}
+	e := newOpenFile(op.key, ev.File, ev.Info, r, op.anyClient)
 	e = h.cache.files.put(e, sink.Nanotime()) // one reference for the replies
 	for i, req := range reqs {
 		if i > 0 {
