@@ -60,6 +60,22 @@ func metric(t *testing.T, n *node, re *regexp.Regexp) int64 {
 	return int64(v)
 }
 
+// metricAbove reads a metric of n until it exceeds floor, for at most
+// 30 s (a hang guard: the profiler exports counts it samples once a
+// second, so a read made just after the event can be a second old), and
+// returns the last value read.
+func metricAbove(t *testing.T, n *node, re *regexp.Regexp, floor int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v := metric(t, n, re)
+		if v > floor || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // vmRSS returns a process's resident set in KiB, from /proc.
 func vmRSS(t *testing.T, pid int) int64 {
 	t.Helper()
@@ -153,7 +169,7 @@ func TestClusterDurableWorkerKilled(t *testing.T) {
 	if ok != total {
 		t.Fatalf("%d × 200 and %d × 503 for %d requests: accepted events were lost", ok, unavailable, total)
 	}
-	if r := metric(t, survivor, remoteRedeliveredRE); r <= 0 {
+	if r := metricAbove(t, survivor, remoteRedeliveredRE, 0); r <= 0 {
 		t.Errorf("the survivor reports %d redeliveries; the victim's events should have come to it", r)
 	}
 }
