@@ -3,8 +3,6 @@ package http_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	nethttp "net/http"
@@ -43,16 +41,7 @@ func h2FileCases(ff *fileFixture) []struct {
 // File bodies on HTTP/2, over h2c and over TLS: GET, HEAD, ranges and a
 // 304 arrive byte-exact and every reference to the file is released.
 func TestH2FileBody(t *testing.T) {
-	cert, err := aio.SelfSigned(0, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := aio.NewCertStoreFrom(cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert.Leaf)
+	store, clientTLS := selfSignedTLS(t)
 	tests := []struct {
 		name   string
 		cfg    http.ServerConfig
@@ -61,7 +50,7 @@ func TestH2FileBody(t *testing.T) {
 	}{
 		{"h2c", http.ServerConfig{}, h2test.Client, "http"},
 		{"tls", http.ServerConfig{Socket: aio.SocketConfig{TLS: &aio.TLSConfig{Store: store}}}, func(t *testing.T) *nethttp.Client {
-			tr := &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}}
+			tr := &http2.Transport{TLSClientConfig: clientTLS}
 			t.Cleanup(tr.CloseIdleConnections)
 			return &nethttp.Client{Transport: tr, Timeout: time.Minute}
 		}, "https"},
