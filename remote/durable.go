@@ -106,8 +106,18 @@ func (s *durableSender) store(es []sink.Event) error {
 	// remote.timeout is the consumers' acknowledgement wait; a publish
 	// waits for the stream at least two seconds per attempt.
 	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), 2*time.Second)
-	_, err = s.n.js.PublishMsg(&nats.Msg{Subject: s.subject, Data: data, Header: injectTraces(es)}, nats.MsgId(id),
-		nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
+	msg := &nats.Msg{Subject: s.subject, Data: data, Header: injectTraces(es)}
+	for attempt := 0; ; attempt++ {
+		_, err = s.n.js.PublishMsg(msg, nats.MsgId(id), nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
+		if !errors.Is(err, nats.ErrTimeout) || attempt >= s.cfg.Retries || !s.n.awaitLink(time.Now().Add(wait)) {
+			break
+		}
+		// No acknowledgement: the connection dropped with the publish in
+		// flight (a restarting server), and the stream may have stored
+		// it. Once the link is back, the same id again settles it: stored
+		// once, acknowledged either way.
+		s.retrans.Add(1)
+	}
 	switch {
 	case err == nil:
 		s.latency.add(time.Since(start))
@@ -117,6 +127,8 @@ func (s *durableSender) store(es []sink.Event) error {
 		return s.reject(fmt.Sprintf("stream full (queue threshold %d)", s.limit))
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrNoStreamResponse):
 		return s.reject("the stream is not available (JetStream down?)")
+	case s.n.linkDown(err):
+		return s.reject("this node is cut off from NATS (reconnecting): not stored")
 	}
 	return s.reject(err.Error())
 }

@@ -72,6 +72,7 @@ type Node struct {
 	js      nats.JetStreamContext
 	wire    *Wire
 	watcher ReplicaWatcher
+	link    linkState
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -113,11 +114,15 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		// reach a replica after its sender was told "rejected".
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			n.link.disconnected()
 			if err != nil {
 				n.log.Warn("remote: disconnected from NATS", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("remote: reconnected to NATS", "url", c.ConnectedUrl()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			n.link.reconnected(time.Now())
+			n.log.Info("remote: reconnected to NATS", "url", c.ConnectedUrl())
+		}),
 	}
 	var token string
 	if cfg.TokenFile != "" {
