@@ -23,7 +23,7 @@ func TestSweepWhileCutOff(t *testing.T) {
 		name    string
 		before  func()
 		advance time.Duration
-		inRot   bool // not taken out, and (once back) heard from within the bound
+		inRot   bool   // not taken out, and (once back) heard from within the bound
 		wantLog string // "": no departure logged
 	}{
 		{name: "cut off for 3s", before: s.n.link.disconnected, advance: 3 * time.Second, inRot: true},
