@@ -111,12 +111,14 @@ func TestVerdictRoundTrip(t *testing.T) {
 		{status: statusRejected, inst: "x", detail: verdictDetail{Node: "b", Stage: "W", Predicate: "rate", Reason: "no tokens"}},
 		{status: statusEach, inst: "x", each: []byte{statusOK, statusRejected}, why: []verdictDetail{{Reason: "full"}}},
 	} {
-		got, err := decodeVerdict(encodeVerdict(v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, v) {
-			t.Fatalf("got %+v, want %+v", got, v)
+		for _, version := range []int{legacyWire, WireVersion} {
+			got, err := decodeVerdict(encodeVerdict(v, version))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, v) {
+				t.Fatalf("version %d: got %+v, want %+v", version, got, v)
+			}
 		}
 	}
 }
@@ -126,7 +128,7 @@ func FuzzDecode(f *testing.F) {
 	w := testWire()
 	q, _ := w.encodeRequest(nil, &request{op: opEach, id: "a.1", events: []sink.Event{"x", point{1, 2}, 7}}, "S")
 	f.Add(q)
-	f.Add(encodeVerdict(&verdict{status: statusEach, each: []byte{0, 1}, why: []verdictDetail{{Reason: "r"}}}))
+	f.Add(encodeVerdict(&verdict{status: statusEach, each: []byte{0, 1}, why: []verdictDetail{{Reason: "r"}}}, WireVersion))
 	f.Add([]byte{opEnqueue, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = w.decodeRequest(b)

@@ -106,7 +106,7 @@ func (s *durableSender) store(es []sink.Event) error {
 	// remote.timeout is the consumers' acknowledgement wait; a publish
 	// waits for the stream at least two seconds per attempt.
 	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), 2*time.Second)
-	msg := &nats.Msg{Subject: s.subject, Data: data, Header: injectTraces(es)}
+	msg := &nats.Msg{Subject: s.subject, Data: data, Header: withWireVersion(injectTraces(es))}
 	for attempt := 0; ; attempt++ {
 		_, err = s.n.js.PublishMsg(msg, nats.MsgId(id), nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
 		if !errors.Is(err, nats.ErrTimeout) || attempt >= s.cfg.Retries || !s.n.awaitLink(time.Now().Add(wait)) {
@@ -267,6 +267,7 @@ type durableReplica struct {
 	pending map[any][]*delivery // admitted events waiting for their handler
 
 	redelivered, naked, acked, deadLettered atomic.Uint64
+	versionRefused                          atomic.Uint64 // deliveries of a newer wire version (or a bad HeaderWire)
 	warnDead                                rateLimit
 }
 
@@ -420,10 +421,27 @@ func (d *durableReplica) pull(threshold int) {
 	}
 }
 
+// refuseVersion turns down a message of a wire version this replica
+// does not speak: nak'd (a newer replica may take it), or on its last
+// delivery moved to the dead letters with the error; counted and logged.
+func (d *durableReplica) refuseVersion(m *nats.Msg, err error) {
+	d.n.refusedVersion(d.name, &d.versionRefused, err)
+	if d.lastDelivery(m) {
+		d.deadLetter(m, err)
+		return
+	}
+	d.naked.Add(1)
+	_ = m.NakWithDelay(d.rc.NakDelay)
+}
+
 // deliver hands one stream message to the stage.
 func (d *durableReplica) deliver(m *nats.Msg) {
 	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 		d.redelivered.Add(1)
+	}
+	if _, err := streamVersion(m.Header); err != nil {
+		d.refuseVersion(m, err)
+		return
 	}
 	es, err := d.n.wire.decodeEvents(&reader{b: m.Data})
 	if err != nil {

@@ -44,6 +44,7 @@ type replicaState struct {
 	dead                atomic.Bool  // no responders on its subject
 	timedOut            atomic.Int64 // last request attempt to it without a verdict, UnixNano
 	out                 atomic.Bool  // out of rotation (the watch decided)
+	wire                atomic.Int64 // the wire version its heartbeats carry (0: none heard yet)
 	rot                 atomic.Pointer[rotation]
 	shared              atomic.Pointer[sharedDeadline] // the requests' current deadline
 }
@@ -88,7 +89,7 @@ func newRotation() *rotation {
 // frontWarnings are a sender's rate-limited WARN lines, one limit per
 // cause.
 type frontWarnings struct {
-	joined, left, silent, timeout, none, cut rateLimit
+	joined, left, silent, timeout, none, cut, version rateLimit
 }
 
 // warn logs msg at WARN through limit, with the stage and the count of

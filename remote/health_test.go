@@ -218,7 +218,7 @@ func startFakeReplica(t *testing.T, n *Node, inst string, answer bool) *fakeRepl
 			t.Error(err)
 			return
 		}
-		_ = m.Respond(encodeVerdict(&verdict{status: statusEach, inst: inst, each: make([]byte, len(q.events))}))
+		_ = m.Respond(encodeVerdict(&verdict{status: statusEach, inst: inst, each: make([]byte, len(q.events))}, q.version))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,8 @@ func startFakeReplica(t *testing.T, n *Node, inst string, answer bool) *fakeRepl
 		for {
 			b := appendString(nil, inst)
 			b = appendString(b, "node-"+inst)
-			_ = nc.Publish(n.loadSubject("Work"), binary.AppendUvarint(b, 0))
+			b = binary.AppendUvarint(b, 0)
+			_ = nc.Publish(n.loadSubject("Work"), binary.AppendUvarint(b, WireVersion))
 			select {
 			case <-tick.C:
 			case <-f.stop:

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -73,6 +74,9 @@ type Node struct {
 	wire    *Wire
 	watcher ReplicaWatcher
 	link    linkState
+
+	versionRefused atomic.Uint64 // messages of a newer wire version refused (VersionRefused)
+	warnVersion    rateLimit
 
 	ctx    context.Context
 	cancel context.CancelFunc

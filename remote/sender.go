@@ -140,7 +140,16 @@ func (s *stageSender) heartbeat(m *nats.Msg) {
 	if r.err != nil {
 		return
 	}
-	s.heard(inst, node).len.Store(int64(l))
+	version := uint64(legacyWire) // a heartbeat of version 1 ends with the length
+	if len(r.b) > 0 {
+		version = r.uvarint()
+	}
+	rs := s.heard(inst, node)
+	rs.len.Store(int64(l))
+	if rs.wire.Swap(int64(version)) != int64(version) && version != WireVersion {
+		s.warn(&s.warns.version, "remote: replica speaks another wire version", "replica", node, "instance", inst,
+			"wire", version, "speaks", WireVersion)
+	}
 }
 
 // pick returns the least loaded replica in rotation (queue length as last
