@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -123,6 +124,32 @@ func TestVerdictRoundTrip(t *testing.T) {
 	}
 }
 
+type failingJSON struct{}
+
+func (failingJSON) MarshalJSON() ([]byte, error) { return nil, errors.New("no JSON today") }
+
+// TestAppendJSON: the JSON codec's encoding appended to a message is
+// json.Marshal's, and an encoder's error leaves nothing behind.
+func TestAppendJSON(t *testing.T) {
+	for _, v := range []any{
+		point{1, 2}, "<a & b>", 42, nil, map[string]any{"x": []int{1, 2}}, struct {
+			S string `json:"s"`
+		}{"\u2028 \"quoted\""},
+	} {
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendJSON([]byte("head"), v)
+		if err != nil || string(got) != "head"+string(want) {
+			t.Errorf("appendJSON(%v) = %q, %v; want %q", v, got, err, "head"+string(want))
+		}
+	}
+	if got, err := appendJSON([]byte("head"), failingJSON{}); err == nil || got != nil {
+		t.Errorf("appendJSON of a failing encoder = %q, %v; want an error", got, err)
+	}
+}
+
 // FuzzDecode: no bytes from the network make the decoders panic.
 func FuzzDecode(f *testing.F) {
 	w := testWire()
@@ -189,6 +216,12 @@ func TestDecodeRuns(t *testing.T) {
 		{name: "a long run, a bad event in its second half", raw: raw(longRaw...), wantErr: "decoding pair"},
 		{name: "an empty event", raw: raw([2]string{"pair", `{"a":1}`}, [2]string{"pair", ``}),
 			wantErr: "decoding pair"},
+		{name: "one value spread over two events", raw: raw([2]string{"pair", `{"a":`}, [2]string{"pair", `1}`}),
+			wantErr: "decoding pair"},
+		{name: "two values in one event", raw: raw([2]string{"pair", `{"a":1} {"a":2}`}, [2]string{"pair", `{"a":3}`}),
+			wantErr: "decoding pair"},
+		{name: "a run of numbers (each ends at its event's end)", in: []sink.Event{1, 22, 333, -4},
+			want: []sink.Event{1, 22, 333, -4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.raw
