@@ -352,3 +352,64 @@ func TestCodecNameOnce(t *testing.T) {
 		t.Fatalf("unnamed first event: err %v, want ErrNoCodec", err)
 	}
 }
+
+// BenchmarkJSONCodec compares, per event, the JSON work of a run of 100
+// small events on each side of a remote sink (appendJSON on the sender,
+// decodeJSONRun on the replica) with the plain nats.go reference's
+// (json.Marshal by the publisher, json.Unmarshal by the subscriber).
+//
+//	go test ./remote -run xxx -bench JSONCodec -benchmem
+func BenchmarkJSONCodec(b *testing.B) {
+	type small struct {
+		ID   int    `json:"id"`
+		Kind string `json:"k"`
+	}
+	events := make([]any, 100)
+	for i := range events {
+		events[i] = small{ID: 1<<24 + i, Kind: "x"}
+	}
+	items := make([][]byte, len(events))
+	for i, e := range events {
+		items[i], _ = json.Marshal(e)
+	}
+	perEvent := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
+	}
+	b.Run("encode/reference", func(b *testing.B) {
+		for b.Loop() {
+			for _, e := range events {
+				_, _ = json.Marshal(e)
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("encode/remote", func(b *testing.B) {
+		buf := make([]byte, 0, 4096)
+		for b.Loop() {
+			buf = buf[:0]
+			for _, e := range events {
+				buf, _ = appendLengthPrefixed(buf, func(b []byte) ([]byte, error) { return appendJSON(b, e) })
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("decode/reference", func(b *testing.B) {
+		for b.Loop() {
+			for _, d := range items {
+				var v small
+				_ = json.Unmarshal(d, &v)
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("decode/remote", func(b *testing.B) {
+		es := make([]sink.Event, 0, len(items))
+		for b.Loop() {
+			var ok bool
+			if es, ok = decodeJSONRun[small](items, es[:0]); !ok {
+				b.Fatal("the run did not decode")
+			}
+		}
+		perEvent(b)
+	})
+}
