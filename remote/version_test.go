@@ -173,6 +173,9 @@ func TestNewerStreamVersionIsADeadLetter(t *testing.T) {
 	if got := letter.Header.Get(HeaderError); !strings.Contains(got, "version 3, this node speaks versions 1 to 2") {
 		t.Errorf("dead letter's %s = %q, want the version error", HeaderError, got)
 	}
+	if got := letter.Header.Get(HeaderWire); got != "3" {
+		t.Errorf("dead letter's %s = %q, want the message's (3)", HeaderWire, got)
+	}
 	if got := n.VersionRefused(); got != 1 {
 		t.Errorf("VersionRefused() = %d, want 1", got)
 	}
