@@ -127,6 +127,8 @@ func (s *durableSender) store(es []sink.Event) error {
 		return s.reject(fmt.Sprintf("stream full (queue threshold %d)", s.limit))
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrNoStreamResponse):
 		return s.reject("the stream is not available (JetStream down?)")
+	case errors.Is(err, nats.ErrTimeout):
+		return s.reject(fmt.Sprintf("no acknowledgement from the stream within %v (the event may have been stored)", wait))
 	case s.n.linkDown(err):
 		return s.reject("this node is cut off from NATS (reconnecting): not stored")
 	}
