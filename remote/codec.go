@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"reflect"
 	"slices"
@@ -296,10 +297,13 @@ type jsonEnvelope struct {
 	Sinks map[int]SinkRef `json:"s,omitempty"`
 }
 
-// plainJSONCodec is the JSON codec of a T without sink.Sink fields.
+// plainJSONCodec is the JSON codec of a T without sink.Sink fields. It
+// encodes straight into the message (appendJSON) and decodes a run of
+// events of T with one decoder (decodeJSONRun).
 func plainJSONCodec[T any](name string) Codec {
 	return Codec{Name: name, Type: reflect.TypeFor[T](),
-		Encode: func(_ *Wire, v any) ([]byte, error) { return json.Marshal(v) },
+		Encode:   func(_ *Wire, v any) ([]byte, error) { return json.Marshal(v) },
+		appendTo: appendJSON,
 		Decode: func(_ *Wire, data []byte) (any, error) {
 			p := new(T)
 			if err := json.Unmarshal(data, p); err != nil {
@@ -310,32 +314,88 @@ func plainJSONCodec[T any](name string) Codec {
 		decodeRun: decodeJSONRun[T]}
 }
 
-// decodeJSONRun decodes items, each a JSON value of T, as one JSON array
-// appended to es: one decoder for the run rather than one per event.
-// Every item must be valid JSON on its own (so that the array holds
-// exactly the items); if any is not, ok is false.
+// jsonAppender is a json.Encoder writing onto the end of a byte slice:
+// the encoding json.Marshal would return, without its own copy.
+type jsonAppender struct {
+	b   []byte
+	enc *json.Encoder
+}
+
+func (a *jsonAppender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+var jsonAppenders = sync.Pool{New: func() any {
+	a := &jsonAppender{}
+	a.enc = json.NewEncoder(a)
+	return a
+}}
+
+// appendJSON appends v's JSON encoding (as json.Marshal's) to b.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	a := jsonAppenders.Get().(*jsonAppender)
+	a.b = b
+	err := a.enc.Encode(v) // writes nothing on an error
+	b = a.b
+	a.b = nil
+	jsonAppenders.Put(a)
+	if err != nil {
+		return nil, err
+	}
+	return b[:len(b)-1], nil // Encode ends the value with a newline
+}
+
+// decodeJSONRun decodes items, each a JSON value of T, with one decoder
+// reading them one after the other (a space between them): one decoder
+// and one []T for the run rather than a json.Unmarshal each, and each
+// byte scanned twice (to find a value's end, then to decode it), as
+// json.Unmarshal does for one value. Each item must hold exactly one
+// value, ending where the item ends (the decoder's offset says so): if
+// one does not (a value spread over two items, two in one, an empty
+// item, trailing whitespace), ok is false and es is as it came.
 func decodeJSONRun[T any](items [][]byte, es []sink.Event) (_ []sink.Event, ok bool) {
-	size := 2 + len(items)
-	for _, d := range items {
-		if !json.Valid(d) {
+	dec := json.NewDecoder(&itemsReader{items: items})
+	vs := make([]T, len(items))
+	var end int64
+	for i, d := range items {
+		if err := dec.Decode(&vs[i]); err != nil {
 			return es, false
 		}
-		size += len(d)
-	}
-	arr := make([]byte, 0, size)
-	arr = append(arr, '[')
-	for i, d := range items {
-		if i > 0 {
-			arr = append(arr, ',')
+		end += int64(len(d))
+		if dec.InputOffset() != end {
+			return es, false
 		}
-		arr = append(arr, d...)
-	}
-	arr = append(arr, ']')
-	vs := make([]T, 0, len(items))
-	if err := json.Unmarshal(arr, &vs); err != nil || len(vs) != len(items) {
-		return es, false
+		end++ // the space after it
 	}
 	return appendBoxed(es, vs), true
+}
+
+// itemsReader reads items one after the other, each followed by a space.
+type itemsReader struct {
+	items [][]byte
+	i     int // the item being read
+	off   int // how much of it was read (len: its space is next)
+}
+
+func (r *itemsReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && r.i < len(r.items) {
+		it := r.items[r.i]
+		if r.off == len(it) {
+			p[n] = ' '
+			n++
+			r.i, r.off = r.i+1, 0
+			continue
+		}
+		c := copy(p[n:], it[r.off:])
+		n += c
+		r.off += c
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 // jsonCodec is the JSON codec of a struct t (or *struct) whose top-level

@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -111,13 +112,41 @@ func TestVerdictRoundTrip(t *testing.T) {
 		{status: statusRejected, inst: "x", detail: verdictDetail{Node: "b", Stage: "W", Predicate: "rate", Reason: "no tokens"}},
 		{status: statusEach, inst: "x", each: []byte{statusOK, statusRejected}, why: []verdictDetail{{Reason: "full"}}},
 	} {
-		got, err := decodeVerdict(encodeVerdict(v))
+		for _, version := range []int{legacyWire, WireVersion} {
+			got, err := decodeVerdict(encodeVerdict(v, version))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, v) {
+				t.Fatalf("version %d: got %+v, want %+v", version, got, v)
+			}
+		}
+	}
+}
+
+type failingJSON struct{}
+
+func (failingJSON) MarshalJSON() ([]byte, error) { return nil, errors.New("no JSON today") }
+
+// TestAppendJSON: the JSON codec's encoding appended to a message is
+// json.Marshal's, and an encoder's error leaves nothing behind.
+func TestAppendJSON(t *testing.T) {
+	for _, v := range []any{
+		point{1, 2}, "<a & b>", 42, nil, map[string]any{"x": []int{1, 2}}, struct {
+			S string `json:"s"`
+		}{"\u2028 \"quoted\""},
+	} {
+		want, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, v) {
-			t.Fatalf("got %+v, want %+v", got, v)
+		got, err := appendJSON([]byte("head"), v)
+		if err != nil || string(got) != "head"+string(want) {
+			t.Errorf("appendJSON(%v) = %q, %v; want %q", v, got, err, "head"+string(want))
 		}
+	}
+	if got, err := appendJSON([]byte("head"), failingJSON{}); err == nil || got != nil {
+		t.Errorf("appendJSON of a failing encoder = %q, %v; want an error", got, err)
 	}
 }
 
@@ -126,7 +155,7 @@ func FuzzDecode(f *testing.F) {
 	w := testWire()
 	q, _ := w.encodeRequest(nil, &request{op: opEach, id: "a.1", events: []sink.Event{"x", point{1, 2}, 7}}, "S")
 	f.Add(q)
-	f.Add(encodeVerdict(&verdict{status: statusEach, each: []byte{0, 1}, why: []verdictDetail{{Reason: "r"}}}))
+	f.Add(encodeVerdict(&verdict{status: statusEach, each: []byte{0, 1}, why: []verdictDetail{{Reason: "r"}}}, WireVersion))
 	f.Add([]byte{opEnqueue, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = w.decodeRequest(b)
@@ -187,6 +216,12 @@ func TestDecodeRuns(t *testing.T) {
 		{name: "a long run, a bad event in its second half", raw: raw(longRaw...), wantErr: "decoding pair"},
 		{name: "an empty event", raw: raw([2]string{"pair", `{"a":1}`}, [2]string{"pair", ``}),
 			wantErr: "decoding pair"},
+		{name: "one value spread over two events", raw: raw([2]string{"pair", `{"a":`}, [2]string{"pair", `1}`}),
+			wantErr: "decoding pair"},
+		{name: "two values in one event", raw: raw([2]string{"pair", `{"a":1} {"a":2}`}, [2]string{"pair", `{"a":3}`}),
+			wantErr: "decoding pair"},
+		{name: "a run of numbers (each ends at its event's end)", in: []sink.Event{1, 22, 333, -4},
+			want: []sink.Event{1, 22, 333, -4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.raw
@@ -316,4 +351,65 @@ func TestCodecNameOnce(t *testing.T) {
 	if _, err := w.decodeEvents(&reader{b: named("", "a", "blob", "b")}); !errors.Is(err, ErrNoCodec) {
 		t.Fatalf("unnamed first event: err %v, want ErrNoCodec", err)
 	}
+}
+
+// BenchmarkJSONCodec compares, per event, the JSON work of a run of 100
+// small events on each side of a remote sink (appendJSON on the sender,
+// decodeJSONRun on the replica) with the plain nats.go reference's
+// (json.Marshal by the publisher, json.Unmarshal by the subscriber).
+//
+//	go test ./remote -run xxx -bench JSONCodec -benchmem
+func BenchmarkJSONCodec(b *testing.B) {
+	type small struct {
+		ID   int    `json:"id"`
+		Kind string `json:"k"`
+	}
+	events := make([]any, 100)
+	for i := range events {
+		events[i] = small{ID: 1<<24 + i, Kind: "x"}
+	}
+	items := make([][]byte, len(events))
+	for i, e := range events {
+		items[i], _ = json.Marshal(e)
+	}
+	perEvent := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
+	}
+	b.Run("encode/reference", func(b *testing.B) {
+		for b.Loop() {
+			for _, e := range events {
+				_, _ = json.Marshal(e)
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("encode/remote", func(b *testing.B) {
+		buf := make([]byte, 0, 4096)
+		for b.Loop() {
+			buf = buf[:0]
+			for _, e := range events {
+				buf, _ = appendLengthPrefixed(buf, func(b []byte) ([]byte, error) { return appendJSON(b, e) })
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("decode/reference", func(b *testing.B) {
+		for b.Loop() {
+			for _, d := range items {
+				var v small
+				_ = json.Unmarshal(d, &v)
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("decode/remote", func(b *testing.B) {
+		es := make([]sink.Event, 0, len(items))
+		for b.Loop() {
+			var ok bool
+			if es, ok = decodeJSONRun[small](items, es[:0]); !ok {
+				b.Fatal("the run did not decode")
+			}
+		}
+		perEvent(b)
+	})
 }

@@ -102,7 +102,7 @@ func (d *durableReplica) deadLetter(m *nats.Msg, cause error) {
 	if md, err := m.Metadata(); err == nil {
 		seq, dc = md.Sequence.Stream, md.NumDelivered
 	}
-	if !d.publishDead(m.Data, seq, dc, cause) {
+	if !d.publishDead(m.Data, m.Header.Get(HeaderWire), seq, dc, cause) {
 		d.naked.Add(1)
 		_ = m.Nak()
 		return
@@ -130,7 +130,7 @@ func (d *durableReplica) onMaxDeliveries(adv *nats.Msg) {
 		return // gone: handled after all, or already a dead letter
 	}
 	cause := fmt.Errorf("no acknowledgement after %d deliveries (the replica died, its handler took longer than remote.timeout %v, or its dead letter could not be stored)", a.Deliveries, d.rc.Timeout)
-	if !d.publishDead(raw.Data, a.StreamSeq, a.Deliveries, cause) {
+	if !d.publishDead(raw.Data, raw.Header.Get(HeaderWire), a.StreamSeq, a.Deliveries, cause) {
 		return // stays in the stream; logged
 	}
 	if err := d.n.js.DeleteMsg(stream, a.StreamSeq); err != nil {
@@ -139,9 +139,13 @@ func (d *durableReplica) onMaxDeliveries(adv *nats.Msg) {
 }
 
 // publishDead stores one dead letter (once per stream sequence: the
-// publish id is the stream's sequence) and counts and logs it.
-func (d *durableReplica) publishDead(data []byte, seq, deliveries uint64, cause error) bool {
+// publish id is the stream's sequence), keeping the message's wire
+// version (HeaderWire, if it had one), and counts and logs it.
+func (d *durableReplica) publishDead(data []byte, wire string, seq, deliveries uint64, cause error) bool {
 	msg := &nats.Msg{Subject: d.n.deadSubject(d.name), Data: data, Header: nats.Header{}}
+	if wire != "" {
+		msg.Header.Set(HeaderWire, wire)
+	}
 	msg.Header.Set(HeaderError, headerValue(cause.Error()))
 	msg.Header.Set(HeaderStage, d.name)
 	msg.Header.Set(HeaderDeliveries, strconv.FormatUint(deliveries, 10))

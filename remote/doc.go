@@ -92,6 +92,16 @@
 // to the original sink (the request-reply path); Wire.Keep and Wire.Take
 // do the same for other objects with an identity.
 //
+// The wire format has a version (WireVersion): a node reads its own and
+// older ones, and answers a request of a newer one with an error verdict
+// naming both versions (a *VersionError's text), counted
+// (Node.VersionRefused) and logged; a durable message of a newer version
+// is nak'd for a newer replica, and a dead letter on its last delivery.
+// A reply (an event with a home, or one sent on a SinkRef) made while its
+// node is cut off from NATS waits for the connection, and for its home to
+// rejoin, until its stage's timeout; any other enqueue is then rejected
+// at once.
+//
 // Trace contexts cross nodes: the span context of an event that carries
 // one (stage.ContextEvent) travels in the message headers as W3C
 // traceparent/tracestate, and the replica sets it as the remote parent of

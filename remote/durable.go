@@ -106,8 +106,18 @@ func (s *durableSender) store(es []sink.Event) error {
 	// remote.timeout is the consumers' acknowledgement wait; a publish
 	// waits for the stream at least two seconds per attempt.
 	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), 2*time.Second)
-	_, err = s.n.js.PublishMsg(&nats.Msg{Subject: s.subject, Data: data, Header: injectTraces(es)}, nats.MsgId(id),
-		nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
+	msg := &nats.Msg{Subject: s.subject, Data: data, Header: withWireVersion(injectTraces(es))}
+	for attempt := 0; ; attempt++ {
+		_, err = s.n.js.PublishMsg(msg, nats.MsgId(id), nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
+		if !errors.Is(err, nats.ErrTimeout) || attempt >= s.cfg.Retries || !s.n.awaitLink(time.Now().Add(wait)) {
+			break
+		}
+		// No acknowledgement: the connection dropped with the publish in
+		// flight (a restarting server), and the stream may have stored
+		// it. Once the link is back, the same id again settles it: stored
+		// once, acknowledged either way.
+		s.retrans.Add(1)
+	}
 	switch {
 	case err == nil:
 		s.latency.add(time.Since(start))
@@ -117,6 +127,10 @@ func (s *durableSender) store(es []sink.Event) error {
 		return s.reject(fmt.Sprintf("stream full (queue threshold %d)", s.limit))
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrNoStreamResponse):
 		return s.reject("the stream is not available (JetStream down?)")
+	case errors.Is(err, nats.ErrTimeout):
+		return s.reject(fmt.Sprintf("no acknowledgement from the stream within %v (the event may have been stored)", wait))
+	case s.n.linkDown(err):
+		return s.reject("this node is cut off from NATS (reconnecting): not stored")
 	}
 	return s.reject(err.Error())
 }
@@ -255,6 +269,7 @@ type durableReplica struct {
 	pending map[any][]*delivery // admitted events waiting for their handler
 
 	redelivered, naked, acked, deadLettered atomic.Uint64
+	versionRefused                          atomic.Uint64 // deliveries of a newer wire version (or a bad HeaderWire)
 	warnDead                                rateLimit
 }
 
@@ -408,10 +423,27 @@ func (d *durableReplica) pull(threshold int) {
 	}
 }
 
+// refuseVersion turns down a message of a wire version this replica
+// does not speak: nak'd (a newer replica may take it), or on its last
+// delivery moved to the dead letters with the error; counted and logged.
+func (d *durableReplica) refuseVersion(m *nats.Msg, err error) {
+	d.n.refusedVersion(d.name, &d.versionRefused, err)
+	if d.lastDelivery(m) {
+		d.deadLetter(m, err)
+		return
+	}
+	d.naked.Add(1)
+	_ = m.NakWithDelay(d.rc.NakDelay)
+}
+
 // deliver hands one stream message to the stage.
 func (d *durableReplica) deliver(m *nats.Msg) {
 	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
 		d.redelivered.Add(1)
+	}
+	if _, err := streamVersion(m.Header); err != nil {
+		d.refuseVersion(m, err)
+		return
 	}
 	es, err := d.n.wire.decodeEvents(&reader{b: m.Data})
 	if err != nil {

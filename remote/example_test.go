@@ -139,3 +139,12 @@ stages:
 	// "hello inbox" reached its inbox: true
 	// "hello inbox" reached its inbox: true
 }
+
+// A node refuses a message of a wire version newer than its own with an
+// error naming both versions, which the sender's Enqueue returns inside
+// its rejection.
+func ExampleVersionError() {
+	err := &remote.VersionError{Got: remote.WireVersion + 1}
+	fmt.Println(err)
+	// Output: remote: message in wire format version 3, this node speaks versions 1 to 2 (built before it: upgrade this node)
+}

@@ -44,6 +44,7 @@ type replicaState struct {
 	dead                atomic.Bool  // no responders on its subject
 	timedOut            atomic.Int64 // last request attempt to it without a verdict, UnixNano
 	out                 atomic.Bool  // out of rotation (the watch decided)
+	wire                atomic.Int64 // the wire version its heartbeats carry (0: none heard yet)
 	rot                 atomic.Pointer[rotation]
 	shared              atomic.Pointer[sharedDeadline] // the requests' current deadline
 }
@@ -88,7 +89,7 @@ func newRotation() *rotation {
 // frontWarnings are a sender's rate-limited WARN lines, one limit per
 // cause.
 type frontWarnings struct {
-	joined, left, silent, timeout, none rateLimit
+	joined, left, silent, timeout, none, cut, version rateLimit
 }
 
 // warn logs msg at WARN through limit, with the stage and the count of
@@ -192,6 +193,26 @@ func (s *stageSender) sweep() {
 		// This process was paused (SIGSTOP) or starved: the silence it
 		// sees is its own. The heartbeats that came meanwhile are
 		// handled before the next sweep.
+		return
+	}
+	if s.n.cutOff() {
+		// Cut off from NATS (a restarting server): no heartbeat reaches
+		// this node, the silence is its own.
+		s.wasCut = true
+		return
+	}
+	if s.wasCut {
+		// Back: every replica in rotation gets a staleness period from
+		// now to be heard again (one that left meanwhile finds no
+		// responders on its subject).
+		s.wasCut = false
+		s.mu.Lock()
+		for _, rs := range s.replicas {
+			if !rs.out.Load() {
+				rs.seen.Store(now.UnixNano())
+			}
+		}
+		s.mu.Unlock()
 		return
 	}
 	stale, forget := now.Add(-s.staleAfter()).UnixNano(), now.Add(-forgetAfter).UnixNano()

@@ -69,6 +69,27 @@ func watchedSender(t *testing.T, rc StageConfig) (*stageSender, *fakeClock, *log
 	return s, clock, logs
 }
 
+// sweepFor moves the clock by d, sweeping s every heartbeat (100ms) as
+// the watch does.
+func sweepFor(s *stageSender, clock *fakeClock, d time.Duration) {
+	for step := 100 * time.Millisecond; d > 0; d -= step {
+		clock.advance(step)
+		s.sweep()
+	}
+}
+
+// checkDepartures checks the lines a step's sweeps logged: wantLog among
+// them or, if wantLog is "", no departure at all.
+func checkDepartures(t *testing.T, step, wantLog, got string) {
+	t.Helper()
+	if wantLog != "" && !strings.Contains(got, wantLog) {
+		t.Errorf("%s: log lacks %q:\n%s", step, wantLog, got)
+	}
+	if wantLog == "" && strings.Contains(got, "out of rotation") {
+		t.Errorf("%s: unexpected line:\n%s", step, got)
+	}
+}
+
 func TestReplicaWatch(t *testing.T) {
 	s, clock, logs := watchedSender(t, StageConfig{})
 	s.sent.Add(1) // a sink in use: it logs departures
@@ -78,14 +99,6 @@ func TestReplicaWatch(t *testing.T) {
 	}
 	if got := s.Replicas(); got != 2 {
 		t.Fatalf("Replicas() = %d, want 2", got)
-	}
-	// sweepFor moves the clock by d, sweeping every heartbeat as the
-	// watch does.
-	sweepFor := func(d time.Duration) {
-		for step := 100 * time.Millisecond; d > 0; d -= step {
-			clock.advance(step)
-			s.sweep()
-		}
 	}
 	steps := []struct {
 		name    string
@@ -119,14 +132,8 @@ func TestReplicaWatch(t *testing.T) {
 		if st.advance == 0 {
 			s.sweep()
 		}
-		sweepFor(st.advance)
-		got := logs.take()
-		if st.wantLog != "" && !strings.Contains(got, st.wantLog) {
-			t.Errorf("%s: log lacks %q:\n%s", st.name, st.wantLog, got)
-		}
-		if st.wantLog == "" && strings.Contains(got, "out of rotation") {
-			t.Errorf("%s: unexpected line:\n%s", st.name, got)
-		}
+		sweepFor(s, clock, st.advance)
+		checkDepartures(t, st.name, st.wantLog, logs.take())
 		for rs, want := range st.inRot {
 			if got := rs.out.Load(); got == want {
 				t.Errorf("%s: replica %s out of rotation = %v, want %v", st.name, rs.node, got, !want)
@@ -147,7 +154,7 @@ func TestReplicaWatch(t *testing.T) {
 		t.Errorf("noneInRotation() = %v", err)
 	}
 	// Out of rotation for long: forgotten.
-	sweepFor(forgetAfter + time.Minute)
+	sweepFor(s, clock, forgetAfter+time.Minute)
 	if n := len(s.replicas); n != 0 {
 		t.Errorf("%d replicas remembered after %v of silence", n, forgetAfter)
 	}
@@ -218,7 +225,7 @@ func startFakeReplica(t *testing.T, n *Node, inst string, answer bool) *fakeRepl
 			t.Error(err)
 			return
 		}
-		_ = m.Respond(encodeVerdict(&verdict{status: statusEach, inst: inst, each: make([]byte, len(q.events))}))
+		_ = m.Respond(encodeVerdict(&verdict{status: statusEach, inst: inst, each: make([]byte, len(q.events))}, q.version))
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +239,8 @@ func startFakeReplica(t *testing.T, n *Node, inst string, answer bool) *fakeRepl
 		for {
 			b := appendString(nil, inst)
 			b = appendString(b, "node-"+inst)
-			_ = nc.Publish(n.loadSubject("Work"), binary.AppendUvarint(b, 0))
+			b = binary.AppendUvarint(b, 0)
+			_ = nc.Publish(n.loadSubject("Work"), binary.AppendUvarint(b, WireVersion))
 			select {
 			case <-tick.C:
 			case <-f.stop:

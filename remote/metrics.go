@@ -42,8 +42,9 @@ func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 }
 
 // registerDurableMetrics publishes a durable replica's counters as
-// "remote.<stage>.{redelivered,naks,acks,deadletters}" (deadletters: the
-// events this replica moved to the dead-letter stream).
+// "remote.<stage>.{redelivered,naks,acks,deadletters,versionRefused}"
+// (deadletters: the events this replica moved to the dead-letter stream;
+// versionRefused: the deliveries of a newer wire version it refused).
 func registerDurableMetrics(m *stage.Manager, d *durableReplica) {
 	reg := m.Metrics()
 	prefix := "remote." + d.name + "."
@@ -51,15 +52,18 @@ func registerDurableMetrics(m *stage.Manager, d *durableReplica) {
 	_ = reg.Register(prefix+"naks", metrics.NewFunctionalGauge(func() int64 { return int64(d.naked.Load()) }))
 	_ = reg.Register(prefix+"acks", metrics.NewFunctionalGauge(func() int64 { return int64(d.acked.Load()) }))
 	_ = reg.Register(prefix+"deadletters", metrics.NewFunctionalGauge(func() int64 { return int64(d.deadLettered.Load()) }))
+	_ = reg.Register(prefix+"versionRefused", metrics.NewFunctionalGauge(func() int64 { return int64(d.versionRefused.Load()) }))
 }
 
 // registerReplicaMetrics publishes a request-mode replica's idempotency
 // record as "remote.<stage>.dedup.keys" (the keys it remembers) and
 // "remote.<stage>.dedup.early" (generations retired before their window
-// because they were full: see dedupLimit).
+// because they were full: see dedupLimit), and the requests of a newer
+// wire version it refused as "remote.<stage>.versionRefused".
 func registerReplicaMetrics(m *stage.Manager, r *replica) {
 	reg := m.Metrics()
 	prefix := "remote." + r.name + ".dedup."
 	_ = reg.Register(prefix+"keys", metrics.NewFunctionalGauge(func() int64 { return int64(r.seen.size()) }))
 	_ = reg.Register(prefix+"early", metrics.NewFunctionalGauge(func() int64 { return int64(r.seen.early.Load()) }))
+	_ = reg.Register("remote."+r.name+".versionRefused", metrics.NewFunctionalGauge(func() int64 { return int64(r.versionRefused.Load()) }))
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -72,6 +73,10 @@ type Node struct {
 	js      nats.JetStreamContext
 	wire    *Wire
 	watcher ReplicaWatcher
+	link    linkState
+
+	versionRefused atomic.Uint64 // messages of a newer wire version refused (VersionRefused)
+	warnVersion    rateLimit
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -113,11 +118,15 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		// reach a replica after its sender was told "rejected".
 		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			n.link.disconnected()
 			if err != nil {
 				n.log.Warn("remote: disconnected from NATS", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { n.log.Info("remote: reconnected to NATS", "url", c.ConnectedUrl()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			n.link.reconnected(time.Now())
+			n.log.Info("remote: reconnected to NATS", "url", c.ConnectedUrl())
+		}),
 	}
 	var token string
 	if cfg.TokenFile != "" {

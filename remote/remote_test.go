@@ -94,6 +94,8 @@ type cluster struct {
 	tune func(*remote.ClusterConfig)
 	// log, if set, is every node's logger.
 	log *slog.Logger
+	// codecs, if set, are every node's (nil: testCodecs).
+	codecs *remote.Codecs
 }
 
 // node starts one process's node of the graph in yaml, as name, with h as
@@ -114,7 +116,11 @@ func (c *cluster) node(yaml, name string, hs map[string]stage.Handler) (*stage.M
 			reg.Register(ns.Config.Handler, func() stage.Handler { return &recorder{} })
 		}
 	}
-	m, n, err := remote.NewManager(cfg, reg, stage.Options{Logger: c.log}, remote.Options{Codecs: testCodecs}, func(cc *remote.ClusterConfig) {
+	codecs := c.codecs
+	if codecs == nil {
+		codecs = testCodecs
+	}
+	m, n, err := remote.NewManager(cfg, reg, stage.Options{Logger: c.log}, remote.Options{Codecs: codecs}, func(cc *remote.ClusterConfig) {
 		cc.Node = name
 		cc.Heartbeat = 20 * time.Millisecond
 		if c.url == "" {

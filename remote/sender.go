@@ -67,6 +67,7 @@ type stageSender struct {
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
 	warns     frontWarnings
 	lastSweep time.Time              // the watch's
+	wasCut    bool                   // the watch's: its last sweep found the node cut off from NATS
 	source    atomic.Pointer[string] // the one local stage sending here, if one (sourceStage)
 
 	unanswered, failovers atomic.Uint64
@@ -139,7 +140,16 @@ func (s *stageSender) heartbeat(m *nats.Msg) {
 	if r.err != nil {
 		return
 	}
-	s.heard(inst, node).len.Store(int64(l))
+	version := uint64(legacyWire) // a heartbeat of version 1 ends with the length
+	if len(r.b) > 0 {
+		version = r.uvarint()
+	}
+	rs := s.heard(inst, node)
+	rs.len.Store(int64(l))
+	if rs.wire.Swap(int64(version)) != int64(version) && version != WireVersion {
+		s.warn(&s.warns.version, "remote: replica speaks another wire version", "replica", node, "instance", inst,
+			"wire", version, "speaks", WireVersion)
+	}
 }
 
 // pick returns the least loaded replica in rotation (queue length as last
@@ -212,7 +222,7 @@ func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState
 		return nil, nil, err
 	}
 	*buf = data
-	return s.roundTrip(data, injectTraces(es), to)
+	return s.roundTrip(data, injectTraces(es), to, s.fixed != "")
 }
 
 // requestBuffers holds the buffers requests are encoded in: a request's
@@ -232,8 +242,13 @@ func putRequestBuffer(buf *[]byte) {
 
 // roundTrip sends an encoded request (which holds its idempotency key)
 // to to (nil: the least loaded replica in rotation) and returns the
-// verdict. hdr, if not nil, holds the events' trace contexts.
-func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) (*verdict, *replicaState, error) {
+// verdict. hdr, if not nil, holds the events' trace contexts. A bound
+// request is one only one instance can take (a reply: its events' home,
+// or a SinkRef's node): while this node is cut off from NATS, and while
+// the other nodes may still be reconnecting after it came back, it waits
+// and is sent again (same idempotency key) until the stage's timeout,
+// where any other request is rejected at once (see link.go).
+func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, bound bool) (*verdict, *replicaState, error) {
 	attempts := s.cfg.Retries + 1
 	per := s.cfg.Timeout / time.Duration(attempts)
 	rs := to
@@ -245,8 +260,12 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) 
 	}
 	s.sent.Add(1)
 	start := time.Now()
+	deadline := start.Add(s.cfg.Timeout)
 	msg := &nats.Msg{Data: data, Header: hdr}
 	for attempt, failovers, movedOn := 0, 0, false; attempt < attempts; {
+		if bound && attempt > 0 && !time.Now().Before(deadline) {
+			break // waiting for the link took the time of the attempts left
+		}
 		msg.Subject = s.subject(rs)
 		reply, err := s.request(msg, rs, per)
 		switch {
@@ -260,6 +279,17 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) 
 				rs = s.answered(rs, v)
 			}
 			return v, rs, nil
+		case s.n.linkDown(err):
+			if bound && s.awaitRejoin(deadline) {
+				continue // the same attempt again, once the link is back
+			}
+			return nil, rs, s.cutOff(bound, time.Since(start))
+		case errors.Is(err, nats.ErrNoResponders) && bound && s.n.rejoining(s.staleAfter()):
+			// Its node may not have resubscribed yet after the outage.
+			if s.awaitRejoin(deadline) {
+				continue
+			}
+			return nil, rs, s.cutOff(bound, time.Since(start))
 		case errors.Is(err, nats.ErrNoResponders):
 			if attempt > 0 {
 				// It heard us before (or we cannot tell): the event may
@@ -310,6 +340,27 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState) 
 	}
 	s.warn(&s.warns.timeout, "remote: no verdict in time: enqueue rejected", "replica", node, "timeout", s.cfg.Timeout, "attempts", attempts)
 	return nil, rs, s.reject(fmt.Sprintf("no verdict within %v (%d attempts)", s.cfg.Timeout, attempts))
+}
+
+// awaitRejoin pauses a bound request that could not be sent (the link
+// down, or its destination not subscribed yet after an outage) and waits
+// for the link: it reports whether to send it again, false once deadline
+// has passed.
+func (s *stageSender) awaitRejoin(deadline time.Time) bool {
+	left := time.Until(deadline)
+	return left > 0 && s.n.pause(min(rejoinPause, left)) && s.n.awaitLink(deadline) && time.Now().Before(deadline)
+}
+
+// cutOff is the rejection of a request this node could not send because
+// it is cut off from NATS (or, for a bound one, because its destination
+// did not come back within the timeout), logged at WARN, rate-limited.
+func (s *stageSender) cutOff(bound bool, waited time.Duration) error {
+	if !bound {
+		s.warn(&s.warns.cut, "remote: cut off from NATS: enqueue rejected")
+		return s.reject("this node is cut off from NATS (reconnecting)")
+	}
+	s.warn(&s.warns.cut, "remote: cut off from NATS: reply not delivered in time", "waited", waited.Round(time.Millisecond))
+	return s.reject(fmt.Sprintf("cut off from NATS: not delivered within %v (this node or the one it goes to reconnecting)", s.cfg.Timeout))
 }
 
 // Enqueue sends e to the least loaded replica and returns its verdict:
@@ -599,7 +650,7 @@ func (c *combiner) lead(s *stageSender) {
 	batch := c.take(min(maxCombinedBytes, int(s.n.nc.MaxPayload()/2)))
 	n := len(batch)
 	if n > 0 {
-		s.sendEach(batch, s.homeReplica(c.home))
+		s.sendEach(batch, s.homeReplica(c.home), c.home != "" || s.fixed != "")
 	}
 	if n > 1 {
 		// The callers just answered are running again and most will
@@ -660,7 +711,7 @@ func (c *combiner) take(limit int) []*pending {
 
 // sendEach sends a combined request and wakes every waiter with its own
 // verdict.
-func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
+func (s *stageSender) sendEach(batch []*pending, to *replicaState, bound bool) {
 	size, events := 64, 0
 	for _, p := range batch {
 		size += 4 + len(p.enc)
@@ -691,7 +742,7 @@ func (s *stageSender) sendEach(batch []*pending, to *replicaState) {
 		i += p.size()
 	}
 	*buf = data
-	v, _, err := s.roundTrip(data, hdr, to)
+	v, _, err := s.roundTrip(data, hdr, to, bound)
 	if err == nil && v.status != statusEach {
 		err = v.err() // the whole request failed (it could not be decoded)
 		if err == nil {

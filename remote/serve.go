@@ -33,7 +33,8 @@ type replica struct {
 	once  sync.Once
 	from  sync.Map // sending stage → *atomic.Uint64, the events admitted from it
 
-	dedupWarned atomic.Int64 // when warnDedupFull last logged (unix ns)
+	dedupWarned    atomic.Int64  // when warnDedupFull last logged (unix ns)
+	versionRefused atomic.Uint64 // requests of a newer wire version refused
 }
 
 type heldTxn struct {
@@ -100,6 +101,7 @@ func (r *replica) beat() {
 		b := appendString(nil, r.n.inst)
 		b = appendString(b, r.n.node)
 		b = binary.AppendUvarint(b, uint64(r.st.Sink().Len()))
+		b = binary.AppendUvarint(b, WireVersion) // last: older nodes stop reading before it
 		_ = r.n.nc.Publish(subj, b)
 		select {
 		case <-t.C:
@@ -133,7 +135,7 @@ func (r *replica) stop() error {
 }
 
 func (r *replica) handle(m *nats.Msg) {
-	v := r.decide(m.Data, m.Header)
+	v, version := r.decide(m.Data, m.Header)
 	v.inst = r.n.inst
 	v.len = r.st.Sink().Len()
 	if v.status != statusOK {
@@ -142,15 +144,21 @@ func (r *replica) handle(m *nats.Msg) {
 			v.detail.Stage = r.name
 		}
 	}
-	_ = m.Respond(encodeVerdict(v))
+	_ = m.Respond(encodeVerdict(v, version))
 }
 
-func (r *replica) decide(data []byte, hdr nats.Header) *verdict {
+// decide decodes a request and decides it; it returns the verdict and
+// the wire version to write it in.
+func (r *replica) decide(data []byte, hdr nats.Header) (*verdict, int) {
 	q, err := r.n.wire.decodeRequest(data)
 	defer q.release()
 	if err != nil {
-		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
+		return r.n.undecodable(r.name, &r.versionRefused, err), q.version
 	}
+	return r.decideRequest(q, hdr), q.version
+}
+
+func (r *replica) decideRequest(q *request, hdr nats.Header) *verdict {
 	extractTraces(hdr, q.events)
 	switch q.op {
 	case opEnqueue, opPrepare:
@@ -296,20 +304,32 @@ func verdictOf(err error) *verdict {
 
 // serveRef answers requests aimed at the sinks this node exported.
 func (n *Node) serveRef(m *nats.Msg) {
-	v := n.decideRef(m.Data, m.Header)
+	q, err := n.wire.decodeRequest(m.Data)
+	var v *verdict
+	if err != nil {
+		v = n.undecodable("(exported sinks)", nil, err)
+	} else {
+		v = n.decideRef(q, m.Header)
+	}
+	q.release()
 	v.inst = n.inst
 	if v.status != statusOK {
 		v.detail.Node = n.node
 	}
-	_ = m.Respond(encodeVerdict(v))
+	_ = m.Respond(encodeVerdict(v, q.version))
 }
 
-func (n *Node) decideRef(data []byte, hdr nats.Header) *verdict {
-	q, err := n.wire.decodeRequest(data)
-	defer q.release()
-	if err != nil {
-		return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
+// undecodable is the verdict on a request that could not be decoded; one
+// of a wire version this node does not speak is also counted (in count
+// too, if not nil) and logged.
+func (n *Node) undecodable(where string, count *atomic.Uint64, err error) *verdict {
+	if _, ok := errors.AsType[*VersionError](err); ok {
+		n.refusedVersion(where, count, err)
 	}
+	return &verdict{status: statusError, detail: verdictDetail{Reason: err.Error()}}
+}
+
+func (n *Node) decideRef(q *request, hdr nats.Header) *verdict {
 	extractTraces(hdr, q.events)
 	s := n.wire.exported(q.ref)
 	if s == nil {

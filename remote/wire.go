@@ -193,11 +193,12 @@ const (
 
 // request is the body of a message to a replica.
 type request struct {
-	op     byte
-	id     string // idempotency key
-	from   string // sending stage ("" outside stages)
-	ref    uint64 // 0: the stage; else an exported sink
-	events []sink.Event
+	version int // its wire version: its verdict is written in it
+	op      byte
+	id      string // idempotency key
+	from    string // sending stage ("" outside stages)
+	ref     uint64 // 0: the stage; else an exported sink
+	events  []sink.Event
 	// groups, for opEach, are the sizes of the groups events is made of,
 	// in order: each group is decided all or nothing, on its own (one
 	// Enqueue's event, or one EnqueueMany's); nil: every event alone.
@@ -355,8 +356,10 @@ func appendLengthPrefixed(b []byte, add func([]byte) ([]byte, error)) ([]byte, e
 	return b, nil
 }
 
-// requestHeader starts a request's bytes.
+// requestHeader starts a request's bytes: its wire version (WireVersion),
+// operation, idempotency key, sending stage and target.
 func requestHeader(b []byte, op byte, id, from string, ref uint64) []byte {
+	b = appendVersion(b, WireVersion)
 	b = append(b, op)
 	b = appendString(b, id)
 	b = appendString(b, from)
@@ -547,11 +550,19 @@ func readGroups(r *reader) (groups []int, events int, err error) {
 	return groups, events, nil
 }
 
+// decodeRequest reads a request of any version this node speaks; one of
+// a newer version is a *VersionError. Whatever the error, q says the
+// version to answer in: the request's, or WireVersion if it has none
+// this node speaks.
 func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	r := &reader{b: data}
-	q := &request{op: r.byte(), id: string(r.bytes()), from: string(r.bytes()), ref: r.uvarint()}
+	version, op, err := readVersion(r)
+	if err != nil {
+		return &request{version: WireVersion}, err
+	}
+	q := &request{version: version, op: op, id: string(r.bytes()), from: string(r.bytes()), ref: r.uvarint()}
 	if r.err != nil {
-		return nil, r.err
+		return q, r.err
 	}
 	if !carriesEvents(q.op) {
 		return q, nil
@@ -560,7 +571,7 @@ func (w *Wire) decodeRequest(data []byte) (*request, error) {
 	if q.op == opEach {
 		var err error
 		if q.groups, grouped, err = readGroups(r); err != nil {
-			return nil, err
+			return q, err
 		}
 	}
 	var into []sink.Event
@@ -620,8 +631,10 @@ type verdictDetail struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-func encodeVerdict(v *verdict) []byte {
+// encodeVerdict writes v in the given wire version (the request's).
+func encodeVerdict(v *verdict, version int) []byte {
 	b := make([]byte, 0, 32)
+	b = appendVersion(b, version)
 	b = append(b, v.status)
 	b = binary.AppendUvarint(b, uint64(max(v.len, 0)))
 	b = appendString(b, v.inst)
@@ -642,7 +655,11 @@ func encodeVerdict(v *verdict) []byte {
 
 func decodeVerdict(data []byte) (*verdict, error) {
 	r := &reader{b: data}
-	v := &verdict{status: r.byte(), len: int(r.uvarint()), inst: string(r.bytes())}
+	_, status, err := readVersion(r)
+	if err != nil {
+		return nil, fmt.Errorf("remote: bad verdict: %w", err)
+	}
+	v := &verdict{status: status, len: int(r.uvarint()), inst: string(r.bytes())}
 	if r.err != nil {
 		return nil, r.err
 	}
