@@ -29,6 +29,9 @@
 #   CLIENTS="64 256" DURATION=20s STALLED=300 bench/tls.sh
 #   BASE_REV=main bench/tls.sh         # adds haboob-base: cmd/haboob of that
 #                                      # git revision, alternated with the others
+#   GNET_PATCH=bench/gnet-netpoll-wait.patch bench/tls.sh
+#                                      # adds haboob-patched: cmd/haboob against
+#                                      # gnet with the patch (go.mod untouched)
 #
 # The switch columns also give, for Haboob, the share taken by the Go
 # runtime's sysmon thread (the process's second thread: the runtime starts
@@ -50,6 +53,8 @@ FULL_PAR=${FULL_PAR:-16}
 FULL_ROUNDS=${FULL_ROUNDS:-2}
 BASE_REV=${BASE_REV:-}
 HABOOB_BASE_TLS_PORT=${HABOOB_BASE_TLS_PORT:-18457}
+GNET_PATCH=${GNET_PATCH:+$(realpath "$GNET_PATCH")}
+HABOOB_PATCHED_TLS_PORT=${HABOOB_PATCHED_TLS_PORT:-18458}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || true
@@ -70,6 +75,15 @@ if [ -n "$BASE_REV" ]; then
 	(cd "$WORK/base" && go build -o "$WORK/haboob-base" ./cmd/haboob)
 	SERVERS="haboob haboob-base nginx"
 fi
+if [ -n "$GNET_PATCH" ]; then
+	cp -r "$(go list -m -f '{{.Dir}}' github.com/panjf2000/gnet/v2)" "$WORK/gnet"
+	chmod -R u+w "$WORK/gnet"
+	patch -s -d "$WORK/gnet" -p1 <"$GNET_PATCH" >&2
+	cp go.mod go.sum "$WORK/"
+	echo "replace github.com/panjf2000/gnet/v2 => $WORK/gnet" >>"$WORK/go.mod"
+	go build -modfile="$WORK/go.mod" -o "$WORK/haboob-patched" ./cmd/haboob
+	SERVERS="${SERVERS% nginx} haboob-patched nginx"
+fi
 go build -o "$WORK/loadgen" ./cmd/loadgen
 go build -o "$WORK/tlsstall" ./bench/tlsstall
 go test -c -o "$WORK/aio.test" ./aio
@@ -87,12 +101,20 @@ start_haboob() { # profiler address ("" for none)
 	PIDS+=($HABOOB_PID)
 }
 start_haboob ""
+start_variant() { # NAME PORT: $WORK/NAME on the HTTPS port PORT; sets VARIANT_PID
+	"$WORK/$1" -root "$WORK/files" -addr 127.0.0.1:0 -tls-addr 127.0.0.1:$2 \
+		-tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" -profiler "" 2>>"$WORK/$1.log" &
+	VARIANT_PID=$!
+	PIDS+=($VARIANT_PID)
+	wait_port "$2"
+}
 if [ -n "$BASE_REV" ]; then
-	"$WORK/haboob-base" -root "$WORK/files" -addr 127.0.0.1:0 -tls-addr 127.0.0.1:$HABOOB_BASE_TLS_PORT \
-		-tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" -profiler "" 2>>"$WORK/haboob-base.log" &
-	HABOOB_BASE_PID=$!
-	PIDS+=($HABOOB_BASE_PID)
-	wait_port $HABOOB_BASE_TLS_PORT
+	start_variant haboob-base $HABOOB_BASE_TLS_PORT
+	HABOOB_BASE_PID=$VARIANT_PID
+fi
+if [ -n "$GNET_PATCH" ]; then
+	start_variant haboob-patched $HABOOB_PATCHED_TLS_PORT
+	HABOOB_PATCHED_PID=$VARIANT_PID
 fi
 nginx_conf "$WORK/nginx.conf" "$WORK/nginx" "$(cat <<EOF
     access_log off;
@@ -112,9 +134,11 @@ PIDS+=($NGINX_PID)
 wait_port $HABOOB_TLS_PORT
 wait_port $NGINX_TLS_PORT
 
-declare -A URL=([haboob]="https://127.0.0.1:$HABOOB_TLS_PORT" [haboob-base]="https://127.0.0.1:$HABOOB_BASE_TLS_PORT" [nginx]="https://127.0.0.1:$NGINX_TLS_PORT")
-declare -A ADDR=([haboob]="127.0.0.1:$HABOOB_TLS_PORT" [haboob-base]="127.0.0.1:$HABOOB_BASE_TLS_PORT" [nginx]="127.0.0.1:$NGINX_TLS_PORT")
-declare -A PID=([haboob]=$HABOOB_PID [haboob-base]=${HABOOB_BASE_PID:-} [nginx]=$NGINX_PID)
+declare -A ADDR=([haboob]="127.0.0.1:$HABOOB_TLS_PORT" [haboob-base]="127.0.0.1:$HABOOB_BASE_TLS_PORT"
+	[haboob-patched]="127.0.0.1:$HABOOB_PATCHED_TLS_PORT" [nginx]="127.0.0.1:$NGINX_TLS_PORT")
+declare -A URL
+for s in "${!ADDR[@]}"; do URL[$s]="https://${ADDR[$s]}"; done
+declare -A PID=([haboob]=$HABOOB_PID [haboob-base]=${HABOOB_BASE_PID:-} [haboob-patched]=${HABOOB_PATCHED_PID:-} [nginx]=$NGINX_PID)
 # sysmon_sample PID: the context switches of the process's second thread
 # (Go's sysmon), "" for a process that is not Go.
 sysmon_sample() {
@@ -206,8 +230,8 @@ echo
 C1=$(echo $CLIENTS | cut -d' ' -f1)
 echo "4. Where a handshake's CPU goes: Haboob's CPU profile (8 s) under full handshakes ($FULL_PAR openssl s_time -new) and under wrk's resumptions (wrk -c$C1 Connection: close), then a 2 s runtime trace under the latter"
 echo
-kill "$HABOOB_PID" ${HABOOB_BASE_PID:-}
-wait "$HABOOB_PID" ${HABOOB_BASE_PID:-} 2>/dev/null || true
+kill "$HABOOB_PID" ${HABOOB_BASE_PID:-} ${HABOOB_PATCHED_PID:-}
+wait "$HABOOB_PID" ${HABOOB_BASE_PID:-} ${HABOOB_PATCHED_PID:-} 2>/dev/null || true
 start_haboob 127.0.0.1:$PROFILER_PORT
 wait_port $HABOOB_TLS_PORT
 wait_port $PROFILER_PORT
