@@ -103,12 +103,9 @@ func (c *Connection) endTraffic(gc gnet.Conn) (closeNow bool) {
 }
 
 // beginTraffic marks the event loop as delivering the connection's input
-// (see outbox.inTraffic). TLS connections keep the hand-off through
-// AsyncWrite.
+// (see outbox.inTraffic). A TLS connection's records, sealed by submit,
+// are written the same way (docs/tls.md, "2026-11-27 11:30").
 func (c *Connection) beginTraffic() bool {
-	if c.tls != nil {
-		return false
-	}
 	c.mu.Lock()
 	c.inTraffic = c.state == stateOpen
 	on := c.inTraffic

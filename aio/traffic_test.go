@@ -1,7 +1,6 @@
 package aio
 
 import (
-	"bytes"
 	"io"
 	"net"
 	"testing"
@@ -18,39 +17,13 @@ func TestRepliesDuringTrafficWrittenByTheLoop(t *testing.T) {
 	checkLeaks(t)
 	_, _, c, client := serverConn(t, SocketConfig{})
 	done := make(chan error, 64)
-	echo := fnSink(func(e sink.Event) error {
-		p, ok := e.(Packet)
-		if !ok {
-			return nil
-		}
-		// Two writes per packet: both leave in the loop's one write.
-		reply := append([]byte("re:"), p.Data...)
-		if err := c.Write(reply[:3], nil, func(err error) { done <- err }); err != nil {
-			return err
-		}
-		return c.Write(reply[3:], nil, func(err error) { done <- err })
-	})
+	echo := replyTwiceSink(c, done)
 	if err := c.StartReader(echo); err != nil {
 		t.Fatal(err)
 	}
 	const rounds = 5
 	for i := range rounds {
-		msg := []byte{'a' + byte(i), '\n'}
-		if _, err := client.Write(msg); err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, 3+len(msg))
-		if _, err := io.ReadFull(client, got); err != nil {
-			t.Fatal(err)
-		}
-		if want := append([]byte("re:"), msg...); !bytes.Equal(got, want) {
-			t.Fatalf("round %d: got %q, want %q", i, got, want)
-		}
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Fatalf("round %d: completion %v", i, err)
-			}
-		}
+		replyRound(t, client, done, i)
 	}
 	st := c.Stats()
 	if st.LoopWrites != rounds || st.AsyncWrites != 0 {
@@ -58,16 +31,7 @@ func TestRepliesDuringTrafficWrittenByTheLoop(t *testing.T) {
 	}
 
 	// Outside a delivery: handed to gnet.
-	if err := c.Write([]byte("late"), nil, func(err error) { done <- err }); err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 4)
-	if _, err := io.ReadFull(client, got); err != nil || string(got) != "late" {
-		t.Fatalf("got %q, %v", got, err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	writeOutsideDelivery(t, c, client, done)
 	if st := c.Stats(); st.AsyncWrites != 1 || st.LoopWrites != rounds {
 		t.Fatalf("after a write from the test: loop writes %d, async writes %d; want %d and 1", st.LoopWrites, st.AsyncWrites, rounds)
 	}

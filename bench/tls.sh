@@ -27,6 +27,15 @@
 #
 #   bench/tls.sh                       # 64 connections, 10 s per row
 #   CLIENTS="64 256" DURATION=20s STALLED=300 bench/tls.sh
+#   BASE_REV=main bench/tls.sh         # adds haboob-base: cmd/haboob of that
+#                                      # git revision, alternated with the others
+#   GNET_PATCH=bench/gnet-netpoll-wait.patch bench/tls.sh
+#                                      # adds haboob-patched: cmd/haboob against
+#                                      # gnet with the patch (go.mod untouched)
+#
+# The switch columns also give, for Haboob, the share taken by the Go
+# runtime's sysmon thread (the process's second thread: the runtime starts
+# it before any other), in parentheses.
 #
 # Load generator and servers share the machine: compare within one run.
 set -euo pipefail
@@ -42,6 +51,10 @@ STALLED=${STALLED:-300}
 N_STALL=${N_STALL:-100}
 FULL_PAR=${FULL_PAR:-16}
 FULL_ROUNDS=${FULL_ROUNDS:-2}
+BASE_REV=${BASE_REV:-}
+HABOOB_BASE_TLS_PORT=${HABOOB_BASE_TLS_PORT:-18457}
+GNET_PATCH=${GNET_PATCH:+$(realpath "$GNET_PATCH")}
+HABOOB_PATCHED_TLS_PORT=${HABOOB_PATCHED_TLS_PORT:-18458}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || true
@@ -55,6 +68,22 @@ done
 bench_workdir haboob-tls
 
 go build -o "$WORK/haboob" ./cmd/haboob
+SERVERS="haboob nginx"
+if [ -n "$BASE_REV" ]; then
+	mkdir -p "$WORK/base"
+	git archive "$BASE_REV" | tar -x -C "$WORK/base"
+	(cd "$WORK/base" && go build -o "$WORK/haboob-base" ./cmd/haboob)
+	SERVERS="haboob haboob-base nginx"
+fi
+if [ -n "$GNET_PATCH" ]; then
+	cp -r "$(go list -m -f '{{.Dir}}' github.com/panjf2000/gnet/v2)" "$WORK/gnet"
+	chmod -R u+w "$WORK/gnet"
+	patch -s -d "$WORK/gnet" -p1 <"$GNET_PATCH" >&2
+	cp go.mod go.sum "$WORK/"
+	echo "replace github.com/panjf2000/gnet/v2 => $WORK/gnet" >>"$WORK/go.mod"
+	go build -modfile="$WORK/go.mod" -o "$WORK/haboob-patched" ./cmd/haboob
+	SERVERS="${SERVERS% nginx} haboob-patched nginx"
+fi
 go build -o "$WORK/loadgen" ./cmd/loadgen
 go build -o "$WORK/tlsstall" ./bench/tlsstall
 go test -c -o "$WORK/aio.test" ./aio
@@ -72,6 +101,21 @@ start_haboob() { # profiler address ("" for none)
 	PIDS+=($HABOOB_PID)
 }
 start_haboob ""
+start_variant() { # NAME PORT: $WORK/NAME on the HTTPS port PORT; sets VARIANT_PID
+	"$WORK/$1" -root "$WORK/files" -addr 127.0.0.1:0 -tls-addr 127.0.0.1:$2 \
+		-tls-cert "$WORK/cert.pem" -tls-key "$WORK/key.pem" -profiler "" 2>>"$WORK/$1.log" &
+	VARIANT_PID=$!
+	PIDS+=($VARIANT_PID)
+	wait_port "$2"
+}
+if [ -n "$BASE_REV" ]; then
+	start_variant haboob-base $HABOOB_BASE_TLS_PORT
+	HABOOB_BASE_PID=$VARIANT_PID
+fi
+if [ -n "$GNET_PATCH" ]; then
+	start_variant haboob-patched $HABOOB_PATCHED_TLS_PORT
+	HABOOB_PATCHED_PID=$VARIANT_PID
+fi
 nginx_conf "$WORK/nginx.conf" "$WORK/nginx" "$(cat <<EOF
     access_log off;
     ssl_protocols TLSv1.2 TLSv1.3;
@@ -90,25 +134,45 @@ PIDS+=($NGINX_PID)
 wait_port $HABOOB_TLS_PORT
 wait_port $NGINX_TLS_PORT
 
-declare -A URL=([haboob]="https://127.0.0.1:$HABOOB_TLS_PORT" [nginx]="https://127.0.0.1:$NGINX_TLS_PORT")
-declare -A ADDR=([haboob]="127.0.0.1:$HABOOB_TLS_PORT" [nginx]="127.0.0.1:$NGINX_TLS_PORT")
-declare -A PID=([haboob]=$HABOOB_PID [nginx]=$NGINX_PID)
+declare -A ADDR=([haboob]="127.0.0.1:$HABOOB_TLS_PORT" [haboob-base]="127.0.0.1:$HABOOB_BASE_TLS_PORT"
+	[haboob-patched]="127.0.0.1:$HABOOB_PATCHED_TLS_PORT" [nginx]="127.0.0.1:$NGINX_TLS_PORT")
+declare -A URL
+for s in "${!ADDR[@]}"; do URL[$s]="https://${ADDR[$s]}"; done
+declare -A PID=([haboob]=$HABOOB_PID [haboob-base]=${HABOOB_BASE_PID:-} [haboob-patched]=${HABOOB_PATCHED_PID:-} [nginx]=$NGINX_PID)
+# sysmon_sample PID: the context switches of the process's second thread
+# (Go's sysmon), "" for a process that is not Go.
+sysmon_sample() {
+	[ "$1" = "$NGINX_PID" ] && return
+	local t
+	t=$(ls /proc/"$1"/task | sort -n | sed -n 2p)
+	awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s += $2} END {print s + 0}' "/proc/$1/task/$t/status"
+}
+# sysmon_share S0 S1 CS0 CS1: " (sysmon N %)" or "".
+sysmon_share() {
+	[ -n "$1" ] || return 0
+	awk -v a="$1" -v b="$2" -v c="$3" -v d="$4" 'BEGIN { if (d > c) printf " (sysmon %.0f %%)", 100 * (b - a) / (d - c) }'
+}
 server_pids() { echo "${PID[$1]} $(pgrep -P "${PID[$1]}" 2>/dev/null | tr '\n' ' ')"; }
 row() { # name server connections wrk-args...
 	local name=$1 s=$2 c=$3
 	shift 3
 	wrk -t2 -c"$c" -d"$WARMUP" "$@" >/dev/null 2>&1 || true
-	local pids
+	local pids sm0 sm1
 	pids=$(server_pids "$s")
+	sm0=$(sysmon_sample "${PID[$s]}")
 	read -r t0 cs0 < <(proc_sample $pids)
 	out=$(wrk -t2 -c"$c" -d"$DURATION" --latency "$@" 2>&1)
 	read -r t1 cs1 < <(proc_sample $pids)
-	echo "$out" | wrk_row "$name | $s | $c" $((t1 - t0)) $((cs1 - cs0))
+	sm1=$(sysmon_sample "${PID[$s]}")
+	echo "$out" | wrk_row "$name | $s | $c" $((t1 - t0)) $((cs1 - cs0)) |
+		awk -v add="$(sysmon_share "$sm0" "$sm1" "$cs0" "$cs1")" -F' [|] ' -v OFS=' | ' '{ if (NF >= 8) $8 = $8 add; print }'
 }
 full_row() { # server: FULL_PAR openssl s_time -new clients for DURATION, no resumption
 	local s=$1 pids secs=${DURATION%s} dir i
 	pids=$(server_pids "$s")
 	dir=$(mktemp -d "$WORK/stime.XXXX")
+	local sm0 sm1
+	sm0=$(sysmon_sample "${PID[$s]}")
 	read -r t0 cs0 < <(proc_sample $pids)
 	local clients=()
 	for i in $(seq "$FULL_PAR"); do
@@ -117,10 +181,12 @@ full_row() { # server: FULL_PAR openssl s_time -new clients for DURATION, no res
 	done
 	wait "${clients[@]}" || true
 	read -r t1 cs1 < <(proc_sample $pids)
-	cat "$dir"/* | awk -v s="$s" -v secs="$secs" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" -v c="$FULL_PAR" '
+	sm1=$(sysmon_sample "${PID[$s]}")
+	cat "$dir"/* | awk -v s="$s" -v secs="$secs" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" -v c="$FULL_PAR" \
+		-v add="$(sysmon_share "$sm0" "$sm1" "$cs0" "$cs1")" '
 		/connections in [0-9.]+ real seconds/ { n += $1 }
 		END { if (!n) { printf "| full handshake, no resumption | %s | %d | failed | | | | | |\n", s, c; exit }
-			printf "| full handshake, no resumption (openssl s_time -new) | %s | %d | %.0f | | | %.1f | %.3f | 0 |\n", s, c, n / secs, dt / hz * 1e6 / n, dcs / n }'
+			printf "| full handshake, no resumption (openssl s_time -new) | %s | %d | %.0f | | | %.1f | %.3f%s | 0 |\n", s, c, n / secs, dt / hz * 1e6 / n, dcs / n, add }'
 }
 stall_row() { # server
 	local s=$1 pids out
@@ -138,7 +204,7 @@ echo "1. A real client's handshakes ($N_STALL, one after the other, each a new c
 echo
 echo "| server | tlsstall | CPU µs/handshake | context switches/handshake |"
 echo "|---|---|---|---|"
-for s in haboob nginx; do
+for s in $SERVERS; do
 	stall_row "$s"
 done
 echo
@@ -147,15 +213,15 @@ echo
 echo "| test | server | connections | requests/s | p50 ms | p99 ms | CPU µs/request | context switches/request | errors |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for c in $CLIENTS; do
-	for s in haboob nginx; do
+	for s in $SERVERS; do
 		row "new connection per request (wrk: TLS 1.3 resumption)" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
 	done
 	for r in $(seq "$FULL_ROUNDS"); do # alternated: a burst of load elsewhere hits both
-		for s in haboob nginx; do
+		for s in $SERVERS; do
 			full_row "$s"
 		done
 	done
-	for s in haboob nginx; do
+	for s in $SERVERS; do
 		row "keep-alive, SPECweb99-like mix" "$s" "$c" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS"
 	done
 done
@@ -164,8 +230,8 @@ echo
 C1=$(echo $CLIENTS | cut -d' ' -f1)
 echo "4. Where a handshake's CPU goes: Haboob's CPU profile (8 s) under full handshakes ($FULL_PAR openssl s_time -new) and under wrk's resumptions (wrk -c$C1 Connection: close), then a 2 s runtime trace under the latter"
 echo
-kill "$HABOOB_PID"
-wait "$HABOOB_PID" 2>/dev/null || true
+kill "$HABOOB_PID" ${HABOOB_BASE_PID:-} ${HABOOB_PATCHED_PID:-}
+wait "$HABOOB_PID" ${HABOOB_BASE_PID:-} ${HABOOB_PATCHED_PID:-} 2>/dev/null || true
 start_haboob 127.0.0.1:$PROFILER_PORT
 wait_port $HABOOB_TLS_PORT
 wait_port $PROFILER_PORT
