@@ -445,6 +445,8 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 	if c.tls != nil && (c.tls.fresh.Swap(false) || c.tls.tr.Buffered() > 0) && !c.tlsDeliver(r, nil) {
 		return c.overflow(gc)
 	}
+	borrower, lend := r.s.(PacketBorrower)
+	lend = lend && c.tls == nil
 	for avail > 0 {
 		n := min(avail, int(c.cfg.ReadBuffer))
 		if c.gov != nil {
@@ -462,6 +464,25 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 				break
 			}
 			n = grant
+		}
+		if lend {
+			// The borrower is lent a view of gnet's buffer, discarded once
+			// it returns: no allocation and no copy per packet.
+			data, _ := gc.Peek(n)
+			if len(data) == 0 {
+				break
+			}
+			avail -= len(data)
+			c.seq++
+			c.countIn(len(data))
+			ok := c.box.lendPacket(borrower, Packet{Conn: c, Seq: c.seq, Data: data, At: c.readAt.Load()})
+			_, _ = gc.Discard(len(data))
+			if !ok {
+				c.paused.Store(true)
+				c.armRetry()
+				break
+			}
+			continue
 		}
 		data := make([]byte, n)
 		m, _ := gc.Read(data)

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -14,8 +15,14 @@ import (
 // hands the requests to the application.
 
 // onPacket takes the bytes of a packet that arrived at sink.Nanotime
-// reading at (0: unknown, the clock is read).
-func (c *Connection) onPacket(data []byte, at int64) error {
+// reading at (0: unknown, the clock is read). lent says data is only
+// valid during the call (aio.PacketBorrower): it is parsed at once, or
+// copied when it must wait (the pipeline is full or another goroutine is
+// pumping) or HTTP/2 may take it.
+func (c *Connection) onPacket(data []byte, at int64, lent bool) error {
+	if lent && (!c.sniff.decided || c.h2.Load() != nil) {
+		data, lent = bytes.Clone(data), false
+	}
 	data, h2, err := c.protoPacket(data)
 	if h2 {
 		return err
@@ -39,6 +46,12 @@ func (c *Connection) onPacket(data []byte, at int64) error {
 		c.mu.Unlock()
 		c.srv.stats.overflows.Add(1)
 		return errPipelineFull
+	}
+	if lent && (c.pumping || c.closing || len(c.held) > 0 || c.ready.Len() > 0) {
+		// Not parsed in this call: the held bytes must be ours. (Otherwise
+		// pump's first round feeds them to the parser, which copies what
+		// it keeps.)
+		data = bytes.Clone(data)
 	}
 	c.lastAct = now
 	c.wall, c.mono = time.Now(), now

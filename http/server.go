@@ -558,7 +558,17 @@ func (r connReader) Enqueue(e sink.Event) error { return r.s.onReaderEvent(e) }
 
 func (r connReader) ReceivePacket(p aio.Packet) error {
 	if c, ok := p.Conn.Value().(*Connection); ok {
-		return c.onPacket(p.Data, p.At)
+		return c.onPacket(p.Data, p.At, false)
+	}
+	return nil
+}
+
+// BorrowPacket takes a packet whose bytes are lent by the event loop
+// (aio.PacketBorrower): parsed at once, they are copied only when they
+// must wait (see onPacket).
+func (r connReader) BorrowPacket(p aio.Packet) error {
+	if c, ok := p.Conn.Value().(*Connection); ok {
+		return c.onPacket(p.Data, p.At, true)
 	}
 	return nil
 }
@@ -567,7 +577,7 @@ func (s *Server) onReaderEvent(e sink.Event) error {
 	switch ev := e.(type) {
 	case aio.Packet:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
-			return c.onPacket(ev.Data, ev.At)
+			return c.onPacket(ev.Data, ev.At, false)
 		}
 	case aio.TimerExpired:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
