@@ -110,8 +110,9 @@ func (c *Connection) pump(now int64) {
 			c.batch = batch
 			c.mu.Unlock()
 			c.deliver(batch)
-			clear(batch)
 			c.mu.Lock()
+			c.recycleLocked(batch)
+			clear(batch)
 			now, c.wall, c.mono = 0, time.Time{}, 0 // the application ran: read the clocks again
 			continue
 		}
@@ -187,10 +188,13 @@ func (c *Connection) wallNow() time.Time {
 
 // deliver hands parsed requests to the application; a refusal is answered
 // with 503 at once. Only the pumping goroutine calls it, so requests reach
-// the application in order.
+// the application in order. It leaves in reqs only the requests the
+// Inline hook answered (the others are set to nil): the ones recycleLocked
+// may take back.
 func (c *Connection) deliver(reqs []*Request) {
 	srv := c.srv
-	for _, r := range reqs {
+	for i, r := range reqs {
+		reqs[i] = nil
 		srv.stats.requests.Add(1)
 		if c.overLimit {
 			resp := ServiceUnavailable(srv.cfg.RetryAfter)
@@ -205,6 +209,7 @@ func (c *Connection) deliver(reqs []*Request) {
 			r.SetPrincipal(f(r))
 		}
 		if f := srv.cfg.Inline; f != nil && f(r) {
+			reqs[i] = r
 			continue
 		}
 		if err := srv.requests.Enqueue(r); err != nil {
@@ -214,6 +219,25 @@ func (c *Connection) deliver(reqs []*Request) {
 				resp.Close = true
 			}
 			_ = c.reply(Reply{Req: r, Resp: resp})
+		}
+	}
+}
+
+// recycleLocked gives the parser back the memory of a request the Inline
+// hook answered (from deliver's reqs) when nothing can refer to it any
+// more: the server says its Inline hook keeps nothing of the requests it
+// answers (RecycleInline), its answer has been emitted (not waiting for
+// an earlier one), no OnResponse was handed its strings, no admission
+// predicate holds its reply until written, and it has no context of its
+// own. The next request parsed then reuses warm memory instead of a new
+// allocation.
+func (c *Connection) recycleLocked(reqs []*Request) {
+	if !c.srv.cfg.RecycleInline || c.srv.cfg.OnResponse != nil || c.adm.Predicate() != nil {
+		return
+	}
+	for _, r := range reqs {
+		if r != nil && r.Seq < c.nextOut && r.ctx == nil {
+			c.parser.recycle(r)
 		}
 	}
 }

@@ -144,6 +144,14 @@ type ServerConfig struct {
 	// event loop's other connections, wait for it. Requests it answers
 	// count in ServerStats.Requests like the others.
 	Inline func(*Request) bool
+	// RecycleInline says that the Inline hook, and whatever it hands the
+	// request's answer to, keep nothing of a request it answered (the
+	// *Request, its strings, Header or Body) once the answer is sent:
+	// the connection then reuses the request's memory for the next
+	// request it parses (when no OnResponse, admission predicate or
+	// context could still see it), so that an inline answer allocates no
+	// Request.
+	RecycleInline bool
 	// OnResponse, if set, is called once for every response the server
 	// hands to the socket: the application's answers, 503 rejections, and
 	// the server's own answers to requests that failed to parse or timed
