@@ -8,7 +8,9 @@
 #   flock /tmp/bench.lock env A=/tmp/haboob-main B=/tmp/haboob-branch \
 #       PAIRS=3 CONNS="64 1024" DIRS=220 bench/pairs.sh
 #
-# Environment: A, B (haboob binaries; both required), PAIRS (default 3),
+# Environment: A, B (haboob binaries; both required; the same binary twice
+# compares A_CONFIG with B_CONFIG, stage configurations, default the
+# embedded one), PAIRS (default 3),
 # CONNS (wrk connection counts, default 64), DIRS (file-set size, default
 # 220 = 1.1 GB), DURATION (default 8s), WARMUP (default 2s), WRK_THREADS
 # (default 2). The haboobs listen on HABOOB_PORT and HABOOB_PATCHED_PORT
@@ -36,20 +38,22 @@ build_servers nginx
 "$WORK/bin/loadgen" gen -dir "$WORK/files" -dirs "$DIRS" >&2
 chmod -R a+rX "$WORK/files"
 
-# start_haboob NAME BINARY PORT ADMIN-PORT
+# start_haboob NAME BINARY PORT ADMIN-PORT CONFIG
 start_haboob() {
 	local admin=""
 	[ -n "${PROFILE:-}" ] && admin=127.0.0.1:$4
 	ADMIN[$1]=$admin
-	"$2" -root "$WORK/files" -addr "127.0.0.1:$3" -profiler "$admin" 2>"$WORK/$1.log" &
+	local config=()
+	[ -n "$5" ] && config=(-config "$5")
+	"$2" -root "$WORK/files" -addr "127.0.0.1:$3" -profiler "$admin" "${config[@]}" 2>"$WORK/$1.log" &
 	SERVER_PID[$1]=$!
 	PIDS+=($!)
 	wait_port "$3"
 	URL[$1]="http://127.0.0.1:$3"
 }
 declare -A ADMIN
-start_haboob A "$A" "$HABOOB_PORT" 19090
-start_haboob B "$B" "${HABOOB_PATCHED_PORT:-18084}" 19091
+start_haboob A "$A" "$HABOOB_PORT" 19090 "${A_CONFIG:-}"
+start_haboob B "$B" "${HABOOB_PATCHED_PORT:-18084}" 19091 "${B_CONFIG:-}"
 start_server nginx "$WORK/files"
 
 # cpu_sample PIDS...: "user-ticks system-ticks context-switches".
@@ -91,7 +95,7 @@ row() {
 		}'
 }
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg); A = $A, B = $B; $DIRS directories, wrk $DURATION after $WARMUP"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg); A = $A ${A_CONFIG:-}, B = $B ${B_CONFIG:-}; $DIRS directories, wrk $DURATION after $WARMUP"
 echo
 echo "| server | connections | requests/s | CPU µs/request | user µs | system µs | context switches/request |"
 echo "|---|---|---|---|---|---|---|"

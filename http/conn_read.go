@@ -54,7 +54,7 @@ func (c *Connection) onPacket(data []byte, at int64, lent bool) error {
 		data = bytes.Clone(data)
 	}
 	c.lastAct = now
-	c.wall, c.mono = time.Now(), now
+	c.wall, c.mono = wallAt(now), now
 	if c.reqStart == 0 {
 		c.reqStart = now
 	}
