@@ -170,7 +170,7 @@ func (c *Connection) updateFlushedLocked(gc gnet.Conn) int64 {
 func (c *Connection) setFlushedLocked(fl int64) {
 	if old := c.flushed.Load(); fl > old {
 		c.flushed.Store(fl)
-		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.countOut(fl - old)
 		c.eng.stats.outPending.Add(old - fl)
 		now := c.readAt.Load() // the event loop's delivery: its arrival reading
 		if now == 0 {
@@ -538,7 +538,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	fl := c.applied - out
 	if old := c.flushed.Load(); fl > old {
 		c.flushed.Store(fl)
-		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.countOut(fl - old)
 		c.eng.stats.outPending.Add(old - fl)
 	}
 	c.recycleSealedLocked()

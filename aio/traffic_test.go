@@ -190,3 +190,65 @@ func TestPacketCarriesArrivalReading(t *testing.T) {
 		t.Fatalf("%d loop writes, want 3", st.LoopWrites)
 	}
 }
+
+// The per-request byte and packet counters are each event loop's own
+// (loopTraffic, a cache line per loop): two loops' connections echoing
+// bytes leave the socket-wide counters untouched, each loop counts its
+// connection's traffic, and SocketStats adds them up.
+func TestTrafficCountedPerLoop(t *testing.T) {
+	checkLeaks(t)
+	owner := newRecorder("owner")
+	srv := listen(t, SocketConfig{EventLoops: 2}, owner)
+	clients := make([]*net.TCPConn, 2)
+	var evs []sink.Event
+	for i := range clients {
+		clients[i] = dial(t, srv)
+		evs = owner.wait(t, "connection", func(evs []sink.Event) bool { return count[*Connection](evs) == i+1 })
+	}
+	loops := map[*loopTraffic]bool{}
+	for _, e := range evs {
+		c, ok := e.(*Connection)
+		if !ok {
+			continue
+		}
+		loops[c.traffic] = true
+		echo := fnSink(func(e sink.Event) error {
+			if p, ok := e.(Packet); ok {
+				return c.Write(p.Data, nil, nil)
+			}
+			return nil
+		})
+		if err := c.StartReader(echo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(loops) != 2 {
+		t.Fatalf("2 connections on %d event loops, want one each", len(loops))
+	}
+	const rounds, size = 10, 100
+	buf := make([]byte, size)
+	for range rounds {
+		for _, client := range clients {
+			if _, err := client.Write(buf); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(client, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const want = 2 * rounds * size
+	waitCond(t, "the bytes written counted", func() bool { return srv.Stats().BytesOut == want })
+	if st := srv.Stats(); st.BytesIn != want || st.Packets < 2*rounds {
+		t.Fatalf("stats: %d bytes in, %d packets; want %d bytes, at least %d packets", st.BytesIn, st.Packets, want, 2*rounds)
+	}
+	for loop := range loops {
+		if loop.bytesIn.Load() != want/2 || loop.bytesOut.Load() != want/2 {
+			t.Fatalf("a loop counted %d bytes in, %d out; want %d each", loop.bytesIn.Load(), loop.bytesOut.Load(), want/2)
+		}
+	}
+	s := &srv.eng.stats
+	if s.bytesIn.Load() != 0 || s.packets.Load() != 0 || s.bytesOut.Load() != 0 {
+		t.Fatalf("socket-wide counters written: %d bytes in, %d packets, %d bytes out", s.bytesIn.Load(), s.packets.Load(), s.bytesOut.Load())
+	}
+}
