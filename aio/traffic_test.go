@@ -91,38 +91,7 @@ func TestEventLoopYields(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkLeaks(t)
-			owner := newRecorder("owner")
-			srv := listen(t, SocketConfig{EventLoops: tc.connections}, owner)
-			// One at a time: gnet gives a connection to the loop with the
-			// fewest once the previous one is registered.
-			clients := make([]*net.TCPConn, tc.connections)
-			var evs []sink.Event
-			for i := range clients {
-				clients[i] = dial(t, srv)
-				evs = owner.wait(t, "connection", func(evs []sink.Event) bool {
-					return count[*Connection](evs) == i+1
-				})
-			}
-			loops := map[*loopTraffic]bool{}
-			for _, e := range evs {
-				c, ok := e.(*Connection)
-				if !ok {
-					continue
-				}
-				loops[c.traffic] = true
-				echo := fnSink(func(e sink.Event) error {
-					if p, ok := e.(Packet); ok {
-						return c.Write(p.Data, nil, nil)
-					}
-					return nil
-				})
-				if err := c.StartReader(echo); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if len(loops) != tc.connections {
-				t.Fatalf("%d connections on %d event loops, want one loop each", tc.connections, len(loops))
-			}
+			_, clients, loops := echoOnEachLoop(t, tc.connections)
 			buf := []byte{'x'}
 			for range tc.rounds {
 				for _, client := range clients {
@@ -197,34 +166,7 @@ func TestPacketCarriesArrivalReading(t *testing.T) {
 // connection's traffic, and SocketStats adds them up.
 func TestTrafficCountedPerLoop(t *testing.T) {
 	checkLeaks(t)
-	owner := newRecorder("owner")
-	srv := listen(t, SocketConfig{EventLoops: 2}, owner)
-	clients := make([]*net.TCPConn, 2)
-	var evs []sink.Event
-	for i := range clients {
-		clients[i] = dial(t, srv)
-		evs = owner.wait(t, "connection", func(evs []sink.Event) bool { return count[*Connection](evs) == i+1 })
-	}
-	loops := map[*loopTraffic]bool{}
-	for _, e := range evs {
-		c, ok := e.(*Connection)
-		if !ok {
-			continue
-		}
-		loops[c.traffic] = true
-		echo := fnSink(func(e sink.Event) error {
-			if p, ok := e.(Packet); ok {
-				return c.Write(p.Data, nil, nil)
-			}
-			return nil
-		})
-		if err := c.StartReader(echo); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(loops) != 2 {
-		t.Fatalf("2 connections on %d event loops, want one each", len(loops))
-	}
+	srv, clients, loops := echoOnEachLoop(t, 2)
 	const rounds, size = 10, 100
 	buf := make([]byte, size)
 	for range rounds {
@@ -251,4 +193,42 @@ func TestTrafficCountedPerLoop(t *testing.T) {
 	if s.bytesIn.Load() != 0 || s.packets.Load() != 0 || s.bytesOut.Load() != 0 {
 		t.Fatalf("socket-wide counters written: %d bytes in, %d packets, %d bytes out", s.bytesIn.Load(), s.packets.Load(), s.bytesOut.Load())
 	}
+}
+
+// echoOnEachLoop starts a server with n event loops and dials n clients,
+// one at a time (gnet gives a connection to the loop with the fewest once
+// the previous one is registered), each served by an echo reader; it
+// fails unless each connection has a loop of its own, and returns the
+// server, the clients and the loops' counters.
+func echoOnEachLoop(t *testing.T, n int) (*Server, []*net.TCPConn, map[*loopTraffic]bool) {
+	t.Helper()
+	owner := newRecorder("owner")
+	srv := listen(t, SocketConfig{EventLoops: n}, owner)
+	clients := make([]*net.TCPConn, n)
+	var evs []sink.Event
+	for i := range clients {
+		clients[i] = dial(t, srv)
+		evs = owner.wait(t, "connection", func(evs []sink.Event) bool { return count[*Connection](evs) == i+1 })
+	}
+	loops := map[*loopTraffic]bool{}
+	for _, e := range evs {
+		c, ok := e.(*Connection)
+		if !ok {
+			continue
+		}
+		loops[c.traffic] = true
+		echo := fnSink(func(e sink.Event) error {
+			if p, ok := e.(Packet); ok {
+				return c.Write(p.Data, nil, nil)
+			}
+			return nil
+		})
+		if err := c.StartReader(echo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(loops) != n {
+		t.Fatalf("%d connections on %d event loops, want one loop each", n, len(loops))
+	}
+	return srv, clients, loops
 }

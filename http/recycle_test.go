@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	nethttp "net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/aio"
 	"github.com/sandstorm-go/sandstorm/http"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
@@ -45,7 +43,6 @@ func TestRecycleInline(t *testing.T) {
 			var paths []string       // their paths, copied when seen
 			var logged []string      // the records' targets, as OnResponse got them
 			cfg := http.ServerConfig{RecycleInline: tc.recycle}
-			cfg.Socket.Addr = "127.0.0.1:0"
 			if tc.log {
 				cfg.OnResponse = func(rec http.AccessRecord) {
 					mu.Lock()
@@ -69,16 +66,7 @@ func TestRecycleInline(t *testing.T) {
 				return true
 			}
 			staged := sink.NewQueue(0)
-			srv, err := http.Listen(cfg, staged, aio.Env{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Close() })
-			client, err := net.Dial("tcp", srv.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { client.Close() })
+			client := listenAndDial(t, cfg, staged)
 			_ = client.SetDeadline(time.Now().Add(time.Minute)) // a hang guard only
 			br := bufio.NewReader(client)
 
