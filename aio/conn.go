@@ -241,8 +241,23 @@ func (c *Connection) sendTail(to Receiver, tail []Packet) {
 func (c *Connection) countIn(n int) {
 	c.bytesIn.Add(uint64(n))
 	c.packets.Add(1)
+	if t := c.traffic; t != nil {
+		t.bytesIn.Add(uint64(n)) // the loop's own line (loopTraffic)
+		t.packets.Add(1)
+		return
+	}
 	c.eng.stats.bytesIn.Add(uint64(n))
 	c.eng.stats.packets.Add(1)
+}
+
+// countOut counts n bytes written to the kernel, on the loop's own line
+// when the connection has one.
+func (c *Connection) countOut(n int64) {
+	if t := c.traffic; t != nil {
+		t.bytesOut.Add(uint64(n))
+		return
+	}
+	c.eng.stats.bytesOut.Add(uint64(n))
 }
 
 // SetTimer has the connection's event receiver (the reader, or the owner

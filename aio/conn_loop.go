@@ -167,7 +167,7 @@ func (c *Connection) updateFlushedLocked(gc gnet.Conn) int64 {
 func (c *Connection) setFlushedLocked(fl int64) {
 	if old := c.flushed.Load(); fl > old {
 		c.flushed.Store(fl)
-		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.countOut(fl - old)
 		c.eng.stats.outPending.Add(old - fl)
 		now := c.readAt.Load() // the event loop's delivery: its arrival reading
 		if now == 0 {
@@ -442,6 +442,8 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 	if c.tls != nil && (c.tls.fresh.Swap(false) || c.tls.tr.Buffered() > 0) && !c.tlsDeliver(r, nil) {
 		return c.overflow(gc)
 	}
+	borrower, lend := r.s.(PacketBorrower)
+	lend = lend && c.tls == nil
 	for avail > 0 {
 		n := min(avail, int(c.cfg.ReadBuffer))
 		if c.gov != nil {
@@ -459,6 +461,25 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 				break
 			}
 			n = grant
+		}
+		if lend {
+			// The borrower is lent a view of gnet's buffer, discarded once
+			// it returns: no allocation and no copy per packet.
+			data, _ := gc.Peek(n)
+			if len(data) == 0 {
+				break
+			}
+			avail -= len(data)
+			c.seq++
+			c.countIn(len(data))
+			ok := c.box.lendPacket(borrower, Packet{Conn: c, Seq: c.seq, Data: data, At: c.readAt.Load()})
+			_, _ = gc.Discard(len(data))
+			if !ok {
+				c.paused.Store(true)
+				c.armRetry()
+				break
+			}
+			continue
 		}
 		data := make([]byte, n)
 		m, _ := gc.Read(data)
@@ -514,7 +535,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	fl := c.applied - out
 	if old := c.flushed.Load(); fl > old {
 		c.flushed.Store(fl)
-		c.eng.stats.bytesOut.Add(uint64(fl - old))
+		c.countOut(fl - old)
 		c.eng.stats.outPending.Add(old - fl)
 	}
 	c.recycleSealedLocked()

@@ -260,13 +260,31 @@ func (e *engine) OnTraffic(gc gnet.Conn) gnet.Action {
 const yieldEvery = 256
 
 // loopTraffic counts one event loop's OnTraffic calls and the yields they
-// made. Only that loop adds to it, and it fills a cache line of its own:
-// no two loops write the same line. (Atomic, so that other goroutines may
-// read it.)
+// made, and the bytes and packets its connections read and the bytes
+// they wrote (the per-request counters of SocketStats). Only that loop
+// adds to it, and it fills a cache line of its own: no two loops write
+// the same line, where one socket-wide counter had both loops' cores
+// take the line from each other on every request. (Atomic, so that
+// other goroutines may read it.)
 type loopTraffic struct {
-	events atomic.Uint64
-	yields atomic.Uint64
-	_      [cacheLine - 16]byte
+	events   atomic.Uint64
+	yields   atomic.Uint64
+	bytesIn  atomic.Uint64
+	packets  atomic.Uint64
+	bytesOut atomic.Uint64
+	_        [cacheLine - 40]byte
+}
+
+// loopSums adds up the loops' byte and packet counters.
+func (e *engine) loopSums() (bytesIn, packets, bytesOut uint64) {
+	e.lmu.Lock()
+	defer e.lmu.Unlock()
+	for _, t := range e.loops {
+		bytesIn += t.bytesIn.Load()
+		packets += t.packets.Load()
+		bytesOut += t.bytesOut.Load()
+	}
+	return bytesIn, packets, bytesOut
 }
 
 // cacheLine is the size of a CPU cache line on the platforms Go supports

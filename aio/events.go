@@ -55,6 +55,20 @@ type PacketReceiver interface {
 	ReceivePacket(p Packet) error
 }
 
+// PacketBorrower is a PacketReceiver that can also take packets whose
+// Data is only lent: on a plain (not TLS) connection, BorrowPacket is
+// called on the event loop with a view of the loop's read buffer, which
+// is reused once it returns, so that reading allocates nothing per
+// packet. It must copy whatever of Data it keeps after it returns. A
+// packet it refuses, or one that must wait because something waits
+// before it, is copied by the socket first and then waits and is offered
+// again through Enqueue as a Packet event whose Data it owns, as to any
+// Receiver.
+type PacketBorrower interface {
+	PacketReceiver
+	BorrowPacket(p Packet) error
+}
+
 // Func is a Receiver that calls a function with each event, on the
 // goroutine that delivers it (an event loop, or a socket's maintenance
 // goroutine). It must not block. Func is a callback, not a queue: it is

@@ -72,6 +72,7 @@ type counters struct {
 
 func (e *engine) snapshotStats() SocketStats {
 	s := &e.stats
+	in, packets, out := e.loopSums()
 	return SocketStats{
 		Open:             e.open(),
 		Accepted:         s.accepted.Load(),
@@ -81,9 +82,9 @@ func (e *engine) snapshotStats() SocketStats {
 		RejectedAccepts:  s.rejectedAccepts.Load(),
 		OverLimit:        s.overLimit.Load(),
 		AcceptErrors:     s.acceptErrors.Load(),
-		BytesIn:          s.bytesIn.Load(),
-		BytesOut:         s.bytesOut.Load(),
-		Packets:          s.packets.Load(),
+		BytesIn:          s.bytesIn.Load() + in,
+		BytesOut:         s.bytesOut.Load() + out,
+		Packets:          s.packets.Load() + packets,
 		Clogs:            s.clogs.Load(),
 		RefusedWrites:    s.refusedWrites.Load(),
 		RejectedReads:    s.rejectedReads.Load(),
@@ -144,9 +145,9 @@ func (e *engine) registerMetrics() {
 	gauge("connections.rejected", u(&s.rejectedAccepts))
 	gauge("connections.overLimit", u(&s.overLimit))
 	gauge("accept.errors", u(&s.acceptErrors))
-	gauge("bytes.in", u(&s.bytesIn))
-	gauge("bytes.out", u(&s.bytesOut))
-	gauge("packets.in", u(&s.packets))
+	gauge("bytes.in", func() int64 { return int64(e.snapshotStats().BytesIn) })
+	gauge("bytes.out", func() int64 { return int64(e.snapshotStats().BytesOut) })
+	gauge("packets.in", func() int64 { return int64(e.snapshotStats().Packets) })
 	gauge("clogs", u(&s.clogs))
 	gauge("writes.refused", u(&s.refusedWrites))
 	gauge("reads.rejected", u(&s.rejectedReads))

@@ -1,6 +1,7 @@
 package aio
 
 import (
+	"bytes"
 	"errors"
 	"sync"
 
@@ -54,6 +55,23 @@ func (o *postbox) sendPacket(to Receiver, p Packet) bool {
 	var d delivery
 	if err != nil {
 		d = delivery{to: to, ev: p} // boxed only to wait or to be counted lost
+	}
+	return o.delivered(d, err)
+}
+
+// lendPacket is sendPacket for a packet whose Data is lent (valid only
+// during the call): the borrower is handed it while nothing waits before
+// it; a packet that must wait (or be counted lost) is copied first.
+func (o *postbox) lendPacket(to PacketBorrower, p Packet) bool {
+	if !o.claim() {
+		p.Data = bytes.Clone(p.Data)
+		return o.queue(delivery{to: to, ev: p})
+	}
+	err := to.BorrowPacket(p)
+	var d delivery
+	if err != nil {
+		p.Data = bytes.Clone(p.Data)
+		d = delivery{to: to, ev: p}
 	}
 	return o.delivered(d, err)
 }

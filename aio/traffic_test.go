@@ -55,38 +55,7 @@ func TestEventLoopYields(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkLeaks(t)
-			owner := newRecorder("owner")
-			srv := listen(t, SocketConfig{EventLoops: tc.connections}, owner)
-			// One at a time: gnet gives a connection to the loop with the
-			// fewest once the previous one is registered.
-			clients := make([]*net.TCPConn, tc.connections)
-			var evs []sink.Event
-			for i := range clients {
-				clients[i] = dial(t, srv)
-				evs = owner.wait(t, "connection", func(evs []sink.Event) bool {
-					return count[*Connection](evs) == i+1
-				})
-			}
-			loops := map[*loopTraffic]bool{}
-			for _, e := range evs {
-				c, ok := e.(*Connection)
-				if !ok {
-					continue
-				}
-				loops[c.traffic] = true
-				echo := fnSink(func(e sink.Event) error {
-					if p, ok := e.(Packet); ok {
-						return c.Write(p.Data, nil, nil)
-					}
-					return nil
-				})
-				if err := c.StartReader(echo); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if len(loops) != tc.connections {
-				t.Fatalf("%d connections on %d event loops, want one loop each", tc.connections, len(loops))
-			}
+			_, clients, loops := echoOnEachLoop(t, tc.connections)
 			buf := []byte{'x'}
 			for range tc.rounds {
 				for _, client := range clients {
@@ -153,4 +122,77 @@ func TestPacketCarriesArrivalReading(t *testing.T) {
 	if st := c.Stats(); st.LoopWrites != 3 {
 		t.Fatalf("%d loop writes, want 3", st.LoopWrites)
 	}
+}
+
+// The per-request byte and packet counters are each event loop's own
+// (loopTraffic, a cache line per loop): two loops' connections echoing
+// bytes leave the socket-wide counters untouched, each loop counts its
+// connection's traffic, and SocketStats adds them up.
+func TestTrafficCountedPerLoop(t *testing.T) {
+	checkLeaks(t)
+	srv, clients, loops := echoOnEachLoop(t, 2)
+	const rounds, size = 10, 100
+	buf := make([]byte, size)
+	for range rounds {
+		for _, client := range clients {
+			if _, err := client.Write(buf); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(client, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const want = 2 * rounds * size
+	waitCond(t, "the bytes written counted", func() bool { return srv.Stats().BytesOut == want })
+	if st := srv.Stats(); st.BytesIn != want || st.Packets < 2*rounds {
+		t.Fatalf("stats: %d bytes in, %d packets; want %d bytes, at least %d packets", st.BytesIn, st.Packets, want, 2*rounds)
+	}
+	for loop := range loops {
+		if loop.bytesIn.Load() != want/2 || loop.bytesOut.Load() != want/2 {
+			t.Fatalf("a loop counted %d bytes in, %d out; want %d each", loop.bytesIn.Load(), loop.bytesOut.Load(), want/2)
+		}
+	}
+	s := &srv.eng.stats
+	if s.bytesIn.Load() != 0 || s.packets.Load() != 0 || s.bytesOut.Load() != 0 {
+		t.Fatalf("socket-wide counters written: %d bytes in, %d packets, %d bytes out", s.bytesIn.Load(), s.packets.Load(), s.bytesOut.Load())
+	}
+}
+
+// echoOnEachLoop starts a server with n event loops and dials n clients,
+// one at a time (gnet gives a connection to the loop with the fewest once
+// the previous one is registered), each served by an echo reader; it
+// fails unless each connection has a loop of its own, and returns the
+// server, the clients and the loops' counters.
+func echoOnEachLoop(t *testing.T, n int) (*Server, []*net.TCPConn, map[*loopTraffic]bool) {
+	t.Helper()
+	owner := newRecorder("owner")
+	srv := listen(t, SocketConfig{EventLoops: n}, owner)
+	clients := make([]*net.TCPConn, n)
+	var evs []sink.Event
+	for i := range clients {
+		clients[i] = dial(t, srv)
+		evs = owner.wait(t, "connection", func(evs []sink.Event) bool { return count[*Connection](evs) == i+1 })
+	}
+	loops := map[*loopTraffic]bool{}
+	for _, e := range evs {
+		c, ok := e.(*Connection)
+		if !ok {
+			continue
+		}
+		loops[c.traffic] = true
+		echo := fnSink(func(e sink.Event) error {
+			if p, ok := e.(Packet); ok {
+				return c.Write(p.Data, nil, nil)
+			}
+			return nil
+		})
+		if err := c.StartReader(echo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(loops) != n {
+		t.Fatalf("%d connections on %d event loops, want one loop each", n, len(loops))
+	}
+	return srv, clients, loops
 }

@@ -67,6 +67,26 @@ proc_sample() {
 	echo "$ticks $cs"
 }
 
+# syscalls_per_request PERF_CSV: reads wrk output on stdin and prints the
+# system calls counted in PERF_CSV (perf stat -x, of syscalls:sys_enter_*)
+# per request, most frequent first, and their total.
+syscalls_per_request() {
+	awk -F, -v perf="$1" '
+		/requests in/ { n = $1 }
+		END {
+			if (n == 0) { print "no requests"; exit }
+			while ((getline line < perf) > 0) {
+				split(line, f, ",")
+				if (f[3] !~ /^syscalls:sys_enter_/ || f[1] + 0 == 0) continue
+				name = f[3]; sub(/^syscalls:sys_enter_/, "", name)
+				c[name] = f[1] / n; total += f[1] / n
+			}
+			for (k in c) printf "%8.3f %s\n", c[k], k | "sort -rn"
+			close("sort -rn")
+			printf "%8.3f total per request (%d requests)\n", total, n
+		}' FS=" "
+}
+
 # wrk_row LABEL TICKS SWITCHES: reads wrk --latency output on stdin and
 # prints one Markdown row "| LABEL | requests/s | p50 ms | p99 ms | CPU
 # µs/request | context switches/request | errors |", the CPU and switches

@@ -22,7 +22,10 @@
 # cmd/loadgen table), WRK_THREADS (default 2), JSON (append every loadgen
 # run to this file, one JSON line each, with the response-time distribution:
 # input of cmd/sandstorm-plot -bench), HABOOB_STATS (append Haboob's /stats
-# page, cache hits and misses and per-stage events, after each of its rows).
+# page, cache hits and misses and per-stage events, after each of its rows),
+# SYSCALLS=DIR (each wrk row counts the server's system calls per request
+# with perf stat: DIR/NAME-CONNS.syscalls; see bench/servers.sh).
+# bench/pairs.sh compares two Haboob binaries alternately, nginx beside.
 # It installs Debian's nginx-light (and wrk) if missing, raises the file
 # descriptor limit, builds the binaries, runs everything on 127.0.0.1 and
 # prints one Markdown table; its last two columns are the server's CPU time

@@ -30,6 +30,11 @@
 # 127.0.0.1:$HABOOB_ADMIN_PORT (default 19090), and each wrk row of Haboob
 # writes a CPU profile of the run to DIR/haboob-CONNS.pprof (go tool
 # pprof -top DIR/haboob-64.pprof): where its CPU per request goes.
+#
+# SYSCALLS=DIR: each wrk row counts the server's system calls with
+# `perf stat -e 'syscalls:sys_enter_*'` attached to its processes during
+# the measured run, and writes them per request, most frequent first, to
+# DIR/NAME-CONNS.syscalls (bench/lib.sh syscalls_per_request).
 HABOOB_PORT=${HABOOB_PORT:-18080}
 NGINX_PORT=${NGINX_PORT:-18081}
 FILESERVER_PORT=${FILESERVER_PORT:-18082}
@@ -156,9 +161,21 @@ wrk_row_of() { # name conns
 			"http://127.0.0.1:${HABOOB_ADMIN_PORT:-19090}/debug/pprof/profile?seconds=$((secs > 0 ? secs : 1))" &
 		prof=$!
 	fi
+	local perf="" counts=""
+	if [ -n "${SYSCALLS:-}" ]; then
+		mkdir -p "$SYSCALLS"
+		counts="$SYSCALLS/$1-$2.perf"
+		perf stat -x, -o "$counts" -e 'syscalls:sys_enter_*' -p "$(echo $pids | tr ' ' ,)" &
+		perf=$!
+	fi
 	out=$(wrk -t"$threads" -c"$2" -d"$WRK_DURATION" --latency -s bench/specweb.lua "${URL[$1]}" -- "$DIRS" 2>&1)
 	read -r t1 cs1 < <(proc_sample $pids)
 	[ -n "$prof" ] && wait "$prof"
+	if [ -n "$perf" ]; then
+		kill -INT "$perf"
+		wait "$perf" || true
+		echo "$out" | syscalls_per_request "$counts" >"$SYSCALLS/$1-$2.syscalls"
+	fi
 	echo "$out" | wrk_row "$1 | $2" $((t1 - t0)) $((cs1 - cs0))
 }
 

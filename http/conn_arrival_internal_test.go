@@ -35,7 +35,7 @@ func TestPacketArrivalStampsTheRequest(t *testing.T) {
 				return true
 			}
 			before := sink.Nanotime()
-			if err := c.onPacket([]byte("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"), tc.at); err != nil {
+			if err := c.onPacket([]byte("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"), tc.at, false); err != nil {
 				t.Fatal(err)
 			}
 			if delivered != 1 {

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -14,8 +15,14 @@ import (
 // hands the requests to the application.
 
 // onPacket takes the bytes of a packet that arrived at sink.Nanotime
-// reading at (0: unknown, the clock is read).
-func (c *Connection) onPacket(data []byte, at int64) error {
+// reading at (0: unknown, the clock is read). lent says data is only
+// valid during the call (aio.PacketBorrower): it is parsed at once, or
+// copied when it must wait (the pipeline is full or another goroutine is
+// pumping) or HTTP/2 may take it.
+func (c *Connection) onPacket(data []byte, at int64, lent bool) error {
+	if lent && (!c.sniff.decided || c.h2.Load() != nil) {
+		data, lent = bytes.Clone(data), false
+	}
 	data, h2, err := c.protoPacket(data)
 	if h2 {
 		return err
@@ -40,8 +47,14 @@ func (c *Connection) onPacket(data []byte, at int64) error {
 		c.srv.stats.overflows.Add(1)
 		return errPipelineFull
 	}
+	if lent && (c.pumping || c.closing || len(c.held) > 0 || c.ready.Len() > 0) {
+		// Not parsed in this call: the held bytes must be ours. (Otherwise
+		// pump's first round feeds them to the parser, which copies what
+		// it keeps.)
+		data = bytes.Clone(data)
+	}
 	c.lastAct = now
-	c.wall, c.mono = time.Now(), now
+	c.wall, c.mono = wallAt(now), now
 	if c.reqStart == 0 {
 		c.reqStart = now
 	}
@@ -97,8 +110,9 @@ func (c *Connection) pump(now int64) {
 			c.batch = batch
 			c.mu.Unlock()
 			c.deliver(batch)
-			clear(batch)
 			c.mu.Lock()
+			c.recycleLocked(batch)
+			clear(batch)
 			now, c.wall, c.mono = 0, time.Time{}, 0 // the application ran: read the clocks again
 			continue
 		}
@@ -174,10 +188,13 @@ func (c *Connection) wallNow() time.Time {
 
 // deliver hands parsed requests to the application; a refusal is answered
 // with 503 at once. Only the pumping goroutine calls it, so requests reach
-// the application in order.
+// the application in order. It leaves in reqs only the requests the
+// Inline hook answered (the others are set to nil): the ones recycleLocked
+// may take back.
 func (c *Connection) deliver(reqs []*Request) {
 	srv := c.srv
-	for _, r := range reqs {
+	for i, r := range reqs {
+		reqs[i] = nil
 		srv.stats.requests.Add(1)
 		if c.overLimit {
 			resp := ServiceUnavailable(srv.cfg.RetryAfter)
@@ -192,6 +209,7 @@ func (c *Connection) deliver(reqs []*Request) {
 			r.SetPrincipal(f(r))
 		}
 		if f := srv.cfg.Inline; f != nil && f(r) {
+			reqs[i] = r
 			continue
 		}
 		if err := srv.requests.Enqueue(r); err != nil {
@@ -201,6 +219,25 @@ func (c *Connection) deliver(reqs []*Request) {
 				resp.Close = true
 			}
 			_ = c.reply(Reply{Req: r, Resp: resp})
+		}
+	}
+}
+
+// recycleLocked gives the parser back the memory of a request the Inline
+// hook answered (from deliver's reqs) when nothing can refer to it any
+// more: the server says its Inline hook keeps nothing of the requests it
+// answers (RecycleInline), its answer has been emitted (not waiting for
+// an earlier one), no OnResponse was handed its strings, no admission
+// predicate holds its reply until written, and it has no context of its
+// own. The next request parsed then reuses warm memory instead of a new
+// allocation.
+func (c *Connection) recycleLocked(reqs []*Request) {
+	if !c.srv.cfg.RecycleInline || c.srv.cfg.OnResponse != nil || c.adm.Predicate() != nil {
+		return
+	}
+	for _, r := range reqs {
+		if r != nil && r.Seq < c.nextOut && r.ctx == nil {
+			c.parser.recycle(r)
 		}
 	}
 }

@@ -196,29 +196,36 @@ func (c *Connection) emitLocked(r Reply) {
 	if c.header == nil {
 		c.header = newHeaderBuffer() // at the first reply (HTTP/2 has its own writer)
 	}
+	// One decision first: a body sent here (not a file, not a stream's
+	// pieces) that is small enough is copied into the header's buffer;
+	// the buffer is taken once, sized for what goes into it.
+	bodyLen := int(resp.ContentLength)
+	if resp.Body != nil {
+		bodyLen = len(resp.Body)
+	}
+	copyBody := sends && resp.File == nil && r.Stream == nil && bodyLen <= inline
+	size := headerSize(resp)
+	if copyBody {
+		size += bodyLen
+	}
 	var own bool
+	w.data = srv.format.AppendHeader(c.replyBuffer(lendable, size, &own), resp, req, now)
 	switch {
 	case resp.File != nil && sends:
-		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.file, w.off, w.n = resp.File.File, resp.File.Offset, resp.File.Length // the reference goes with it
 		copied = false
 	case !sends, r.Stream != nil:
 		r.Resp.release()
-		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
-	case resp.Body != nil && len(resp.Body) <= inline:
-		w.data = srv.format.Append(c.replyBuffer(lendable, headerSize(resp)+len(resp.Body), &own), resp, req, now)
+	case copyBody && resp.Body != nil:
+		w.data = append(w.data, resp.Body...)
+	case copyBody:
+		for _, b := range r.Body {
+			w.data = append(w.data, b...)
+		}
 	case resp.Body != nil:
-		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.bufs = [][]byte{resp.Body}
 		copied = false
-	case resp.ContentLength <= int64(inline):
-		buf := srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp)+int(resp.ContentLength), &own), resp, req, now)
-		for _, b := range r.Body {
-			buf = append(buf, b...)
-		}
-		w.data = buf
 	default:
-		w.data = srv.format.AppendHeader(c.replyBuffer(lendable, headerSize(resp), &own), resp, req, now)
 		w.bufs = r.Body
 		copied = false
 	}

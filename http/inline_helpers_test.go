@@ -15,12 +15,20 @@ import (
 func inlineServer(t *testing.T, cfg http.ServerConfig, buffer int) (<-chan *http.Request, net.Conn) {
 	t.Helper()
 	reqs := make(chan *http.Request, buffer)
-	cfg.Socket.Addr = "127.0.0.1:0"
 	cfg.Inline = func(r *http.Request) bool {
 		reqs <- r
 		return true
 	}
-	srv, err := http.Listen(cfg, sink.NewQueue(0), aio.Env{})
+	return reqs, listenAndDial(t, cfg, sink.NewQueue(0))
+}
+
+// listenAndDial starts a server with cfg (its Socket.Addr set to a free
+// loopback port) on the application sink s and dials one client to it;
+// both close when the test ends.
+func listenAndDial(t *testing.T, cfg http.ServerConfig, s sink.Sink) net.Conn {
+	t.Helper()
+	cfg.Socket.Addr = "127.0.0.1:0"
+	srv, err := http.Listen(cfg, s, aio.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,5 +38,5 @@ func inlineServer(t *testing.T, cfg http.ServerConfig, buffer int) (<-chan *http
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	return reqs, client
+	return client
 }

@@ -130,6 +130,10 @@ type Parser struct {
 	bodySeen  bool     // some byte after the header section has arrived
 	continued bool     // TakeContinue returned true for the current request
 	seq       uint64
+
+	// last is the object of the last request made in the 512-byte class
+	// (newRequestFrom), spare one given back by recycle for the next.
+	last, spare *requestHead512
 }
 
 // Feed parses data, the next bytes received on the connection, and appends
@@ -274,6 +278,18 @@ func (p *Parser) Reset() {
 		Conn:        p.Conn,
 		buf:         p.buf[:0],
 	}
+}
+
+// recycle takes back r, a request this Parser returned, whose memory may
+// be reused for the next request: the caller guarantees that nothing
+// refers to r, its strings or its Header any more. Only the last request
+// made in the 512-byte class is taken; recycle reports whether r was.
+func (p *Parser) recycle(r *Request) bool {
+	if p.last == nil || &p.last.req != r || p.req == r {
+		return false
+	}
+	p.spare, p.last = p.last, nil
+	return true
 }
 
 func (p *Parser) now() time.Time {
@@ -443,7 +459,10 @@ func (p *Parser) endOfHead(raw []byte) (n int, more, done bool, err *Error) {
 	// One private copy of the head; every string of the request is a view of
 	// it. The copy is never written after a string is made of it.
 	// p.lines counts the request line and the field lines.
-	r, fields, h := newRequest(len(raw), p.lines-1)
+	r, fields, h, obj := newRequestFrom(p.spare, len(raw), p.lines-1)
+	if obj != nil {
+		p.spare, p.last = nil, obj
+	}
 	copy(h, raw)
 	r.Header = fields
 	r.Method = str(h[:p.methodEnd])

@@ -263,10 +263,31 @@ type (
 // fields fields (up to 16), and n bytes to copy its head into, allocated
 // together when the head is small enough.
 func newRequest(n, fields int) (*Request, Header, []byte) {
+	r, h, head, _ := newRequestFrom(nil, n, fields)
+	return r, h, head
+}
+
+// newRequestFrom is newRequest reusing spare (when not nil) for a head
+// of the 512-byte class; it returns the 512-byte object it used or made
+// (nil for another class).
+func newRequestFrom(spare *requestHead512, n, fields int) (*Request, Header, []byte, *requestHead512) {
 	switch {
 	case fields <= inlineFields && n <= len(requestHead512{}.head):
-		b := new(requestHead512)
-		return &b.req, b.req.fields[:0], b.head[:n:n]
+		b := spare
+		if b == nil {
+			b = new(requestHead512)
+		} else {
+			*b = requestHead512{}
+		}
+		return &b.req, b.req.fields[:0], b.head[:n:n], b
+	}
+	r, h, head := newRequestLarger(n, fields)
+	return r, h, head, nil
+}
+
+// newRequestLarger is newRequest for a head beyond the 512-byte class.
+func newRequestLarger(n, fields int) (*Request, Header, []byte) {
+	switch {
 	case fields <= inlineFields && n <= len(requestHead1K{}.head):
 		b := new(requestHead1K)
 		return &b.req, b.req.fields[:0], b.head[:n:n]

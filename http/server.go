@@ -144,6 +144,14 @@ type ServerConfig struct {
 	// event loop's other connections, wait for it. Requests it answers
 	// count in ServerStats.Requests like the others.
 	Inline func(*Request) bool
+	// RecycleInline says that the Inline hook, and whatever it hands the
+	// request's answer to, keep nothing of a request it answered (the
+	// *Request, its strings, Header or Body) once the answer is sent:
+	// the connection then reuses the request's memory for the next
+	// request it parses (when no OnResponse, admission predicate or
+	// context could still see it), so that an inline answer allocates no
+	// Request.
+	RecycleInline bool
 	// OnResponse, if set, is called once for every response the server
 	// hands to the socket: the application's answers, 503 rejections, and
 	// the server's own answers to requests that failed to parse or timed
@@ -558,7 +566,17 @@ func (r connReader) Enqueue(e sink.Event) error { return r.s.onReaderEvent(e) }
 
 func (r connReader) ReceivePacket(p aio.Packet) error {
 	if c, ok := p.Conn.Value().(*Connection); ok {
-		return c.onPacket(p.Data, p.At)
+		return c.onPacket(p.Data, p.At, false)
+	}
+	return nil
+}
+
+// BorrowPacket takes a packet whose bytes are lent by the event loop
+// (aio.PacketBorrower): parsed at once, they are copied only when they
+// must wait (see onPacket).
+func (r connReader) BorrowPacket(p aio.Packet) error {
+	if c, ok := p.Conn.Value().(*Connection); ok {
+		return c.onPacket(p.Data, p.At, true)
 	}
 	return nil
 }
@@ -567,7 +585,7 @@ func (s *Server) onReaderEvent(e sink.Event) error {
 	switch ev := e.(type) {
 	case aio.Packet:
 		if c, ok := ev.Conn.Value().(*Connection); ok {
-			return c.onPacket(ev.Data, ev.At)
+			return c.onPacket(ev.Data, ev.At, false)
 		}
 	case aio.TimerExpired:
 		if c, ok := ev.Conn.Value().(*Connection); ok {

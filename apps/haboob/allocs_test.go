@@ -28,17 +28,20 @@ import (
 // it, and (to 3) the reply made a value (http.Connection.Answer) pointing
 // to the page's or open file's own 200 response, shared read-only, and
 // (to 2) the packet handed to http by value (aio.PacketReceiver), not
-// boxed into an event. What is left: the packet's bytes, the parsed
-// request. A change that adds one per request fails here.
+// boxed into an event, and (to 1) the packet's bytes lent from the event
+// loop's buffer (aio.PacketBorrower), copied only when they must wait,
+// and (to 0) the parsed request's memory reused for the connection's next
+// request once its inline answer is emitted (http.ServerConfig.RecycleInline).
+// A change that adds one per request fails here.
 func TestInlineHitAllocations(t *testing.T) {
 	s := startInlineHitSite(t)
 	tests := []struct {
 		path string
 		max  float64
 	}{
-		{"/page.txt", 2}, // copied into the header's buffer
-		{"/mid.txt", 2},  // written beside the header (writev)
-		{"/big.bin", 2},  // sendfile
+		{"/page.txt", 0}, // copied into the header's buffer
+		{"/mid.txt", 0},  // written beside the header (writev)
+		{"/big.bin", 0},  // sendfile
 	}
 	for _, tc := range tests {
 		c, req, buf := inlineHitClient(t, s, tc.path)
@@ -57,27 +60,29 @@ func TestInlineHitAllocations(t *testing.T) {
 // TestInlineHitBytes bounds the bytes allocated per request answered by
 // the Combine path, over the whole process, as runtime.MemStats counts
 // them over 2,000 keep-alive requests (what drives the GC's pace). The
-// bound is the figure measured on 2026-11-27 (560 bytes for each; 784
-// before the reply became a value and the packet's event went, 1,680,
-// 1,680 and 1,616 before that) with a tenth of margin for the process's
-// background work: the parsed request with its head and fields in one
-// 512-byte object for a head of at most 4 fields (http.newRequest; 1 KiB
-// before), the packet's bytes (48); the packet is handed to http by value
+// bound is 64 bytes, for the process's background work: 0 measured on
+// 2026-11-27 once the parsed request's memory (its head and fields in one
+// 512-byte object, http.newRequest) is reused for the connection's next
+// request (http.ServerConfig.RecycleInline; 512 bytes per request
+// before, 560 before the packet's bytes (48) were lent by the event loop,
+// aio.PacketBorrower, 784 before the reply became a value and the
+// packet's event went, 1,680, 1,680 and 1,616 before that; 1 KiB per
+// Request before it was sized by its head); the packet is handed to http by value
 // (its boxed event was 48), the reply is a value pointing to the page's
 // or open file's own response (176 bytes each before); the response header is formatted
 // into the connection's buffer (http's headerBuffer; 352 to 896 bytes
-// per response before). A Request grown back into the 1 KiB class, a
-// reply object, a packet event or a header buffer allocated per
-// response, fails here.
+// per response before). A Request not reused, a reply object, a packet
+// event, packet bytes or a header buffer allocated per response, fails
+// here.
 func TestInlineHitBytes(t *testing.T) {
 	s := startInlineHitSite(t)
 	tests := []struct {
 		path string
 		max  float64
 	}{
-		{"/page.txt", 616}, // copied into the connection's header buffer
-		{"/mid.txt", 616},  // written beside it, released when written
-		{"/big.bin", 616},  // sendfile
+		{"/page.txt", 64}, // copied into the connection's header buffer
+		{"/mid.txt", 64},  // written beside it, released when written
+		{"/big.bin", 64},  // sendfile
 	}
 	const requests = 2000
 	for _, tc := range tests {

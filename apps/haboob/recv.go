@@ -242,6 +242,10 @@ func (h *httpRecv) Init(c *stage.Context) error {
 	if a.Combine {
 		h.self = c.Stage().Sink()
 		hcfg.Inline = h.answerInline
+		// answerInline keeps nothing of a request it answers: the reply
+		// points to the page's or open file's own response, and the
+		// revalidation it may hand CacheMiss carries the page or file.
+		hcfg.RecycleInline = true
 	}
 	hs, err := http.Listen(hcfg, c.Stage().Sink(), h.env())
 	if err != nil {
