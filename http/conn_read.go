@@ -20,6 +20,10 @@ import (
 // copied when it must wait (the pipeline is full or another goroutine is
 // pumping) or HTTP/2 may take it.
 func (c *Connection) onPacket(data []byte, at int64, lent bool) error {
+	// A lent packet comes straight from the event loop's read: its
+	// arrival reading is fresh enough for Date. Another may have waited
+	// (refused, queued), so the wall clock is read for it.
+	fresh := lent
 	if lent && (!c.sniff.decided || c.h2.Load() != nil) {
 		data, lent = bytes.Clone(data), false
 	}
@@ -54,7 +58,12 @@ func (c *Connection) onPacket(data []byte, at int64, lent bool) error {
 		data = bytes.Clone(data)
 	}
 	c.lastAct = now
-	c.wall, c.mono = wallAt(now), now
+	if fresh {
+		c.wall = wallAt(now)
+	} else {
+		c.wall = time.Now()
+	}
+	c.mono = now
 	if c.reqStart == 0 {
 		c.reqStart = now
 	}
@@ -232,11 +241,11 @@ func (c *Connection) deliver(reqs []*Request) {
 // own. The next request parsed then reuses warm memory instead of a new
 // allocation.
 func (c *Connection) recycleLocked(reqs []*Request) {
-	if !c.srv.cfg.RecycleInline || c.srv.cfg.OnResponse != nil || c.adm.Predicate() != nil {
+	if !c.srv.cfg.RecycleInline || c.srv.cfg.OnResponse != nil {
 		return
 	}
 	for _, r := range reqs {
-		if r != nil && r.Seq < c.nextOut && r.ctx == nil {
+		if r != nil && r.Seq < c.nextOut && r.ctx == nil && !r.heldByReply {
 			c.parser.recycle(r)
 		}
 	}

@@ -180,6 +180,9 @@ func (c *Connection) emitLocked(r Reply) {
 	}
 	if req != nil {
 		c.releaseBodyLocked(req)
+		// A tracked reply's Done (its admission's completion) may read the
+		// request until the bytes are written: not recycled (recycleLocked).
+		req.heldByReply = r.tracked
 	}
 	if resp.File != nil && srv.cfg.Socket.TLS != nil && resp.SendsBody(req) {
 		resp = readFileBody(resp) // encrypted in user space: no sendfile

@@ -19,22 +19,22 @@ import (
 // request (the same *Request comes back), and never while something may
 // still see it: a server without RecycleInline, one with OnResponse (its
 // records' strings stay valid), a connection with an admission predicate
-// (it holds the reply until written), and an answer that waits for an
-// earlier request's keep every request's strings intact.
+// (it holds the reply until written, even if removed meanwhile) keep every request's strings intact.
+// An answer that waits for an earlier one: TestRecycleInlineWaitingAnswer.
 func TestRecycleInline(t *testing.T) {
 	tests := []struct {
 		name      string
 		recycle   bool
 		log       bool // an OnResponse keeps the records
 		predicate bool // the connection has an admission predicate
-		pipelined bool // each inline answer waits for a request sent before it, answered by the test
+		removed   bool // … removed by the hook once it answered
 		reused    bool // want requests' memory reused
 	}{
 		{name: "recycled", recycle: true, reused: true},
 		{name: "off", recycle: false},
 		{name: "OnResponse", recycle: true, log: true},
 		{name: "predicate", recycle: true, predicate: true},
-		{name: "answer waits for an earlier one", recycle: true, pipelined: true},
+		{name: "predicate removed after the answer", recycle: true, predicate: true, removed: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,6 +63,10 @@ func TestRecycleInline(t *testing.T) {
 				paths = append(paths, strings.Clone(r.Path))
 				mu.Unlock()
 				_ = conn.Answer(http.Reply{Req: r, Resp: http.OK("text/plain", []byte(r.Path))})
+				if tc.removed {
+					// The reply admitted under it is still tracked until written.
+					conn.SetPredicate(nil)
+				}
 				return true
 			}
 			staged := sink.NewQueue(0)
@@ -74,27 +78,10 @@ func TestRecycleInline(t *testing.T) {
 			for i := range requests {
 				path := fmt.Sprintf("/inline-%d", i)
 				head := "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n"
-				want := []string{path}
-				if tc.pipelined {
-					head = "GET /stage HTTP/1.1\r\nHost: x\r\n\r\n" + head
-					want = []string{"/stage", path}
-				}
 				if _, err := io.WriteString(client, head); err != nil {
 					t.Fatal(err)
 				}
-				if tc.pipelined {
-					answerStaged(t, staged)
-				}
-				for _, w := range want {
-					resp, err := nethttp.ReadResponse(br, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					body, _ := io.ReadAll(resp.Body)
-					if string(body) != w {
-						t.Fatalf("response %q, want %q", body, w)
-					}
-				}
+				readBody(t, br, "GET", path)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -124,6 +111,62 @@ func TestRecycleInline(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecycleInlineWaitingAnswer: a request answered inline whose answer
+// waits for an earlier request's is not recycled while it waits. Each
+// round sends "GET /stage" and "GET /inline-a-i" in one packet (the inline
+// answer waits behind /stage, which the test answers last), then, once the
+// hook has answered /inline-a-i, "HEAD /inline-b-i" in a packet of its own,
+// parsed after the first batch's recycling. Were /inline-a-i's memory
+// reused for the HEAD, its waiting answer would be emitted as a HEAD's,
+// without its body.
+func TestRecycleInlineWaitingAnswer(t *testing.T) {
+	answered := make(chan *http.Request, 2)
+	cfg := http.ServerConfig{RecycleInline: true}
+	cfg.Inline = func(r *http.Request) bool {
+		if r.Path == "/stage" {
+			return false
+		}
+		_ = r.Conn.(*http.Connection).Answer(http.Reply{Req: r, Resp: http.OK("text/plain", []byte(r.Path))})
+		answered <- r
+		return true
+	}
+	staged := sink.NewQueue(0)
+	client := listenAndDial(t, cfg, staged)
+	_ = client.SetDeadline(time.Now().Add(time.Minute)) // a hang guard only
+	br := bufio.NewReader(client)
+	for i := range 4 {
+		a, b := fmt.Sprintf("/inline-a-%d", i), fmt.Sprintf("/inline-b-%d", i)
+		if _, err := io.WriteString(client, "GET /stage HTTP/1.1\r\nHost: x\r\n\r\nGET "+a+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		ra := <-answered
+		if _, err := io.WriteString(client, "HEAD "+b+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if rb := <-answered; rb == ra {
+			t.Fatalf("round %d: %s reused the memory of %s while its answer waited", i, b, a)
+		}
+		answerStaged(t, staged)
+		readBody(t, br, "GET", "/stage")
+		readBody(t, br, "GET", a)
+		readBody(t, br, "HEAD", "")
+	}
+}
+
+// readBody reads the next response to a request of method and checks its
+// body.
+func readBody(t *testing.T, br *bufio.Reader, method, want string) {
+	t.Helper()
+	resp, err := nethttp.ReadResponse(br, &nethttp.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != want {
+		t.Fatalf("%s response %q, want %q", method, body, want)
 	}
 }
 

@@ -53,6 +53,10 @@ type Request struct {
 	// ExpectContinue reports an HTTP/1.1 "Expect: 100-continue" (see
 	// Parser.TakeContinue for answering it while the body is outstanding).
 	ExpectContinue bool
+	// heldByReply says its emitted reply is tracked: the reply's Done may
+	// still read the request after the connection let it go, so its
+	// memory is not recycled (Connection.recycleLocked).
+	heldByReply bool
 	// Received is when the last byte of the request was parsed (from
 	// Parser.Now).
 	Received time.Time
