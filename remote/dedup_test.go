@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // decideCounting decides id on d, counting in decided how many times it
@@ -82,5 +84,48 @@ func TestDedupWindow(t *testing.T) {
 				t.Fatalf("%d generations retired early under the limit", d.early.Load())
 			}
 		})
+	}
+}
+
+// TestRefRequestDecidedOnce: a request to an exported sink sent again
+// with the same idempotency key (its verdict lost, or its sender waiting
+// for the link) gets the first verdict and is admitted once; a new key
+// is decided anew. Each imported reference numbers its keys apart, so
+// that two of them never share a key.
+func TestRefRequestDecidedOnce(t *testing.T) {
+	n := &Node{node: "a", inst: "ia"}
+	n.wire = newWire(n, NewCodecs(), 0)
+	n.refSeen = newDedup(time.Minute, dedupLimit, time.Now)
+	q := sink.NewQueue(2)
+	ref, err := n.wire.ExportSink(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name, id   string
+		op         byte
+		groups     []int
+		wantStatus byte
+		wantLen    int
+	}{
+		{name: "first", id: "ib.r1.1", op: opEnqueue, wantStatus: statusOK, wantLen: 1},
+		{name: "sent again", id: "ib.r1.1", op: opEnqueue, wantStatus: statusOK, wantLen: 1},
+		{name: "combined, first", id: "ib.r1.2", op: opEach, groups: []int{1}, wantStatus: statusEach, wantLen: 2},
+		{name: "combined, sent again", id: "ib.r1.2", op: opEach, groups: []int{1}, wantStatus: statusEach, wantLen: 2},
+		{name: "a new key, the queue full", id: "ib.r1.3", op: opEnqueue, wantStatus: statusRejected, wantLen: 2},
+		{name: "the rejected one again: the first verdict", id: "ib.r1.3", op: opEnqueue, wantStatus: statusRejected, wantLen: 2},
+	}
+	for _, st := range steps {
+		v := n.decideRef(&request{op: st.op, id: st.id, ref: ref.ID, events: []sink.Event{st.name}, groups: st.groups}, nil)
+		if v.status != st.wantStatus || q.Len() != st.wantLen {
+			t.Errorf("%s: verdict %d, queue %d; want %d, %d", st.name, v.status, q.Len(), st.wantStatus, st.wantLen)
+		}
+		if v.status == statusEach && (len(v.each) != 1 || v.each[0] != statusOK) {
+			t.Errorf("%s: each %v, want one admitted", st.name, v.each)
+		}
+	}
+	a, b := n.refSink(ref).(*refSink), n.refSink(ref).(*refSink)
+	if ka, kb := a.newID(), b.newID(); ka == kb {
+		t.Errorf("two references to one sink share the key %q", ka)
 	}
 }

@@ -100,7 +100,9 @@
 // A reply (an event with a home, or one sent on a SinkRef) made while its
 // node is cut off from NATS waits for the connection, and for its home to
 // rejoin, until its stage's timeout; any other enqueue is then rejected
-// at once.
+// at once. A reply never goes to the stage's queue group (another front
+// could take it), and is admitted once however often it is sent again
+// (its idempotency key, on a SinkRef too).
 //
 // Trace contexts cross nodes: the span context of an event that carries
 // one (stage.ContextEvent) travels in the message headers as W3C

@@ -103,13 +103,21 @@ func (s *durableSender) store(es []sink.Event) error {
 	start := time.Now()
 	// The client retries a publish that got no acknowledgement with the
 	// same id: the stream stores it once.
-	// remote.timeout is the consumers' acknowledgement wait; a publish
-	// waits for the stream at least two seconds per attempt.
+	// remote.timeout is the consumers' acknowledgement wait, and bounds
+	// the whole store (its attempts and the waits for the link between
+	// them); an attempt waits for the stream at least two seconds, or
+	// what is left of the timeout if less.
+	deadline := start.Add(s.cfg.Timeout)
 	wait := max(s.cfg.Timeout/time.Duration(s.cfg.Retries+1), 2*time.Second)
 	msg := &nats.Msg{Subject: s.subject, Data: data, Header: withWireVersion(injectTraces(es))}
 	for attempt := 0; ; attempt++ {
-		_, err = s.n.js.PublishMsg(msg, nats.MsgId(id), nats.AckWait(wait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
-		if !errors.Is(err, nats.ErrTimeout) || attempt >= s.cfg.Retries || !s.n.awaitLink(time.Now().Add(wait)) {
+		ackWait := min(wait, time.Until(deadline))
+		if ackWait <= 0 {
+			err = nats.ErrTimeout // the link waits took the time left
+			break
+		}
+		_, err = s.n.js.PublishMsg(msg, nats.MsgId(id), nats.AckWait(ackWait), nats.RetryAttempts(s.cfg.Retries), nats.RetryWait(10*time.Millisecond))
+		if !errors.Is(err, nats.ErrTimeout) || attempt >= s.cfg.Retries || !s.n.awaitLink(deadline) || !time.Now().Before(deadline) {
 			break
 		}
 		// No acknowledgement: the connection dropped with the publish in
@@ -128,7 +136,7 @@ func (s *durableSender) store(es []sink.Event) error {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrNoStreamResponse):
 		return s.reject("the stream is not available (JetStream down?)")
 	case errors.Is(err, nats.ErrTimeout):
-		return s.reject(fmt.Sprintf("no acknowledgement from the stream within %v (the event may have been stored)", wait))
+		return s.reject(fmt.Sprintf("no acknowledgement from the stream within %v (the event may have been stored)", s.cfg.Timeout))
 	case s.n.linkDown(err):
 		return s.reject("this node is cut off from NATS (reconnecting): not stored")
 	}
@@ -269,7 +277,7 @@ type durableReplica struct {
 	pending map[any][]*delivery // admitted events waiting for their handler
 
 	redelivered, naked, acked, deadLettered atomic.Uint64
-	versionRefused                          atomic.Uint64 // deliveries of a newer wire version (or a bad HeaderWire)
+	versionRefused                          atomic.Uint64 // deliveries of a newer wire version
 	warnDead                                rateLimit
 }
 
@@ -442,7 +450,13 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 		d.redelivered.Add(1)
 	}
 	if _, err := streamVersion(m.Header); err != nil {
-		d.refuseVersion(m, err)
+		if _, newer := errors.AsType[*VersionError](err); newer {
+			d.refuseVersion(m, err)
+			return
+		}
+		// A malformed header: no replica will ever read it, a dead
+		// letter at once.
+		d.deadLetter(m, fmt.Errorf("cannot be decoded: %w", err))
 		return
 	}
 	es, err := d.n.wire.decodeEvents(&reader{b: m.Data})

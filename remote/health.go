@@ -337,10 +337,13 @@ func (rs *replicaState) inRotation(stale int64) bool {
 }
 
 // homeReplica returns the replica on instance home if it is in rotation,
-// nil if it is out (the least loaded one then takes the request), or, if
-// the sender has not heard of it yet (its first heartbeat is still on
-// its way), a stand-in for it: a request to an instance that does not
-// serve the stage finds no responders and goes to another replica.
+// or not taken out of it while this node is rejoining NATS (cut off, or
+// back for less than the staleness bound: its silence may be this node's
+// own); nil if it is out (the least loaded one then takes the request);
+// or, if the sender has not heard of it yet (its first heartbeat is
+// still on its way), a stand-in for it: a request to an instance that
+// does not serve the stage finds no responders and goes to another
+// replica.
 func (s *stageSender) homeReplica(home string) *replicaState {
 	if home == "" || s.fixed != "" {
 		return nil
@@ -356,6 +359,8 @@ func (s *stageSender) homeReplica(home string) *replicaState {
 		return rs
 	case rs.inRotation(stale):
 		return rs
+	case !rs.out.Load() && !rs.dead.Load() && s.n.rejoining(s.staleAfter()):
+		return rs // stale, but the silence may be this node's
 	}
 	return nil
 }

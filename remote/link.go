@@ -16,7 +16,9 @@ import (
 //   - an event only one instance can take (a reply: an event with a home,
 //     Codecs.SetHome, or one sent on a SinkRef) waits for the link to come
 //     back, and for its home to rejoin, until its stage's remote timeout
-//     (see stageSender.roundTrip); any other event is rejected at once;
+//     (see stageSender.roundTrip), meanwhile going to its home even if the
+//     home's heartbeat is stale (stageSender.homeReplica), never to the
+//     stage's queue group; any other event is rejected at once;
 //   - a sender takes no replica out of rotation while its own link is
 //     down: the silence is its own (see stageSender.sweep).
 

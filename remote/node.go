@@ -75,6 +75,8 @@ type Node struct {
 	watcher ReplicaWatcher
 	link    linkState
 
+	refSeen        *dedup        // the verdicts on requests to the sinks this node exported, by idempotency key
+	refSinks       atomic.Uint64 // the reference sinks imported so far (each one's keys carry its number)
 	versionRefused atomic.Uint64 // messages of a newer wire version refused (VersionRefused)
 	warnVersion    rateLimit
 
@@ -112,6 +114,7 @@ func Join(cfg ClusterConfig, o Options) (*Node, error) {
 		watcher: o.Watcher}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.wire = newWire(n, o.Codecs, cfg.KeepTTL)
+	n.refSeen = newDedup(StageConfig{}.withDefaults().Duplicates, dedupLimit, time.Now)
 	opts := []nats.Option{nats.Name("sandstorm " + cfg.Node), nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond), nats.RetryOnFailedConnect(true),
 		// No buffering while disconnected: a request sent then would

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,7 +112,8 @@ type refSink struct {
 }
 
 func (n *Node) refSink(r SinkRef) sink.Sink {
-	s := &stageSender{senderCore: senderCore{n: n, stage: r.Name, cfg: StageConfig{}.withDefaults()},
+	keys := n.inst + ".r" + strconv.FormatUint(n.refSinks.Add(1), 36) + "."
+	s := &stageSender{senderCore: senderCore{n: n, stage: r.Name, cfg: StageConfig{}.withDefaults(), keys: keys},
 		fixed: n.refSubject(r.Inst), ref: r.ID, now: time.Now}
 	return &refSink{stageSender: s, ref: r}
 }
@@ -143,6 +145,9 @@ func (s *stageSender) heartbeat(m *nats.Msg) {
 	version := uint64(legacyWire) // a heartbeat of version 1 ends with the length
 	if len(r.b) > 0 {
 		version = r.uvarint()
+	}
+	if r.err != nil || version < legacyWire {
+		return // malformed (a cut or bad version): not a sign of life
 	}
 	rs := s.heard(inst, node)
 	rs.len.Store(int64(l))
@@ -222,7 +227,7 @@ func (s *stageSender) call(op byte, id string, es []sink.Event, to *replicaState
 		return nil, nil, err
 	}
 	*buf = data
-	return s.roundTrip(data, injectTraces(es), to, s.fixed != "")
+	return s.roundTrip(data, injectTraces(es), to, "")
 }
 
 // requestBuffers holds the buffers requests are encoded in: a request's
@@ -241,22 +246,23 @@ func putRequestBuffer(buf *[]byte) {
 }
 
 // roundTrip sends an encoded request (which holds its idempotency key)
-// to to (nil: the least loaded replica in rotation) and returns the
-// verdict. hdr, if not nil, holds the events' trace contexts. A bound
-// request is one only one instance can take (a reply: its events' home,
-// or a SinkRef's node): while this node is cut off from NATS, and while
-// the other nodes may still be reconnecting after it came back, it waits
-// and is sent again (same idempotency key) until the stage's timeout,
-// where any other request is rejected at once (see link.go).
-func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, bound bool) (*verdict, *replicaState, error) {
+// to to, or else to home's replica (home: the instance its events go
+// back to, Codecs.SetHome; "" for none), or else to the least loaded
+// replica in rotation, and returns the verdict. hdr, if not nil, holds
+// the events' trace contexts. A bound request is one only one instance
+// can take (a reply: its events' home, or a SinkRef's node): it never
+// goes to the stage's queue group; while this node is cut off from NATS,
+// and while the other nodes may still be reconnecting after it came
+// back, it waits and is sent again (same idempotency key, its home
+// resolved again) until the stage's timeout, where any other request is
+// rejected at once (see link.go).
+func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, home string) (*verdict, *replicaState, error) {
+	bound := s.fixed != "" || home != ""
 	attempts := s.cfg.Retries + 1
 	per := s.cfg.Timeout / time.Duration(attempts)
-	rs := to
-	if rs == nil {
-		var allOut bool
-		if rs, allOut = s.pick(); allOut {
-			return nil, nil, s.noneInRotation()
-		}
+	rs, err := s.destination(to, home)
+	if err != nil {
+		return nil, nil, err
 	}
 	s.sent.Add(1)
 	start := time.Now()
@@ -279,17 +285,17 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, 
 				rs = s.answered(rs, v)
 			}
 			return v, rs, nil
-		case s.n.linkDown(err):
-			if bound && s.awaitRejoin(deadline) {
-				continue // the same attempt again, once the link is back
+		case s.n.linkDown(err), errors.Is(err, nats.ErrNoResponders) && bound && s.n.rejoining(s.staleAfter()):
+			// The link is down, or the destination's node may not have
+			// resubscribed yet after the outage: the same attempt again,
+			// once the link is back.
+			if !bound || !s.awaitRejoin(deadline) {
+				return nil, rs, s.cutOff(bound, time.Since(start))
 			}
-			return nil, rs, s.cutOff(bound, time.Since(start))
-		case errors.Is(err, nats.ErrNoResponders) && bound && s.n.rejoining(s.staleAfter()):
-			// Its node may not have resubscribed yet after the outage.
-			if s.awaitRejoin(deadline) {
-				continue
+			if rs, err = s.resend(rs, to, home, attempt); err != nil {
+				return nil, rs, err
 			}
-			return nil, rs, s.cutOff(bound, time.Since(start))
+			continue
 		case errors.Is(err, nats.ErrNoResponders):
 			if attempt > 0 {
 				// It heard us before (or we cannot tell): the event may
@@ -299,11 +305,14 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, 
 			if rs != nil && failovers < 8 {
 				rs.dead.Store(true) // nobody there: it is gone, try another
 				failovers++
-				var allOut bool
-				if rs, allOut = s.pick(); allOut {
+				next, allOut := s.pick()
+				if allOut {
 					return nil, nil, s.noneInRotation()
 				}
-				continue
+				if next != nil || !bound { // a bound request has no queue group to go to
+					rs = next
+					continue
+				}
 			}
 			if s.fixed != "" {
 				return nil, nil, s.reject("the node holding the sink is gone")
@@ -329,6 +338,9 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, 
 			attempt++
 			if attempt < attempts {
 				s.retrans.Add(1)
+				if rs, err = s.resend(rs, to, home, attempt); err != nil {
+					return nil, rs, err
+				}
 			}
 		default:
 			return nil, rs, s.reject(err.Error())
@@ -340,6 +352,48 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, 
 	}
 	s.warn(&s.warns.timeout, "remote: no verdict in time: enqueue rejected", "replica", node, "timeout", s.cfg.Timeout, "attempts", attempts)
 	return nil, rs, s.reject(fmt.Sprintf("no verdict within %v (%d attempts)", s.cfg.Timeout, attempts))
+}
+
+// destination returns the replica a request goes to: to if set; else,
+// for events with a home, the home's replica or, if it is out of
+// rotation, the least loaded other; else the least loaded replica. It
+// returns nil for a reference (its one subject) and, for a request not
+// bound to an instance, when no replica is known in rotation: the stage's
+// queue group then takes it. A bound request never goes to the queue
+// group (the replica of another instance, another front, could take it):
+// with no replica to go to it is rejected.
+func (s *stageSender) destination(to *replicaState, home string) (*replicaState, error) {
+	if to != nil || s.fixed != "" {
+		return to, nil
+	}
+	if rs := s.homeReplica(home); rs != nil {
+		return rs, nil
+	}
+	rs, allOut := s.pick()
+	if allOut || rs == nil && home != "" {
+		return nil, s.noneInRotation()
+	}
+	return rs, nil
+}
+
+// resend returns the replica a request is sent to again, after attempt
+// attempts that got no verdict (rs: where the last went): a request with
+// a home resolves it again (its state may have changed while it waited
+// for the link: heard again, or gone). One that may have reached rs
+// (attempt > 0) is not handed to another replica: the event may have
+// been admitted there.
+func (s *stageSender) resend(rs, to *replicaState, home string, attempt int) (*replicaState, error) {
+	if home == "" || to != nil || s.fixed != "" {
+		return rs, nil
+	}
+	next, err := s.destination(nil, home)
+	switch {
+	case err != nil:
+		return rs, err
+	case attempt > 0 && rs != nil && next.inst != rs.inst:
+		return rs, s.reject(fmt.Sprintf("replica on node %s left before its verdict came back (the event may have been admitted)", rs.node))
+	}
+	return next, nil
 }
 
 // awaitRejoin pauses a bound request that could not be sent (the link
@@ -650,7 +704,7 @@ func (c *combiner) lead(s *stageSender) {
 	batch := c.take(min(maxCombinedBytes, int(s.n.nc.MaxPayload()/2)))
 	n := len(batch)
 	if n > 0 {
-		s.sendEach(batch, s.homeReplica(c.home), c.home != "" || s.fixed != "")
+		s.sendEach(batch, c.home)
 	}
 	if n > 1 {
 		// The callers just answered are running again and most will
@@ -709,9 +763,9 @@ func (c *combiner) take(limit int) []*pending {
 	return batch
 }
 
-// sendEach sends a combined request and wakes every waiter with its own
-// verdict.
-func (s *stageSender) sendEach(batch []*pending, to *replicaState, bound bool) {
+// sendEach sends a combined request (to home's replica, if home is not
+// "") and wakes every waiter with its own verdict.
+func (s *stageSender) sendEach(batch []*pending, home string) {
 	size, events := 64, 0
 	for _, p := range batch {
 		size += 4 + len(p.enc)
@@ -742,7 +796,7 @@ func (s *stageSender) sendEach(batch []*pending, to *replicaState, bound bool) {
 		i += p.size()
 	}
 	*buf = data
-	v, _, err := s.roundTrip(data, hdr, to, bound)
+	v, _, err := s.roundTrip(data, hdr, nil, home)
 	if err == nil && v.status != statusEach {
 		err = v.err() // the whole request failed (it could not be decoded)
 		if err == nil {

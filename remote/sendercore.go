@@ -26,6 +26,7 @@ type senderCore struct {
 	cfg     StageConfig
 	adm     sink.Admission
 	seq     atomic.Uint64
+	keys    string // what its idempotency keys start with ("": this instance's name and a dot)
 	latency *latencies
 
 	sent, events, rejected, retrans, dropped atomic.Uint64
@@ -71,8 +72,13 @@ func complete(t sink.Ticket, es []sink.Event, err error, start time.Time) {
 	}
 }
 
-// newID returns a new idempotency key, unique to this node's instance.
+// newID returns a new idempotency key, unique to this node's instance
+// (the one sender of each stage numbers its keys; each reference sink,
+// many to one exported sink, also puts its own number in them).
 func (c *senderCore) newID() string {
+	if c.keys != "" {
+		return c.keys + strconv.FormatUint(c.seq.Add(1), 36)
+	}
 	return c.n.inst + "." + strconv.FormatUint(c.seq.Add(1), 36)
 }
 

@@ -335,8 +335,15 @@ func (n *Node) decideRef(q *request, hdr nats.Header) *verdict {
 	if s == nil {
 		return &verdict{status: statusClosed, detail: verdictDetail{Stage: fmt.Sprintf("ref #%d", q.ref), Reason: "no such exported sink"}}
 	}
+	// A request sent again (its verdict lost, or its sender waiting for
+	// the link) gets the first verdict: its events are admitted once.
+	return n.refSeen.once(q.id, func() *verdict { return decideOn(s, n.node, q) })
+}
+
+// decideOn admits the events of request q to the exported sink s.
+func decideOn(s sink.Sink, node string, q *request) *verdict {
 	if q.op == opEach {
-		v, _ := admitEach(s, n.node, sinkName(s), q.events, q.groups)
+		v, _ := admitEach(s, node, sinkName(s), q.events, q.groups)
 		return v
 	}
 	if q.op != opEnqueue {

@@ -25,7 +25,10 @@ import (
 // that a newer replica may take it, and moves it to the dead letters with
 // that error on its last delivery. Each refusal is counted
 // (remote.<stage>.versionRefused, Node.VersionRefused) and logged at
-// WARN, at most one line a second.
+// WARN, at most one line a second. A malformed HeaderWire (not a version
+// number) is no version: the message is a dead letter at once, as one
+// that cannot be decoded; a heartbeat whose version does not parse is
+// ignored.
 const (
 	// WireVersion is the version of the wire format this build writes.
 	// It also reads every older one.

@@ -64,8 +64,9 @@ func TestRequestVersions(t *testing.T) {
 	}
 }
 
-// versionGraph hosts Work (request mode) and Store (durable, one
-// delivery: a message refused on it is a dead letter at once) on node b.
+// versionGraph hosts Work (request mode), Store (durable, one delivery:
+// a message refused on it is a dead letter at once) and Keep (durable,
+// three deliveries) on node b.
 const versionGraph = `
 global:
   cluster: {node: b}
@@ -75,6 +76,10 @@ stages:
     handler: t.Work
     nodes: [b]
     remote: {mode: durable, maxDeliver: 1}
+  Keep:
+    handler: t.Work
+    nodes: [b]
+    remote: {mode: durable, maxDeliver: 3, nakDelay: 10ms}
 `
 
 // versionNode starts node b of versionGraph, logging into a buffer.
@@ -150,33 +155,91 @@ func TestNewerRequestVersionRefused(t *testing.T) {
 
 // A durable stream message of a newer wire version is refused by the
 // replica, counted, and (on its last delivery) moved to the dead letters
-// with the error naming both versions: never silently dropped.
-func TestNewerStreamVersionIsADeadLetter(t *testing.T) {
-	n, _, _ := versionNode(t)
-	data, err := n.wire.encodeEvents(nil, "Store", []sink.Event{"x"})
-	if err != nil {
-		t.Fatal(err)
+// with the error naming both versions: never silently dropped. One whose
+// version header is malformed is no version: a dead letter at once, as
+// an undecodable message, not counted as a version refused.
+func TestStreamVersionDeadLetters(t *testing.T) {
+	for _, tc := range []struct {
+		name, stage, header string
+		wantErr             string
+		wantRefused         uint64
+		wantDeliveries      string
+	}{
+		{name: "newer", stage: "Store", header: "3", wantErr: "version 3, this node speaks versions 1 to 2", wantRefused: 1, wantDeliveries: "1"},
+		{name: "newer, refused on each delivery", stage: "Keep", header: "3", wantErr: "version 3, this node speaks versions 1 to 2",
+			wantRefused: 3, wantDeliveries: "3"},
+		{name: "malformed, at once", stage: "Keep", header: "two", wantErr: `cannot be decoded: remote: bad Sandstorm-Wire header "two"`,
+			wantDeliveries: "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, _, _ := versionNode(t)
+			data, err := n.wire.encodeEvents(nil, tc.stage, []sink.Event{"x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := &nats.Msg{Subject: n.durableSubject(tc.stage), Data: data, Header: nats.Header{HeaderWire: []string{tc.header}}}
+			if _, err := n.js.PublishMsg(msg); err != nil {
+				t.Fatal(err)
+			}
+			var letter *nats.RawStreamMsg
+			deadline := time.Now().Add(20 * time.Second) // a hang guard
+			for letter == nil {
+				letter, _ = n.js.GetLastMsg(n.deadStreamName(tc.stage), n.deadSubject(tc.stage))
+				if letter == nil && time.Now().After(deadline) {
+					t.Fatalf("the message with %s %q never reached the dead letters", HeaderWire, tc.header)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := letter.Header.Get(HeaderError); !strings.Contains(got, tc.wantErr) {
+				t.Errorf("dead letter's %s = %q, want %q", HeaderError, got, tc.wantErr)
+			}
+			if got := letter.Header.Get(HeaderWire); got != tc.header {
+				t.Errorf("dead letter's %s = %q, want the message's (%s)", HeaderWire, got, tc.header)
+			}
+			if got := letter.Header.Get(HeaderDeliveries); got != tc.wantDeliveries {
+				t.Errorf("dead letter's %s = %q, want %s", HeaderDeliveries, got, tc.wantDeliveries)
+			}
+			if got := n.VersionRefused(); got != tc.wantRefused {
+				t.Errorf("VersionRefused() = %d, want %d", got, tc.wantRefused)
+			}
+		})
 	}
-	msg := &nats.Msg{Subject: n.durableSubject("Store"), Data: data, Header: nats.Header{HeaderWire: []string{"3"}}}
-	if _, err := n.js.PublishMsg(msg); err != nil {
-		t.Fatal(err)
-	}
-	var letter *nats.RawStreamMsg
-	deadline := time.Now().Add(20 * time.Second) // a hang guard
-	for letter == nil {
-		letter, _ = n.js.GetLastMsg(n.deadStreamName("Store"), n.deadSubject("Store"))
-		if letter == nil && time.Now().After(deadline) {
-			t.Fatal("the message of version 3 never reached the dead letters")
+}
+
+// A heartbeat whose trailing version does not parse is malformed:
+// ignored (no replica heard, no version logged), where one of version 1
+// (no version) or of this build's is heard.
+func TestHeartbeatVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		trailer   []byte
+		wantHeard bool
+		wantWire  int64
+	}{
+		{name: "version 1: ends with the length", trailer: nil, wantHeard: true, wantWire: legacyWire},
+		{name: "this build's", trailer: []byte{WireVersion}, wantHeard: true, wantWire: WireVersion},
+		{name: "a newer one", trailer: []byte{WireVersion + 1}, wantHeard: true, wantWire: WireVersion + 1},
+		{name: "cut version", trailer: []byte{0x80}},
+		{name: "version 0", trailer: []byte{0}},
+	} {
+		s, _, logs := watchedSender(t, StageConfig{})
+		b := appendString(nil, "ib")
+		b = appendString(b, "wb")
+		b = append(b, 3) // queue length
+		b = append(b, tc.trailer...)
+		s.heartbeat(&nats.Msg{Data: b})
+		s.mu.Lock()
+		rs := s.replicas["ib"]
+		s.mu.Unlock()
+		if (rs != nil) != tc.wantHeard {
+			t.Errorf("%s: heard = %v, want %v", tc.name, rs != nil, tc.wantHeard)
+			continue
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := letter.Header.Get(HeaderError); !strings.Contains(got, "version 3, this node speaks versions 1 to 2") {
-		t.Errorf("dead letter's %s = %q, want the version error", HeaderError, got)
-	}
-	if got := letter.Header.Get(HeaderWire); got != "3" {
-		t.Errorf("dead letter's %s = %q, want the message's (3)", HeaderWire, got)
-	}
-	if got := n.VersionRefused(); got != 1 {
-		t.Errorf("VersionRefused() = %d, want 1", got)
+		if rs != nil && rs.wire.Load() != tc.wantWire {
+			t.Errorf("%s: wire %d, want %d", tc.name, rs.wire.Load(), tc.wantWire)
+		}
+		if got := logs.take(); !tc.wantHeard && got != "" {
+			t.Errorf("%s: logged %q", tc.name, got)
+		}
 	}
 }
