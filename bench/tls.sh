@@ -64,7 +64,8 @@ for p in nginx:nginx-light wrk:wrk openssl:openssl; do
 	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${p#*:}" >&2
 done
 
-. bench/lib.sh # bench_workdir, wait_port, proc_sample, wrk_row
+. bench/lib.sh     # bench_workdir, wait_port, proc_sample, wrk_row
+. bench/servers.sh # build_haboob_patched
 bench_workdir haboob-tls
 
 go build -o "$WORK/haboob" ./cmd/haboob
@@ -76,12 +77,9 @@ if [ -n "$BASE_REV" ]; then
 	SERVERS="haboob haboob-base nginx"
 fi
 if [ -n "$GNET_PATCH" ]; then
-	cp -r "$(go list -m -f '{{.Dir}}' github.com/panjf2000/gnet/v2)" "$WORK/gnet"
-	chmod -R u+w "$WORK/gnet"
-	patch -s -d "$WORK/gnet" -p1 <"$GNET_PATCH" >&2
-	cp go.mod go.sum "$WORK/"
-	echo "replace github.com/panjf2000/gnet/v2 => $WORK/gnet" >>"$WORK/go.mod"
-	go build -modfile="$WORK/go.mod" -o "$WORK/haboob-patched" ./cmd/haboob
+	mkdir -p "$WORK/bin"
+	build_haboob_patched "$GNET_PATCH"
+	mv "$WORK/bin/haboob-patched" "$WORK/haboob-patched"
 	SERVERS="${SERVERS% nginx} haboob-patched nginx"
 fi
 go build -o "$WORK/loadgen" ./cmd/loadgen
