@@ -60,7 +60,15 @@ func TestRemoteEdgesAreTraced(t *testing.T) {
 		s := p.Sample()
 		return string(profiler.Dot(&s))
 	}
-	dotA, dotB := graph(ma), graph(mb)
+	// Node a counts b's replica once it has heard b's heartbeat, which
+	// may come after the events (they can travel to the stage's queue
+	// group before any replica is known): wait for it.
+	var dotA string
+	waitFor(t, "node a to hear Work's replica", func() bool {
+		dotA = graph(ma)
+		return strings.Contains(dotA, `on b, 1 replica\n`)
+	})
+	dotB := graph(mb)
 	for _, want := range []string{
 		`label="node a"`,
 		`"Src" [label="Src\nqueue 0\nthreads 1\non a"]`,
