@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sandstorm-go/sandstorm/internal/fdtest"
 	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 )
 
@@ -196,5 +197,47 @@ func TestReusePortListeners(t *testing.T) {
 	}
 	for i := range 12 {
 		echoOnce(t, dial(t, srv), "conn "+strconv.Itoa(i))
+	}
+}
+
+// TestAcceptedConnectionWaitsForADescriptor: accept(2) takes the last
+// descriptor, so none is left for the duplicate the hand-over to an event
+// loop needs. The connection, whose first bytes already arrived, is held
+// (each try counted as a failed accept), not reset, and is served with
+// those bytes once descriptors are free again.
+func TestAcceptedConnectionWaitsForADescriptor(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs /proc/self/fd and RLIMIT_NOFILE semantics of Linux")
+	}
+	checkLeaks(t)
+	logs := &logbuf.Buffer{}
+	m, st := startEchoStage(t)
+	srv := listen(t, SocketConfig{EventLoops: 1}, st.Sink(), Env{Manager: m, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	a := dial(t, srv)
+	echoOnce(t, a, "before")
+
+	ex := fdtest.Exhaust(t, 2) // one for the client's socket, one for accept
+	b, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatalf("dial with a spare descriptor: %v", err)
+	}
+	defer b.Close()
+	if _, err := b.Write([]byte("sent early")); err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, "failed hand-overs", func() bool { return srv.Stats().AcceptErrors >= 2 })
+	echoOnce(t, a, "during") // served while the new connection waits
+	ex.Restore()
+	got := make([]byte, len("sent early"))
+	if _, err := io.ReadFull(b, got); err != nil || string(got) != "sent early" {
+		t.Fatalf("the held connection's first bytes: %q, %v", got, err)
+	}
+	echoOnce(t, b, "after")
+	if s := srv.Stats(); s.Accepted != 2 || s.Open != 2 {
+		t.Fatalf("stats after recovery: %+v", s)
+	}
+	waitCond(t, "hand-over log", func() bool { return strings.Contains(logs.String(), "handed over once a descriptor was free") })
+	if n := strings.Count(logs.String(), "no descriptor free to hand an accepted connection"); n != 1 {
+		t.Errorf("%d warnings for one held connection, want 1:\n%s", n, logs.String())
 	}
 }

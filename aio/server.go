@@ -48,7 +48,9 @@ type Server struct {
 	// resources, for the accept loop to back off.
 	enrolling chan struct{}
 	enrollErr atomic.Pointer[error]
-	quit      chan struct{} // closed by Close: accept loops stop backing off
+	// lastHoldWarn is when (Unix ns) awaitDescriptor last warned.
+	lastHoldWarn atomic.Int64
+	quit         chan struct{} // closed by Close: accept loops stop backing off
 
 	suspended atomic.Bool
 	unsub     func()
@@ -288,6 +290,11 @@ func (s *Server) admit(nc net.Conn) error {
 	go func() {
 		defer s.acceptW.Done()
 		defer func() { <-s.enrolling }()
+		if !s.awaitDescriptor(nc) {
+			e.unreserve()
+			_ = nc.Close()
+			return
+		}
 		gc, err := s.cli.EnrollContext(nc, nil)
 		if gc == nil {
 			e.unreserve() // OnOpen never ran
@@ -297,6 +304,78 @@ func (s *Server) admit(nc net.Conn) error {
 		}
 	}()
 	return nil
+}
+
+// awaitDescriptor holds an accepted connection until the process has a
+// descriptor to spare for it: gnet's enroll duplicates the connection's
+// descriptor and closes the original, and a failed duplicate would reset
+// a connection the kernel had completed (and lose what the peer sent).
+// Each failed try counts as a failed accept (a warning at most every
+// acceptWarnEvery); the connection is kept and tried again after
+// acceptBackoffMin, doubling up to acceptBackoffMax. It returns false when
+// the server closes first. Between the probe and gnet's own duplicate
+// another thread may take the descriptor; that hand-over then fails as
+// before (counted and logged by the accept loop).
+func (s *Server) awaitDescriptor(nc net.Conn) bool {
+	backoff := acceptBackoffMin
+	var since time.Time
+	for {
+		err := probeDup(nc)
+		if err == nil || !isOutOfDescriptors(err) {
+			if !since.IsZero() {
+				s.eng.log.Info("aio: accepted connection handed over once a descriptor was free",
+					"waited", time.Since(since).Round(time.Millisecond))
+			}
+			return true // other errors are EnrollContext's to report
+		}
+		s.eng.stats.acceptErrors.Add(1)
+		now := time.Now()
+		if since.IsZero() {
+			since = now
+		}
+		if last := s.lastHoldWarn.Load(); last == 0 || now.Sub(time.Unix(0, last)) >= acceptWarnEvery {
+			if s.lastHoldWarn.CompareAndSwap(last, now.UnixNano()) {
+				s.eng.log.Warn("aio: no descriptor free to hand an accepted connection to an event loop; holding it and retrying",
+					"err", err, "remote", nc.RemoteAddr().String())
+			}
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-s.quit:
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		backoff = min(2*backoff, acceptBackoffMax)
+	}
+}
+
+// probeDup duplicates nc's descriptor and closes the duplicate at once: it
+// tells whether a descriptor is free for gnet's enroll.
+func probeDup(nc net.Conn) error {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var dupErr error
+	if err := rc.Control(func(fd uintptr) {
+		var d int
+		if d, dupErr = unix.Dup(int(fd)); dupErr == nil {
+			_ = unix.Close(d)
+		}
+	}); err != nil {
+		return nil
+	}
+	return dupErr
+}
+
+// isOutOfDescriptors reports whether err is EMFILE or ENFILE.
+func isOutOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // OnBoot runs when the event loops start.
