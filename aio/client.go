@@ -6,8 +6,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-
-	"github.com/panjf2000/gnet/v2"
 )
 
 // Client makes outgoing connections (Sandstorm's asyncClientSocket). One
@@ -16,7 +14,7 @@ import (
 // them.
 type Client struct {
 	eng    *engine
-	cli    *gnet.Client
+	loops  *eventLoops
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -46,10 +44,7 @@ func NewClient(cfg SocketConfig, env Env) (*Client, error) {
 			return nil, err
 		}
 	}
-	cli, err := gnet.NewClient(e, e.gnetOptions()...)
-	if err == nil {
-		err = cli.Start()
-	}
+	loops, err := startEventLoops(e)
 	if err != nil {
 		e.setClosing()
 		e.finish(nil, nil)
@@ -57,7 +52,7 @@ func NewClient(cfg SocketConfig, env Env) (*Client, error) {
 	}
 	e.start()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{eng: e, cli: cli, ctx: ctx, cancel: cancel}, nil
+	return &Client{eng: e, loops: loops, ctx: ctx, cancel: cancel}, nil
 }
 
 // Connect dials addr (host:port, or tcp://, tcp4://, tcp6://, unix://) in
@@ -99,7 +94,7 @@ func (cl *Client) dial(c *Connection, addr, network, address string) {
 	if err == nil {
 		// Enroll dups the descriptor, closes nc and runs OnOpen, which
 		// delivers the Connection, before it returns.
-		_, err = cl.cli.EnrollContext(nc, c)
+		_, err = cl.loops.enroll(nc, c)
 	}
 	if err != nil {
 		cl.eng.stats.connectFailed.Add(1)
@@ -135,7 +130,7 @@ func (cl *Client) Close() error {
 	cl.cancel()
 	cl.dials.Wait() // the event loops still run, so enrolls finish
 	cl.eng.setClosing()
-	err := cl.cli.Stop()
+	err := cl.loops.stop()
 	cl.eng.finish(nil, nil)
 	if err != nil {
 		return fmt.Errorf("aio: client close: %w", err)

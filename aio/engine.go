@@ -97,21 +97,14 @@ func newEngine(cfg SocketConfig, env Env, name string) *engine {
 	return e
 }
 
-// gnetOptions translates the configuration into gnet options.
+// gnetOptions translates the configuration into the options of each event
+// loop's gnet client engine (startEventLoops adds the loop count).
 func (e *engine) gnetOptions() []gnet.Option {
 	c := e.cfg
 	opts := []gnet.Option{
 		gnet.WithLogger(gnetLogger{e.log}),
 		gnet.WithReadBufferCap(int(c.ReadBuffer)),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithReusePort(c.ReusePort),
-		gnet.WithReuseAddr(true),
-		gnet.WithLoadBalancing(gnet.LeastConnections),
-	}
-	if c.EventLoops > 0 {
-		opts = append(opts, gnet.WithNumEventLoop(c.EventLoops))
-	} else {
-		opts = append(opts, gnet.WithMulticore(true))
 	}
 	if c.SendBuffer > 0 {
 		opts = append(opts, gnet.WithSocketSendBuffer(int(c.SendBuffer)))

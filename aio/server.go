@@ -40,7 +40,7 @@ type Server struct {
 	eng     *engine
 	sink    Receiver
 	addr    net.Addr
-	cli     *gnet.Client
+	loops   *eventLoops
 	lns     []net.Listener
 	acceptW sync.WaitGroup // accept loops and the enrolls they started
 	// enrolling bounds the connections being handed to the event loops at
@@ -100,10 +100,7 @@ func Listen(cfg SocketConfig, s Receiver, env Env) (*Server, error) {
 		}
 	}
 	srv.eng = e
-	cli, err := gnet.NewClient(e, e.gnetOptions()...)
-	if err == nil {
-		err = cli.Start()
-	}
+	loops, err := startEventLoops(e)
 	if err != nil {
 		for _, ln := range lns {
 			_ = ln.Close()
@@ -113,7 +110,7 @@ func Listen(cfg SocketConfig, s Receiver, env Env) (*Server, error) {
 		e.finish(ListenFailed{Addr: cfg.Addr, Err: err}, s)
 		return nil, err
 	}
-	srv.cli = cli
+	srv.loops = loops
 	e.start()
 	e.box.send(delivery{to: s, ev: ListenSucceeded{Server: srv, Addr: srv.addr}})
 	if env.Manager != nil {
@@ -295,7 +292,7 @@ func (s *Server) admit(nc net.Conn) error {
 			_ = nc.Close()
 			return
 		}
-		gc, err := s.cli.EnrollContext(nc, nil)
+		gc, err := s.loops.enroll(nc, nil)
 		if gc == nil {
 			e.unreserve() // OnOpen never ran
 		}
@@ -439,7 +436,7 @@ func (s *Server) Close() error {
 		_ = ln.Close()
 	}
 	s.acceptW.Wait()
-	err := s.cli.Stop()
+	err := s.loops.stop()
 	s.eng.finish(ServerClosed{Server: s}, s.sink)
 	if err != nil {
 		return fmt.Errorf("aio: close %s: %w", s.eng.name, err)
