@@ -69,11 +69,17 @@
 //   - gnet has no deadlines: IdleTimeout is enforced by the maintenance
 //     loop.
 //   - gnet stops its whole engine when accept(2) fails (EMFILE, ENFILE), so
-//     a Server accepts on its own goroutine(s) and hands connections to a
-//     gnet client engine; a failed accept is counted, logged once per
-//     burst and retried after a back-off. SuspendAccept closes new
-//     connections at once while suspended; MaxConnections closes those
-//     beyond the limit right after accept.
+//     a Server accepts on its own goroutine(s) and hands connections to
+//     gnet client engines; a failed accept is counted, logged once per
+//     burst and retried after a back-off. gnet duplicates the descriptor
+//     it is handed, so an accepted connection waits (counted as a failed
+//     accept) until a descriptor is free rather than being reset.
+//     SuspendAccept closes new connections at once while suspended;
+//     MaxConnections closes those beyond the limit right after accept.
+//   - gnet's client engine picks a loop by least connections counted only
+//     once a loop has registered one, so a burst of connections piles onto
+//     one loop. Each event loop is therefore a gnet client engine of its
+//     own, and aio hands connections to them in turn.
 //   - gnet closes a connection when the peer half-closes (EOF), so a peer
 //     that shuts down its write side cannot receive a reply afterwards;
 //     the bytes it sent are still delivered.
