@@ -18,15 +18,13 @@ import (
 // reading at (0: unknown, the clock is read). lent says data is only
 // valid during the call (aio.PacketBorrower): it is parsed at once, or
 // copied when it must wait (the pipeline is full or another goroutine is
-// pumping) or HTTP/2 may take it.
+// pumping). HTTP/2 copies what it keeps (the frame reader's input, the
+// preface sniffer's held bytes) before it returns.
 func (c *Connection) onPacket(data []byte, at int64, lent bool) error {
 	// A lent packet comes straight from the event loop's read: its
 	// arrival reading is fresh enough for Date. Another may have waited
 	// (refused, queued), so the wall clock is read for it.
 	fresh := lent
-	if lent && (!c.sniff.decided || c.h2.Load() != nil) {
-		data, lent = bytes.Clone(data), false
-	}
 	data, h2, err := c.protoPacket(data)
 	if h2 {
 		return err
