@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 
@@ -38,6 +39,31 @@ type combiner struct {
 	mu      sync.Mutex
 	waiting []*pending
 	leaders int
+
+	// The leader's wait for the callers it answered (see lead): away
+	// counts the callers answered that have not returned yet; the last
+	// to return wakes the leader on resume (set under mu; buffered: a
+	// wake-up sent before the leader sleeps is not lost, and one too
+	// many only makes it look again).
+	away   atomic.Int64
+	resume chan struct{}
+}
+
+// batchSender sends a combiner's requests: the stage's sender (a test's
+// fake in unit tests).
+type batchSender interface {
+	// sendEach sends batch as one request (to home's replica, if home is
+	// not ""), calls answered once the verdict is in, then wakes every
+	// caller of batch with its own verdict.
+	sendEach(batch []*pending, home string, answered func())
+	// combinedLimit bounds the encoded events of one request.
+	combinedLimit() int
+}
+
+// combinedLimit is maxCombinedBytes, or half the server's maximum payload
+// if that is less.
+func (s *stageSender) combinedLimit() int {
+	return min(maxCombinedBytes, int(s.n.nc.MaxPayload()/2))
 }
 
 // tableCodec is a codec as registered in one version of the codecs'
@@ -61,6 +87,9 @@ type pending struct {
 	err   error
 	wake  chan bool // true: lead the next request; false: err is set
 	asked bool      // under combiner.mu: already asked to lead
+	// away: counted in combiner.away until the caller returns (it was
+	// answered by a leader other than itself)
+	away bool
 }
 
 var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
@@ -97,7 +126,7 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 
 // enqueue sends p's event with the others waiting in c and returns its
 // verdict.
-func (c *combiner) enqueue(s *stageSender, p *pending) error {
+func (c *combiner) enqueue(s batchSender, p *pending) error {
 	c.mu.Lock()
 	c.waiting = append(c.waiting, p)
 	lead := c.leaders < maxLeaders
@@ -106,10 +135,19 @@ func (c *combiner) enqueue(s *stageSender, p *pending) error {
 	}
 	c.mu.Unlock()
 	if lead {
-		c.lead(s)
+		c.lead(s, p)
 	}
 	for <-p.wake {
-		c.lead(s)
+		c.lead(s, p)
+	}
+	if p.away {
+		p.away = false
+		if c.away.Add(-1) == 0 {
+			c.mu.Lock()
+			resume := c.resume
+			c.mu.Unlock()
+			wake(resume)
+		}
 	}
 	err := p.err
 	p.err, p.event, p.events, p.codec = nil, nil, nil, nil
@@ -122,28 +160,46 @@ func (c *combiner) enqueue(s *stageSender, p *pending) error {
 
 // lead sends what is waiting, then hands the lead to the next waiter (or
 // gives it up).
-func (c *combiner) lead(s *stageSender) {
-	batch := c.take(min(maxCombinedBytes, int(s.n.nc.MaxPayload()/2)))
+//
+// The callers just answered are running again and most will enqueue at
+// once: the leader lets them, so that the next request carries them all
+// rather than the first alone (a request of one, then one of the rest, a
+// round trip each). It sleeps until every caller it answered (itself
+// aside) has returned, woken by the last; then, while fewer wait than
+// were waiting when the verdict came plus those it answered, it yields
+// while more arrive. The last caller to return readies the leader on its
+// own processor, where it runs once that caller has enqueued again.
+// Sleeping, not yielding, while they return leaves both processors to
+// them: a leader that yields in a loop is picked up again at once by the
+// other processor while the callers queue behind the one running, finds
+// no new arrival and sends before they are back: the callers then split
+// into two groups, each a request of its own (measured: 50-52 events a
+// request from 64 callers, against 63.7 sleeping).
+func (c *combiner) lead(s batchSender, self *pending) {
+	batch := c.take(s.combinedLimit())
 	n := len(batch)
+	target := 0
 	if n > 0 {
-		s.sendEach(batch, c.home)
+		s.sendEach(batch, c.home, func() {
+			// before the callers are woken
+			answered := 0
+			for _, p := range batch {
+				if p != self {
+					p.away = true
+					answered++
+				}
+			}
+			c.mu.Lock()
+			if c.resume == nil {
+				c.resume = make(chan struct{}, 1)
+			}
+			target = len(c.waiting) + answered
+			c.mu.Unlock()
+			c.away.Add(int64(answered))
+		})
 	}
 	if n > 1 {
-		// The callers just answered are running again and most will
-		// enqueue at once: let them, so that the next request carries
-		// them all rather than the first alone (a request of one, then
-		// one of the rest, a round trip each). Yield while more arrive,
-		// until as many wait as were just answered.
-		for waiting := -1; ; {
-			runtime.Gosched()
-			c.mu.Lock()
-			now := len(c.waiting)
-			c.mu.Unlock()
-			if now == waiting || now >= n {
-				break
-			}
-			waiting = now
-		}
+		c.awaitReturn(target)
 	}
 	c.mu.Lock()
 	var next *pending
@@ -161,6 +217,34 @@ func (c *combiner) lead(s *stageSender) {
 	c.mu.Unlock()
 	if next != nil {
 		next.wake <- true
+	}
+}
+
+// awaitReturn sleeps until every caller answered has returned, then
+// yields while more arrive, until target wait (see lead).
+func (c *combiner) awaitReturn(target int) {
+	for c.away.Load() > 0 {
+		<-c.resume
+	}
+	for waiting := -1; ; {
+		c.mu.Lock()
+		now := len(c.waiting)
+		c.mu.Unlock()
+		if now >= target || now == waiting {
+			return
+		}
+		waiting = now
+		runtime.Gosched()
+	}
+}
+
+// wake wakes the leader sleeping in awaitReturn on resume, if any.
+func wake(resume chan struct{}) {
+	if resume != nil {
+		select {
+		case resume <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -187,7 +271,10 @@ func (c *combiner) take(limit int) []*pending {
 
 // sendEach sends a combined request (to home's replica, if home is not
 // "") and wakes every waiter with its own verdict.
-func (s *stageSender) sendEach(batch []*pending, home string) {
+//
+// answered is called once the verdict is in (or the request failed),
+// before any waiter is woken.
+func (s *stageSender) sendEach(batch []*pending, home string, answered func()) {
 	size, events := 64, 0
 	for _, p := range batch {
 		size += 4 + len(p.enc)
@@ -228,6 +315,7 @@ func (s *stageSender) sendEach(batch []*pending, home string) {
 	if err == nil && len(v.each) != len(batch) {
 		err = s.reject(fmt.Sprintf("verdict for %d groups of events, sent %d", len(v.each), len(batch)))
 	}
+	answered()
 	why := 0
 	for i, p := range batch {
 		switch {
