@@ -287,10 +287,7 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, 
 			// The link is down, or the destination's node may not have
 			// resubscribed yet after the outage: the same attempt again,
 			// once the link is back.
-			if !bound || !s.awaitRejoin(deadline) {
-				return nil, rs, s.cutOff(bound, time.Since(start))
-			}
-			if rs, err = s.resend(rs, to, home, attempt); err != nil {
+			if rs, err = s.afterLinkDown(rs, to, home, attempt, bound, start, deadline); err != nil {
 				return nil, rs, err
 			}
 			continue
@@ -392,6 +389,20 @@ func (s *stageSender) resend(rs, to *replicaState, home string, attempt int) (*r
 		return rs, s.reject(fmt.Sprintf("replica on node %s left before its verdict came back (the event may have been admitted)", rs.node))
 	}
 	return next, nil
+}
+
+// afterLinkDown decides on a request that could not be sent because the
+// link is down, or, for a bound request, because its destination may not
+// have resubscribed yet after an outage (rs: where it went; start: when
+// it was first sent; deadline: the stage's timeout from then). A request
+// that is not bound is rejected at once; a bound one waits for the link
+// (awaitRejoin) and returns the replica to send it to again (resend), or
+// is rejected once deadline has passed.
+func (s *stageSender) afterLinkDown(rs, to *replicaState, home string, attempt int, bound bool, start, deadline time.Time) (*replicaState, error) {
+	if !bound || !s.awaitRejoin(deadline) {
+		return rs, s.cutOff(bound, time.Since(start))
+	}
+	return s.resend(rs, to, home, attempt)
 }
 
 // awaitRejoin pauses a bound request that could not be sent (the link
