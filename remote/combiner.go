@@ -19,8 +19,10 @@ import (
 // and maxLeaders the combined requests in flight at once. One request in
 // flight per sink measured best (2026-11-24, shared 2-core machine: 1.1-1.5x
 // a plain publisher with one, 0.4-0.8x with two: smaller batches; again
-// 2026-11-27 with two or four in flight once 8-32 events wait: see
-// docs/cluster.md, Throughput).
+// 2026-11-27 with two or four in flight once 8-32 events wait, and with
+// two leaders each sleeping for its own callers, each taking half of
+// them: 35 events a request, 560-660k events/s against 790-950k with
+// one: see docs/cluster.md, Throughput).
 const (
 	maxCombined      = 256
 	maxCombinedBytes = 256 << 10
