@@ -49,15 +49,17 @@ type combiner struct {
 	// many only makes it look again).
 	away   atomic.Int64
 	resume chan struct{}
+	target int // under mu: set by verdictIn, see lead
 }
 
 // batchSender sends a combiner's requests: the stage's sender (a test's
 // fake in unit tests).
 type batchSender interface {
 	// sendEach sends batch as one request (to home's replica, if home is
-	// not ""), calls answered once the verdict is in, then wakes every
-	// caller of batch with its own verdict.
-	sendEach(batch []*pending, home string, answered func())
+	// not ""), calls c.verdictIn(batch, self) once the verdict is in
+	// (self: the leader's own caller), then wakes every caller of batch
+	// with its own verdict.
+	sendEach(c *combiner, batch []*pending, self *pending)
 	// combinedLimit bounds the encoded events of one request.
 	combinedLimit() int
 }
@@ -180,27 +182,13 @@ func (c *combiner) enqueue(s batchSender, p *pending) error {
 func (c *combiner) lead(s batchSender, self *pending) {
 	batch := c.take(s.combinedLimit())
 	n := len(batch)
-	target := 0
 	if n > 0 {
-		s.sendEach(batch, c.home, func() {
-			// before the callers are woken
-			answered := 0
-			for _, p := range batch {
-				if p != self {
-					p.away = true
-					answered++
-				}
-			}
-			c.mu.Lock()
-			if c.resume == nil {
-				c.resume = make(chan struct{}, 1)
-			}
-			target = len(c.waiting) + answered
-			c.mu.Unlock()
-			c.away.Add(int64(answered))
-		})
+		s.sendEach(c, batch, self)
 	}
 	if n > 1 {
+		c.mu.Lock()
+		target := c.target
+		c.mu.Unlock()
 		c.awaitReturn(target)
 	}
 	c.mu.Lock()
@@ -220,6 +208,26 @@ func (c *combiner) lead(s batchSender, self *pending) {
 	if next != nil {
 		next.wake <- true
 	}
+}
+
+// verdictIn counts the callers of batch but self as away, before they
+// are woken, and sets the target of awaitReturn: as many callers as wait
+// now and as are answered.
+func (c *combiner) verdictIn(batch []*pending, self *pending) {
+	answered := 0
+	for _, p := range batch {
+		if p != self {
+			p.away = true
+			answered++
+		}
+	}
+	c.mu.Lock()
+	if c.resume == nil {
+		c.resume = make(chan struct{}, 1)
+	}
+	c.target = len(c.waiting) + answered
+	c.mu.Unlock()
+	c.away.Add(int64(answered))
 }
 
 // awaitReturn sleeps until every caller answered has returned, then
@@ -271,12 +279,11 @@ func (c *combiner) take(limit int) []*pending {
 	return batch
 }
 
-// sendEach sends a combined request (to home's replica, if home is not
-// "") and wakes every waiter with its own verdict.
-//
-// answered is called once the verdict is in (or the request failed),
-// before any waiter is woken.
-func (s *stageSender) sendEach(batch []*pending, home string, answered func()) {
+// sendEach sends a combined request of c's (to c.home's replica, if not
+// "") and wakes every waiter with its own verdict, once c.verdictIn has
+// counted them (self: the leader's own caller).
+func (s *stageSender) sendEach(c *combiner, batch []*pending, self *pending) {
+	home := c.home
 	size, events := 64, 0
 	for _, p := range batch {
 		size += 4 + len(p.enc)
@@ -317,7 +324,7 @@ func (s *stageSender) sendEach(batch []*pending, home string, answered func()) {
 	if err == nil && len(v.each) != len(batch) {
 		err = s.reject(fmt.Sprintf("verdict for %d groups of events, sent %d", len(v.each), len(batch)))
 	}
-	answered()
+	c.verdictIn(batch, self)
 	why := 0
 	for i, p := range batch {
 		switch {

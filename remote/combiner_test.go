@@ -9,18 +9,17 @@ import (
 // fakeBatches is a batchSender that answers every request at once,
 // accepting each event, and records what it saw when each was sent.
 type fakeBatches struct {
-	c        *combiner
 	mu       sync.Mutex
 	sizes    []int   // callers per request
 	awayLeft []int64 // answered callers not returned yet, when each was sent
 }
 
-func (f *fakeBatches) sendEach(batch []*pending, _ string, answered func()) {
+func (f *fakeBatches) sendEach(c *combiner, batch []*pending, self *pending) {
 	f.mu.Lock()
 	f.sizes = append(f.sizes, len(batch))
-	f.awayLeft = append(f.awayLeft, f.c.away.Load())
+	f.awayLeft = append(f.awayLeft, c.away.Load())
 	f.mu.Unlock()
-	answered()
+	c.verdictIn(batch, self)
 	for _, p := range batch {
 		p.err = nil
 		p.wake <- false
@@ -38,7 +37,7 @@ func (f *fakeBatches) combinedLimit() int { return 1 << 20 }
 func TestCombinerWaitsForAnsweredCallers(t *testing.T) {
 	for _, tc := range []struct{ callers, rounds int }{{1, 50}, {2, 50}, {8, 200}, {64, 50}} {
 		c := &combiner{}
-		f := &fakeBatches{c: c}
+		f := &fakeBatches{}
 		var wg sync.WaitGroup
 		var verdicts atomic.Int64
 		for range tc.callers {
