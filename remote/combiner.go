@@ -55,8 +55,8 @@ type combiner struct {
 // batchSender sends a combiner's requests: the stage's sender (a test's
 // fake in unit tests).
 type batchSender interface {
-	// sendEach sends batch as one request (to home's replica, if home is
-	// not ""), calls c.verdictIn(batch, self) once the verdict is in
+	// sendEach sends batch as one request (to c.home's replica, if not
+	// ""), calls c.verdictIn(batch, self) once the verdict is in
 	// (self: the leader's own caller), then wakes every caller of batch
 	// with its own verdict.
 	sendEach(c *combiner, batch []*pending, self *pending)
