@@ -1,11 +1,9 @@
 package remote
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -289,10 +287,7 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, 
 			// The link is down, or the destination's node may not have
 			// resubscribed yet after the outage: the same attempt again,
 			// once the link is back.
-			if !bound || !s.awaitRejoin(deadline) {
-				return nil, rs, s.cutOff(bound, time.Since(start))
-			}
-			if rs, err = s.resend(rs, to, home, attempt); err != nil {
+			if rs, err = s.afterLinkDown(rs, to, home, attempt, bound, start, deadline); err != nil {
 				return nil, rs, err
 			}
 			continue
@@ -394,6 +389,20 @@ func (s *stageSender) resend(rs, to *replicaState, home string, attempt int) (*r
 		return rs, s.reject(fmt.Sprintf("replica on node %s left before its verdict came back (the event may have been admitted)", rs.node))
 	}
 	return next, nil
+}
+
+// afterLinkDown decides on a request that could not be sent because the
+// link is down, or, for a bound request, because its destination may not
+// have resubscribed yet after an outage (rs: where it went; start: when
+// it was first sent; deadline: the stage's timeout from then). A request
+// that is not bound is rejected at once; a bound one waits for the link
+// (awaitRejoin) and returns the replica to send it to again (resend), or
+// is rejected once deadline has passed.
+func (s *stageSender) afterLinkDown(rs, to *replicaState, home string, attempt int, bound bool, start, deadline time.Time) (*replicaState, error) {
+	if !bound || !s.awaitRejoin(deadline) {
+		return rs, s.cutOff(bound, time.Since(start))
+	}
+	return s.resend(rs, to, home, attempt)
 }
 
 // awaitRejoin pauses a bound request that could not be sent (the link
@@ -586,259 +595,4 @@ func RoundTrip(s sink.Sink) (p50, p99 time.Duration, ok bool) {
 		return p50, p99, true
 	}
 	return 0, 0, false
-}
-
-// ---- combining concurrent Enqueues ----
-
-// maxCombined bounds the Enqueues and EnqueueManys one combined request
-// carries (and maxCombinedBytes, or half the server's maximum payload,
-// their encoded events, unless the first caller's alone is larger),
-// and maxLeaders the combined requests in flight at once. One request in
-// flight per sink measured best (2026-11-24, shared 2-core machine: 1.1-1.5x
-// a plain publisher with one, 0.4-0.8x with two: smaller batches; again
-// 2026-11-27 with two or four in flight once 8-32 events wait: see
-// docs/cluster.md, Throughput).
-const (
-	maxCombined      = 256
-	maxCombinedBytes = 256 << 10
-	maxLeaders       = 1
-)
-
-// combiner sends the Enqueues and EnqueueManys of concurrent goroutines
-// together: a goroutine that finds fewer than maxLeaders requests in
-// flight sends every waiting event or group of events (an EnqueueMany's)
-// in one request (opEach: the replica decides each group on its own, all
-// or nothing, so each caller still gets its own verdict at once); the
-// others wait for their verdict or to be asked to lead the next request.
-// One goroutine alone sends its events by itself, at once.
-type combiner struct {
-	home    string // the instance its requests go to (Codecs.SetHome), or ""
-	mu      sync.Mutex
-	waiting []*pending
-	leaders int
-}
-
-// tableCodec is a codec as registered in one version of the codecs'
-// table (a registration since makes it stale).
-type tableCodec struct {
-	tab *codecTable
-	cd  *Codec
-}
-
-// pending is one Enqueue or EnqueueMany waiting in a combiner.
-type pending struct {
-	event  sink.Event   // an Enqueue's
-	events []sink.Event // an EnqueueMany's (nil for an Enqueue)
-	// codec is the event's, or the last of events'
-	codec *Codec
-	// enc is what the request carries, encoded by the caller's own
-	// goroutine: the event's bytes (length first; the leader puts the
-	// codec's name before them), or every one of events with its name.
-	enc   []byte
-	trace pendingTrace
-	err   error
-	wake  chan bool // true: lead the next request; false: err is set
-	asked bool      // under combiner.mu: already asked to lead
-}
-
-var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
-
-// enqueueCombined encodes e and sends it with the other Enqueues waiting
-// for the same destination: its home (Codecs.SetHome), or any replica.
-func (s *stageSender) enqueueCombined(e sink.Event) error {
-	p := pendingPool.Get().(*pending)
-	var last *Codec
-	tab := s.n.wire.codecs.tab.Load()
-	if c := s.lastCodec.Load(); c != nil && c.tab == tab {
-		last = c.cd
-	}
-	cd, err := s.n.wire.codecOf(s.stage, e, last)
-	var enc []byte
-	if err == nil {
-		enc, err = s.n.wire.appendEventData(p.enc[:0], s.stage, cd, e)
-	}
-	if err != nil {
-		pendingPool.Put(p)
-		s.rejected.Add(1)
-		return err
-	}
-	if cd != last {
-		s.lastCodec.Store(&tableCodec{tab: tab, cd: cd})
-	}
-	p.event, p.events, p.codec, p.enc, p.err, p.asked, p.trace = e, nil, cd, enc, nil, false, tracedPending(e)
-	home := ""
-	if cd.Home != nil {
-		home = cd.Home(e)
-	}
-	return s.combinerFor(home).enqueue(s, p)
-}
-
-// enqueue sends p's event with the others waiting in c and returns its
-// verdict.
-func (c *combiner) enqueue(s *stageSender, p *pending) error {
-	c.mu.Lock()
-	c.waiting = append(c.waiting, p)
-	lead := c.leaders < maxLeaders
-	if lead {
-		c.leaders++
-	}
-	c.mu.Unlock()
-	if lead {
-		c.lead(s)
-	}
-	for <-p.wake {
-		c.lead(s)
-	}
-	err := p.err
-	p.err, p.event, p.events, p.codec = nil, nil, nil, nil
-	if cap(p.enc) > 4096 {
-		p.enc = nil
-	}
-	pendingPool.Put(p)
-	return err
-}
-
-// lead sends what is waiting, then hands the lead to the next waiter (or
-// gives it up).
-func (c *combiner) lead(s *stageSender) {
-	batch := c.take(min(maxCombinedBytes, int(s.n.nc.MaxPayload()/2)))
-	n := len(batch)
-	if n > 0 {
-		s.sendEach(batch, c.home)
-	}
-	if n > 1 {
-		// The callers just answered are running again and most will
-		// enqueue at once: let them, so that the next request carries
-		// them all rather than the first alone (a request of one, then
-		// one of the rest, a round trip each). Yield while more arrive,
-		// until as many wait as were just answered.
-		for waiting := -1; ; {
-			runtime.Gosched()
-			c.mu.Lock()
-			now := len(c.waiting)
-			c.mu.Unlock()
-			if now == waiting || now >= n {
-				break
-			}
-			waiting = now
-		}
-	}
-	c.mu.Lock()
-	var next *pending
-	for _, w := range c.waiting {
-		if !w.asked {
-			next = w
-			break
-		}
-	}
-	if next != nil {
-		next.asked = true
-	} else {
-		c.leaders--
-	}
-	c.mu.Unlock()
-	if next != nil {
-		next.wake <- true
-	}
-}
-
-// take removes from the waiting list and returns the next request's
-// callers: the first, and those after it while their encoded events add
-// up to at most limit bytes (and they are at most maxCombined).
-func (c *combiner) take(limit int) []*pending {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.waiting) == 0 {
-		return nil
-	}
-	n, size := 1, len(c.waiting[0].enc)
-	for ; n < len(c.waiting) && n < maxCombined; n++ {
-		if size += len(c.waiting[n].enc); size > limit {
-			break
-		}
-	}
-	batch := make([]*pending, n)
-	copy(batch, c.waiting)
-	c.waiting = append(c.waiting[:0], c.waiting[n:]...)
-	return batch
-}
-
-// sendEach sends a combined request (to home's replica, if home is not
-// "") and wakes every waiter with its own verdict.
-func (s *stageSender) sendEach(batch []*pending, home string) {
-	size, events := 64, 0
-	for _, p := range batch {
-		size += 4 + len(p.enc)
-		events += p.size()
-	}
-	buf := requestBuffers.Get().(*[]byte)
-	defer putRequestBuffer(buf)
-	data := requestHeader(slices.Grow((*buf)[:0], size), opEach, s.newID(), s.from(), s.ref)
-	data = binary.AppendUvarint(data, uint64(len(batch)))
-	for _, p := range batch {
-		data = binary.AppendUvarint(data, uint64(p.size()))
-	}
-	data = binary.AppendUvarint(data, uint64(events))
-	var hdr nats.Header
-	var prev *Codec
-	i := 0 // the event's index in the request
-	for _, p := range batch {
-		if p.events == nil {
-			data = appendCodecName(data, p.codec, prev)
-			hdr = p.trace.add(hdr, i)
-		} else {
-			for j, e := range p.events {
-				hdr = injectTrace(hdr, i+j, e)
-			}
-		}
-		data = append(data, p.enc...)
-		prev = p.codec
-		i += p.size()
-	}
-	*buf = data
-	v, _, err := s.roundTrip(data, hdr, nil, home)
-	if err == nil && v.status != statusEach {
-		err = v.err() // the whole request failed (it could not be decoded)
-		if err == nil {
-			err = s.reject("bad verdict")
-		}
-	}
-	if err == nil && len(v.each) != len(batch) {
-		err = s.reject(fmt.Sprintf("verdict for %d groups of events, sent %d", len(v.each), len(batch)))
-	}
-	why := 0
-	for i, p := range batch {
-		switch {
-		case err != nil:
-			p.err = err
-		case v.each[i] == statusOK:
-			s.events.Add(uint64(p.size()))
-			if s.n.watcher != nil && s.fixed == "" {
-				if p.events == nil {
-					s.n.watcher.Admitted(s.stage, v.inst, p.event)
-				}
-				for _, e := range p.events {
-					s.n.watcher.Admitted(s.stage, v.inst, e)
-				}
-			}
-		default:
-			d := verdictDetail{}
-			if why < len(v.why) {
-				d = v.why[why]
-				why++
-			}
-			ev := &verdict{status: v.each[i], detail: d}
-			p.err = ev.err()
-			s.rejected.Add(1)
-		}
-		p.wake <- false
-	}
-}
-
-// size is how many events p carries.
-func (p *pending) size() int {
-	if p.events == nil {
-		return 1
-	}
-	return len(p.events)
 }

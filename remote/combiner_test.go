@@ -1,0 +1,72 @@
+package remote
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// fakeBatches is a batchSender that answers every request at once,
+// accepting each event, and records what it saw when each was sent.
+type fakeBatches struct {
+	mu       sync.Mutex
+	sizes    []int   // callers per request
+	awayLeft []int64 // answered callers not returned yet, when each was sent
+}
+
+func (f *fakeBatches) sendEach(c *combiner, batch []*pending, self *pending) {
+	f.mu.Lock()
+	f.sizes = append(f.sizes, len(batch))
+	f.awayLeft = append(f.awayLeft, c.away.Load())
+	f.mu.Unlock()
+	c.verdictIn(batch, self)
+	for _, p := range batch {
+		p.err = nil
+		p.wake <- false
+	}
+}
+
+func (f *fakeBatches) combinedLimit() int { return 1 << 20 }
+
+// TestCombinerWaitsForAnsweredCallers: callers enqueuing again as soon
+// as they have their verdict, each request is sent only once every
+// caller the one before answered has returned (the leader sleeps until
+// then, rather than sending the first few back and splitting the callers
+// into groups of their own), every caller gets its verdict, and no event
+// is sent twice or lost.
+func TestCombinerWaitsForAnsweredCallers(t *testing.T) {
+	for _, tc := range []struct{ callers, rounds int }{{1, 50}, {2, 50}, {8, 200}, {64, 50}} {
+		c := &combiner{}
+		f := &fakeBatches{}
+		var wg sync.WaitGroup
+		var verdicts atomic.Int64
+		for range tc.callers {
+			wg.Go(func() {
+				for range tc.rounds {
+					p := &pending{wake: make(chan bool, 1), enc: []byte{1}}
+					if err := c.enqueue(f, p); err != nil {
+						t.Error(err)
+						return
+					}
+					verdicts.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if got, want := verdicts.Load(), int64(tc.callers*tc.rounds); got != want {
+			t.Fatalf("%d callers: %d verdicts, want %d", tc.callers, got, want)
+		}
+		if sum(f.sizes) != tc.callers*tc.rounds {
+			t.Fatalf("%d callers: requests carried %d events, want %d", tc.callers, sum(f.sizes), tc.callers*tc.rounds)
+		}
+		for i, away := range f.awayLeft {
+			if away != 0 {
+				t.Fatalf("%d callers: request %d (of %d events) sent while %d callers answered before had not returned",
+					tc.callers, i, f.sizes[i], away)
+			}
+		}
+		if c.away.Load() != 0 || len(c.waiting) != 0 || c.leaders != 0 {
+			t.Fatalf("%d callers: left away %d, waiting %d, leaders %d", tc.callers, c.away.Load(), len(c.waiting), c.leaders)
+		}
+	}
+}
