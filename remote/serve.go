@@ -191,11 +191,12 @@ const outcomeKey = "#outcome"
 // once: the first of its Commit, its Abort, its expiry (why: the
 // reason) or the replica's stop settles it, and every later request
 // for its outcome (a Commit sent again, its verdict lost or its sender
-// waiting across an outage) gets the same verdict: ok for a commit, or
-// for the abort that came first; a rejection naming why for a Commit
-// that comes after the transaction was aborted, or for a transaction
-// this replica does not hold (never prepared here, or forgotten).
-// settled reports whether this call settled it.
+// waiting across an outage) gets the same verdict: ok once committed; a
+// rejection naming why once aborted (the sender of an Abort takes any
+// verdict as done); a rejection for a transaction this replica does not
+// hold (never prepared here, or forgotten: its idempotency record
+// retired early under load). settled reports whether this call settled
+// it.
 func (r *replica) end(id string, op byte, why string) (v *verdict, settled bool) {
 	v = r.seen.once(id+outcomeKey, func() *verdict {
 		r.txMu.Lock()
