@@ -34,7 +34,10 @@
 //     nothing by one replica; concurrent Enqueues and EnqueueManys share
 //     a message, each decided on its own. Prepare holds room on one
 //     replica until the Txn's Commit or Abort (or, if neither comes, the
-//     duplicates window).
+//     duplicates window); the outcome goes to that replica alone and
+//     waits for it like a reply (below), decided there once per
+//     transaction; one not confirmed cancels the events' ticket, is
+//     counted (SinkStats.LostOutcomes), logged, and is the Txn's Err.
 //   - mode durable: an enqueue is a JetStream publish to the stage's
 //     work-queue stream, whose size limit is the stage's queue threshold
 //     (a full stream rejects the enqueue). Replicas pull what their queue
@@ -97,12 +100,15 @@
 // naming both versions (a *VersionError's text), counted
 // (Node.VersionRefused) and logged; a durable message of a newer version
 // is nak'd for a newer replica, and a dead letter on its last delivery.
-// A reply (an event with a home, or one sent on a SinkRef) made while its
-// node is cut off from NATS waits for the connection, and for its home to
-// rejoin, until its stage's timeout; any other enqueue is then rejected
-// at once. A reply never goes to the stage's queue group (another front
-// could take it), and is admitted once however often it is sent again
-// (its idempotency key, on a SinkRef too).
+// A reply (an event with a home, or one sent on a SinkRef) waits for its
+// home, until its stage's timeout, whatever keeps it away: this node cut
+// off from NATS (any other enqueue is then rejected at once), the home's
+// node cut off (no responders), the home out of rotation for its
+// silence; each wait is counted (SinkStats.Waits) and logged. A reply
+// never goes to another replica or to the stage's queue group (another
+// front could take it), and is admitted once however often it is sent
+// again (its idempotency key, on a SinkRef too). A home this sender never
+// heard of is taken for an instance not serving the stage (SetHome).
 //
 // Trace contexts cross nodes: the span context of an event that carries
 // one (stage.ContextEvent) travels in the message headers as W3C

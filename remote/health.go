@@ -89,7 +89,7 @@ func newRotation() *rotation {
 // frontWarnings are a sender's rate-limited WARN lines, one limit per
 // cause.
 type frontWarnings struct {
-	joined, left, silent, timeout, none, cut, version rateLimit
+	joined, left, silent, timeout, none, cut, wait, version rateLimit
 }
 
 // warn logs msg at WARN through limit, with the stage and the count of
@@ -336,33 +336,23 @@ func (rs *replicaState) inRotation(stale int64) bool {
 	return !rs.dead.Load() && !rs.out.Load() && rs.seen.Load() >= stale
 }
 
-// homeReplica returns the replica on instance home if it is in rotation,
-// or not taken out of it while this node is rejoining NATS (cut off, or
-// back for less than the staleness bound: its silence may be this node's
-// own); nil if it is out (the least loaded one then takes the request);
-// or, if the sender has not heard of it yet (its first heartbeat is
-// still on its way), a stand-in for it: a request to an instance that
-// does not serve the stage finds no responders and goes to another
-// replica.
+// homeReplica returns the replica on instance home (nil for no home, or
+// for a SinkRef's sender), whatever its state: a reply waits for its home
+// rather than go elsewhere (see boundTrip); or, if the sender has not
+// heard of it yet (its first heartbeat is still on its way), a stand-in
+// for it, not kept.
 func (s *stageSender) homeReplica(home string) *replicaState {
 	if home == "" || s.fixed != "" {
 		return nil
 	}
-	stale := s.staleBefore()
 	s.mu.Lock()
 	rs := s.replicas[home]
 	s.mu.Unlock()
-	switch {
-	case rs == nil:
+	if rs == nil {
 		rs = &replicaState{inst: home, subject: s.n.directSubject(s.stage, home)}
 		rs.rot.Store(newRotation())
-		return rs
-	case rs.inRotation(stale):
-		return rs
-	case !rs.out.Load() && !rs.dead.Load() && s.n.rejoining(s.staleAfter()):
-		return rs // stale, but the silence may be this node's
 	}
-	return nil
+	return rs
 }
 
 // from is the request's sending stage: the one stage of this node that

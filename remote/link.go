@@ -13,20 +13,23 @@ import (
 // nothing is buffered (nats.ReconnectBufSize(-1)): a publish fails at
 // once. What depends on the link:
 //
-//   - an event only one instance can take (a reply: an event with a home,
-//     Codecs.SetHome, or one sent on a SinkRef) waits for the link to come
-//     back, and for its home to rejoin, until its stage's remote timeout
-//     (see stageSender.roundTrip), meanwhile going to its home even if the
-//     home's heartbeat is stale (stageSender.homeReplica), never to the
-//     stage's queue group; any other event is rejected at once;
+//   - a request only one instance can take (a reply: an event with a
+//     home, Codecs.SetHome, or one sent on a SinkRef; a transaction's
+//     Commit or Abort) waits for the link to come back, and for that
+//     instance (its node may be cut off too: no responders, or out of
+//     rotation), until its stage's remote timeout (see
+//     stageSender.boundTrip), going to it whatever the sender thinks of
+//     its heartbeat (stageSender.homeReplica), never to another replica
+//     or the stage's queue group; any other event is rejected at once;
 //   - a sender takes no replica out of rotation while its own link is
 //     down: the silence is its own (see stageSender.sweep).
 
 // linkPoll is how often a wait for the link looks at the connection.
 const linkPoll = 10 * time.Millisecond
 
-// rejoinPause is how long a reply waits before it is sent again to a home
-// not subscribed yet after an outage (its node reconnecting too).
+// rejoinPause is how long a bound request (a reply, a transaction's
+// outcome) waits before it is sent again to an instance not subscribed
+// (its node cut off, or reconnecting after an outage).
 const rejoinPause = 20 * time.Millisecond
 
 // linkState follows the node's connection; the connection's handlers set it.

@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -45,43 +44,36 @@ func TestSweepWhileCutOff(t *testing.T) {
 	}
 }
 
-// TestHomeAcrossOutage: a request bound to its home (a reply) goes to the
-// home's replica while this node is rejoining NATS, however long its
-// silence, is resolved again when sent again, and never goes to the
-// stage's queue group (where another front could take it).
+// TestHomeAcrossOutage: a request bound to its home (a reply) goes to
+// the home's replica whatever the sender thinks of it: rejoining NATS,
+// stale, out of rotation (its node may be cut off for a moment: the
+// reply waits for it, see boundTrip), heard again; never to another
+// front, never to the stage's queue group.
 func TestHomeAcrossOutage(t *testing.T) {
 	s, clock, _ := watchedSender(t, StageConfig{})
-	f1, f2 := s.heard("ib1", "f1"), s.heard("ib2", "f2")
+	f1, _ := s.heard("ib1", "f1"), s.heard("ib2", "f2")
 	steps := []struct {
 		name    string
 		before  func()
 		advance time.Duration
-		home    string
-		want    *replicaState // nil: rejected (wantErr) or the queue group
-		wantErr string
 	}{
-		{name: "cut off for 3s: the stale home", before: s.n.link.disconnected, advance: 3 * time.Second, home: "ib1", want: f1},
-		{name: "cut off: no home, the queue group (rejected at once as cut off)", home: ""},
-		{name: "back, not swept yet: still the stale home", before: func() { s.n.link.reconnected(time.Now()) }, home: "ib2", want: f2},
-		{name: "back for long, still stale: rejected, not the queue group", before: func() { s.n.link.reconnected(time.Now().Add(-time.Hour)) },
-			home: "ib1", wantErr: "no replica of the stage in rotation"},
-		{name: "a staleness period from the first sweep since, both silent: out of rotation", advance: 1300 * time.Millisecond,
-			home: "ib1", wantErr: "no replica of the stage in rotation"},
-		{name: "the other front heard again: it takes the home's", before: func() { s.heard("ib2", "f2") }, home: "ib1", want: f2},
-		{name: "the home heard again", before: func() { s.heard("ib1", "f1") }, home: "ib1", want: f1},
+		{name: "cut off for 3s: the stale home", before: s.n.link.disconnected, advance: 3 * time.Second},
+		{name: "back, not swept yet: still the stale home", before: func() { s.n.link.reconnected(time.Now()) }},
+		{name: "back for long, still stale", before: func() { s.n.link.reconnected(time.Now().Add(-time.Hour)) }},
+		{name: "out of rotation, the other front heard again", advance: 1300 * time.Millisecond, before: func() { s.heard("ib2", "f2") }},
+		{name: "the home heard again", before: func() { s.heard("ib1", "f1") }},
 	}
 	for _, st := range steps {
 		if st.before != nil {
 			st.before()
 		}
 		sweepFor(s, clock, st.advance)
-		got, err := s.destination(nil, st.home)
-		switch {
-		case st.wantErr != "" && (err == nil || !strings.Contains(err.Error(), st.wantErr)):
-			t.Errorf("%s: destination = %s, %v; want the error %q", st.name, instOf(got), err, st.wantErr)
-		case st.wantErr == "" && (err != nil || got != st.want):
-			t.Errorf("%s: destination = %s, %v; want %s", st.name, instOf(got), err, instOf(st.want))
+		if got := s.homeReplica("ib1"); got != f1 {
+			t.Errorf("%s: home's replica = %s, want ib1's", st.name, instOf(got))
 		}
+	}
+	if !f1.inRotation(s.staleBefore()) {
+		t.Error("the home heard again is not back in rotation")
 	}
 }
 
@@ -94,27 +86,20 @@ func instOf(rs *replicaState) string {
 	return rs.inst
 }
 
-// TestResendResolvesHome: a request sent again resolves its home again
-// (a stand-in becomes the replica heard since), and one that may have
-// reached its replica is not handed to another.
+// TestResendResolvesHome: a home the sender has not heard of yet has a
+// stand-in (not kept: it is no replica of the stage until heard); once
+// heard, the home resolves to its replica.
 func TestResendResolvesHome(t *testing.T) {
-	s, clock, _ := watchedSender(t, StageConfig{})
+	s, _, _ := watchedSender(t, StageConfig{})
 	standIn := s.homeReplica("ib1") // not heard yet
+	if standIn == nil || standIn.inst != "ib1" || !s.unheard(standIn) || s.Replicas() != 0 {
+		t.Fatalf("stand-in %s (unheard %v), %d replicas; want one for ib1, not kept", instOf(standIn), s.unheard(standIn), s.Replicas())
+	}
 	f1 := s.heard("ib1", "f1")
-	if got, err := s.resend(standIn, nil, "ib1", 0); err != nil || got != f1 {
-		t.Fatalf("resend after the home was heard = %s %v (stand-in: %v); want its replica", instOf(got), err, got == standIn)
+	if got := s.homeReplica("ib1"); got != f1 || s.unheard(got) {
+		t.Fatalf("home after it was heard = %s (stand-in: %v); want its replica", instOf(got), got == standIn)
 	}
-	s.heard("ib2", "f2")
-	clock.advance(900 * time.Millisecond)
-	s.heard("ib2", "f2")
-	sweepFor(s, clock, 200*time.Millisecond) // ib1 silent for 1.1s: out
-	if !f1.out.Load() {
-		t.Fatal("the silent home is still in rotation")
-	}
-	if _, err := s.resend(f1, nil, "ib1", 1); err == nil || !strings.Contains(err.Error(), "may have been admitted") {
-		t.Fatalf("resend after a timeout, the home out: %v; want a rejection", err)
-	}
-	if got, err := s.resend(f1, nil, "ib1", 0); err != nil || got.inst != "ib2" {
-		t.Fatalf("resend never heard (link down), the home out: %s, %v; want the other replica", instOf(got), err)
+	if s.unheard(nil) {
+		t.Fatal("a SinkRef's destination (nil) counted as an unheard home")
 	}
 }

@@ -1,69 +1,153 @@
 package remote
 
 import (
-	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
-// TestAfterLinkDown: a request that could not be sent for want of the
-// link is rejected at once unless bound (a reply); a bound one waits for
-// the link and goes again to its home's replica, or is rejected once the
-// stage's timeout has passed or the node closes. Each rejection is
-// counted and logged.
-func TestAfterLinkDown(t *testing.T) {
+// fakeInstance answers the requests on one instance's direct subject of
+// stage Work, recording their idempotency keys, once started.
+type fakeInstance struct {
+	t    *testing.T
+	n    *Node
+	inst string
+	mu   sync.Mutex
+	ids  []string
+}
+
+func (f *fakeInstance) start(nc *nats.Conn) {
+	f.t.Helper()
+	if _, err := nc.Subscribe(f.n.directSubject("Work", f.inst), func(m *nats.Msg) {
+		q, err := f.n.wire.decodeRequest(m.Data)
+		if err != nil {
+			f.t.Error(err)
+			return
+		}
+		f.mu.Lock()
+		f.ids = append(f.ids, q.id)
+		f.mu.Unlock()
+		_ = m.Respond(encodeVerdict(&verdict{status: statusOK, inst: f.inst}, q.version))
+	}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fakeInstance) got() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
+
+// TestBoundTrip: a request bound to one instance (a reply to its home,
+// a transaction's outcome to its replica) that finds no responders there
+// waits for the instance, counted once as a wait and logged, and goes to
+// it alone with its own key once it is there; one whose instance never
+// comes is rejected at the stage's timeout, counted and logged. A home
+// never heard of (no replica of the stage) leaves the choice to the load.
+func TestBoundTrip(t *testing.T) {
 	tests := []struct {
-		name     string
-		bound    bool
-		deadline time.Duration // from now
-		closing  bool          // the node is closing
-		wantErr  string        // "": sent again to the home's replica
-		wantLog  string
+		name      string
+		timeout   time.Duration
+		home      string // "": the request goes to ib1's replica as a transaction's outcome
+		late      bool   // ib1 starts answering once the request waits
+		wantErr   string // "": delivered to wantInst
+		wantInst  string
+		wantWaits uint64
+		wantLog   string
 	}{
-		{name: "not bound: rejected at once", deadline: time.Minute,
-			wantErr: "this node is cut off from NATS (reconnecting)", wantLog: `msg="remote: cut off from NATS: enqueue rejected"`},
-		{name: "bound, the timeout passed: rejected", bound: true, deadline: -time.Millisecond,
-			wantErr: "cut off from NATS: not delivered within", wantLog: `msg="remote: cut off from NATS: reply not delivered in time"`},
-		{name: "bound, the node closing: rejected", bound: true, deadline: time.Minute, closing: true,
-			wantErr: "cut off from NATS: not delivered within", wantLog: `msg="remote: cut off from NATS: reply not delivered in time"`},
-		{name: "bound, the link up: sent again to its home", bound: true, deadline: time.Minute},
+		{name: "reply, its home back: delivered there", timeout: time.Minute, home: "ib1", late: true,
+			wantInst: "ib1", wantWaits: 1, wantLog: `msg="remote: reply waiting for its home" node=w replica=f1`},
+		{name: "outcome, its replica back: delivered there", timeout: time.Minute, late: true,
+			wantInst: "ib1", wantWaits: 1, wantLog: `msg="remote: transaction outcome waiting for its replica" node=w replica=f1`},
+		{name: "reply, its home never back: rejected at the timeout", timeout: 300 * time.Millisecond, home: "ib1",
+			wantErr: "not delivered within 300ms", wantWaits: 1, wantLog: `msg="remote: cut off from NATS: reply not delivered in time"`},
+		{name: "reply to an instance never heard of: by load", timeout: time.Minute, home: "nobody", wantInst: "ib2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, _, logs := watchedSender(t, StageConfig{})
-			s.n.ctx, s.n.cancel = context.WithCancel(context.Background())
-			defer s.n.cancel()
-			if tc.closing {
-				s.n.cancel()
+			logs := &logBuffer{}
+			n, err := Join(ClusterConfig{Node: "w"}, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+			if err != nil {
+				t.Fatal(err)
 			}
-			home := s.heard("ib1", "f1")
-			other := s.heard("ib2", "f2")
-			start := time.Now()
-			rs, err := s.afterLinkDown(other, nil, "ib1", 0, tc.bound, start, start.Add(tc.deadline))
-			if tc.wantErr == "" {
-				if err != nil || rs != home {
-					t.Fatalf("got %s, %v; want the home's replica again", instOf(rs), err)
+			defer n.Close()
+			sk, err := n.StageSink("Work", StageConfig{Timeout: tc.timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := sk.(*stageSender)
+			nc, err := nats.Connect("", nats.InProcessServer(n.srv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			ib1, ib2 := &fakeInstance{t: t, n: n, inst: "ib1"}, &fakeInstance{t: t, n: n, inst: "ib2"}
+			ib2.start(nc)
+			to := s.heard("ib1", "f1")
+			s.heard("ib2", "f2")
+			if tc.home != "" {
+				to = nil
+			}
+			data, err := n.wire.encodeRequest(nil, &request{op: opEnqueue, id: "key1", events: []sink.Event{"x"}}, "Work")
+			if err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				v   *verdict
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				v, _, err := s.roundTrip(data, nil, to, tc.home)
+				done <- result{v, err}
+			}()
+			if tc.late {
+				for s.Stats().Waits == 0 {
+					time.Sleep(time.Millisecond)
 				}
-				if st := s.Stats(); st.Rejected != 0 {
-					t.Fatalf("%d rejections counted, want none", st.Rejected)
+				ib1.start(nc)
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(time.Minute): // a hang guard
+				t.Fatal("no verdict")
+			}
+			st := s.Stats()
+			switch {
+			case tc.wantErr != "":
+				if !errors.Is(r.err, sink.ErrRejected) || !strings.Contains(r.err.Error(), tc.wantErr) || st.Rejected != 1 {
+					t.Fatalf("got %v (%d rejections counted); want one rejection saying %q", r.err, st.Rejected, tc.wantErr)
 				}
-				return
+			case r.err != nil || r.v.inst != tc.wantInst:
+				t.Fatalf("got %+v, %v; want the verdict of %s", r.v, r.err, tc.wantInst)
 			}
-			if !errors.Is(err, sink.ErrRejected) || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("got %v; want a rejection saying %q", err, tc.wantErr)
+			if st.Waits != tc.wantWaits {
+				t.Fatalf("%d waits counted, want %d", st.Waits, tc.wantWaits)
 			}
-			if rs != other {
-				t.Fatalf("rejected with replica %s, want the one it went to", instOf(rs))
+			if tc.wantInst == "ib1" {
+				if got := ib2.got(); len(got) != 0 {
+					t.Fatalf("ib2 got %v: a bound request went to another instance", got)
+				}
+				for _, id := range ib1.got() {
+					if id != "key1" {
+						t.Fatalf("ib1 got key %q, want key1 every time", id)
+					}
+				}
 			}
-			if st := s.Stats(); st.Rejected != 1 {
-				t.Fatalf("%d rejections counted, want 1", st.Rejected)
-			}
-			if got := logs.take(); !strings.Contains(got, tc.wantLog) {
-				t.Fatalf("log lacks %q:\n%s", tc.wantLog, got)
+			if tc.wantLog != "" && !strings.Contains(logs.String(), tc.wantLog) {
+				t.Fatalf("log lacks %q:\n%s", tc.wantLog, logs.String())
 			}
 		})
 	}

@@ -44,6 +44,17 @@ type SinkStats struct {
 	// Failovers counts requests of an idempotent stage sent again to
 	// another replica when theirs was taken out of rotation.
 	Failovers uint64
+	// Waits counts the requests bound to one instance (replies: events
+	// with a home or sent on a SinkRef; transaction outcomes) that had to
+	// wait for it: this node or the instance's cut off from NATS, or the
+	// instance out of rotation for its silence (see link.go).
+	Waits uint64
+	// LostOutcomes counts the transaction outcomes (Commit, Abort) that
+	// no verdict confirmed within the stage's timeout, or that their
+	// replica refused (a Commit after the replica aborted the
+	// transaction on its own): a lost Commit's events were not kept
+	// there, and its ticket was cancelled.
+	LostOutcomes uint64
 }
 
 // stageSender is the sink of a stage hosted on other nodes, in request
@@ -69,7 +80,7 @@ type stageSender struct {
 	wasCut    bool                   // the watch's: its last sweep found the node cut off from NATS
 	source    atomic.Pointer[string] // the one local stage sending here, if one (sourceStage)
 
-	unanswered, failovers atomic.Uint64
+	unanswered, failovers, waits, lostOutcomes atomic.Uint64
 }
 
 var (
@@ -130,6 +141,7 @@ func (s *stageSender) String() string { return "remote stage " + s.stage }
 func (s *stageSender) Stats() SinkStats {
 	st := s.senderCore.Stats()
 	st.Unanswered, st.Failovers = s.unanswered.Load(), s.failovers.Load()
+	st.Waits, st.LostOutcomes = s.waits.Load(), s.lostOutcomes.Load()
 	return st
 }
 
@@ -244,53 +256,32 @@ func putRequestBuffer(buf *[]byte) {
 }
 
 // roundTrip sends an encoded request (which holds its idempotency key)
-// to to, or else to home's replica (home: the instance its events go
-// back to, Codecs.SetHome; "" for none), or else to the least loaded
-// replica in rotation, and returns the verdict. hdr, if not nil, holds
-// the events' trace contexts. A bound request is one only one instance
-// can take (a reply: its events' home, or a SinkRef's node): it never
-// goes to the stage's queue group; while this node is cut off from NATS,
-// and while the other nodes may still be reconnecting after it came
-// back, it waits and is sent again (same idempotency key, its home
-// resolved again) until the stage's timeout, where any other request is
-// rejected at once (see link.go).
+// and returns the verdict: to to, or else to home's replica (home: the
+// instance its events go back to, Codecs.SetHome; "" for none), or else
+// to the least loaded replica in rotation. hdr, if not nil, holds the
+// events' trace contexts. A request that only one instance can take (to,
+// home, or a SinkRef's node) is bound: see boundTrip.
 func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, home string) (*verdict, *replicaState, error) {
-	bound := s.fixed != "" || home != ""
+	if to != nil || home != "" || s.fixed != "" {
+		return s.boundTrip(data, hdr, to, home)
+	}
+	rs, allOut := s.pick()
+	if allOut {
+		return nil, nil, s.noneInRotation()
+	}
 	attempts := s.cfg.Retries + 1
 	per := s.cfg.Timeout / time.Duration(attempts)
-	rs, err := s.destination(to, home)
-	if err != nil {
-		return nil, nil, err
-	}
 	s.sent.Add(1)
 	start := time.Now()
-	deadline := start.Add(s.cfg.Timeout)
 	msg := &nats.Msg{Data: data, Header: hdr}
 	for attempt, failovers, movedOn := 0, 0, false; attempt < attempts; {
-		if bound && attempt > 0 && !time.Now().Before(deadline) {
-			break // waiting for the link took the time of the attempts left
-		}
 		msg.Subject = s.subject(rs)
 		reply, err := s.request(msg, rs, per)
 		switch {
 		case err == nil:
-			v, derr := decodeVerdict(reply.Data)
-			if derr != nil {
-				return nil, rs, s.reject(derr.Error())
-			}
-			s.latency.add(time.Since(start))
-			if v.inst != "" && s.fixed == "" {
-				rs = s.answered(rs, v)
-			}
-			return v, rs, nil
-		case s.n.linkDown(err), errors.Is(err, nats.ErrNoResponders) && bound && s.n.rejoining(s.staleAfter()):
-			// The link is down, or the destination's node may not have
-			// resubscribed yet after the outage: the same attempt again,
-			// once the link is back.
-			if rs, err = s.afterLinkDown(rs, to, home, attempt, bound, start, deadline); err != nil {
-				return nil, rs, err
-			}
-			continue
+			return s.verdictOf(reply, rs, start)
+		case s.n.linkDown(err):
+			return nil, rs, s.cutOff()
 		case errors.Is(err, nats.ErrNoResponders):
 			if attempt > 0 {
 				// It heard us before (or we cannot tell): the event may
@@ -304,13 +295,8 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, 
 				if allOut {
 					return nil, nil, s.noneInRotation()
 				}
-				if next != nil || !bound { // a bound request has no queue group to go to
-					rs = next
-					continue
-				}
-			}
-			if s.fixed != "" {
-				return nil, nil, s.reject("the node holding the sink is gone")
+				rs = next
+				continue
 			}
 			s.warn(&s.warns.none, "remote: no replica of the stage is up: enqueue rejected")
 			return nil, nil, s.reject("no replica of the stage is up")
@@ -330,98 +316,177 @@ func (s *stageSender) roundTrip(data []byte, hdr nats.Header, to *replicaState, 
 			return nil, rs, s.reject(fmt.Sprintf("replica on node %s stopped answering (silent for %v) before its verdict came back (the event may have been admitted)",
 				rs.node, s.staleAfter()))
 		case errors.Is(err, nats.ErrTimeout):
-			attempt++
-			if attempt < attempts {
+			if attempt++; attempt < attempts {
 				s.retrans.Add(1)
-				if rs, err = s.resend(rs, to, home, attempt); err != nil {
-					return nil, rs, err
-				}
 			}
 		default:
 			return nil, rs, s.reject(err.Error())
 		}
 	}
+	return nil, rs, s.noVerdict(rs, attempts)
+}
+
+// verdictOf decodes the verdict reply brought from rs (nil: the queue
+// group) for a request first sent at start, records the round trip and
+// the replica's news, and returns the verdict with the replica that gave
+// it.
+func (s *stageSender) verdictOf(reply *nats.Msg, rs *replicaState, start time.Time) (*verdict, *replicaState, error) {
+	v, err := decodeVerdict(reply.Data)
+	if err != nil {
+		return nil, rs, s.reject(err.Error())
+	}
+	s.latency.add(time.Since(start))
+	if v.inst != "" && s.fixed == "" {
+		rs = s.answered(rs, v)
+	}
+	return v, rs, nil
+}
+
+// noVerdict is the rejection of a request that got no verdict within the
+// stage's timeout (rs: where it went last), logged at WARN, rate-limited.
+func (s *stageSender) noVerdict(rs *replicaState, attempts int) error {
 	node := "(queue group)"
 	if rs != nil {
 		node = rs.node
 	}
 	s.warn(&s.warns.timeout, "remote: no verdict in time: enqueue rejected", "replica", node, "timeout", s.cfg.Timeout, "attempts", attempts)
-	return nil, rs, s.reject(fmt.Sprintf("no verdict within %v (%d attempts)", s.cfg.Timeout, attempts))
+	return s.reject(fmt.Sprintf("no verdict within %v (%d attempts)", s.cfg.Timeout, attempts))
 }
 
-// destination returns the replica a request goes to: to if set; else,
-// for events with a home, the home's replica or, if it is out of
-// rotation, the least loaded other; else the least loaded replica. It
-// returns nil for a reference (its one subject) and, for a request not
-// bound to an instance, when no replica is known in rotation: the stage's
-// queue group then takes it. A bound request never goes to the queue
-// group (the replica of another instance, another front, could take it):
-// with no replica to go to it is rejected.
-func (s *stageSender) destination(to *replicaState, home string) (*replicaState, error) {
-	if to != nil || s.fixed != "" {
-		return to, nil
+// boundTrip is roundTrip for a request bound to one instance: a reply
+// (its events' home, or a SinkRef's node) or a transaction's outcome (to:
+// the replica holding it). It never goes to the stage's queue group or
+// to another replica (another front could take a reply; another replica
+// does not hold the transaction). Whatever keeps it from its instance —
+// this node cut off from NATS, the instance's node cut off (no
+// responders on its subject, or out of rotation for its silence), a
+// verdict that does not come — it waits and is sent again, with the same
+// idempotency key (the instance decides it once), until the stage's
+// timeout: then it is rejected, counted and logged (see link.go). The
+// first wait of each request is counted (SinkStats.Waits) and logged.
+//
+// One exception keeps SetHome's promise that a home not serving the
+// stage leaves the choice to the load: a home this sender never heard
+// of (no heartbeat, no verdict) that has no responders, while this node
+// is not itself rejoining NATS, is not a replica of the stage; the
+// request then goes by load (roundTrip with no home).
+func (s *stageSender) boundTrip(data []byte, hdr nats.Header, to *replicaState, home string) (*verdict, *replicaState, error) {
+	rs := to
+	if rs == nil {
+		rs = s.homeReplica(home) // nil for a SinkRef: its one subject
 	}
-	if rs := s.homeReplica(home); rs != nil {
-		return rs, nil
+	per := s.cfg.Timeout / time.Duration(s.cfg.Retries+1)
+	s.sent.Add(1)
+	start := time.Now()
+	deadline := start.Add(s.cfg.Timeout)
+	msg := &nats.Msg{Data: data, Header: hdr}
+	msg.Subject = s.subject(rs)
+	waiting, timedOut := false, false
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		reply, err := s.requestBound(msg, rs, min(per, left))
+		switch {
+		case err == nil:
+			return s.verdictOf(reply, rs, start)
+		case errors.Is(err, nats.ErrTimeout):
+			timedOut = true
+			if time.Now().Before(deadline) {
+				s.retrans.Add(1)
+			}
+			continue
+		case errors.Is(err, nats.ErrNoResponders) && to == nil && s.unheard(rs) && !s.n.rejoining(s.staleAfter()):
+			s.sent.Add(^uint64(0)) // counted again by roundTrip
+			return s.roundTrip(data, hdr, nil, "")
+		case s.n.linkDown(err), errors.Is(err, nats.ErrNoResponders), errors.Is(err, errOutOfRotation):
+			timedOut = false
+			if rs != nil && errors.Is(err, nats.ErrNoResponders) && !s.unheard(rs) {
+				rs.dead.Store(true) // not subscribed: out of rotation at the next sweep
+			}
+			if !waiting {
+				waiting = true
+				s.waitFor(rs, to != nil, err)
+			}
+			if !s.awaitRejoin(deadline) {
+				return nil, rs, s.undelivered(time.Since(start))
+			}
+			if to == nil && home != "" {
+				rs = s.homeReplica(home) // a stand-in heard since: its state
+			}
+		default:
+			return nil, rs, s.reject(err.Error())
+		}
 	}
-	rs, allOut := s.pick()
-	if allOut || rs == nil && home != "" {
-		return nil, s.noneInRotation()
+	if timedOut {
+		return nil, rs, s.noVerdict(rs, s.cfg.Retries+1)
 	}
-	return rs, nil
+	return nil, rs, s.undelivered(time.Since(start))
 }
 
-// resend returns the replica a request is sent to again, after attempt
-// attempts that got no verdict (rs: where the last went): a request with
-// a home resolves it again (its state may have changed while it waited
-// for the link: heard again, or gone). One that may have reached rs
-// (attempt > 0) is not handed to another replica: the event may have
-// been admitted there.
-func (s *stageSender) resend(rs, to *replicaState, home string, attempt int) (*replicaState, error) {
-	if home == "" || to != nil || s.fixed != "" {
-		return rs, nil
+// requestBound is request for a bound request: one to a replica out of
+// rotation is sent all the same (its silence may have been a partition
+// now over; no responders say it is still away), without the
+// rotation's end cutting its wait short.
+func (s *stageSender) requestBound(msg *nats.Msg, rs *replicaState, per time.Duration) (*nats.Msg, error) {
+	if rs != nil && rs.rot.Load().ctx.Err() != nil {
+		return s.request(msg, nil, per)
 	}
-	next, err := s.destination(nil, home)
-	switch {
-	case err != nil:
-		return rs, err
-	case attempt > 0 && rs != nil && next.inst != rs.inst:
-		return rs, s.reject(fmt.Sprintf("replica on node %s left before its verdict came back (the event may have been admitted)", rs.node))
-	}
-	return next, nil
+	return s.request(msg, rs, per)
 }
 
-// afterLinkDown decides on a request that could not be sent because the
-// link is down, or, for a bound request, because its destination may not
-// have resubscribed yet after an outage (rs: where it went; start: when
-// it was first sent; deadline: the stage's timeout from then). A request
-// that is not bound is rejected at once; a bound one waits for the link
-// (awaitRejoin) and returns the replica to send it to again (resend), or
-// is rejected once deadline has passed.
-func (s *stageSender) afterLinkDown(rs, to *replicaState, home string, attempt int, bound bool, start, deadline time.Time) (*replicaState, error) {
-	if !bound || !s.awaitRejoin(deadline) {
-		return rs, s.cutOff(bound, time.Since(start))
+// unheard reports whether rs is a stand-in for a home this sender has
+// not heard of yet (see homeReplica).
+func (s *stageSender) unheard(rs *replicaState) bool {
+	if rs == nil || s.fixed != "" {
+		return false
 	}
-	return s.resend(rs, to, home, attempt)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replicas[rs.inst] != rs
 }
 
-// awaitRejoin pauses a bound request that could not be sent (the link
-// down, or its destination not subscribed yet after an outage) and waits
-// for the link: it reports whether to send it again, false once deadline
-// has passed.
+// waitFor counts and logs (WARN, rate-limited) that a bound request (a
+// transaction's outcome if outcome, else a reply) waits for its instance
+// (rs; nil: a SinkRef's node) because of err.
+func (s *stageSender) waitFor(rs *replicaState, outcome bool, err error) {
+	s.waits.Add(1)
+	node := "(reference)"
+	if rs != nil {
+		node = rs.node
+	}
+	why := "its node cut off from NATS"
+	if s.n.cutOff() {
+		why = "this node cut off from NATS"
+	}
+	msg := "remote: reply waiting for its home"
+	if outcome {
+		msg = "remote: transaction outcome waiting for its replica"
+	}
+	s.warn(&s.warns.wait, msg, "replica", node, "why", why, "err", err.Error(), "timeout", s.cfg.Timeout)
+}
+
+// awaitRejoin pauses a bound request that could not reach its instance
+// and waits for the link: it reports whether to send it again, false
+// once deadline has passed or the node closes.
 func (s *stageSender) awaitRejoin(deadline time.Time) bool {
 	left := time.Until(deadline)
 	return left > 0 && s.n.pause(min(rejoinPause, left)) && s.n.awaitLink(deadline) && time.Now().Before(deadline)
 }
 
-// cutOff is the rejection of a request this node could not send because
-// it is cut off from NATS (or, for a bound one, because its destination
-// did not come back within the timeout), logged at WARN, rate-limited.
-func (s *stageSender) cutOff(bound bool, waited time.Duration) error {
-	if !bound {
-		s.warn(&s.warns.cut, "remote: cut off from NATS: enqueue rejected")
-		return s.reject("this node is cut off from NATS (reconnecting)")
-	}
+// cutOff is the rejection of a request not bound to an instance that
+// this node could not send because it is cut off from NATS, logged at
+// WARN, rate-limited.
+func (s *stageSender) cutOff() error {
+	s.warn(&s.warns.cut, "remote: cut off from NATS: enqueue rejected")
+	return s.reject("this node is cut off from NATS (reconnecting)")
+}
+
+// undelivered is the rejection of a bound request that did not reach
+// its instance within the stage's timeout (this node or the instance's
+// cut off from NATS), logged at WARN, rate-limited.
+func (s *stageSender) undelivered(waited time.Duration) error {
 	s.warn(&s.warns.cut, "remote: cut off from NATS: reply not delivered in time", "waited", waited.Round(time.Millisecond))
 	return s.reject(fmt.Sprintf("cut off from NATS: not delivered within %v (this node or the one it goes to reconnecting)", s.cfg.Timeout))
 }
@@ -494,6 +559,8 @@ func (s *stageSender) EnqueueLossy(e sink.Event) bool { return s.lossy(s.Enqueue
 // Prepare asks one replica to admit es and hold room for them; the Txn's
 // Commit makes them visible there, Abort gives the room back. A replica
 // aborts a transaction nobody committed within the duplicates window.
+// Commit and Abort go to that replica alone, and wait for it like a
+// reply (see boundTrip); an outcome it did not confirm is the Txn's Err.
 func (s *stageSender) Prepare(es []sink.Event) (sink.Txn, error) {
 	tk, err := s.admit(es)
 	if err != nil {
@@ -511,6 +578,11 @@ func (s *stageSender) Prepare(es []sink.Event) (sink.Txn, error) {
 		complete(tk, es, err, start)
 		return nil, err
 	}
+	if rs == nil {
+		// Taken through the queue group by a replica not heard of yet:
+		// its outcome goes to it all the same.
+		rs = s.homeReplica(v.inst)
+	}
 	txn := &remoteTxn{s: s, id: id, rs: rs, n: len(es), ticket: tk, start: start}
 	if tk.Predicate() != nil {
 		txn.es = slices.Clone(es) // the caller may reuse es
@@ -524,23 +596,39 @@ func (s *stageSender) Prepare(es []sink.Event) (sink.Txn, error) {
 type remoteTxn struct {
 	s      *stageSender
 	id     string
-	rs     *replicaState
+	rs     *replicaState // the replica holding it
 	n      int
 	es     []sink.Event // for the predicate, if any
 	ticket sink.Ticket
 	start  time.Time
 	once   sync.Once
+	err    atomic.Pointer[error] // the outcome's, if not confirmed
 }
 
+// finish sends the transaction's outcome (opCommit, opAbort) to the
+// replica holding it, waiting for it across outages up to the stage's
+// timeout, with the transaction's id (the replica decides the outcome
+// once). A Commit not confirmed, or refused (the replica aborted it on
+// its own), keeps nothing: its ticket is cancelled, the error counted
+// (SinkStats.LostOutcomes), logged and kept for Err. An Abort is done
+// once any verdict comes back (the transaction is over there); one that
+// never reaches the replica is counted and logged too (the replica
+// gives the room back at the end of its duplicates window).
 func (t *remoteTxn) finish(op byte) {
 	t.once.Do(func() {
 		v, _, err := t.s.call(op, t.id, nil, t.rs)
-		if err == nil {
-			err = v.err()
+		if err == nil && op == opCommit {
+			if err = v.err(); err != nil {
+				t.s.rejected.Add(1)
+			}
 		}
-		if err != nil {
-			t.s.n.log.Error("remote: transaction outcome not delivered", "stage", t.s.stage, "op", op, "err", err)
-		} else if op == opCommit {
+		switch {
+		case err != nil:
+			t.s.lostOutcomes.Add(1)
+			t.err.Store(&err)
+			t.s.n.log.Error("remote: transaction outcome not delivered", "stage", t.s.stage, "outcome", outcomeName(op),
+				"id", t.id, "err", err)
+		case op == opCommit:
 			t.s.events.Add(uint64(t.n))
 		}
 		if op == opAbort {
@@ -552,6 +640,24 @@ func (t *remoteTxn) finish(op byte) {
 
 func (t *remoteTxn) Commit() { t.finish(opCommit) }
 func (t *remoteTxn) Abort()  { t.finish(opAbort) }
+
+// Err returns, once Commit or Abort has returned, why the outcome was
+// not confirmed by the replica holding the transaction (a Commit's
+// events were then not kept), or nil.
+func (t *remoteTxn) Err() error {
+	if p := t.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// outcomeName names a transaction's outcome for logs.
+func outcomeName(op byte) string {
+	if op == opCommit {
+		return "commit"
+	}
+	return "abort"
+}
 
 // Len returns the sum of the queue lengths of the replicas in rotation,
 // as last reported.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -124,12 +125,11 @@ func (r *replica) stop() error {
 		}
 		close(r.stopC)
 		r.txMu.Lock()
-		for id, h := range r.txns {
-			h.timer.Stop()
-			h.t.Abort()
-			delete(r.txns, id)
-		}
+		ids := slices.Collect(maps.Keys(r.txns))
 		r.txMu.Unlock()
+		for _, id := range ids {
+			r.end(id, opAbort, "(its replica stopped)")
+		}
 	})
 	return errors.Join(errs...)
 }
@@ -176,21 +176,46 @@ func (r *replica) decideRequest(q *request, hdr nats.Header) *verdict {
 			return v
 		})
 	case opCommit, opAbort:
-		r.txMu.Lock()
-		h := r.txns[q.id]
-		delete(r.txns, q.id)
-		r.txMu.Unlock()
-		if h != nil {
-			h.timer.Stop()
-			if q.op == opCommit {
-				h.t.Commit()
-			} else {
-				h.t.Abort()
-			}
-		}
-		return &verdict{status: statusOK} // a retransmitted outcome finds nothing: fine
+		v, _ := r.end(q.id, q.op, "(by its sender)")
+		return v
 	}
 	return &verdict{status: statusError, detail: verdictDetail{Reason: fmt.Sprintf("unknown operation %d", q.op)}}
+}
+
+// outcomeKey is what a transaction's id is followed by in the key of its
+// outcome, in the replica's record of verdicts (the id alone is its
+// Prepare's): no idempotency key holds it.
+const outcomeKey = "#outcome"
+
+// end decides the outcome (op: opCommit or opAbort) of transaction id,
+// once: the first of its Commit, its Abort, its expiry (why: the
+// reason) or the replica's stop settles it, and every later request
+// for its outcome (a Commit sent again, its verdict lost or its sender
+// waiting across an outage) gets the same verdict: ok once committed; a
+// rejection naming why once aborted (the sender of an Abort takes any
+// verdict as done); a rejection for a transaction this replica does not
+// hold (never prepared here, or forgotten: its idempotency record
+// retired early under load). settled reports whether this call settled
+// it.
+func (r *replica) end(id string, op byte, why string) (v *verdict, settled bool) {
+	v = r.seen.once(id+outcomeKey, func() *verdict {
+		r.txMu.Lock()
+		h := r.txns[id]
+		delete(r.txns, id)
+		r.txMu.Unlock()
+		if h == nil {
+			return &verdict{status: statusRejected, detail: verdictDetail{Reason: "no such transaction held here (never prepared here, or forgotten)"}}
+		}
+		h.timer.Stop()
+		settled = true
+		if op == opCommit {
+			h.t.Commit()
+			return &verdict{status: statusOK}
+		}
+		h.t.Abort()
+		return &verdict{status: statusRejected, detail: verdictDetail{Reason: "transaction aborted " + why}}
+	})
+	return v, settled
 }
 
 func (r *replica) admit(q *request) *verdict {
@@ -202,12 +227,7 @@ func (r *replica) admit(q *request) *verdict {
 		if t, err = s.Prepare(q.events); err == nil {
 			h := &heldTxn{t: t}
 			h.timer = time.AfterFunc(r.seen.window, func() {
-				r.txMu.Lock()
-				_, mine := r.txns[q.id]
-				delete(r.txns, q.id)
-				r.txMu.Unlock()
-				if mine {
-					t.Abort()
+				if _, settled := r.end(q.id, opAbort, "(not committed within the duplicates window)"); settled {
 					r.n.log.Warn("remote: prepared events never committed: aborted", "stage", r.name, "id", q.id)
 				}
 			})
