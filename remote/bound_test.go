@@ -228,6 +228,12 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 				if st.LostOutcomes != before.LostOutcomes+1 {
 					t.Fatalf("LostOutcomes %d, want %d", st.LostOutcomes, before.LostOutcomes+1)
 				}
+				for name, want := range map[string]uint64{"remote.Work.lostOutcomes": st.LostOutcomes, "remote.Work.waits": st.Waits} {
+					g, ok := mw.Metrics().Get(name).(interface{ Value() int64 })
+					if !ok || uint64(g.Value()) != want || want == 0 {
+						t.Fatalf("metric %s = %v, want %d (> 0)", name, mw.Metrics().Get(name), want)
+					}
+				}
 				if !strings.Contains(logs.String(), "transaction outcome waiting for its replica") ||
 					!strings.Contains(logs.String(), "transaction outcome not delivered") {
 					t.Fatalf("no log line for the lost commit:\n%s", logs.String())
