@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/internal/logbuf"
+	"github.com/sandstorm-go/sandstorm/internal/natstest"
 	"github.com/sandstorm-go/sandstorm/remote"
 	"github.com/sandstorm-go/sandstorm/sink"
 	"github.com/sandstorm-go/sandstorm/stage"
@@ -71,7 +72,7 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			c := &cluster{t: t, codecs: codecs, log: slog.New(slog.NewTextHandler(logs, nil))}
 			graph := fmt.Sprintf(boundGraph, tc.timeout)
 			mw, _ := c.node(graph, "w", nil)
-			proxy := startLinkProxy(t, c.url)
+			proxy := natstest.NewLink(t, c.url)
 			homeInbox, otherInbox := &recorder{}, &recorder{}
 			_, home := (&cluster{t: t, url: proxy.URL(), codecs: codecs}).node(graph, "f", map[string]stage.Handler{"Inbox": homeInbox})
 			replicas := 1
@@ -84,7 +85,7 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			if err := replies.Enqueue(homed{To: home.Instance(), N: 1}); err != nil {
 				t.Fatal(err)
 			}
-			proxy.cut()
+			proxy.Cut()
 			waitFor(t, "the home cut off", func() bool { return !home.Conn().IsConnected() })
 			if tc.outFirst {
 				waitFor(t, "the home out of rotation", func() bool { return replies.(interface{ Replicas() int }).Replicas() == replicas-1 })
@@ -94,7 +95,7 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			go func() { done <- replies.Enqueue(homed{To: home.Instance(), N: 2}) }()
 			if tc.heal {
 				waitFor(t, "the reply waiting for its home", func() bool { return sinkStats(t, replies).Waits > before.Waits })
-				proxy.heal()
+				proxy.Heal()
 			}
 			var err error
 			select {
@@ -186,7 +187,7 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 			c := &cluster{t: t, log: slog.New(slog.NewTextHandler(logs, nil))}
 			graph := fmt.Sprintf(boundGraph, tc.timeout)
 			mw, _ := c.node(graph, "w", nil)
-			proxy := startLinkProxy(t, c.url)
+			proxy := natstest.NewLink(t, c.url)
 			held, other := &recorder{}, &recorder{}
 			_, nb := (&cluster{t: t, url: proxy.URL()}).node(graph, "b", map[string]stage.Handler{"Work": held})
 			work := remoteSink(t, mw, "Work")
@@ -201,14 +202,14 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 				_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": other})
 				waitFor(t, "two replicas in rotation", func() bool { return work.(interface{ Replicas() int }).Replicas() == 2 })
 			}
-			proxy.cut()
+			proxy.Cut()
 			waitFor(t, "the replica cut off", func() bool { return !nb.Conn().IsConnected() })
 			before := sinkStats(t, work)
 			committed := make(chan struct{})
 			go func() { txn.Commit(); close(committed) }()
 			if tc.heal {
 				waitFor(t, "the commit waiting for its replica", func() bool { return sinkStats(t, work).Waits > before.Waits })
-				proxy.heal()
+				proxy.Heal()
 			}
 			select {
 			case <-committed:

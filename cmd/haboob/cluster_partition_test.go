@@ -1,93 +1,14 @@
 package main
 
 import (
-	"io"
-	"net"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandstorm-go/sandstorm/internal/natstest"
 )
-
-// natsLink is a TCP proxy in the test process between one node and its
-// NATS server: cutting it closes the node's NATS connection and refuses
-// its reconnections (a partition of that node alone) until it is healed.
-type natsLink struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-// newNATSLink proxies to the NATS server at url (nats://host:port) and
-// returns the link; its url() is the one the node joins with.
-func newNATSLink(t *testing.T, url string) *natsLink {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &natsLink{ln: ln, target: strings.TrimPrefix(url, "nats://")}
-	t.Cleanup(func() { ln.Close(); l.cutOff() })
-	go l.serve()
-	return l
-}
-
-func (l *natsLink) url() string { return "nats://" + l.ln.Addr().String() }
-
-func (l *natsLink) serve() {
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		l.mu.Lock()
-		if l.cut {
-			l.mu.Unlock()
-			c.Close()
-			continue
-		}
-		l.mu.Unlock()
-		s, err := net.Dial("tcp", l.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		l.mu.Lock()
-		if l.cut { // cut while dialling
-			l.mu.Unlock()
-			c.Close()
-			s.Close()
-			continue
-		}
-		l.conns = append(l.conns, c, s)
-		l.mu.Unlock()
-		go func() { _, _ = io.Copy(s, c); s.Close() }()
-		go func() { _, _ = io.Copy(c, s); c.Close() }()
-	}
-}
-
-// cutOff closes every connection through the link and refuses new ones.
-func (l *natsLink) cutOff() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cut = true
-	for _, c := range l.conns {
-		c.Close()
-	}
-	l.conns = nil
-}
-
-// heal lets connections through again.
-func (l *natsLink) heal() {
-	l.mu.Lock()
-	l.cut = false
-	l.mu.Unlock()
-}
 
 // durableCluster is the durable-mode cluster of the fault tests:
 // Checksum as a JetStream work queue (ack wait 2s) whose handler is slow
@@ -261,18 +182,18 @@ func TestClusterDurableWorkerStopped(t *testing.T) {
 // stored event handled at least once, and once the partition heals the
 // worker rejoins and serves again.
 func TestClusterDurablePartitionedWorker(t *testing.T) {
-	var link *natsLink
+	var link *natstest.Link
 	front, victim, other, before := startDurableCluster(t, "", func(url string) string {
-		link = newNATSLink(t, url)
-		return link.url()
+		link = natstest.NewLink(t, url)
+		return link.URL()
 	})
 	const total = 200
-	ok, unavailable := faultUnderLoad(t, front, victim, total, link.cutOff)
+	ok, unavailable := faultUnderLoad(t, front, victim, total, link.Cut)
 	t.Logf("durable, a worker partitioned: %d × 200, %d × 503", ok, unavailable)
 	if r := metricAbove(t, other, remoteRedeliveredRE, 0); r <= 0 {
 		t.Errorf("the other worker reports %d redeliveries; the partitioned worker's events should have come to it", r)
 	}
-	link.heal()
+	link.Heal()
 	untilServing(t, front, victim, "the worker whose partition healed")
 	checkNothingLost(t, ok, unavailable, total, before, front, victim, other)
 }
@@ -285,20 +206,20 @@ func TestClusterDurablePartitionedWorker(t *testing.T) {
 func TestClusterPartitionedWorker(t *testing.T) {
 	bin := buildHaboob(t)
 	front := startNode(t, bin, "-config", clusterConfig, "-addr", "127.0.0.1:0", "-nats-listen", "127.0.0.1:0", "-profiler", "")
-	link := newNATSLink(t, front.nats)
-	victim := startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", link.url(), "-profiler", "127.0.0.1:0")
+	link := natstest.NewLink(t, front.nats)
+	victim := startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", link.URL(), "-profiler", "127.0.0.1:0")
 	startNode(t, bin, "-config", clusterConfig, "-node", "worker", "-nats", front.nats)
 	if ok, _ := loadFronts(t, []*node{front}, 4, 40); ok == 0 {
 		t.Fatal("nothing served before the partition")
 	}
 	const total = 2000
-	ok, unavailable := faultUnderLoad(t, front, victim, total, link.cutOff)
+	ok, unavailable := faultUnderLoad(t, front, victim, total, link.Cut)
 	t.Logf("request mode, a worker partitioned: %d × 200, %d × 503", ok, unavailable)
 	if ok+unavailable != total || ok == 0 {
 		t.Fatalf("%d × 200 and %d × 503 for %d requests", ok, unavailable, total)
 	}
 	waitLogged(t, front, `out of rotation" node=front replica=worker`)
-	link.heal()
+	link.Heal()
 	waitLogged(t, front, `msg="remote: replica answering again: back in rotation"`)
 	if got := front.logged(); strings.Contains(got, "request not answered in time") {
 		t.Errorf("a request waited for the response timeout:\n%s", got)

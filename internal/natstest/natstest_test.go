@@ -70,3 +70,70 @@ func TestStopTwice(t *testing.T) {
 	srv.Stop()
 	srv.Stop()
 }
+
+// TestLinkCutAndHeal: a client joined through a Link loses its connection
+// when the link is cut, cannot reconnect while it stays cut (a message
+// published by a client on the server directly does not reach it), and
+// reconnects on its own once it is healed.
+func TestLinkCutAndHeal(t *testing.T) {
+	srv := natstest.Start(t, natstest.Config{})
+	link := natstest.NewLink(t, srv.URL())
+	events := make(chan string, 16)
+	nc, err := nats.Connect(link.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { events <- "disconnected" }),
+		nats.ReconnectHandler(func(*nats.Conn) { events <- "reconnected" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	direct, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	got, err := nc.SubscribeSync("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case e := <-events:
+			if e != want {
+				t.Fatalf("event %q, want %q", e, want)
+			}
+		case <-time.After(30 * time.Second): // a hang guard
+			t.Fatalf("no %q", want)
+		}
+	}
+
+	link.Cut()
+	expect("disconnected")
+	// Reconnections are refused while cut: the client tries many times
+	// (every 10 ms) and stays away, so it misses what is published.
+	if err := direct.Publish("s", []byte("missed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if nc.IsConnected() {
+		t.Fatal("the client reconnected through a cut link")
+	}
+
+	link.Heal()
+	expect("reconnected")
+	if err := nc.Flush(); err != nil { // the subscription is back on the server
+		t.Fatal(err)
+	}
+	if err := direct.Publish("s", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := got.NextMsg(30 * time.Second)
+	if err != nil || string(m.Data) != "after" {
+		t.Fatalf("first message after the heal: %v, %v; want %q (the one published while cut is missed)", m, err, "after")
+	}
+}
