@@ -48,8 +48,10 @@ type Server struct {
 	// resources, for the accept loop to back off.
 	enrolling chan struct{}
 	enrollErr atomic.Pointer[error]
-	// lastHoldWarn is when (Unix ns) awaitDescriptor last warned.
+	// lastHoldWarn is when (Unix ns) awaitDescriptor last warned; held
+	// counts the connections it holds, for the accept loops to pause.
 	lastHoldWarn atomic.Int64
+	held         atomic.Int64
 	quit         chan struct{} // closed by Close: accept loops stop backing off
 
 	suspended atomic.Bool
@@ -225,6 +227,19 @@ func (s *Server) acceptLoop(ln net.Listener) {
 			}
 			continue
 		}
+		if s.held.Load() > 0 {
+			// A connection waits for a descriptor (awaitDescriptor): the
+			// next one freed is its, not a new accept's, which would need
+			// a duplicate of its own and wait beside it.
+			t := time.NewTimer(acceptBackoffMin)
+			select {
+			case <-s.quit:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
 		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -309,13 +324,19 @@ func (s *Server) admit(nc net.Conn) error {
 // a connection the kernel had completed (and lose what the peer sent).
 // Each failed try counts as a failed accept (a warning at most every
 // acceptWarnEvery); the connection is kept and tried again after
-// acceptBackoffMin, doubling up to acceptBackoffMax. It returns false when
-// the server closes first. Between the probe and gnet's own duplicate
-// another thread may take the descriptor; that hand-over then fails as
-// before (counted and logged by the accept loop).
+// acceptBackoffMin, doubling up to acceptBackoffMax, and the accept loops
+// pause while it is held, so that connections do not pile up waiting.
+// It returns false when the server closes first. Between the probe and
+// gnet's own duplicate another thread may take the descriptor; that
+// hand-over then fails as before (counted and logged by the accept loop).
 func (s *Server) awaitDescriptor(nc net.Conn) bool {
 	backoff := acceptBackoffMin
 	var since time.Time
+	defer func() {
+		if !since.IsZero() {
+			s.held.Add(-1)
+		}
+	}()
 	for {
 		err := probeDup(nc)
 		if err == nil || !isOutOfDescriptors(err) {
@@ -329,6 +350,7 @@ func (s *Server) awaitDescriptor(nc net.Conn) bool {
 		now := time.Now()
 		if since.IsZero() {
 			since = now
+			s.held.Add(1)
 		}
 		if last := s.lastHoldWarn.Load(); last == 0 || now.Sub(time.Unix(0, last)) >= acceptWarnEvery {
 			if s.lastHoldWarn.CompareAndSwap(last, now.UnixNano()) {
