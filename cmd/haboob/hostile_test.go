@@ -94,7 +94,7 @@ func TestBinaryRecoversFromDescriptorExhaustion(t *testing.T) {
 	}
 	var recovered bool
 	for line := range r.logs {
-		if strings.Contains(line, "aio: accepting again") {
+		if strings.Contains(line, "aio: accepting again") || strings.Contains(line, "aio: accepted connection handed over once a descriptor was free") {
 			recovered = true
 		}
 		if strings.Contains(line, "stopped unexpectedly") {
