@@ -259,3 +259,55 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestHomeAcrossOutage: a reply made while its sender's node is cut off
+// from NATS, for longer than the staleness bound (the fronts'
+// heartbeats stale when it ends), waits for the link and goes to its
+// home once it is back; so does a reply made just after the outage,
+// while the sender has not heard the home again: never to the other
+// front, each admitted once.
+func TestHomeAcrossOutage(t *testing.T) {
+	codecs := remote.NewCodecs()
+	remote.Register[homed](codecs, "test.homed")
+	remote.SetHome(codecs, func(h homed) string { return h.To })
+	c := &cluster{t: t, codecs: codecs}
+	graph := fmt.Sprintf(boundGraph, "30s")
+	homeInbox, otherInbox := &recorder{}, &recorder{}
+	_, home := c.node(graph, "f", map[string]stage.Handler{"Inbox": homeInbox})
+	_, _ = c.node(graph, "f", map[string]stage.Handler{"Inbox": otherInbox})
+	proxy := natstest.NewLink(t, c.url)
+	mw, nw := (&cluster{t: t, url: proxy.URL(), codecs: codecs}).node(graph, "w", nil)
+	replies := remoteSink(t, mw, "Inbox")
+	waitFor(t, "both fronts in rotation", func() bool { return replies.(interface{ Replicas() int }).Replicas() == 2 })
+	if err := replies.Enqueue(homed{To: home.Instance(), N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	waitFor(t, "node w cut off", func() bool { return !nw.Conn().IsConnected() })
+	before := sinkStats(t, replies)
+	done := make(chan error, 1)
+	go func() { done <- replies.Enqueue(homed{To: home.Instance(), N: 2}) }()
+	waitFor(t, "the reply waiting for the link", func() bool { return sinkStats(t, replies).Waits > before.Waits })
+	time.Sleep(1200 * time.Millisecond) // the outage outlasts the staleness bound (1s): setup, not a criterion
+	proxy.Heal()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a reply made while cut off: %v, want it delivered to its home", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("the reply made while cut off never got its verdict")
+	}
+	if err := replies.Enqueue(homed{To: home.Instance(), N: 3}); err != nil {
+		t.Fatalf("a reply just after the outage: %v, want it delivered to its home", err)
+	}
+	waitFor(t, "the replies handled at their home", func() bool { return homeInbox.count() == 3 })
+	if otherInbox.count() != 0 {
+		t.Fatalf("the other front took %v", otherInbox.events())
+	}
+	for i, e := range homeInbox.events() {
+		if e.(homed).N != i+1 {
+			t.Fatalf("the home handled %v, want replies 1, 2, 3 once each", homeInbox.events())
+		}
+	}
+}
