@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 	"github.com/sandstorm-go/sandstorm/internal/natstest"
 	"github.com/sandstorm-go/sandstorm/remote"
@@ -186,7 +188,7 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 			logs := &logbuf.Buffer{}
 			c := &cluster{t: t, log: slog.New(slog.NewTextHandler(logs, nil))}
 			graph := fmt.Sprintf(boundGraph, tc.timeout)
-			mw, _ := c.node(graph, "w", nil)
+			mw, nw := c.node(graph, "w", nil)
 			proxy := natstest.NewLink(t, c.url)
 			held, other := &recorder{}, &recorder{}
 			_, nb := (&cluster{t: t, url: proxy.URL()}).node(graph, "b", map[string]stage.Handler{"Work": held})
@@ -204,6 +206,13 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 			}
 			proxy.Cut()
 			waitFor(t, "the replica cut off", func() bool { return !nb.Conn().IsConnected() })
+			// and its subscriptions gone from the server: a Commit sent
+			// before that may reach the dead connection, and its outcome
+			// would be unknown (TestCommitOutcome), not lost.
+			waitFor(t, "the replica's subscriptions dropped", func() bool {
+				_, err := nw.Conn().Request(remote.DirectSubject(nb, "Work"), nil, time.Second)
+				return errors.Is(err, nats.ErrNoResponders)
+			})
 			before := sinkStats(t, work)
 			committed := make(chan struct{})
 			go func() { txn.Commit(); close(committed) }()
@@ -224,7 +233,7 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 					t.Fatalf("a commit never delivered: Err() = %v, want a rejection", txnErr)
 				}
 				if done != 0 || cancelled != 1 {
-					t.Fatalf("the ticket got %d Done, %d Cancel; want the event cancelled", done, cancelled)
+					t.Fatalf("the ticket got %d Done, %d Cancel; want the event cancelled (Err %v)\n%s", done, cancelled, txnErr, logs.String())
 				}
 				if st.LostOutcomes != before.LostOutcomes+1 {
 					t.Fatalf("LostOutcomes %d, want %d", st.LostOutcomes, before.LostOutcomes+1)

@@ -532,10 +532,14 @@ func (s *stageSender) waitFor(rs *replicaState, what string, err error) {
 
 // awaitRejoin pauses a bound request that could not reach its instance
 // and waits for the link: it reports whether to send it again, false
-// once deadline has passed or the node closes.
+// once deadline has passed or the node closes, or when less than
+// rejoinPause would be left for the attempt: a verdict (or NATS's "no
+// responders") could hardly come back in that time, and an attempt that
+// times out is one that may have arrived (see boundTrip), which would
+// make a request that never reached its instance look delivered.
 func (s *stageSender) awaitRejoin(deadline time.Time) bool {
 	left := time.Until(deadline)
-	return left > 0 && s.n.pause(min(rejoinPause, left)) && s.n.awaitLink(deadline) && time.Now().Before(deadline)
+	return left > 0 && s.n.pause(min(rejoinPause, left)) && s.n.awaitLink(deadline) && time.Until(deadline) >= rejoinPause
 }
 
 // cutOff is the rejection of a request not bound to an instance that
