@@ -73,7 +73,7 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			remote.SetHome(codecs, func(h homed) string { return h.To })
 			c := &cluster{t: t, codecs: codecs, log: slog.New(slog.NewTextHandler(logs, nil))}
 			graph := fmt.Sprintf(boundGraph, tc.timeout)
-			mw, _ := c.node(graph, "w", nil)
+			mw, nw := c.node(graph, "w", nil)
 			proxy := natstest.NewLink(t, c.url)
 			homeInbox, otherInbox := &recorder{}, &recorder{}
 			_, home := (&cluster{t: t, url: proxy.URL(), codecs: codecs}).node(graph, "f", map[string]stage.Handler{"Inbox": homeInbox})
@@ -89,6 +89,7 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			}
 			proxy.Cut()
 			waitFor(t, "the home cut off", func() bool { return !home.Conn().IsConnected() })
+			waitFor(t, "the home's subscriptions dropped", func() bool { return unsubscribed(nw, home, "Inbox") })
 			if tc.outFirst {
 				waitFor(t, "the home out of rotation", func() bool { return replies.(interface{ Replicas() int }).Replicas() == replicas-1 })
 			}
@@ -137,6 +138,15 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unsubscribed reports whether the NATS server has dropped the direct
+// subscription of node to's replica of stage, asked from node from: a
+// request sent before that may reach the dead connection, and would be
+// one that may have arrived (see TestCommitOutcome), not undelivered.
+func unsubscribed(from, to *remote.Node, stage string) bool {
+	_, err := from.Conn().Request(remote.DirectSubject(to, stage), nil, time.Second)
+	return errors.Is(err, nats.ErrNoResponders)
 }
 
 // outcomes is a sender-side predicate that admits everything and
@@ -209,10 +219,7 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 			// and its subscriptions gone from the server: a Commit sent
 			// before that may reach the dead connection, and its outcome
 			// would be unknown (TestCommitOutcome), not lost.
-			waitFor(t, "the replica's subscriptions dropped", func() bool {
-				_, err := nw.Conn().Request(remote.DirectSubject(nb, "Work"), nil, time.Second)
-				return errors.Is(err, nats.ErrNoResponders)
-			})
+			waitFor(t, "the replica's subscriptions dropped", func() bool { return unsubscribed(nw, nb, "Work") })
 			before := sinkStats(t, work)
 			committed := make(chan struct{})
 			go func() { txn.Commit(); close(committed) }()
