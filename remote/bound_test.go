@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sandstorm-go/sandstorm/internal/logbuf"
 	"github.com/sandstorm-go/sandstorm/internal/natstest"
 	"github.com/sandstorm-go/sandstorm/remote"
@@ -71,7 +73,7 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			remote.SetHome(codecs, func(h homed) string { return h.To })
 			c := &cluster{t: t, codecs: codecs, log: slog.New(slog.NewTextHandler(logs, nil))}
 			graph := fmt.Sprintf(boundGraph, tc.timeout)
-			mw, _ := c.node(graph, "w", nil)
+			mw, nw := c.node(graph, "w", nil)
 			proxy := natstest.NewLink(t, c.url)
 			homeInbox, otherInbox := &recorder{}, &recorder{}
 			_, home := (&cluster{t: t, url: proxy.URL(), codecs: codecs}).node(graph, "f", map[string]stage.Handler{"Inbox": homeInbox})
@@ -87,6 +89,7 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			}
 			proxy.Cut()
 			waitFor(t, "the home cut off", func() bool { return !home.Conn().IsConnected() })
+			waitFor(t, "the home's subscriptions dropped", func() bool { return unsubscribed(nw, home, "Inbox") })
 			if tc.outFirst {
 				waitFor(t, "the home out of rotation", func() bool { return replies.(interface{ Replicas() int }).Replicas() == replicas-1 })
 			}
@@ -135,6 +138,15 @@ func TestReplyWaitsForItsHome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unsubscribed reports whether the NATS server has dropped the direct
+// subscription of node to's replica of stage, asked from node from: a
+// request sent before that may reach the dead connection, and would be
+// one that may have arrived (see TestCommitOutcome), not undelivered.
+func unsubscribed(from, to *remote.Node, stage string) bool {
+	_, err := from.Conn().Request(remote.DirectSubject(to, stage), nil, time.Second)
+	return errors.Is(err, nats.ErrNoResponders)
 }
 
 // outcomes is a sender-side predicate that admits everything and
@@ -186,7 +198,7 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 			logs := &logbuf.Buffer{}
 			c := &cluster{t: t, log: slog.New(slog.NewTextHandler(logs, nil))}
 			graph := fmt.Sprintf(boundGraph, tc.timeout)
-			mw, _ := c.node(graph, "w", nil)
+			mw, nw := c.node(graph, "w", nil)
 			proxy := natstest.NewLink(t, c.url)
 			held, other := &recorder{}, &recorder{}
 			_, nb := (&cluster{t: t, url: proxy.URL()}).node(graph, "b", map[string]stage.Handler{"Work": held})
@@ -204,6 +216,10 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 			}
 			proxy.Cut()
 			waitFor(t, "the replica cut off", func() bool { return !nb.Conn().IsConnected() })
+			// and its subscriptions gone from the server: a Commit sent
+			// before that may reach the dead connection, and its outcome
+			// would be unknown (TestCommitOutcome), not lost.
+			waitFor(t, "the replica's subscriptions dropped", func() bool { return unsubscribed(nw, nb, "Work") })
 			before := sinkStats(t, work)
 			committed := make(chan struct{})
 			go func() { txn.Commit(); close(committed) }()
@@ -224,7 +240,7 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 					t.Fatalf("a commit never delivered: Err() = %v, want a rejection", txnErr)
 				}
 				if done != 0 || cancelled != 1 {
-					t.Fatalf("the ticket got %d Done, %d Cancel; want the event cancelled", done, cancelled)
+					t.Fatalf("the ticket got %d Done, %d Cancel; want the event cancelled (Err %v)\n%s", done, cancelled, txnErr, logs.String())
 				}
 				if st.LostOutcomes != before.LostOutcomes+1 {
 					t.Fatalf("LostOutcomes %d, want %d", st.LostOutcomes, before.LostOutcomes+1)
@@ -257,5 +273,57 @@ func TestCommitWaitsForItsReplica(t *testing.T) {
 				t.Fatalf("held %v, other %v: want the prepared event once, where it was prepared", got, other.events())
 			}
 		})
+	}
+}
+
+// TestHomeAcrossOutage: a reply made while its sender's node is cut off
+// from NATS, for longer than the staleness bound (the fronts'
+// heartbeats stale when it ends), waits for the link and goes to its
+// home once it is back; so does a reply made just after the outage,
+// while the sender has not heard the home again: never to the other
+// front, each admitted once.
+func TestHomeAcrossOutage(t *testing.T) {
+	codecs := remote.NewCodecs()
+	remote.Register[homed](codecs, "test.homed")
+	remote.SetHome(codecs, func(h homed) string { return h.To })
+	c := &cluster{t: t, codecs: codecs}
+	graph := fmt.Sprintf(boundGraph, "30s")
+	homeInbox, otherInbox := &recorder{}, &recorder{}
+	_, home := c.node(graph, "f", map[string]stage.Handler{"Inbox": homeInbox})
+	_, _ = c.node(graph, "f", map[string]stage.Handler{"Inbox": otherInbox})
+	proxy := natstest.NewLink(t, c.url)
+	mw, nw := (&cluster{t: t, url: proxy.URL(), codecs: codecs}).node(graph, "w", nil)
+	replies := remoteSink(t, mw, "Inbox")
+	waitFor(t, "both fronts in rotation", func() bool { return replies.(interface{ Replicas() int }).Replicas() == 2 })
+	if err := replies.Enqueue(homed{To: home.Instance(), N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	waitFor(t, "node w cut off", func() bool { return !nw.Conn().IsConnected() })
+	before := sinkStats(t, replies)
+	done := make(chan error, 1)
+	go func() { done <- replies.Enqueue(homed{To: home.Instance(), N: 2}) }()
+	waitFor(t, "the reply waiting for the link", func() bool { return sinkStats(t, replies).Waits > before.Waits })
+	time.Sleep(1200 * time.Millisecond) // the outage outlasts the staleness bound (1s): setup, not a criterion
+	proxy.Heal()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a reply made while cut off: %v, want it delivered to its home", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("the reply made while cut off never got its verdict")
+	}
+	if err := replies.Enqueue(homed{To: home.Instance(), N: 3}); err != nil {
+		t.Fatalf("a reply just after the outage: %v, want it delivered to its home", err)
+	}
+	waitFor(t, "the replies handled at their home", func() bool { return homeInbox.count() == 3 })
+	if otherInbox.count() != 0 {
+		t.Fatalf("the other front took %v", otherInbox.events())
+	}
+	for i, e := range homeInbox.events() {
+		if e.(homed).N != i+1 {
+			t.Fatalf("the home handled %v, want replies 1, 2, 3 once each", homeInbox.events())
+		}
 	}
 }

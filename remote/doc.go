@@ -36,8 +36,10 @@
 //     replica until the Txn's Commit or Abort (or, if neither comes, the
 //     duplicates window); the outcome goes to that replica alone and
 //     waits for it like a reply (below), decided there once per
-//     transaction; one not confirmed cancels the events' ticket, is
-//     counted (SinkStats.LostOutcomes), logged, and is the Txn's Err.
+//     transaction; one refused or not delivered cancels the events'
+//     ticket, is counted (SinkStats.LostOutcomes), logged, and is the
+//     Txn's Err; a Commit that may have been kept (ErrOutcomeUnknown) is
+//     counted apart (SinkStats.UnknownOutcomes).
 //   - mode durable: an enqueue is a JetStream publish to the stage's
 //     work-queue stream, whose size limit is the stage's queue threshold
 //     (a full stream rejects the enqueue). Replicas pull what their queue

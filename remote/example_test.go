@@ -148,3 +148,29 @@ func ExampleVersionError() {
 	fmt.Println(err)
 	// Output: remote: message in wire format version 3, this node speaks versions 1 to 2 (built before it: upgrade this node)
 }
+
+// A Commit that no verdict confirmed: ErrOutcomeUnknown says the replica
+// may have kept the events (do not send them again blindly); any other
+// error says they were not kept.
+func ExampleErrOutcomeUnknown() {
+	commit := func(work sink.Sink, batch []sink.Event) string {
+		txn, err := work.Prepare(batch)
+		if err != nil {
+			return "not prepared: " + err.Error()
+		}
+		txn.Commit()
+		var txnErr error
+		if e, ok := txn.(interface{ Err() error }); ok {
+			txnErr = e.Err()
+		}
+		switch {
+		case txnErr == nil:
+			return "kept"
+		case errors.Is(txnErr, remote.ErrOutcomeUnknown):
+			return "may have been kept: reconcile before sending again"
+		default:
+			return "not kept: safe to send again"
+		}
+	}
+	_ = commit // called with a remote stage's sink (NewManager, Node.StageSink)
+}

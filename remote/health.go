@@ -292,6 +292,8 @@ func (s *stageSender) request(msg *nats.Msg, rs *replicaState, per time.Duration
 	switch {
 	case err == nil:
 		return reply, nil
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, err // nobody took it, whatever became of the rotation meanwhile
 	case rot.ctx.Err() != nil:
 		return nil, errOutOfRotation
 	case errors.Is(err, context.DeadlineExceeded):

@@ -44,39 +44,6 @@ func TestSweepWhileCutOff(t *testing.T) {
 	}
 }
 
-// TestHomeAcrossOutage: a request bound to its home (a reply) goes to
-// the home's replica whatever the sender thinks of it: rejoining NATS,
-// stale, out of rotation (its node may be cut off for a moment: the
-// reply waits for it, see boundTrip), heard again; never to another
-// front, never to the stage's queue group.
-func TestHomeAcrossOutage(t *testing.T) {
-	s, clock, _ := watchedSender(t, StageConfig{})
-	f1, _ := s.heard("ib1", "f1"), s.heard("ib2", "f2")
-	steps := []struct {
-		name    string
-		before  func()
-		advance time.Duration
-	}{
-		{name: "cut off for 3s: the stale home", before: s.n.link.disconnected, advance: 3 * time.Second},
-		{name: "back, not swept yet: still the stale home", before: func() { s.n.link.reconnected(time.Now()) }},
-		{name: "back for long, still stale", before: func() { s.n.link.reconnected(time.Now().Add(-time.Hour)) }},
-		{name: "out of rotation, the other front heard again", advance: 1300 * time.Millisecond, before: func() { s.heard("ib2", "f2") }},
-		{name: "the home heard again", before: func() { s.heard("ib1", "f1") }},
-	}
-	for _, st := range steps {
-		if st.before != nil {
-			st.before()
-		}
-		sweepFor(s, clock, st.advance)
-		if got := s.homeReplica("ib1"); got != f1 {
-			t.Errorf("%s: home's replica = %s, want ib1's", st.name, instOf(got))
-		}
-	}
-	if !f1.inRotation(s.staleBefore()) {
-		t.Error("the home heard again is not back in rotation")
-	}
-}
-
 // instOf names a replica for a test's error: its instance, or the
 // queue group.
 func instOf(rs *replicaState) string {

@@ -11,7 +11,8 @@ import (
 // metrics registry (and so in the profiler's log, dashboard JSON and
 // Prometheus export) as "remote.<stage>.<name>": sent, events, rejected,
 // retransmits, dropped, waits (SinkStats.Waits), lostOutcomes
-// (SinkStats.LostOutcomes), rtt.p50.us, rtt.p99.us, in request mode replicas
+// (SinkStats.LostOutcomes), unknownOutcomes (SinkStats.UnknownOutcomes),
+// rtt.p50.us, rtt.p99.us, in request mode replicas
 // (in rotation), unanswered and failovers, and for a durable stage
 // redelivered and deadletters (SinkStats.Redelivered, DeadLettered).
 func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
@@ -30,6 +31,7 @@ func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 	gauge("dropped", stat(func(st SinkStats) uint64 { return st.Dropped }))
 	gauge("waits", stat(func(st SinkStats) uint64 { return st.Waits }))
 	gauge("lostOutcomes", stat(func(st SinkStats) uint64 { return st.LostOutcomes }))
+	gauge("unknownOutcomes", stat(func(st SinkStats) uint64 { return st.UnknownOutcomes }))
 	gauge("rtt.p50.us", func() int64 { p50, _, _ := RoundTrip(s); return p50.Microseconds() })
 	gauge("rtt.p99.us", func() int64 { _, p99, _ := RoundTrip(s); return p99.Microseconds() })
 	if r, ok := s.(interface{ Replicas() int }); ok {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -23,8 +24,9 @@ func (c *countedTxn) Abort()  { c.mu.Lock(); c.aborts++; c.mu.Unlock() }
 // id, whatever comes first (its Commit, its Abort, its expiry), and
 // answers every later outcome request with that decision: a Commit sent
 // again is confirmed again without committing twice; a Commit after an
-// abort or an expiry is refused, naming why; an id it does not hold is
-// refused.
+// abort or an expiry is refused, naming why; an id it does not hold
+// (never prepared, or forgotten) gets statusNotHeld: not a refusal, the
+// outcome is unknown.
 func TestTxnOutcomeOnce(t *testing.T) {
 	tests := []struct {
 		name                 string
@@ -42,7 +44,7 @@ func TestTxnOutcomeOnce(t *testing.T) {
 			wantReason: "transaction aborted (by its sender)", wantAbt: 1},
 		{name: "commit after the expiry", first: 0, then: opCommit, wantStatus: statusRejected,
 			wantReason: "not committed within the duplicates window", wantAbt: 1},
-		{name: "commit of an id never prepared here", unknown: true, then: opCommit, wantStatus: statusRejected,
+		{name: "commit of an id never prepared here (or forgotten)", unknown: true, then: opCommit, wantStatus: statusNotHeld,
 			wantReason: "no such transaction"},
 	}
 	for _, tc := range tests {
@@ -76,3 +78,30 @@ func TestTxnOutcomeOnce(t *testing.T) {
 }
 
 var _ sink.Txn = (*countedTxn)(nil)
+
+// TestNotHeldOnTheWire: statusNotHeld reaches a sender of the current
+// wire version as itself, and one that predates it (any status but ok
+// and each carries its detail) as a rejection, which is what it got
+// before; a version-1 request gets statusRejected.
+func TestNotHeldOnTheWire(t *testing.T) {
+	tests := []struct {
+		name       string
+		version    int
+		wantStatus byte
+	}{
+		{name: "current version", version: WireVersion, wantStatus: statusNotHeld},
+		{name: "version 1", version: legacyWire, wantStatus: statusRejected},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := &verdict{status: statusNotHeld, inst: "ib1", detail: verdictDetail{Node: "b", Reason: "no such transaction held here"}}
+			v, err := decodeVerdict(encodeVerdict(sent, tc.version))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.status != tc.wantStatus || v.detail != sent.detail || !errors.Is(v.err(), sink.ErrRejected) {
+				t.Fatalf("decoded status %d, detail %+v, err %v; want status %d, the detail, a rejection", v.status, v.detail, v.err(), tc.wantStatus)
+			}
+		})
+	}
+}

@@ -14,18 +14,24 @@ import (
 )
 
 // fakeInstance answers the requests on one instance's direct subject of
-// stage Work, recording their idempotency keys, once started.
+// stage Work, recording their idempotency keys, once started: with
+// status (statusOK if 0), except that the first mute requests get no
+// answer, after which it leaves (unsubscribes) if leave.
 type fakeInstance struct {
-	t    *testing.T
-	n    *Node
-	inst string
-	mu   sync.Mutex
-	ids  []string
+	t      *testing.T
+	n      *Node
+	inst   string
+	status byte
+	mute   int
+	leave  bool
+	mu     sync.Mutex
+	ids    []string
+	sub    *nats.Subscription
 }
 
 func (f *fakeInstance) start(nc *nats.Conn) {
 	f.t.Helper()
-	if _, err := nc.Subscribe(f.n.directSubject("Work", f.inst), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(f.n.directSubject("Work", f.inst), func(m *nats.Msg) {
 		q, err := f.n.wire.decodeRequest(m.Data)
 		if err != nil {
 			f.t.Error(err)
@@ -33,11 +39,23 @@ func (f *fakeInstance) start(nc *nats.Conn) {
 		}
 		f.mu.Lock()
 		f.ids = append(f.ids, q.id)
+		muted, leave, sub := len(f.ids) <= f.mute, len(f.ids) == f.mute && f.leave, f.sub
 		f.mu.Unlock()
-		_ = m.Respond(encodeVerdict(&verdict{status: statusOK, inst: f.inst}, q.version))
-	}); err != nil {
+		if leave {
+			_ = sub.Unsubscribe()
+			_ = nc.Flush()
+		}
+		if muted {
+			return
+		}
+		_ = m.Respond(encodeVerdict(&verdict{status: f.status, inst: f.inst}, q.version))
+	})
+	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.mu.Lock()
+	f.sub = sub
+	f.mu.Unlock()
 	if err := nc.Flush(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -63,39 +81,34 @@ func TestBoundTrip(t *testing.T) {
 		late      bool   // ib1 starts answering once the request waits
 		wantErr   string // "": delivered to wantInst
 		wantInst  string
+		rejoining bool // this node reconnected to NATS just now
 		wantWaits uint64
 		wantLog   string
+		wantDead  bool // a rejected request: ib1 taken for dead (no responders)
 	}{
 		{name: "reply, its home back: delivered there", timeout: time.Minute, home: "ib1", late: true,
 			wantInst: "ib1", wantWaits: 1, wantLog: `msg="remote: reply waiting for its home" node=w replica=f1`},
 		{name: "outcome, its replica back: delivered there", timeout: time.Minute, late: true,
 			wantInst: "ib1", wantWaits: 1, wantLog: `msg="remote: transaction outcome waiting for its replica" node=w replica=f1`},
 		{name: "reply, its home never back: rejected at the timeout", timeout: 300 * time.Millisecond, home: "ib1",
-			wantErr: "not delivered within 300ms", wantWaits: 1, wantLog: `msg="remote: cut off from NATS: reply not delivered in time"`},
+			wantErr: "reply to f1 not delivered within 300ms: no responders on its subject", wantWaits: 1, wantDead: true,
+			wantLog: `msg="remote: reply not delivered in time" node=w replica=f1 why="no responders on its subject`},
+		{name: "outcome, no responders while this node rejoins: a wait, its replica kept", timeout: 300 * time.Millisecond, rejoining: true,
+			wantErr: "transaction outcome to f1 not delivered within 300ms: no responders while this node rejoins NATS", wantWaits: 1,
+			wantLog: `msg="remote: transaction outcome waiting for its replica" node=w replica=f1 why="no responders while this node rejoins NATS`},
 		{name: "reply to an instance never heard of: by load", timeout: time.Minute, home: "nobody", wantInst: "ib2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &logBuffer{}
-			n, err := Join(ClusterConfig{Node: "w"}, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
-			if err != nil {
-				t.Fatal(err)
+			n, s, nc, logs := boundSender(t, tc.timeout)
+			if tc.rejoining {
+				n.link.reconnected(time.Now())
 			}
-			defer n.Close()
-			sk, err := n.StageSink("Work", StageConfig{Timeout: tc.timeout})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := sk.(*stageSender)
-			nc, err := nats.Connect("", nats.InProcessServer(n.srv))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
 			ib1, ib2 := &fakeInstance{t: t, n: n, inst: "ib1"}, &fakeInstance{t: t, n: n, inst: "ib2"}
 			ib2.start(nc)
 			to := s.heard("ib1", "f1")
 			s.heard("ib2", "f2")
+			known := to
 			if tc.home != "" {
 				to = nil
 			}
@@ -145,6 +158,145 @@ func TestBoundTrip(t *testing.T) {
 						t.Fatalf("ib1 got key %q, want key1 every time", id)
 					}
 				}
+			}
+			if tc.wantLog != "" && !strings.Contains(logs.String(), tc.wantLog) {
+				t.Fatalf("log lacks %q:\n%s", tc.wantLog, logs.String())
+			}
+			if tc.wantErr != "" && known.dead.Load() != tc.wantDead {
+				t.Fatalf("ib1 taken for dead: %v, want %v", known.dead.Load(), tc.wantDead)
+			}
+		})
+	}
+}
+
+// boundSender joins a node w with an in-process NATS server and returns
+// it, its sender of stage Work (remote timeout: timeout), another
+// connection to the server (for fake instances) and the node's log.
+func boundSender(t *testing.T, timeout time.Duration) (*Node, *stageSender, *nats.Conn, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	n, err := Join(ClusterConfig{Node: "w"}, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	sk, err := n.StageSink("Work", StageConfig{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(n.srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return n, sk.(*stageSender), nc, logs
+}
+
+// TestResendNotHandedOver: a reply to a home this sender never heard
+// of, whose first attempt may have reached it (no verdict in time) and
+// which then has no responders, is not handed to another replica by
+// load (another front could take it twice): it waits for its home and
+// is rejected at the timeout as one that may have arrived.
+func TestResendNotHandedOver(t *testing.T) {
+	n, s, nc, logs := boundSender(t, 600*time.Millisecond)
+	home := &fakeInstance{t: t, n: n, inst: "ib3", mute: 1, leave: true}
+	other := &fakeInstance{t: t, n: n, inst: "ib2"}
+	home.start(nc)
+	other.start(nc)
+	s.heard("ib2", "f2")
+	data, err := n.wire.encodeRequest(nil, &request{op: opEnqueue, id: "key1", events: []sink.Event{"x"}}, "Work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.roundTrip(data, nil, nil, "ib3")
+	if got := other.got(); len(got) != 0 {
+		t.Fatalf("another replica got %v: a resend that may have reached its home was handed over", got)
+	}
+	if !errors.Is(err, sink.ErrRejected) || !errors.Is(err, errMayHaveArrived) ||
+		!strings.Contains(err.Error(), "reply to ib3 (not heard from yet) not confirmed (it may have arrived) within 600ms") {
+		t.Fatalf("got %v; want a rejection saying the reply may have arrived", err)
+	}
+	if got := home.got(); len(got) != 1 || got[0] != "key1" {
+		t.Fatalf("the home got %v, want key1 once", got)
+	}
+	if !strings.Contains(logs.String(), `msg="remote: reply waiting for its home" node=w replica="ib3 (not heard from yet)"`) {
+		t.Fatalf("no wait logged naming the home:\n%s", logs.String())
+	}
+}
+
+// txnPredicate is a sender-side predicate that admits everything and
+// counts how its events were completed.
+type txnPredicate struct {
+	mu              sync.Mutex
+	done, cancelled int
+}
+
+func (p *txnPredicate) Accept(sink.Event) bool { return true }
+func (p *txnPredicate) Done(sink.Event, time.Duration, time.Duration) {
+	p.mu.Lock()
+	p.done++
+	p.mu.Unlock()
+}
+func (p *txnPredicate) Cancel(sink.Event) { p.mu.Lock(); p.cancelled++; p.mu.Unlock() }
+
+// TestCommitOutcome: a Commit's outcome as the sender sees it: confirmed
+// (Done); refused by its replica, or never delivered (not kept: Cancel,
+// LostOutcomes); unknown when an attempt may have arrived but no verdict
+// came, or the replica no longer holds the transaction (ErrOutcomeUnknown,
+// Done, UnknownOutcomes, logged as unknown).
+func TestCommitOutcome(t *testing.T) {
+	tests := []struct {
+		name        string
+		timeout     time.Duration
+		replica     *fakeInstance // its behaviour (nil: never there)
+		wantUnknown bool
+		wantKept    bool // no error at all
+		wantDone    int
+		wantLost    uint64
+		wantLog     string
+	}{
+		{name: "confirmed", timeout: time.Minute, replica: &fakeInstance{}, wantKept: true, wantDone: 1},
+		{name: "refused: aborted there", timeout: time.Minute, replica: &fakeInstance{status: statusRejected},
+			wantLost: 1, wantLog: `msg="remote: transaction commit refused by its replica: not kept"`},
+		{name: "not held there (forgotten): unknown", timeout: time.Minute, replica: &fakeInstance{status: statusNotHeld},
+			wantUnknown: true, wantDone: 1, wantLog: `level=WARN msg="remote: transaction outcome unknown: the replica may have kept it"`},
+		{name: "no verdict, then its replica gone: unknown", timeout: 600 * time.Millisecond, replica: &fakeInstance{mute: 1, leave: true},
+			wantUnknown: true, wantDone: 1, wantLog: `level=WARN msg="remote: transaction outcome unknown: the replica may have kept it"`},
+		{name: "no verdict at all: unknown", timeout: 300 * time.Millisecond, replica: &fakeInstance{mute: 100},
+			wantUnknown: true, wantDone: 1, wantLog: `level=WARN msg="remote: transaction outcome unknown: the replica may have kept it"`},
+		{name: "never delivered: not kept", timeout: 300 * time.Millisecond,
+			wantLost: 1, wantLog: `msg="remote: transaction outcome not delivered"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, s, nc, logs := boundSender(t, tc.timeout)
+			if tc.replica != nil {
+				tc.replica.t, tc.replica.n, tc.replica.inst = t, n, "ib1"
+				tc.replica.start(nc)
+			}
+			pred := &txnPredicate{}
+			s.SetPredicate(pred)
+			tk, err := s.admit([]sink.Event{"x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			txn := &remoteTxn{s: s, id: "txn1", rs: s.heard("ib1", "f1"), n: 1, es: []sink.Event{"x"}, ticket: tk, start: time.Now()}
+			txn.Commit()
+			err = txn.Err()
+			st := s.Stats()
+			switch {
+			case tc.wantKept && err != nil:
+				t.Fatalf("Err() = %v, want nil", err)
+			case !tc.wantKept && (!errors.Is(err, sink.ErrRejected) || errors.Is(err, ErrOutcomeUnknown) != tc.wantUnknown):
+				t.Fatalf("Err() = %v; want a rejection, ErrOutcomeUnknown: %v", err, tc.wantUnknown)
+			}
+			wantUnknown := uint64(0)
+			if tc.wantUnknown {
+				wantUnknown = 1
+			}
+			if pred.done != tc.wantDone || pred.cancelled != 1-tc.wantDone || st.LostOutcomes != tc.wantLost || st.UnknownOutcomes != wantUnknown {
+				t.Fatalf("%d Done, %d Cancel, LostOutcomes %d, UnknownOutcomes %d; want %d Done, LostOutcomes %d, UnknownOutcomes %d",
+					pred.done, pred.cancelled, st.LostOutcomes, st.UnknownOutcomes, tc.wantDone, tc.wantLost, wantUnknown)
 			}
 			if tc.wantLog != "" && !strings.Contains(logs.String(), tc.wantLog) {
 				t.Fatalf("log lacks %q:\n%s", tc.wantLog, logs.String())

@@ -50,11 +50,17 @@ type SinkStats struct {
 	// instance out of rotation for its silence (see link.go).
 	Waits uint64
 	// LostOutcomes counts the transaction outcomes (Commit, Abort) that
-	// no verdict confirmed within the stage's timeout, or that their
-	// replica refused (a Commit after the replica aborted the
-	// transaction on its own): a lost Commit's events were not kept
-	// there, and its ticket was cancelled.
+	// never reached their replica within the stage's timeout, or that it
+	// refused (a Commit after the replica aborted the transaction on its
+	// own): a lost Commit's events were not kept there, and its ticket
+	// was cancelled.
 	LostOutcomes uint64
+	// UnknownOutcomes counts the transaction outcomes whose fate is
+	// unknown (ErrOutcomeUnknown): one that may have reached the
+	// replica but got no verdict within the stage's timeout, or that the
+	// replica no longer held (forgotten). A Commit among them may have
+	// been kept; its ticket was completed Done (see remoteTxn.finish).
+	UnknownOutcomes uint64
 }
 
 // stageSender is the sink of a stage hosted on other nodes, in request
@@ -80,7 +86,7 @@ type stageSender struct {
 	wasCut    bool                   // the watch's: its last sweep found the node cut off from NATS
 	source    atomic.Pointer[string] // the one local stage sending here, if one (sourceStage)
 
-	unanswered, failovers, waits, lostOutcomes atomic.Uint64
+	unanswered, failovers, waits, lostOutcomes, unknownOutcomes atomic.Uint64
 }
 
 var (
@@ -141,7 +147,7 @@ func (s *stageSender) String() string { return "remote stage " + s.stage }
 func (s *stageSender) Stats() SinkStats {
 	st := s.senderCore.Stats()
 	st.Unanswered, st.Failovers = s.unanswered.Load(), s.failovers.Load()
-	st.Waits, st.LostOutcomes = s.waits.Load(), s.lostOutcomes.Load()
+	st.Waits, st.LostOutcomes, st.UnknownOutcomes = s.waits.Load(), s.lostOutcomes.Load(), s.unknownOutcomes.Load()
 	return st
 }
 
@@ -364,65 +370,98 @@ func (s *stageSender) noVerdict(rs *replicaState, attempts int) error {
 // idempotency key (the instance decides it once), until the stage's
 // timeout: then it is rejected, counted and logged (see link.go). The
 // first wait of each request is counted (SinkStats.Waits) and logged.
+// A rejection after an attempt that may have reached the instance (one
+// that timed out, or whose instance went out of rotation while it
+// waited) wraps errMayHaveArrived: the instance may have decided it.
+//
+// No responders on a known replica's subject take it out of rotation
+// (dead), unless this node is rejoining NATS: then the other nodes'
+// subscriptions may not be back yet, and it is only a wait.
 //
 // One exception keeps SetHome's promise that a home not serving the
 // stage leaves the choice to the load: a home this sender never heard
 // of (no heartbeat, no verdict) that has no responders, while this node
-// is not itself rejoining NATS, is not a replica of the stage; the
-// request then goes by load (roundTrip with no home).
+// is not itself rejoining NATS and no earlier attempt may have reached
+// it, is not a replica of the stage; the request then goes by load
+// (roundTrip with no home).
 func (s *stageSender) boundTrip(data []byte, hdr nats.Header, to *replicaState, home string) (*verdict, *replicaState, error) {
 	rs := to
 	if rs == nil {
 		rs = s.homeReplica(home) // nil for a SinkRef: its one subject
 	}
+	what := boundWhat(to != nil)
 	per := s.cfg.Timeout / time.Duration(s.cfg.Retries+1)
 	s.sent.Add(1)
 	start := time.Now()
 	deadline := start.Add(s.cfg.Timeout)
 	msg := &nats.Msg{Data: data, Header: hdr}
 	msg.Subject = s.subject(rs)
-	waiting, timedOut := false, false
+	waiting, mayHaveArrived := false, false
+	var last error // the last attempt's
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
 		}
 		reply, err := s.requestBound(msg, rs, min(per, left))
+		last = err
 		switch {
 		case err == nil:
 			return s.verdictOf(reply, rs, start)
 		case errors.Is(err, nats.ErrTimeout):
-			timedOut = true
+			mayHaveArrived = true
 			if time.Now().Before(deadline) {
 				s.retrans.Add(1)
 			}
 			continue
-		case errors.Is(err, nats.ErrNoResponders) && to == nil && s.unheard(rs) && !s.n.rejoining(s.staleAfter()):
+		case errors.Is(err, nats.ErrNoResponders) && to == nil && !mayHaveArrived && s.unheard(rs) && !s.n.rejoining(s.staleAfter()):
 			s.sent.Add(^uint64(0)) // counted again by roundTrip
 			return s.roundTrip(data, hdr, nil, "")
 		case s.n.linkDown(err), errors.Is(err, nats.ErrNoResponders), errors.Is(err, errOutOfRotation):
-			timedOut = false
-			if rs != nil && errors.Is(err, nats.ErrNoResponders) && !s.unheard(rs) {
+			if errors.Is(err, errOutOfRotation) {
+				mayHaveArrived = true // sent: its replica went out of rotation while it waited
+			}
+			if rs != nil && errors.Is(err, nats.ErrNoResponders) && !s.unheard(rs) && !s.n.rejoining(s.staleAfter()) {
 				rs.dead.Store(true) // not subscribed: out of rotation at the next sweep
 			}
 			if !waiting {
 				waiting = true
-				s.waitFor(rs, to != nil, err)
+				s.waitFor(rs, what, err)
 			}
 			if !s.awaitRejoin(deadline) {
-				return nil, rs, s.undelivered(time.Since(start))
+				return nil, rs, s.undelivered(rs, what, last, mayHaveArrived, time.Since(start))
 			}
 			if to == nil && home != "" {
 				rs = s.homeReplica(home) // a stand-in heard since: its state
 			}
 		default:
-			return nil, rs, s.reject(err.Error())
+			err = s.reject(err.Error())
+			if mayHaveArrived {
+				err = mayHaveArrivedError{err}
+			}
+			return nil, rs, err
 		}
 	}
-	if timedOut {
-		return nil, rs, s.noVerdict(rs, s.cfg.Retries+1)
+	return nil, rs, s.undelivered(rs, what, last, mayHaveArrived, time.Since(start))
+}
+
+// errMayHaveArrived is wrapped by the rejection of a bound request after
+// an attempt that may have reached its instance (see boundTrip).
+var errMayHaveArrived = errors.New("an earlier attempt may have reached it")
+
+// mayHaveArrivedError is a rejection (RejectError) of a bound request
+// that wraps errMayHaveArrived too.
+type mayHaveArrivedError struct{ error }
+
+func (e mayHaveArrivedError) Unwrap() []error { return []error{e.error, errMayHaveArrived} }
+
+// boundWhat names a bound request in logs and errors: a transaction's
+// outcome if outcome, else a reply.
+func boundWhat(outcome bool) string {
+	if outcome {
+		return "transaction outcome"
 	}
-	return nil, rs, s.undelivered(time.Since(start))
+	return "reply"
 }
 
 // requestBound is request for a bound request: one to a replica out of
@@ -447,32 +486,60 @@ func (s *stageSender) unheard(rs *replicaState) bool {
 	return s.replicas[rs.inst] != rs
 }
 
-// waitFor counts and logs (WARN, rate-limited) that a bound request (a
-// transaction's outcome if outcome, else a reply) waits for its instance
-// (rs; nil: a SinkRef's node) because of err.
-func (s *stageSender) waitFor(rs *replicaState, outcome bool, err error) {
+// boundName names the instance of a bound request (rs; nil: a SinkRef's
+// node) in logs: its node, or for a home not heard from yet its instance.
+func boundName(rs *replicaState) string {
+	switch {
+	case rs == nil:
+		return "(reference)"
+	case rs.node == "":
+		return rs.inst + " (not heard from yet)"
+	}
+	return rs.node
+}
+
+// whyBound says why a bound request's last attempt (err) did not reach
+// its instance.
+func (s *stageSender) whyBound(err error) string {
+	switch {
+	case s.n.cutOff():
+		return "this node cut off from NATS"
+	case errors.Is(err, nats.ErrTimeout):
+		return "no verdict in time (the request may have arrived)"
+	case errors.Is(err, errOutOfRotation):
+		return "its replica stopped sending heartbeats while it waited (the request may have arrived)"
+	case errors.Is(err, nats.ErrNoResponders) && s.n.rejoining(s.staleAfter()):
+		return "no responders while this node rejoins NATS (their subscriptions may not be back yet)"
+	case errors.Is(err, nats.ErrNoResponders):
+		return "no responders on its subject (its node cut off from NATS, or gone)"
+	case s.n.linkDown(err):
+		return "this node cut off from NATS"
+	}
+	return err.Error()
+}
+
+// waitFor counts and logs (WARN, rate-limited) that a bound request
+// (what: boundWhat) waits for its instance (rs; nil: a SinkRef's node)
+// because of err.
+func (s *stageSender) waitFor(rs *replicaState, what string, err error) {
 	s.waits.Add(1)
-	node := "(reference)"
-	if rs != nil {
-		node = rs.node
-	}
-	why := "its node cut off from NATS"
-	if s.n.cutOff() {
-		why = "this node cut off from NATS"
-	}
 	msg := "remote: reply waiting for its home"
-	if outcome {
-		msg = "remote: transaction outcome waiting for its replica"
+	if what != boundWhat(false) {
+		msg = "remote: " + what + " waiting for its replica"
 	}
-	s.warn(&s.warns.wait, msg, "replica", node, "why", why, "err", err.Error(), "timeout", s.cfg.Timeout)
+	s.warn(&s.warns.wait, msg, "replica", boundName(rs), "why", s.whyBound(err), "err", err.Error(), "timeout", s.cfg.Timeout)
 }
 
 // awaitRejoin pauses a bound request that could not reach its instance
 // and waits for the link: it reports whether to send it again, false
-// once deadline has passed or the node closes.
+// once deadline has passed or the node closes, or when less than
+// rejoinPause would be left for the attempt: a verdict (or NATS's "no
+// responders") could hardly come back in that time, and an attempt that
+// times out is one that may have arrived (see boundTrip), which would
+// make a request that never reached its instance look delivered.
 func (s *stageSender) awaitRejoin(deadline time.Time) bool {
 	left := time.Until(deadline)
-	return left > 0 && s.n.pause(min(rejoinPause, left)) && s.n.awaitLink(deadline) && time.Now().Before(deadline)
+	return left > 0 && s.n.pause(min(rejoinPause, left)) && s.n.awaitLink(deadline) && time.Until(deadline) >= rejoinPause
 }
 
 // cutOff is the rejection of a request not bound to an instance that
@@ -483,12 +550,27 @@ func (s *stageSender) cutOff() error {
 	return s.reject("this node is cut off from NATS (reconnecting)")
 }
 
-// undelivered is the rejection of a bound request that did not reach
-// its instance within the stage's timeout (this node or the instance's
-// cut off from NATS), logged at WARN, rate-limited.
-func (s *stageSender) undelivered(waited time.Duration) error {
-	s.warn(&s.warns.cut, "remote: cut off from NATS: reply not delivered in time", "waited", waited.Round(time.Millisecond))
-	return s.reject(fmt.Sprintf("cut off from NATS: not delivered within %v (this node or the one it goes to reconnecting)", s.cfg.Timeout))
+// undelivered is the rejection of a bound request (what: boundWhat) that
+// got no verdict from its instance (rs) within the stage's timeout,
+// last: its last attempt's error, logged at WARN, rate-limited, saying
+// what was not delivered, where, and why. It wraps errMayHaveArrived if
+// an attempt may have reached the instance.
+func (s *stageSender) undelivered(rs *replicaState, what string, last error, mayHaveArrived bool, waited time.Duration) error {
+	why := "the node is closing"
+	if last != nil {
+		why = s.whyBound(last)
+	}
+	fate := "not delivered"
+	if mayHaveArrived {
+		fate = "not confirmed (it may have arrived)"
+	}
+	s.warn(&s.warns.cut, "remote: "+what+" "+fate+" in time", "replica", boundName(rs), "why", why,
+		"waited", waited.Round(time.Millisecond))
+	err := s.reject(fmt.Sprintf("%s to %s %s within %v: %s", what, boundName(rs), fate, s.cfg.Timeout, why))
+	if mayHaveArrived {
+		return mayHaveArrivedError{err}
+	}
+	return err
 }
 
 // Enqueue sends e to the least loaded replica and returns its verdict:
@@ -590,9 +672,20 @@ func (s *stageSender) Prepare(es []sink.Event) (sink.Txn, error) {
 	return txn, nil
 }
 
+// ErrOutcomeUnknown is wrapped by a transaction's Err (and so by what
+// Commit or Abort left there) when its outcome is unknown: the replica
+// holding it may have kept it. Either a request for the outcome may have
+// reached the replica but no verdict came back within the stage's
+// timeout, or the replica no longer remembered the transaction (never
+// prepared there, or its record forgotten early under load). Such an
+// error also wraps the rejection it came from (sink.ErrRejected). An
+// outcome the replica refused (it had aborted the transaction) or that
+// never reached it is not unknown: its events were not kept.
+var ErrOutcomeUnknown = errors.New("remote: transaction outcome unknown: the replica may have kept it")
+
 // remoteTxn is a transaction a replica prepared. Its events hold the
-// sender-side predicate's credit (ticket) until Commit (Done once the
-// replica confirms, else Cancel) or Abort (Cancel).
+// sender-side predicate's credit (ticket) until Commit or Abort: see
+// finish.
 type remoteTxn struct {
 	s      *stageSender
 	id     string
@@ -608,33 +701,66 @@ type remoteTxn struct {
 // finish sends the transaction's outcome (opCommit, opAbort) to the
 // replica holding it, waiting for it across outages up to the stage's
 // timeout, with the transaction's id (the replica decides the outcome
-// once). A Commit not confirmed, or refused (the replica aborted it on
-// its own), keeps nothing: its ticket is cancelled, the error counted
-// (SinkStats.LostOutcomes), logged and kept for Err. An Abort is done
-// once any verdict comes back (the transaction is over there); one that
-// never reaches the replica is counted and logged too (the replica
-// gives the room back at the end of its duplicates window).
+// once), and settles its ticket. The outcome is one of:
+//
+//   - confirmed: a Commit's ticket is Done, an Abort's cancelled;
+//   - not kept: a Commit the replica refused (it had aborted the
+//     transaction), or one that never reached it (no attempt may have
+//     arrived): its ticket is cancelled, the error counted
+//     (SinkStats.LostOutcomes), logged and kept for Err;
+//   - unknown (ErrOutcomeUnknown): an attempt may have arrived but no
+//     verdict came, or the replica no longer held the transaction. It
+//     is counted (SinkStats.UnknownOutcomes), logged at WARN as such,
+//     and kept for Err. A Commit's ticket is then Done, with the whole
+//     wait as its service time: its events may be in the replica's
+//     queue, and the work can no longer be counted as outstanding; Done
+//     keeps a predicate that limits the load on the replicas from
+//     handing the credit back as if nothing had been sent, and tells one
+//     that watches response times how long the commit took, while
+//     Cancel would let more through to a replica that may be overloaded.
+//
+// An Abort is done once any verdict comes back (the transaction is over
+// there); its ticket is always cancelled. One that never reaches the
+// replica is counted (LostOutcomes) and logged too (the replica gives
+// the room back at the end of its duplicates window).
 func (t *remoteTxn) finish(op byte) {
 	t.once.Do(func() {
 		v, _, err := t.s.call(op, t.id, nil, t.rs)
+		// An Abort is never unknown: its events are not kept either way.
+		unknown, refused := op == opCommit && errors.Is(err, errMayHaveArrived), false
 		if err == nil && op == opCommit {
-			if err = v.err(); err != nil {
+			unknown = v.status == statusNotHeld
+			if err = v.err(); err != nil && !unknown {
+				refused = true
 				t.s.rejected.Add(1)
 			}
 		}
 		switch {
+		case unknown:
+			t.s.unknownOutcomes.Add(1)
+			err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			t.err.Store(&err)
+			t.s.n.log.Warn("remote: transaction outcome unknown: the replica may have kept it", "stage", t.s.stage,
+				"outcome", outcomeName(op), "replica", boundName(t.rs), "id", t.id, "err", err)
 		case err != nil:
 			t.s.lostOutcomes.Add(1)
 			t.err.Store(&err)
-			t.s.n.log.Error("remote: transaction outcome not delivered", "stage", t.s.stage, "outcome", outcomeName(op),
-				"id", t.id, "err", err)
+			msg := "remote: transaction outcome not delivered"
+			if refused {
+				msg = "remote: transaction commit refused by its replica: not kept"
+			}
+			t.s.n.log.Error(msg, "stage", t.s.stage, "outcome", outcomeName(op), "replica", boundName(t.rs), "id", t.id, "err", err)
 		case op == opCommit:
 			t.s.events.Add(uint64(t.n))
 		}
-		if op == opAbort {
-			err = sink.ErrRejected // not kept, whatever the replica answered
+		settle := err
+		switch {
+		case op == opAbort:
+			settle = sink.ErrRejected // not kept, whatever the replica answered
+		case unknown:
+			settle = nil // Done: see above
 		}
-		complete(t.ticket, t.es, err, t.start)
+		complete(t.ticket, t.es, settle, t.start)
 	})
 }
 
@@ -642,8 +768,9 @@ func (t *remoteTxn) Commit() { t.finish(opCommit) }
 func (t *remoteTxn) Abort()  { t.finish(opAbort) }
 
 // Err returns, once Commit or Abort has returned, why the outcome was
-// not confirmed by the replica holding the transaction (a Commit's
-// events were then not kept), or nil.
+// not confirmed by the replica holding the transaction, or nil: an
+// error wrapping ErrOutcomeUnknown if the replica may have kept it,
+// else a Commit's events were not kept.
 func (t *remoteTxn) Err() error {
 	if p := t.err.Load(); p != nil {
 		return *p

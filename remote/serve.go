@@ -193,10 +193,11 @@ const outcomeKey = "#outcome"
 // for its outcome (a Commit sent again, its verdict lost or its sender
 // waiting across an outage) gets the same verdict: ok once committed; a
 // rejection naming why once aborted (the sender of an Abort takes any
-// verdict as done); a rejection for a transaction this replica does not
-// hold (never prepared here, or forgotten: its idempotency record
-// retired early under load). settled reports whether this call settled
-// it.
+// verdict as done); statusNotHeld for a transaction this replica does
+// not hold (never prepared here, or forgotten: its idempotency record
+// retired early under load, so a Commit sent again may find it gone
+// after it was kept): the sender takes that as an unknown outcome, not a
+// refusal. settled reports whether this call settled it.
 func (r *replica) end(id string, op byte, why string) (v *verdict, settled bool) {
 	v = r.seen.once(id+outcomeKey, func() *verdict {
 		r.txMu.Lock()
@@ -204,7 +205,7 @@ func (r *replica) end(id string, op byte, why string) (v *verdict, settled bool)
 		delete(r.txns, id)
 		r.txMu.Unlock()
 		if h == nil {
-			return &verdict{status: statusRejected, detail: verdictDetail{Reason: "no such transaction held here (never prepared here, or forgotten)"}}
+			return &verdict{status: statusNotHeld, detail: verdictDetail{Reason: "no such transaction held here (never prepared here, or forgotten: its outcome unknown)"}}
 		}
 		h.timer.Stop()
 		settled = true

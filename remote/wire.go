@@ -612,6 +612,14 @@ const (
 	statusClosed
 	statusError // the replica could not decode or find the target
 	statusEach  // one verdict per event follows
+	// statusNotHeld: a transaction's outcome for an id the replica does
+	// not hold (never prepared there, or forgotten: its idempotency
+	// record retired early), so it cannot say what became of it. Added
+	// in wire version 2 without a version change: a sender built before
+	// it decodes it as a rejection (any status but ok and each carries
+	// its detail), which is what it got before; a version-1 request gets
+	// statusRejected instead (see encodeVerdict).
+	statusNotHeld
 )
 
 // verdict is a replica's answer.
@@ -635,10 +643,14 @@ type verdictDetail struct {
 func encodeVerdict(v *verdict, version int) []byte {
 	b := make([]byte, 0, 32)
 	b = appendVersion(b, version)
-	b = append(b, v.status)
+	status := v.status
+	if status == statusNotHeld && version <= legacyWire {
+		status = statusRejected // version 1 knows statuses 0–4
+	}
+	b = append(b, status)
 	b = binary.AppendUvarint(b, uint64(max(v.len, 0)))
 	b = appendString(b, v.inst)
-	switch v.status {
+	switch status {
 	case statusOK:
 	case statusEach:
 		b = appendBytes(b, v.each)
