@@ -44,21 +44,30 @@ func highestFD(t *testing.T) int {
 	return hi
 }
 
+// echoServerForExhaustion starts a one-loop echo server logging to logs
+// and a connection a served before the test runs the process out of
+// descriptors (Linux only: /proc/self/fd and RLIMIT_NOFILE).
+func echoServerForExhaustion(t *testing.T) (srv *Server, a net.Conn, logs *logbuf.Buffer) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("needs /proc/self/fd and RLIMIT_NOFILE semantics of Linux")
+	}
+	checkLeaks(t)
+	logs = &logbuf.Buffer{}
+	m, st := startEchoStage(t)
+	srv = listen(t, SocketConfig{EventLoops: 1}, st.Sink(), Env{Manager: m, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	a = dial(t, srv)
+	echoOnce(t, a, "before")
+	return srv, a, logs
+}
+
 // TestAcceptSurvivesDescriptorExhaustion runs the process out of
 // descriptors (a lowered RLIMIT_NOFILE filled with /dev/null), so that the
 // server's accept fails with EMFILE: the open connection keeps being
 // served, the failure is counted and logged once, and the waiting
 // connection is accepted and served once descriptors are free again.
 func TestAcceptSurvivesDescriptorExhaustion(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("needs /proc/self/fd and RLIMIT_NOFILE semantics of Linux")
-	}
-	checkLeaks(t)
-	logs := &logbuf.Buffer{}
-	m, st := startEchoStage(t)
-	srv := listen(t, SocketConfig{EventLoops: 1}, st.Sink(), Env{Manager: m, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	a := dial(t, srv)
-	echoOnce(t, a, "before")
+	srv, a, logs := echoServerForExhaustion(t)
 
 	var orig syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &orig); err != nil {
@@ -206,15 +215,7 @@ func TestReusePortListeners(t *testing.T) {
 // (each try counted as a failed accept), not reset, and is served with
 // those bytes once descriptors are free again.
 func TestAcceptedConnectionWaitsForADescriptor(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("needs /proc/self/fd and RLIMIT_NOFILE semantics of Linux")
-	}
-	checkLeaks(t)
-	logs := &logbuf.Buffer{}
-	m, st := startEchoStage(t)
-	srv := listen(t, SocketConfig{EventLoops: 1}, st.Sink(), Env{Manager: m, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	a := dial(t, srv)
-	echoOnce(t, a, "before")
+	srv, a, logs := echoServerForExhaustion(t)
 
 	ex := fdtest.Exhaust(t, 2) // one for the client's socket, one for accept
 	b, err := net.Dial("tcp", srv.Addr().String())
