@@ -533,14 +533,27 @@ func (s *stageSender) waitFor(rs *replicaState, what string, err error) {
 // awaitRejoin pauses a bound request that could not reach its instance
 // and waits for the link: it reports whether to send it again, false
 // once deadline has passed or the node closes, or when less than
-// rejoinPause would be left for the attempt: a verdict (or NATS's "no
-// responders") could hardly come back in that time, and an attempt that
-// times out is one that may have arrived (see boundTrip), which would
-// make a request that never reached its instance look delivered.
+// resendRoom would be left for the attempt: a verdict (or NATS's "no
+// responders") might not come back in that time on a loaded machine,
+// and an attempt that times out is one that may have arrived (see
+// boundTrip), which would make a request that never reached its
+// instance look delivered.
 func (s *stageSender) awaitRejoin(deadline time.Time) bool {
 	left := time.Until(deadline)
-	return left > 0 && s.n.pause(min(rejoinPause, left)) && s.n.awaitLink(deadline) && time.Until(deadline) >= rejoinPause
+	return left > 0 && s.n.pause(min(rejoinPause, left)) && s.n.awaitLink(deadline) && time.Until(deadline) >= s.resendRoom()
 }
+
+// resendRoom is the least time left before the deadline for a bound
+// request to be sent again: a quarter of the stage's timeout, at most
+// maxResendRoom and at least rejoinPause.
+func (s *stageSender) resendRoom() time.Duration {
+	return max(rejoinPause, min(maxResendRoom, s.cfg.Timeout/4))
+}
+
+// maxResendRoom bounds resendRoom: a "no responders" answer takes well
+// under a millisecond on a quiet machine and tens of milliseconds on a
+// loaded one.
+const maxResendRoom = 200 * time.Millisecond
 
 // cutOff is the rejection of a request not bound to an instance that
 // this node could not send because it is cut off from NATS, logged at
