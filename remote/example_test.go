@@ -172,5 +172,8 @@ func ExampleErrOutcomeUnknown() {
 			return "not kept: safe to send again"
 		}
 	}
-	_ = commit // called with a remote stage's sink (NewManager, Node.StageSink)
+	// A remote stage's sink (NewManager, Node.StageSink) may answer any
+	// of the three; a local queue's transactions are always kept.
+	fmt.Println(commit(sink.NewQueue(0), []sink.Event{"a", "b"}))
+	// Output: kept
 }
