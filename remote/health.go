@@ -89,7 +89,7 @@ func newRotation() *rotation {
 // frontWarnings are a sender's rate-limited WARN lines, one limit per
 // cause.
 type frontWarnings struct {
-	joined, left, silent, timeout, none, cut, wait, version rateLimit
+	joined, left, silent, timeout, none, cut, wait, undelivered, version rateLimit
 }
 
 // warn logs msg at WARN through limit, with the stage and the count of

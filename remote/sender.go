@@ -577,7 +577,7 @@ func (s *stageSender) undelivered(rs *replicaState, what string, last error, may
 	if mayHaveArrived {
 		fate = "not confirmed (it may have arrived)"
 	}
-	s.warn(&s.warns.cut, "remote: "+what+" "+fate+" in time", "replica", boundName(rs), "why", why,
+	s.warn(&s.warns.undelivered, "remote: "+what+" "+fate+" in time", "replica", boundName(rs), "why", why,
 		"waited", waited.Round(time.Millisecond))
 	err := s.reject(fmt.Sprintf("%s to %s %s within %v: %s", what, boundName(rs), fate, s.cfg.Timeout, why))
 	if mayHaveArrived {
