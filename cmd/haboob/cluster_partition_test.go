@@ -12,12 +12,11 @@ import (
 
 // durableCluster is the durable-mode cluster of the fault tests:
 // Checksum as a JetStream work queue (ack wait 2s) whose handler is slow
-// (16 MiB hashed per request, no degrading, no admission refusals), so
-// that a worker holds events when the fault strikes.
-func durableCluster(t *testing.T) string {
+// (work bytes hashed per request, no degrading, no admission refusals).
+func durableCluster(t *testing.T, work string) string {
 	return clusterVariant(t,
 		"remote: {mode: request, timeout: 2s, idempotent: true}", "remote: {mode: durable, timeout: 2s}",
-		"work: 1MiB ", "work: 16MiB ",
+		"work: 1MiB ", "work: "+work+" ",
 		"minQuality: 0.05", "minQuality: 1",
 		"admission: true ", "admission: false ")
 }
@@ -25,18 +24,22 @@ func durableCluster(t *testing.T) string {
 // startDurableCluster starts the durable cluster of the fault tests (a
 // front and two workers, each with its profiler), the front embedding
 // the NATS server, or joining the one at natsURL if that is set; the
-// victim joins NATS at join(the server's URL). It serves a few requests
-// and returns the nodes and the event counts so far.
+// victim joins NATS at join(the server's URL). The victim's handler is
+// eight times slower than the other's (128 MiB hashed per request, 16 MiB
+// on the other), so that under a closed-loop load most requests in flight
+// wait on the victim: it holds events whenever the fault strikes, and the
+// load cannot end before it does. It serves a few requests and returns
+// the nodes and the event counts so far.
 func startDurableCluster(t *testing.T, natsURL string, join func(url string) string) (front, victim, other *node, before eventCounts) {
 	t.Helper()
 	bin := buildHaboob(t)
-	cfg := durableCluster(t)
+	cfg, slow := durableCluster(t, "16MiB"), durableCluster(t, "128MiB")
 	nats := []string{"-nats-listen", "127.0.0.1:0"}
 	if natsURL != "" {
 		nats = []string{"-nats", natsURL}
 	}
 	front = startNode(t, bin, append([]string{"-config", cfg, "-node", "front", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0"}, nats...)...)
-	victim = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", join(front.nats), "-profiler", "127.0.0.1:0")
+	victim = startNode(t, bin, "-config", slow, "-node", "worker", "-nats", join(front.nats), "-profiler", "127.0.0.1:0")
 	other = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
 	if ok, _ := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
 		t.Fatalf("%d of 8 served before the load", ok)
@@ -62,6 +65,11 @@ func faultUnderLoad(t *testing.T, front, victim *node, total int, strike func())
 		default:
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("the load ended before the fault struck")
+	default:
 	}
 	strike()
 	<-done
