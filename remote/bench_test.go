@@ -132,6 +132,28 @@ func plainSubscriber(b testing.TB, nc *nats.Conn, subj string, decode func([]byt
 	return got
 }
 
+// plainResponder answers every request on subj at once, after decoding
+// the 5-byte binary events it carries (counted), with a one-byte verdict.
+func plainResponder(b testing.TB, nc *nats.Conn, subj string) *counter {
+	got := &counter{}
+	verdict := []byte{0}
+	sub, err := nc.QueueSubscribe(subj, "q", func(m *nats.Msg) {
+		for d := m.Data; len(d) >= 5; d = d[5:] {
+			decodeTiny(d[:5])
+			got.n.Add(1)
+		}
+		_ = m.Respond(verdict)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return got
+}
+
 // Event makers for the benchmarks: small is JSON-encoded, tiny binary.
 func smallEvent(i int) sink.Event { return small{ID: i, Kind: "x"} }
 

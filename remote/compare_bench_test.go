@@ -62,6 +62,7 @@ func BenchmarkCompare(b *testing.B) {
 	nc := plainConn(b, na)
 	plainJSON := plainSubscriber(b, nc, "plain.json", decodeSmall)
 	plainBinary := plainSubscriber(b, nc, "plain.binary", decodeTiny)
+	answered := plainResponder(b, nc, "plain.request")
 	pub := na.Conn()
 
 	publish := func(subj string, enc func(i int) []byte) func(time.Time) int64 {
@@ -102,6 +103,24 @@ func BenchmarkCompare(b *testing.B) {
 			})
 		}
 	}
+	// roundTrips is the ceiling of any sender that waits for a verdict:
+	// plain nats.go requests (one in flight per goroutine) of per binary
+	// events each, answered at once by a queue subscriber that decodes
+	// them; no Sandstorm code on either side.
+	roundTrips := func(goroutines, per int) func(time.Time) int64 {
+		return func(deadline time.Time) int64 {
+			return inParallel(goroutines, deadline, func(i int) int64 {
+				buf := make([]byte, 0, 5*per)
+				for j := range per {
+					buf, _ = tiny{ID: uint32(i*per + j), Kind: 'x'}.AppendBinary(buf)
+				}
+				if _, err := pub.Request("plain.request", buf, 10*time.Second); err != nil {
+					b.Error(err)
+				}
+				return int64(per)
+			})
+		}
+	}
 	var binaryBuf []byte
 	jsonEvent := func(i int) sink.Event { return small{ID: i, Kind: "x"} }
 	binaryEvent := func(i int) sink.Event { return tiny{ID: uint32(i), Kind: 'x'} }
@@ -118,6 +137,8 @@ func BenchmarkCompare(b *testing.B) {
 		}), got: plainBinary},
 		{name: "enqueue-binary", ref: "plain-binary", run: enqueue(binaryEvent), got: work},
 		{name: "many-binary", ref: "plain-binary", run: enqueueMany(binaryEvent), got: work},
+		{name: "request-64x1", ref: "plain-binary", run: roundTrips(64, 1), got: answered},
+		{name: "request-1x64", ref: "plain-binary", run: roundTrips(1, 64), got: answered},
 	}
 
 	if *compareOnly != "" {
