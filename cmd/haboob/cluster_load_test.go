@@ -158,15 +158,14 @@ var remoteRedeliveredRE = regexp.MustCompile(`(?m)^sandstorm_remote_redelivered\
 // 200 (nothing the stream accepted is lost, none hangs), and the events
 // the dead worker held were redelivered to the other one.
 func TestClusterDurableWorkerKilled(t *testing.T) {
-	front, victim, survivor, _ := startDurableCluster(t, "", func(url string) string { return url })
-	const total = 300
-	ok, unavailable := faultUnderLoad(t, front, victim, total, func() {
+	front, victim, survivor, _ := startDurableCluster(t, "", slowVictim, func(url string) string { return url })
+	ok, unavailable, total := faultUnderLoad(t, front, victim, 150, func() {
 		if err := victim.cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Logf("durable, a worker killed: %d × 200, %d × 503", ok, unavailable)
-	if ok != total {
+	if ok != int64(total) {
 		t.Fatalf("%d × 200 and %d × 503 for %d requests: accepted events were lost", ok, unavailable, total)
 	}
 	if r := metricAbove(t, survivor, remoteRedeliveredRE, 0); r <= 0 {
