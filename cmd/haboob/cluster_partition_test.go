@@ -40,10 +40,22 @@ func startDurableCluster(t *testing.T, natsURL, victimWork string, join func(url
 	front = startNode(t, bin, append([]string{"-config", cfg, "-node", "front", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0"}, nats...)...)
 	victim = startNode(t, bin, "-config", slow, "-node", "worker", "-nats", join(front.nats), "-profiler", "127.0.0.1:0")
 	other = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
-	if ok, _ := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
-		t.Fatalf("%d of 8 served before the load", ok)
+	const warmUp = 8
+	if ok, _ := loadFronts(t, []*node{front}, 4, warmUp); ok != warmUp {
+		t.Fatalf("%d of %d served before the load", ok, warmUp)
 	}
-	return front, victim, other, countEvents(t, front, victim, other)
+	// The counts come from the profilers' samples, up to a second old:
+	// read them until they show the warm-up's events stored and handled,
+	// or the fault's counts would start from a front's or a worker's
+	// count that misses some of them.
+	deadline := time.Now().Add(30 * time.Second) // a hang guard only
+	for before = countEvents(t, front, victim, other); before.sent < warmUp || before.handled < before.sent; before = countEvents(t, front, victim, other) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the profilers never showed the %d events of the warm-up stored and handled: %+v", warmUp, before)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return front, victim, other, before
 }
 
 // slowVictim is the work per request of a victim that must hold events
