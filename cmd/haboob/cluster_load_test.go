@@ -94,7 +94,7 @@ func vmRSS(t *testing.T, pid int) int64 {
 var remoteRejectedRE = regexp.MustCompile(`(?m)^sandstorm_remote_rejected\{[^}]*stage="Checksum"[^}]*\} (\S+)`)
 
 // TestClusterSlowConsumer runs a front and one worker whose Checksum is
-// slow (64 MiB hashed per request, no degrading) and whose queue holds 4
+// slow (16 MiB hashed per request, no degrading) and whose queue holds 4
 // events, and sends it far more than it can take: every request gets 200
 // or 503 (none hangs), the worker's own admission refuses the excess at
 // once, the front counts every refusal (remote rejected = the 503s), and
@@ -102,7 +102,7 @@ var remoteRejectedRE = regexp.MustCompile(`(?m)^sandstorm_remote_rejected\{[^}]*
 func TestClusterSlowConsumer(t *testing.T) {
 	bin := buildHaboob(t)
 	cfg := clusterVariant(t,
-		"work: 1MiB ", "work: 64MiB ",
+		"work: 1MiB ", "work: 16MiB ",
 		"minQuality: 0.05", "minQuality: 1",
 		"admission: true ", "admission: false ",
 		"queue: {threshold: 256}", "queue: {threshold: 4}")
