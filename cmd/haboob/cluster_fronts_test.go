@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	nethttp "net/http"
 	"os"
@@ -33,8 +34,31 @@ func handledBy(t *testing.T, w *node) int {
 // slowest answer's time is logged (a measurement, not a criterion).
 func loadFronts(t *testing.T, fronts []*node, clients, total int) (ok, unavailable int64) {
 	t.Helper()
-	var sent, okN, unavailableN, slowest atomic.Int64
-	defer func() { t.Logf("%d requests: slowest answer %v", total, time.Duration(slowest.Load())) }()
+	l := &load{}
+	l.limit.Store(int64(total))
+	l.run(t, fronts, clients)
+	return l.ok.Load(), l.unavailable.Load()
+}
+
+// load is a closed-loop load of GET /checksum/ requests: each client
+// sends its next request once it has its answer, numbered in turn, while
+// the number is within limit (which may change while the load runs).
+type load struct {
+	limit, sent, made atomic.Int64 // sent: numbers taken; made: requests sent (within limit)
+	ok, unavailable   atomic.Int64
+	slowest           atomic.Int64 // nanoseconds
+}
+
+// answered returns how many requests had their answer, 200 or 503.
+func (l *load) answered() int64 { return l.ok.Load() + l.unavailable.Load() }
+
+// run sends the requests over clients connections, spread over the
+// fronts in turn, and returns once every client is done. A transport
+// error or a status other than 200 and 503 is reported, and ends that
+// client.
+func (l *load) run(t *testing.T, fronts []*node, clients int) {
+	t.Helper()
+	defer func() { t.Logf("%d requests: slowest answer %v", l.made.Load(), time.Duration(l.slowest.Load())) }()
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for c := range clients {
@@ -43,7 +67,8 @@ func loadFronts(t *testing.T, fronts []*node, clients, total int) (ok, unavailab
 			defer wg.Done()
 			client := &nethttp.Client{Timeout: 30 * time.Second} // far beyond the 5s response timeout: a hang fails
 			defer client.CloseIdleConnections()
-			for i := sent.Add(1); i <= int64(total); i = sent.Add(1) {
+			for i := l.sent.Add(1); i <= l.limit.Load(); i = l.sent.Add(1) {
+				l.made.Add(1)
 				front := fronts[(int(i)+c)%len(fronts)]
 				start := time.Now()
 				resp, err := client.Get("http://" + front.addr + "/checksum/x" + strconv.FormatInt(i, 10))
@@ -54,16 +79,16 @@ func loadFronts(t *testing.T, fronts []*node, clients, total int) (ok, unavailab
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				for d := int64(time.Since(start)); ; {
-					cur := slowest.Load()
-					if d <= cur || slowest.CompareAndSwap(cur, d) {
+					cur := l.slowest.Load()
+					if d <= cur || l.slowest.CompareAndSwap(cur, d) {
 						break
 					}
 				}
 				switch resp.StatusCode {
 				case 200:
-					okN.Add(1)
+					l.ok.Add(1)
 				case 503:
-					unavailableN.Add(1)
+					l.unavailable.Add(1)
 				default:
 					errs <- fmt.Errorf("front %s: status %d", front.addr, resp.StatusCode)
 					return
@@ -76,7 +101,45 @@ func loadFronts(t *testing.T, fronts []*node, clients, total int) (ok, unavailab
 	for err := range errs {
 		t.Errorf("request failed: %v", err)
 	}
-	return okN.Load(), unavailableN.Load()
+}
+
+// loadAcross runs a load of GET /checksum/ requests from clients through
+// fronts that cannot end before the fault does, however fast or slow the
+// machine: it goes on until on says the load is where the fault should
+// strike (on is polled from the test's goroutine), then strike runs and
+// the load ends after another `after` requests. It returns the answers
+// and how many requests were sent; a transport error fails the test.
+func loadAcross(t *testing.T, fronts []*node, clients, after int, on func(l *load) bool, strike func()) (ok, unavailable int64, total int) {
+	t.Helper()
+	l := &load{}
+	l.limit.Store(math.MaxInt64) // until the fault has struck
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.run(t, fronts, clients)
+	}()
+	struck := false
+	defer func() {
+		if !struck { // on or strike failed the test: the load ends with it
+			l.limit.Store(0)
+			<-done
+		}
+	}()
+	for deadline := time.Now().Add(60 * time.Second); !on(l); time.Sleep(5 * time.Millisecond) {
+		select {
+		case <-done:
+			t.Fatal("the load ended before the fault could strike (a client failed)")
+		default:
+		}
+		if time.Now().After(deadline) { // a hang guard only
+			t.Fatalf("the load never reached the point to strike: %d × 200, %d × 503", l.ok.Load(), l.unavailable.Load())
+		}
+	}
+	strike()
+	struck = true
+	l.limit.Store(l.sent.Load() + int64(after))
+	<-done
+	return l.ok.Load(), l.unavailable.Load(), int(l.made.Load())
 }
 
 // TestClusterTwoFrontsTwoWorkers runs Haboob as four processes: two
@@ -240,21 +303,18 @@ func TestClusterHungWorker(t *testing.T) {
 	if ok, _ := loadFronts(t, fronts, 4, 40); ok == 0 {
 		t.Fatal("nothing served before the stop")
 	}
-	done := make(chan struct{})
-	var ok, unavailable int64
-	go func() {
-		defer close(done)
-		ok, unavailable = loadFronts(t, fronts, 8, 400)
-	}()
-	time.Sleep(200 * time.Millisecond) // the load is on (not a pass/fail criterion)
-	if err := w1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	waitLogged(t, front, `out of rotation" node=front replica=worker`)
-	<-done
+	// The worker stops once 40 requests of the load are answered; the
+	// load goes on until the front has taken it out of rotation and 300
+	// more requests were sent.
+	ok, unavailable, total := loadAcross(t, fronts, 8, 300, func(l *load) bool { return l.answered() >= 40 }, func() {
+		if err := w1.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		waitLogged(t, front, `out of rotation" node=front replica=worker`)
+	})
 	t.Logf("with a worker stopped: %d × 200, %d × 503", ok, unavailable)
-	if ok+unavailable != 400 || ok == 0 {
-		t.Fatalf("%d × 200 and %d × 503 for 400 requests", ok, unavailable)
+	if ok+unavailable != int64(total) || ok == 0 {
+		t.Fatalf("%d × 200 and %d × 503 for %d requests", ok, unavailable, total)
 	}
 	if err := w1.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)

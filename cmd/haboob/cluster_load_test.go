@@ -94,7 +94,7 @@ func vmRSS(t *testing.T, pid int) int64 {
 var remoteRejectedRE = regexp.MustCompile(`(?m)^sandstorm_remote_rejected\{[^}]*stage="Checksum"[^}]*\} (\S+)`)
 
 // TestClusterSlowConsumer runs a front and one worker whose Checksum is
-// slow (64 MiB hashed per request, no degrading) and whose queue holds 4
+// slow (16 MiB hashed per request, no degrading) and whose queue holds 4
 // events, and sends it far more than it can take: every request gets 200
 // or 503 (none hangs), the worker's own admission refuses the excess at
 // once, the front counts every refusal (remote rejected = the 503s), and
@@ -102,7 +102,7 @@ var remoteRejectedRE = regexp.MustCompile(`(?m)^sandstorm_remote_rejected\{[^}]*
 func TestClusterSlowConsumer(t *testing.T) {
 	bin := buildHaboob(t)
 	cfg := clusterVariant(t,
-		"work: 1MiB ", "work: 64MiB ",
+		"work: 1MiB ", "work: 16MiB ",
 		"minQuality: 0.05", "minQuality: 1",
 		"admission: true ", "admission: false ",
 		"queue: {threshold: 256}", "queue: {threshold: 4}")
@@ -158,15 +158,14 @@ var remoteRedeliveredRE = regexp.MustCompile(`(?m)^sandstorm_remote_redelivered\
 // 200 (nothing the stream accepted is lost, none hangs), and the events
 // the dead worker held were redelivered to the other one.
 func TestClusterDurableWorkerKilled(t *testing.T) {
-	front, victim, survivor, _ := startDurableCluster(t, "", func(url string) string { return url })
-	const total = 300
-	ok, unavailable := faultUnderLoad(t, front, victim, total, func() {
+	front, victim, survivor, _ := startDurableCluster(t, "", slowVictim, func(url string) string { return url })
+	ok, unavailable, total := faultUnderLoad(t, front, victim, 150, func() {
 		if err := victim.cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Logf("durable, a worker killed: %d × 200, %d × 503", ok, unavailable)
-	if ok != total {
+	if ok != int64(total) {
 		t.Fatalf("%d × 200 and %d × 503 for %d requests: accepted events were lost", ok, unavailable, total)
 	}
 	if r := metricAbove(t, survivor, remoteRedeliveredRE, 0); r <= 0 {

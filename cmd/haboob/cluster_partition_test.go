@@ -24,16 +24,15 @@ func durableCluster(t *testing.T, work string) string {
 // startDurableCluster starts the durable cluster of the fault tests (a
 // front and two workers, each with its profiler), the front embedding
 // the NATS server, or joining the one at natsURL if that is set; the
-// victim joins NATS at join(the server's URL). The victim's handler is
-// eight times slower than the other's (128 MiB hashed per request, 16 MiB
-// on the other), so that under a closed-loop load most requests in flight
-// wait on the victim: it holds events whenever the fault strikes, and the
-// load cannot end before it does. It serves a few requests and returns
-// the nodes and the event counts so far.
-func startDurableCluster(t *testing.T, natsURL string, join func(url string) string) (front, victim, other *node, before eventCounts) {
+// victim joins NATS at join(the server's URL). Each request costs the
+// other worker 16 MiB hashed, the victim victimWork: a slow victim (8×,
+// 128MiB) holds most of the events in flight under a closed-loop load, so
+// that it holds events whenever the fault strikes it. It serves a few
+// requests and returns the nodes and the event counts so far.
+func startDurableCluster(t *testing.T, natsURL, victimWork string, join func(url string) string) (front, victim, other *node, before eventCounts) {
 	t.Helper()
 	bin := buildHaboob(t)
-	cfg, slow := durableCluster(t, "16MiB"), durableCluster(t, "128MiB")
+	cfg, slow := durableCluster(t, "16MiB"), durableCluster(t, victimWork)
 	nats := []string{"-nats-listen", "127.0.0.1:0"}
 	if natsURL != "" {
 		nats = []string{"-nats", natsURL}
@@ -41,39 +40,38 @@ func startDurableCluster(t *testing.T, natsURL string, join func(url string) str
 	front = startNode(t, bin, append([]string{"-config", cfg, "-node", "front", "-addr", "127.0.0.1:0", "-profiler", "127.0.0.1:0"}, nats...)...)
 	victim = startNode(t, bin, "-config", slow, "-node", "worker", "-nats", join(front.nats), "-profiler", "127.0.0.1:0")
 	other = startNode(t, bin, "-config", cfg, "-node", "worker", "-nats", front.nats, "-profiler", "127.0.0.1:0")
-	if ok, _ := loadFronts(t, []*node{front}, 4, 8); ok != 8 {
-		t.Fatalf("%d of 8 served before the load", ok)
+	const warmUp = 8
+	if ok, _ := loadFronts(t, []*node{front}, 4, warmUp); ok != warmUp {
+		t.Fatalf("%d of %d served before the load", ok, warmUp)
 	}
-	return front, victim, other, countEvents(t, front, victim, other)
+	// The counts come from the profilers' samples, up to a second old:
+	// read them until they show the warm-up's events stored and handled,
+	// or the fault's counts would start from a front's or a worker's
+	// count that misses some of them.
+	deadline := time.Now().Add(30 * time.Second) // a hang guard only
+	for before = countEvents(t, front, victim, other); before.sent < warmUp || before.handled < before.sent; before = countEvents(t, front, victim, other) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the profilers never showed the %d events of the warm-up stored and handled: %+v", warmUp, before)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return front, victim, other, before
 }
 
-// faultUnderLoad sends total requests from 8 clients through front and,
-// once victim handles events of that load, strikes; it returns the
-// answers (every one 200 or 503; a transport error fails the test).
-func faultUnderLoad(t *testing.T, front, victim *node, total int, strike func()) (ok, unavailable int64) {
+// slowVictim is the work per request of a victim that must hold events
+// when the fault strikes it: eight times the other worker's.
+const slowVictim = "128MiB"
+
+// faultUnderLoad sends requests from 8 clients through front and, once
+// victim handles events of that load, strikes; the load ends after
+// another `after` requests. It returns the answers (every one 200 or 503;
+// a transport error fails the test) and how many requests were sent.
+// The victim's count comes from its profiler's samples, up to a second
+// old: the load goes on until the fault has struck, whenever that is.
+func faultUnderLoad(t *testing.T, front, victim *node, after int, strike func()) (ok, unavailable int64, total int) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ok, unavailable = loadFronts(t, []*node{front}, 8, total)
-	}()
 	start := handledBy(t, victim)
-	for handledBy(t, victim) < start+4 {
-		select {
-		case <-done:
-			t.Fatal("the load ended before the victim handled any of it")
-		default:
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	select {
-	case <-done:
-		t.Fatal("the load ended before the fault struck")
-	default:
-	}
-	strike()
-	<-done
-	return ok, unavailable
+	return loadAcross(t, []*node{front}, 8, after, func(*load) bool { return handledBy(t, victim) >= start+4 }, strike)
 }
 
 // untilServing sends a few requests through front at a time until the
@@ -163,9 +161,8 @@ func checkNothingLost(t *testing.T, ok, unavailable int64, total int, before eve
 // ack wait) or 503 for an event the full stream refused, every stored
 // event handled at least once, and the resumed worker serves again.
 func TestClusterDurableWorkerStopped(t *testing.T) {
-	front, victim, other, before := startDurableCluster(t, "", func(url string) string { return url })
-	const total = 200
-	ok, unavailable := faultUnderLoad(t, front, victim, total, func() {
+	front, victim, other, before := startDurableCluster(t, "", slowVictim, func(url string) string { return url })
+	ok, unavailable, total := faultUnderLoad(t, front, victim, 150, func() {
 		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
@@ -191,12 +188,11 @@ func TestClusterDurableWorkerStopped(t *testing.T) {
 // worker rejoins and serves again.
 func TestClusterDurablePartitionedWorker(t *testing.T) {
 	var link *natstest.Link
-	front, victim, other, before := startDurableCluster(t, "", func(url string) string {
+	front, victim, other, before := startDurableCluster(t, "", slowVictim, func(url string) string {
 		link = natstest.NewLink(t, url)
 		return link.URL()
 	})
-	const total = 200
-	ok, unavailable := faultUnderLoad(t, front, victim, total, link.Cut)
+	ok, unavailable, total := faultUnderLoad(t, front, victim, 150, link.Cut)
 	t.Logf("durable, a worker partitioned: %d × 200, %d × 503", ok, unavailable)
 	if r := metricAbove(t, other, remoteRedeliveredRE, 0); r <= 0 {
 		t.Errorf("the other worker reports %d redeliveries; the partitioned worker's events should have come to it", r)
@@ -220,10 +216,9 @@ func TestClusterPartitionedWorker(t *testing.T) {
 	if ok, _ := loadFronts(t, []*node{front}, 4, 40); ok == 0 {
 		t.Fatal("nothing served before the partition")
 	}
-	const total = 2000
-	ok, unavailable := faultUnderLoad(t, front, victim, total, link.Cut)
+	ok, unavailable, total := faultUnderLoad(t, front, victim, 1000, link.Cut)
 	t.Logf("request mode, a worker partitioned: %d × 200, %d × 503", ok, unavailable)
-	if ok+unavailable != total || ok == 0 {
+	if ok+unavailable != int64(total) || ok == 0 {
 		t.Fatalf("%d × 200 and %d × 503 for %d requests", ok, unavailable, total)
 	}
 	waitLogged(t, front, `out of rotation" node=front replica=worker`)

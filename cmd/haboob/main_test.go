@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,18 +19,42 @@ import (
 	"github.com/sandstorm-go/sandstorm/configs"
 )
 
-// buildHaboob compiles the command into a temporary directory.
+// built is the command compiled once for the package's tests (go build
+// links it anew each time: seconds per test), in a directory TestMain
+// removes.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	out      []byte
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildHaboob returns the command compiled into a temporary directory
+// (once: the tests share the binary and never change it).
 func buildHaboob(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "haboob")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "haboob-test-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "haboob")
+		built.out, built.err = exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
 	}
-	return bin
+	return built.bin
 }
 
 type running struct {

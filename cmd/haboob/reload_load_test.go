@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -40,7 +41,7 @@ func TestBinaryReloadUnderLoad(t *testing.T) {
 	const clients = 4
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	served := make([]int, clients)
+	served := make([]atomic.Int64, clients)
 	errs := make(chan error, clients)
 	for i := range clients {
 		c, err := net.Dial("tcp", r.addr)
@@ -59,14 +60,31 @@ func TestBinaryReloadUnderLoad(t *testing.T) {
 				default:
 				}
 				if err := getOnce(c, br, "/hello.txt", "hello\n"); err != nil {
-					errs <- fmt.Errorf("client %d, request %d: %w", i, served[i]+1, err)
+					errs <- fmt.Errorf("client %d, request %d: %w", i, served[i].Load()+1, err)
 					return
 				}
-				served[i]++
+				served[i].Add(1)
 			}
 		}()
 	}
+	// Each reload waits until every client has been served since the one
+	// before: every reload lands among requests in flight, however the
+	// clients are scheduled.
+	before := make([]int64, clients)
+reloads:
 	for n := 1; n <= 6; n++ {
+		for i := range served {
+			for deadline := time.Now().Add(30 * time.Second); served[i].Load() == before[i]; time.Sleep(time.Millisecond) {
+				if len(errs) > 0 { // a client failed: reported below
+					break reloads
+				}
+				if time.Now().After(deadline) { // a hang guard only
+					t.Errorf("client %d served nothing before reload %d", i, n)
+					break reloads
+				}
+			}
+			before[i] = served[i].Load()
+		}
 		replaceFile(t, config, files[n%2])
 		hangup(t, r)
 		w.waitForCount(t, `msg="configuration reloaded"`, n)
@@ -80,12 +98,11 @@ func TestBinaryReloadUnderLoad(t *testing.T) {
 	if n := w.count("reload refused"); n != 0 {
 		t.Errorf("%d reloads refused", n)
 	}
-	t.Logf("requests served per connection across 6 reloads: %v", served)
-	for i, n := range served {
-		if n == 0 {
-			t.Errorf("client %d served nothing", i)
-		}
+	counts := make([]int64, clients)
+	for i := range served {
+		counts[i] = served[i].Load()
 	}
+	t.Logf("requests served per connection across 6 reloads: %v", counts)
 	if code := r.stop(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
