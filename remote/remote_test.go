@@ -372,7 +372,19 @@ func TestRetransmissionIsHandledOnce(t *testing.T) {
 	s := remoteSink(t, ma, "Work")
 	done := make(chan error, 1)
 	go func() { done <- s.Enqueue(slow{7}) }()
-	waitFor(t, "a retransmission", func() bool { st, _ := remote.Stats(s); return st.Retransmits >= 1 })
+	waitFor(t, "a retransmission", func() bool {
+		select {
+		case err := <-done: // its retransmission, if any, was counted before
+			if st, _ := remote.Stats(s); st.Retransmits == 0 {
+				t.Fatalf("the enqueue ended without a retransmission: %v", err)
+			}
+			done <- err
+			return true
+		default:
+		}
+		st, _ := remote.Stats(s)
+		return st.Retransmits >= 1
+	})
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
