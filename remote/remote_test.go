@@ -372,7 +372,19 @@ func TestRetransmissionIsHandledOnce(t *testing.T) {
 	s := remoteSink(t, ma, "Work")
 	done := make(chan error, 1)
 	go func() { done <- s.Enqueue(slow{7}) }()
-	waitFor(t, "a retransmission", func() bool { st, _ := remote.Stats(s); return st.Retransmits >= 1 })
+	waitFor(t, "a retransmission", func() bool {
+		select {
+		case err := <-done: // its retransmission, if any, was counted before
+			if st, _ := remote.Stats(s); st.Retransmits == 0 {
+				t.Fatalf("the enqueue ended without a retransmission: %v", err)
+			}
+			done <- err
+			return true
+		default:
+		}
+		st, _ := remote.Stats(s)
+		return st.Retransmits >= 1
+	})
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -387,6 +399,10 @@ func TestRetransmissionIsHandledOnce(t *testing.T) {
 	}
 }
 
+// TestReplicaChosenByLoad: a sender sends each request to the replica
+// that reported the shorter queue. The busy replica (its handler held)
+// reports a queue longer than the idle one's could grow in the test, so
+// every request goes to the idle one.
 func TestReplicaChosenByLoad(t *testing.T) {
 	c := &cluster{t: t}
 	graph := strings.Replace(requestGraph, "threshold: 4", "threshold: 1000", 1)
@@ -395,28 +411,32 @@ func TestReplicaChosenByLoad(t *testing.T) {
 	busy := &recorder{gate: gate}
 	idle := &recorder{}
 	_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": busy})
-	_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": idle})
 	defer close(gate)
 	s := remoteSink(t, ma, "Work")
-	// Until the sender knows the replicas, requests go to the queue group:
-	// go on until the busy one holds a queue.
-	for i := 0; s.Len() < 5; i++ {
-		if i > 100000 {
-			t.Fatal("the busy replica never reported a queue")
-		}
-		_ = s.Enqueue(i)
+	replicas := func(n int) func() bool {
+		return func() bool { return s.(interface{ Replicas() int }).Replicas() == n }
 	}
-	before := idle.count()
-	for i := range 100 {
+	// The busy replica alone takes a queue first: it is the only replica,
+	// whether the sender knows it yet or sends to the queue group.
+	waitFor(t, "the busy replica in rotation", replicas(1))
+	const queued, sent = 200, 100
+	for i := range queued {
 		if err := s.Enqueue(i); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Most go to the idle replica (all of them, unless a heartbeat was
-	// late on a busy machine).
-	waitFor(t, "the idle replica's events", func() bool {
-		return idle.count() >= before+60
-	})
+	_, _ = c.node(graph, "b", map[string]stage.Handler{"Work": idle})
+	waitFor(t, "both replicas in rotation", replicas(2))
+	// The busy replica reports more than the idle one can hold: the idle
+	// one's load (its queue, at most what it is sent here, and the
+	// request in flight) stays below it.
+	waitFor(t, "the busy replica's queue reported", func() bool { return s.Len() > sent+1 })
+	for i := range sent {
+		if err := s.Enqueue(queued + i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every request at the idle replica", func() bool { return idle.count() == sent })
 }
 
 func TestNoClusterBlockStartsNoNATS(t *testing.T) {

@@ -192,6 +192,43 @@ func boundSender(t *testing.T, timeout time.Duration) (*Node, *stageSender, *nat
 	return n, sk.(*stageSender), nc, logs
 }
 
+// TestBoundRequestToDeadReplicaOutlivesItsRotation: a bound request
+// resent to a replica found with no responders (dead) waits for its own
+// answer even when the watch takes that replica out of rotation
+// meanwhile, as its next sweep does. Were the wait ended then
+// (errOutOfRotation), a reply whose home never came back, its resend
+// waiting for NATS's "no responders" on a loaded machine, would be
+// rejected as one that may have arrived. The replica here takes the
+// request and never answers, so the request ends by its own timeout.
+func TestBoundRequestToDeadReplicaOutlivesItsRotation(t *testing.T) {
+	n, s, nc, _ := boundSender(t, time.Minute)
+	replica := &fakeInstance{t: t, n: n, inst: "ib1", mute: 1}
+	replica.start(nc)
+	rs := s.heard("ib1", "f1")
+	rs.dead.Store(true) // an earlier attempt had no responders
+	data, err := n.wire.encodeRequest(nil, &request{op: opEnqueue, id: "key1", events: []sink.Event{"x"}}, "Work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.requestBound(&nats.Msg{Subject: rs.subject, Data: data}, rs, 300*time.Millisecond)
+		done <- err
+	}()
+	for len(replica.got()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	rs.rot.Load().cancel() // the sweep takes the dead replica out of rotation
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("no answer")
+	}
+	if !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("got %v, want the request's own timeout (not the rotation's end)", err)
+	}
+}
+
 // TestResendNotHandedOver: a reply to a home this sender never heard
 // of, whose first attempt may have reached it (no verdict in time) and
 // which then has no responders, is not handed to another replica by

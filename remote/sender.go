@@ -467,9 +467,15 @@ func boundWhat(outcome bool) string {
 // requestBound is request for a bound request: one to a replica out of
 // rotation is sent all the same (its silence may have been a partition
 // now over; no responders say it is still away), without the
-// rotation's end cutting its wait short.
+// rotation's end cutting its wait short. So is one to a replica found
+// with no responders (dead), which the watch takes out of rotation at
+// its next sweep: that sweep, coming while the resend waits for its
+// answer, would otherwise end the wait as if the replica had fallen
+// silent with the request (errOutOfRotation: it may have arrived), and
+// a reply whose home never came back would be rejected as one that may
+// have been delivered.
 func (s *stageSender) requestBound(msg *nats.Msg, rs *replicaState, per time.Duration) (*nats.Msg, error) {
-	if rs != nil && rs.rot.Load().ctx.Err() != nil {
+	if rs != nil && (rs.dead.Load() || rs.rot.Load().ctx.Err() != nil) {
 		return s.request(msg, nil, per)
 	}
 	return s.request(msg, rs, per)

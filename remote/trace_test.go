@@ -142,9 +142,9 @@ func TestTraceAcrossNodes(t *testing.T) {
 			waitFor(t, "the Front span ended", func() bool {
 				return slices.ContainsFunc(frontRec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "Front" })
 			})
-			if headers.count() == 0 {
-				t.Fatal("no message carried a trace header")
-			}
+			// The spy is a connection of its own: it may see the message
+			// after node b handled it.
+			waitFor(t, "a message with a trace header", func() bool { return headers.count() > 0 })
 
 			var frontSpan, workSpan sdktrace.ReadOnlySpan
 			for _, s := range frontRec.Ended() {

@@ -19,9 +19,11 @@ func TestExpire(t *testing.T) {
 	p := &cancelCounter{}
 	q.SetPredicate(p)
 	events := []sink.Event{"a", "b", "c", "d", "e"}
-	// Stamps relative to now = 10 s: a waited 5 s, b 0.5 s, c 2 s, d is
+	// Stamps relative to now, 5 s after the predicate was installed (an
+	// expired event goes back to the predicate that admitted it: the one
+	// installed before its stamp): a waited 5 s, b 0.5 s, c 2 s, d is
 	// unstamped, e 1 s exactly (not longer than the limit: kept).
-	now := int64(10 * time.Second)
+	now := sink.Nanotime() + int64(5*time.Second)
 	stamps := []int64{now - int64(5*time.Second), now - int64(500*time.Millisecond), now - int64(2*time.Second), 0, now - int64(time.Second)}
 	if kept := sinkrt.Of(q).Expire(events, stamps, now); kept != 5 {
 		t.Fatalf("no limit: kept %d", kept)
@@ -79,7 +81,7 @@ func TestExpireShedder(t *testing.T) {
 	if !sinkrt.Of(q).Sheds() {
 		t.Fatal("Sheds false with a Shedder")
 	}
-	now := int64(10 * time.Second)
+	now := sink.Nanotime() + int64(5*time.Second) // every stamp after the predicate's install
 	events := []sink.Event{"a", "b", "c", "d"}
 	stamps := []int64{now - int64(time.Second), now - int64(2*time.Second), now - int64(5*time.Second), 0}
 	q.SetMaxAge(4 * time.Second) // c expires (age first), a is shed

@@ -321,6 +321,9 @@ func TestPoolResizeStress(t *testing.T) {
 			sinkrt.Of(st.q).Pause()
 			runtime.Gosched()
 			sinkrt.Of(st.q).Resume()
+			// Yield while resumed too: on one CPU the workers would
+			// otherwise only ever run while the queue is paused.
+			runtime.Gosched()
 		}
 	}()
 	for i := 0; i < total; i++ {
