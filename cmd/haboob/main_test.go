@@ -88,6 +88,7 @@ func start(t *testing.T, bin string, args ...string) *running {
 		}
 	})
 	ready := make(chan string, 1)
+	q := newLineQueue()
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -98,14 +99,17 @@ func start(t *testing.T, bin string, args ...string) *running {
 			if m := readyRE.FindStringSubmatch(line); m != nil {
 				ready <- m[1]
 			}
-			select {
-			case r.logs <- line:
-			default:
-			}
+			q.push(line)
 		}
-		close(r.logs)
+		q.end()
 		close(r.read)
 	}()
+	// Every line reaches r.logs, however long the test leaves them
+	// unread (a check for ERROR lines must not miss a dropped one); the
+	// forwarder stops with the test.
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go q.forward(r.logs, stop)
 	select {
 	case r.addr = <-ready:
 	case <-r.read:
@@ -121,9 +125,11 @@ func start(t *testing.T, bin string, args ...string) *running {
 	return r
 }
 
-// drainLogs returns the log lines not yet read from r.logs.
+// drainLogs returns the log lines not yet read from r.logs: all of them
+// if the process's stderr has ended, else those that arrived so far.
 func (r *running) drainLogs() string {
 	var b strings.Builder
+	idle := time.After(100 * time.Millisecond)
 	for {
 		select {
 		case line, ok := <-r.logs:
@@ -131,8 +137,80 @@ func (r *running) drainLogs() string {
 				return b.String()
 			}
 			b.WriteString(line + "\n")
-		default:
+		case <-idle:
+			select {
+			case <-r.read:
+				// Ended: the forwarder closes r.logs once it has passed
+				// on the rest.
+				for line := range r.logs {
+					b.WriteString(line + "\n")
+				}
+			default:
+			}
 			return b.String()
+		}
+	}
+}
+
+// lineQueue holds a process's log lines between the goroutine reading
+// its stderr and the one passing them to the test, without a bound: no
+// line is dropped.
+type lineQueue struct {
+	mu    sync.Mutex
+	lines []string
+	ended bool
+	more  chan struct{} // a token when lines arrive or stderr ends
+}
+
+func newLineQueue() *lineQueue { return &lineQueue{more: make(chan struct{}, 1)} }
+
+func (q *lineQueue) push(line string) {
+	q.mu.Lock()
+	q.lines = append(q.lines, line)
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *lineQueue) end() {
+	q.mu.Lock()
+	q.ended = true
+	q.mu.Unlock()
+	q.wake()
+}
+
+func (q *lineQueue) wake() {
+	select {
+	case q.more <- struct{}{}:
+	default:
+	}
+}
+
+// forward sends the lines to out in order and closes it after the last
+// one once stderr has ended; it returns early when stop is closed.
+func (q *lineQueue) forward(out chan<- string, stop <-chan struct{}) {
+	for {
+		q.mu.Lock()
+		lines, ended := q.lines, q.ended
+		q.lines = nil
+		q.mu.Unlock()
+		for _, line := range lines {
+			select {
+			case out <- line:
+			case <-stop:
+				return
+			}
+		}
+		if len(lines) > 0 {
+			continue
+		}
+		if ended {
+			close(out)
+			return
+		}
+		select {
+		case <-q.more:
+		case <-stop:
+			return
 		}
 	}
 }
