@@ -46,7 +46,12 @@
 //     has room for, acknowledge an event once its handler succeeded, nak
 //     it with a delay when their predicate refuses it or the handler
 //     fails, and a replica that dies leaves its unacknowledged events to
-//     be redelivered to another after remote.timeout. An event delivered
+//     be redelivered to another after remote.timeout. A slow replica
+//     keeps what it queued: while its stage finishes events, it renews
+//     the acknowledgement wait of its queued deliveries (and of those in
+//     a handler for less than remote.timeout), counted as
+//     remote.<stage>.inProgress; a stopped or stuck one renews nothing.
+//     An event delivered
 //     remote.maxDeliver times (default 5) without an acknowledgement goes
 //     to the stage's dead-letter stream (DeadLetterStream) with its last
 //     error in the HeaderError header, counted (remote.<stage>.deadletters,

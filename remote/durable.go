@@ -272,11 +272,18 @@ type durableReplica struct {
 	stopC chan struct{}
 	once  sync.Once
 
-	mu      sync.Mutex
-	adv     *nats.Subscription  // max-deliveries advisories
-	pending map[any][]*delivery // admitted events waiting for their handler
+	mu        sync.Mutex
+	adv       *nats.Subscription  // max-deliveries advisories
+	pending   map[any][]*delivery // admitted events waiting for their handler
+	inService map[*delivery]struct{}
+
+	// lastDone is when the stage last finished an event (UnixNano; 0:
+	// never): a replica vouches for its queued deliveries only while its
+	// stage makes progress.
+	lastDone atomic.Int64
 
 	redelivered, naked, acked, deadLettered atomic.Uint64
+	inProgress                              atomic.Uint64 // ack waits renewed for queued deliveries
 	versionRefused                          atomic.Uint64 // deliveries of a newer wire version
 	warnDead                                rateLimit
 }
@@ -288,6 +295,9 @@ type delivery struct {
 	msg  *nats.Msg
 	left int
 	err  error // the last failure, nil if none
+	// started is when the first of its events entered a handler (zero
+	// while they all wait in the queue).
+	started time.Time
 }
 
 // wrapDurable rewrites the handler names of the durable stages hosted
@@ -312,7 +322,8 @@ func (n *Node) wrapDurable(cfg *stage.Config, r *stage.Registry) (*stage.Registr
 				wrapped.Register(name, g)
 			}
 		}
-		d := &durableReplica{n: n, name: ns.Name, rc: StageConfigOf(sc), pending: map[any][]*delivery{}, stopC: make(chan struct{})}
+		d := &durableReplica{n: n, name: ns.Name, rc: StageConfigOf(sc), pending: map[any][]*delivery{},
+			inService: map[*delivery]struct{}{}, stopC: make(chan struct{})}
 		name := "remote.durable/" + ns.Name
 		wrapped.Register(name, func() stage.Handler { return wrapAcking(f(), d) })
 		sc.Handler = name
@@ -369,10 +380,14 @@ func (n *Node) serveDurable(st *stage.Stage, rc StageConfig) error {
 	d.mu.Lock()
 	d.sub, d.adv = sub, adv
 	d.mu.Unlock()
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
 		d.pull(sc.Queue.Threshold)
+	}()
+	go func() {
+		defer n.wg.Done()
+		d.keepQueuedAlive()
 	}()
 	n.log.Info("remote: serving durable stage", "stage", st.Name())
 	return nil
@@ -469,6 +484,7 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 	dl := &delivery{msg: m, left: len(es)}
 	var tracked []any
 	d.mu.Lock()
+	d.inService[dl] = struct{}{}
 	for _, e := range es {
 		if k, ok := key(e); ok {
 			d.pending[k] = append(d.pending[k], dl)
@@ -488,6 +504,7 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 		for _, k := range tracked {
 			d.dropLocked(k, dl)
 		}
+		delete(d.inService, dl)
 		d.mu.Unlock()
 		if d.lastDelivery(m) {
 			d.deadLetter(m, err)
@@ -552,12 +569,82 @@ func (d *durableReplica) complete(e any, err error) {
 	}
 	done := dl.left <= 0
 	d.mu.Unlock()
+	d.lastDone.Store(time.Now().UnixNano())
 	if done {
 		d.ack(dl)
 	}
 }
 
+// starting records that the events of batch enter a handler: each one's
+// delivery (the first of those holding it that had not started) is
+// started from now on.
+func (d *durableReplica) starting(batch []sink.Event) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range batch {
+		k, ok := key(e)
+		if !ok {
+			continue
+		}
+		for _, dl := range d.pending[k] {
+			if dl.started.IsZero() {
+				dl.started = now
+				break
+			}
+		}
+	}
+}
+
+// keepQueuedAlive renews, four times per acknowledgement wait
+// (remote.timeout), the wait of every delivery whose events are still
+// queued here, or entered a handler less than one wait ago — as long as
+// the stage finished an event within the last wait. So a replica that is
+// slow but working keeps what it pulled instead of having it redelivered
+// (handled twice) while it is still queued; a replica that is stopped,
+// cut off or stuck (no event finished for a whole wait) renews nothing
+// and its deliveries go to another replica; and an event whose handler
+// has run for a whole wait is redelivered as before.
+func (d *durableReplica) keepQueuedAlive() {
+	wait := d.rc.Timeout
+	if wait <= 0 {
+		return
+	}
+	tick := time.NewTicker(max(wait/4, time.Millisecond))
+	defer tick.Stop()
+	var renew []*nats.Msg
+	for {
+		select {
+		case <-d.stopC:
+			return
+		case <-d.n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		if now.Sub(time.Unix(0, d.lastDone.Load())) >= wait {
+			continue // no progress: vouch for nothing
+		}
+		renew = renew[:0]
+		d.mu.Lock()
+		for dl := range d.inService {
+			if dl.started.IsZero() || now.Sub(dl.started) < wait {
+				renew = append(renew, dl.msg)
+			}
+		}
+		d.mu.Unlock()
+		for _, m := range renew {
+			if m.InProgress() == nil {
+				d.inProgress.Add(1)
+			}
+		}
+	}
+}
+
 func (d *durableReplica) ack(dl *delivery) {
+	d.mu.Lock()
+	delete(d.inService, dl)
+	d.mu.Unlock()
 	if dl.err != nil {
 		if d.lastDelivery(dl.msg) {
 			d.deadLetter(dl.msg, dl.err)
@@ -612,6 +699,7 @@ func (a *acking) Unwrap() stage.Handler { return a.h }
 
 func (a *acking) HandleEvents(batch []sink.Event) (err error) {
 	orig := append([]sink.Event(nil), batch...)
+	a.d.starting(orig)
 	defer func() {
 		if r := recover(); r != nil {
 			a.report(orig, fmt.Errorf("handler panicked: %v", r), false)
