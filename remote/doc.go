@@ -47,10 +47,13 @@
 //     it with a delay when their predicate refuses it or the handler
 //     fails, and a replica that dies leaves its unacknowledged events to
 //     be redelivered to another after remote.timeout. A slow replica
-//     keeps what it queued: while its stage finishes events, it renews
-//     the acknowledgement wait of its queued deliveries (and of those in
-//     a handler for less than remote.timeout), counted as
-//     remote.<stage>.inProgress; a stopped or stuck one renews nothing.
+//     keeps what it queued: while its stage makes progress, it renews
+//     the acknowledgement wait of its deliveries with events queued (and
+//     of those whose last event entered a handler less than
+//     remote.timeout ago), counted as remote.<stage>.inProgress, up to
+//     ten waits (or queue.max_time plus one) after which a delivery
+//     still queued is nak'd (remote.<stage>.givenBack); a stopped or
+//     stuck one renews nothing.
 //     An event delivered
 //     remote.maxDeliver times (default 5) without an acknowledgement goes
 //     to the stage's dead-letter stream (DeadLetterStream) with its last

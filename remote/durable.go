@@ -277,13 +277,18 @@ type durableReplica struct {
 	pending   map[any][]*delivery // admitted events waiting for their handler
 	inService map[*delivery]struct{}
 
-	// lastDone is when the stage last finished an event (UnixNano; 0:
-	// never): a replica vouches for its queued deliveries only while its
-	// stage makes progress.
-	lastDone atomic.Int64
+	// lastProgress is when an event last entered or left a handler of
+	// the stage (UnixNano; 0: never): a replica vouches for its queued
+	// deliveries only while its stage makes progress.
+	lastProgress atomic.Int64
+	// queuedLimit is how long a delivery with events not yet in a handler
+	// is renewed at most: the stage may have dropped them
+	// (queue.max_time, a shedding predicate), and they must come back.
+	queuedLimit time.Duration
 
 	redelivered, naked, acked, deadLettered atomic.Uint64
 	inProgress                              atomic.Uint64 // ack waits renewed for queued deliveries
+	queuedTooLong                           atomic.Uint64 // deliveries given back after queuedLimit
 	versionRefused                          atomic.Uint64 // deliveries of a newer wire version
 	warnDead                                rateLimit
 }
@@ -292,11 +297,14 @@ type durableReplica struct {
 // were handled, nak'd if one failed (or, on its last delivery, moved to
 // the dead letters with the error).
 type delivery struct {
-	msg  *nats.Msg
-	left int
-	err  error // the last failure, nil if none
-	// started is when the first of its events entered a handler (zero
-	// while they all wait in the queue).
+	msg      *nats.Msg
+	left     int
+	err      error     // the last failure, nil if none
+	admitted time.Time // when the stage's queue took its events
+	keys     []any     // its tracked events' keys, in d.pending
+	queued   int       // its tracked events not yet in a handler
+	// started is when the last of its tracked events entered a handler
+	// (zero while one still waits in the queue).
 	started time.Time
 }
 
@@ -365,6 +373,7 @@ func (n *Node) serveDurable(st *stage.Stage, rc StageConfig) error {
 		return err
 	}
 	d.st = st
+	d.queuedLimit = queuedRenewLimit(rc.Timeout, sc.Queue.MaxTime)
 	registerDurableMetrics(st.Manager(), d)
 	// Messages that ran out of deliveries without an answer: one replica
 	// moves each to the dead letters.
@@ -481,10 +490,9 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 		return
 	}
 	extractTraces(m.Header, es)
-	dl := &delivery{msg: m, left: len(es)}
+	dl := &delivery{msg: m, left: len(es), admitted: time.Now()}
 	var tracked []any
 	d.mu.Lock()
-	d.inService[dl] = struct{}{}
 	for _, e := range es {
 		if k, ok := key(e); ok {
 			d.pending[k] = append(d.pending[k], dl)
@@ -492,6 +500,10 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 		} else {
 			dl.left-- // not trackable: acknowledged once admitted
 		}
+	}
+	dl.keys, dl.queued = tracked, len(tracked)
+	if len(tracked) > 0 {
+		d.inService[dl] = struct{}{}
 	}
 	d.mu.Unlock()
 	if len(es) == 1 {
@@ -569,17 +581,20 @@ func (d *durableReplica) complete(e any, err error) {
 	}
 	done := dl.left <= 0
 	d.mu.Unlock()
-	d.lastDone.Store(time.Now().UnixNano())
+	d.lastProgress.Store(time.Now().UnixNano())
 	if done {
 		d.ack(dl)
 	}
 }
 
-// starting records that the events of batch enter a handler: each one's
-// delivery (the first of those holding it that had not started) is
-// started from now on.
+// starting records that the events of batch enter a handler: each is
+// counted off the first delivery holding it with events still queued
+// (with equal event values in several deliveries that may be another's
+// than the one it came in: at worst that one is renewed one wait less);
+// a delivery whose last queued event enters a handler is started.
 func (d *durableReplica) starting(batch []sink.Event) {
 	now := time.Now()
+	d.lastProgress.Store(now.UnixNano())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, e := range batch {
@@ -588,23 +603,40 @@ func (d *durableReplica) starting(batch []sink.Event) {
 			continue
 		}
 		for _, dl := range d.pending[k] {
-			if dl.started.IsZero() {
-				dl.started = now
+			if dl.queued > 0 {
+				if dl.queued--; dl.queued == 0 {
+					dl.started = now
+				}
 				break
 			}
 		}
 	}
 }
 
+// queuedRenewLimit is how long a delivery whose events all still wait in
+// the queue is renewed at most: ten acknowledgement waits, or, if the
+// stage expires queued events (queue.max_time), one wait past that.
+func queuedRenewLimit(wait, maxTime time.Duration) time.Duration {
+	if maxTime > 0 {
+		return min(10*wait, maxTime+wait)
+	}
+	return 10 * wait
+}
+
 // keepQueuedAlive renews, four times per acknowledgement wait
-// (remote.timeout), the wait of every delivery whose events are still
-// queued here, or entered a handler less than one wait ago — as long as
-// the stage finished an event within the last wait. So a replica that is
-// slow but working keeps what it pulled instead of having it redelivered
-// (handled twice) while it is still queued; a replica that is stopped,
-// cut off or stuck (no event finished for a whole wait) renews nothing
-// and its deliveries go to another replica; and an event whose handler
-// has run for a whole wait is redelivered as before.
+// (remote.timeout), the wait of every delivery with events still queued
+// here, or whose last event entered a handler less than one wait ago —
+// as long as an event entered or left a handler of the stage within the
+// last wait. So a replica that is slow but working keeps what it pulled
+// instead of having it redelivered (handled twice) while it is still
+// queued; a replica that is stopped, cut off or stuck (no event in or out
+// of a handler for a whole wait) renews nothing and its deliveries go to
+// another replica; an event whose handler runs past its wait is
+// redelivered as before (up to two waits after it started, the last
+// renewal counting). A delivery with an event still not in a handler
+// after queuedLimit (the stage dropped it, or its queue is that slow) is
+// given back: nak'd, so that it is redelivered (its events that were
+// handled are handled again there).
 func (d *durableReplica) keepQueuedAlive() {
 	wait := d.rc.Timeout
 	if wait <= 0 {
@@ -612,7 +644,7 @@ func (d *durableReplica) keepQueuedAlive() {
 	}
 	tick := time.NewTicker(max(wait/4, time.Millisecond))
 	defer tick.Stop()
-	var renew []*nats.Msg
+	var giveBack []*nats.Msg
 	for {
 		select {
 		case <-d.stopC:
@@ -622,21 +654,30 @@ func (d *durableReplica) keepQueuedAlive() {
 		case <-tick.C:
 		}
 		now := time.Now()
-		if now.Sub(time.Unix(0, d.lastDone.Load())) >= wait {
-			continue // no progress: vouch for nothing
-		}
-		renew = renew[:0]
+		progressing := now.Sub(time.Unix(0, d.lastProgress.Load())) < wait
+		giveBack = giveBack[:0]
+		// Under d.mu: ack removes a delivery from inService under it
+		// before acknowledging or nak'ing it, so no renewal follows those.
 		d.mu.Lock()
 		for dl := range d.inService {
-			if dl.started.IsZero() || now.Sub(dl.started) < wait {
-				renew = append(renew, dl.msg)
+			switch {
+			case dl.queued > 0 && now.Sub(dl.admitted) >= d.queuedLimit:
+				delete(d.inService, dl)
+				for _, k := range dl.keys {
+					d.dropLocked(k, dl)
+				}
+				giveBack = append(giveBack, dl.msg)
+			case progressing && (dl.queued > 0 || now.Sub(dl.started) < wait):
+				if dl.msg.InProgress() == nil {
+					d.inProgress.Add(1)
+				}
 			}
 		}
 		d.mu.Unlock()
-		for _, m := range renew {
-			if m.InProgress() == nil {
-				d.inProgress.Add(1)
-			}
+		for _, m := range giveBack {
+			d.queuedTooLong.Add(1)
+			d.naked.Add(1)
+			_ = m.NakWithDelay(d.rc.NakDelay)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,8 @@ import (
 )
 
 // slowDurableGraph hosts Work on b (and c, if started), one event at a
-// time, with an acknowledgement wait of 1s.
+// time, with an acknowledgement wait of 1s (the slow replica's test
+// makes it 2s; the give-back test adds a queue.max_time).
 const slowDurableGraph = `
 global:
   cluster: {node: a}
@@ -76,46 +78,96 @@ func gauge(t *testing.T, m *stage.Manager, name string) int64 {
 	return g.Value()
 }
 
-// TestDurableSlowReplicaKeepsWhatItQueued: a replica that pulled twelve
-// events and handles one about every 150 ms keeps the last ones queued
-// for longer than the acknowledgement wait (1s); since its stage keeps
-// finishing events, it renews their waits, and none is redelivered or
-// handled twice.
+// TestDurableSlowReplicaKeepsWhatItQueued: a replica that pulled twenty
+// events (twenty messages, or one message of twenty) and handles one
+// about every 250 ms keeps the last ones queued for longer than twice the
+// acknowledgement wait (2s); since its stage keeps making progress, it
+// renews their waits, and none is redelivered or handled twice.
 func TestDurableSlowReplicaKeepsWhatItQueued(t *testing.T) {
+	graph := strings.Replace(slowDurableGraph, "timeout: 1s", "timeout: 2s", 1)
+	for _, oneMessage := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a message each", true: "one message"}[oneMessage], func(t *testing.T) {
+			c := &cluster{t: t}
+			ma, _ := c.node(graph, "a", nil)
+			work := newStepper()
+			mb, _ := c.node(graph, "b", map[string]stage.Handler{"Work": work})
+			s := remoteSink(t, ma, "Work")
+			const n = 20
+			es := make([]sink.Event, n)
+			for i := range es {
+				es[i] = i
+			}
+			if oneMessage {
+				if err := s.EnqueueMany(es); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				for _, e := range es {
+					if err := s.Enqueue(e); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			<-work.entered
+			waitFor(t, "every event pulled into b's queue", func() bool { return queued(mb) == n-1 })
+			for range n {
+				time.Sleep(250 * time.Millisecond) // the handler's pace (the scenario, not a criterion)
+				work.step <- struct{}{}
+			}
+			// Anything redelivered would now be handled again.
+			close(work.step)
+			waitFor(t, "an empty stream", func() bool { return s.Len() == 0 })
+			for i := range n {
+				if k := work.times(i); k != 1 {
+					t.Errorf("event %d handled %d times", i, k)
+				}
+			}
+			if r := gauge(t, mb, "remote.Work.redelivered"); r != 0 {
+				t.Errorf("%d redeliveries to the slow replica", r)
+			}
+			if gauge(t, mb, "remote.Work.inProgress") == 0 {
+				t.Error("no acknowledgement wait renewed")
+			}
+		})
+	}
+}
+
+// TestDurableDroppedEventsAreGivenBack: events the stage drops from its
+// queue (older than queue.max_time when their turn comes) never reach a
+// handler; while the stage goes on handling others, their deliveries
+// are renewed only up to max_time plus one wait, then nak'd: they come
+// back and are handled.
+func TestDurableDroppedEventsAreGivenBack(t *testing.T) {
+	graph := strings.Replace(slowDurableGraph, "queue: {threshold: 64}", "queue: {threshold: 64, max_time: 200ms}", 1)
 	c := &cluster{t: t}
-	ma, _ := c.node(slowDurableGraph, "a", nil)
+	ma, _ := c.node(graph, "a", nil)
 	work := newStepper()
-	mb, _ := c.node(slowDurableGraph, "b", map[string]stage.Handler{"Work": work})
+	t.Cleanup(func() { close(work.step) })
+	mb, _ := c.node(graph, "b", map[string]stage.Handler{"Work": work})
 	s := remoteSink(t, ma, "Work")
-	const n = 12
-	for i := range n {
+	for i := range 3 {
 		if err := s.Enqueue(i); err != nil {
 			t.Fatal(err)
 		}
 	}
-	<-work.entered
-	waitFor(t, "every event pulled into b's queue", func() bool { return queued(mb) == n-1 })
-	for range n {
-		time.Sleep(150 * time.Millisecond) // the handler's pace (the scenario, not a criterion)
+	<-work.entered // 0 in the handler, 1 and 2 queued
+	waitFor(t, "1 and 2 queued at b", func() bool { return queued(mb) == 2 })
+	time.Sleep(300 * time.Millisecond) // 1 and 2 grow older than max_time
+	work.step <- struct{}{}            // 0 done; 1 and 2 are dropped
+	// Keep the stage busy with new events, one every 100 ms, until 1
+	// and 2 came back and were handled.
+	for i := 3; work.times(1) == 0 || work.times(2) == 0; i++ {
+		if i > 300 {
+			t.Fatalf("events 1 and 2 never came back (handled %d and %d times)", work.times(1), work.times(2))
+		}
+		if err := s.Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 		work.step <- struct{}{}
 	}
-	// Anything redelivered would now be handled again.
-	go func() {
-		for range work.step {
-		}
-	}()
-	close(work.step)
-	waitFor(t, "an empty stream", func() bool { return s.Len() == 0 })
-	for i := range n {
-		if k := work.times(i); k != 1 {
-			t.Errorf("event %d handled %d times", i, k)
-		}
-	}
-	if r := gauge(t, mb, "remote.Work.redelivered"); r != 0 {
-		t.Errorf("%d redeliveries to the slow replica", r)
-	}
-	if gauge(t, mb, "remote.Work.inProgress") == 0 {
-		t.Error("no acknowledgement wait renewed")
+	if g := gauge(t, mb, "remote.Work.givenBack"); g == 0 {
+		t.Error("no delivery counted as given back")
 	}
 }
 
@@ -146,7 +198,4 @@ func TestDurableStuckReplicaRenewsNothing(t *testing.T) {
 		}
 		return len(got) == n
 	})
-	if p := gauge(t, mb, "remote.Work.inProgress"); p != 0 {
-		t.Errorf("the stuck replica renewed %d waits", p)
-	}
 }

@@ -47,11 +47,13 @@ func registerSinkMetrics(m *stage.Manager, name string, s sink.Sink) {
 }
 
 // registerDurableMetrics publishes a durable replica's counters as
-// "remote.<stage>.{redelivered,naks,acks,deadletters,versionRefused,inProgress}"
+// "remote.<stage>.{redelivered,naks,acks,deadletters,versionRefused,inProgress,givenBack}"
 // (deadletters: the events this replica moved to the dead-letter stream;
 // versionRefused: the deliveries of a newer wire version it refused;
 // inProgress: the acknowledgement waits it renewed for deliveries still
-// queued while its stage made progress).
+// queued while its stage made progress; givenBack: the deliveries it
+// nak'd because none of their events reached a handler in time, also
+// counted in naks).
 func registerDurableMetrics(m *stage.Manager, d *durableReplica) {
 	reg := m.Metrics()
 	prefix := "remote." + d.name + "."
@@ -61,6 +63,7 @@ func registerDurableMetrics(m *stage.Manager, d *durableReplica) {
 	_ = reg.Register(prefix+"deadletters", metrics.NewFunctionalGauge(func() int64 { return int64(d.deadLettered.Load()) }))
 	_ = reg.Register(prefix+"versionRefused", metrics.NewFunctionalGauge(func() int64 { return int64(d.versionRefused.Load()) }))
 	_ = reg.Register(prefix+"inProgress", metrics.NewFunctionalGauge(func() int64 { return int64(d.inProgress.Load()) }))
+	_ = reg.Register(prefix+"givenBack", metrics.NewFunctionalGauge(func() int64 { return int64(d.queuedTooLong.Load()) }))
 }
 
 // registerReplicaMetrics publishes a request-mode replica's idempotency
