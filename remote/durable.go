@@ -646,9 +646,10 @@ func (d *durableReplica) keepQueuedAlive() {
 	defer tick.Stop()
 	var giveBack []*nats.Msg
 	for {
+		// Not stopped by Shutdown (d.stopC), which only stops the pulls:
+		// while the stage drains what it holds, its deliveries stay
+		// renewed, until Close.
 		select {
-		case <-d.stopC:
-			return
 		case <-d.n.ctx.Done():
 			return
 		case <-tick.C:

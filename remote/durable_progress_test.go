@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -198,4 +199,44 @@ func TestDurableStuckReplicaRenewsNothing(t *testing.T) {
 		}
 		return len(got) == n
 	})
+}
+
+// TestDurableDrainKeepsWhatItHolds: a replica shut down (Node.Shutdown:
+// it pulls no more) while eight events wait in its queue drains them at
+// one per 250 ms, longer than the acknowledgement wait (1s); it goes on
+// renewing their waits meanwhile, so none goes to the replica started
+// after it.
+func TestDurableDrainKeepsWhatItHolds(t *testing.T) {
+	c := &cluster{t: t}
+	ma, _ := c.node(slowDurableGraph, "a", nil)
+	work := newStepper()
+	mb, nb := c.node(slowDurableGraph, "b", map[string]stage.Handler{"Work": work})
+	s := remoteSink(t, ma, "Work")
+	const n = 8
+	for i := range n {
+		if err := s.Enqueue(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-work.entered
+	waitFor(t, "every event pulled into b's queue", func() bool { return queued(mb) == n-1 })
+	if err := nb.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other := &recorder{}
+	_, _ = c.node(slowDurableGraph, "c", map[string]stage.Handler{"Work": other})
+	for range n {
+		time.Sleep(250 * time.Millisecond) // the handler's pace (the scenario, not a criterion)
+		work.step <- struct{}{}
+	}
+	close(work.step)
+	waitFor(t, "an empty stream", func() bool { return s.Len() == 0 })
+	for i := range n {
+		if k := work.times(i); k != 1 {
+			t.Errorf("event %d handled %d times by the draining replica", i, k)
+		}
+	}
+	if got := other.events(); len(got) != 0 {
+		t.Errorf("the draining replica's events %v went to the other replica", got)
+	}
 }

@@ -464,8 +464,10 @@ func (n *Node) sinkFor(name string, sc *stage.StageConfig) (sink.Sink, error) {
 
 // Shutdown stops taking events from other nodes (the replicas'
 // subscriptions drain) so that the manager's own Shutdown can drain its
-// queues; the connection stays open for the replies still to send. Call
-// Close after the manager has stopped.
+// queues; the connection stays open for the replies still to send, and
+// a durable replica goes on renewing the acknowledgement waits of what
+// it still holds while it drains. Call Close after the manager has
+// stopped.
 func (n *Node) Shutdown(ctx context.Context) error {
 	if n == nil {
 		return nil
