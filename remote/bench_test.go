@@ -118,17 +118,10 @@ func plainConn(b testing.TB, n *remote.Node) *nats.Conn {
 // decodes every message and counts it.
 func plainSubscriber(b testing.TB, nc *nats.Conn, subj string, decode func([]byte)) *counter {
 	got := &counter{}
-	sub, err := nc.QueueSubscribe(subj, "q", func(m *nats.Msg) {
+	plainQueueSubscribe(b, nc, subj, func(m *nats.Msg) {
 		decode(m.Data)
 		got.n.Add(1)
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = sub.SetPendingLimits(-1, -1)
-	if err := nc.Flush(); err != nil {
-		b.Fatal(err)
-	}
 	return got
 }
 
@@ -137,13 +130,20 @@ func plainSubscriber(b testing.TB, nc *nats.Conn, subj string, decode func([]byt
 func plainResponder(b testing.TB, nc *nats.Conn, subj string) *counter {
 	got := &counter{}
 	verdict := []byte{0}
-	sub, err := nc.QueueSubscribe(subj, "q", func(m *nats.Msg) {
+	plainQueueSubscribe(b, nc, subj, func(m *nats.Msg) {
 		for d := m.Data; len(d) >= 5; d = d[5:] {
 			decodeTiny(d[:5])
 			got.n.Add(1)
 		}
 		_ = m.Respond(verdict)
 	})
+	return got
+}
+
+// plainQueueSubscribe subscribes handle to subj in queue group "q", with
+// no pending limits, and waits until the server has the subscription.
+func plainQueueSubscribe(b testing.TB, nc *nats.Conn, subj string, handle nats.MsgHandler) {
+	sub, err := nc.QueueSubscribe(subj, "q", handle)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +151,6 @@ func plainResponder(b testing.TB, nc *nats.Conn, subj string) *counter {
 	if err := nc.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	return got
 }
 
 // Event makers for the benchmarks: small is JSON-encoded, tiny binary.

@@ -288,7 +288,7 @@ type durableReplica struct {
 
 	redelivered, naked, acked, deadLettered atomic.Uint64
 	inProgress                              atomic.Uint64 // ack waits renewed for queued deliveries
-	queuedTooLong                           atomic.Uint64 // deliveries given back after queuedLimit
+	givenBack                               atomic.Uint64 // deliveries given back after queuedLimit
 	versionRefused                          atomic.Uint64 // deliveries of a newer wire version
 	warnDead                                rateLimit
 }
@@ -676,7 +676,7 @@ func (d *durableReplica) keepQueuedAlive() {
 		}
 		d.mu.Unlock()
 		for _, m := range giveBack {
-			d.queuedTooLong.Add(1)
+			d.givenBack.Add(1)
 			d.naked.Add(1)
 			_ = m.NakWithDelay(d.rc.NakDelay)
 		}

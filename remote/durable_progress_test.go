@@ -61,6 +61,33 @@ func (s *stepper) times(e sink.Event) int {
 	return s.handled[e]
 }
 
+// waitHeld waits until work's handler holds one of n events and the
+// other n-1 wait in the queue of m's stage Work.
+func waitHeld(t *testing.T, work *stepper, m *stage.Manager, n int) {
+	t.Helper()
+	<-work.entered
+	waitFor(t, "every event pulled into the replica's queue", func() bool { return queued(m) == n-1 })
+}
+
+// drainPaced lets work handle n events, one every 250 ms (the scenario's
+// pace, not a criterion), then any more at once (a redelivered one would
+// be handled again), waits until the stream is empty and fails the test
+// for an event 0..n-1 not handled exactly once.
+func drainPaced(t *testing.T, work *stepper, s sink.Sink, n int) {
+	t.Helper()
+	for range n {
+		time.Sleep(250 * time.Millisecond)
+		work.step <- struct{}{}
+	}
+	close(work.step)
+	waitFor(t, "an empty stream", func() bool { return s.Len() == 0 })
+	for i := range n {
+		if k := work.times(i); k != 1 {
+			t.Errorf("event %d handled %d times", i, k)
+		}
+	}
+}
+
 // queued returns how many events wait in the queue of m's stage Work.
 func queued(m *stage.Manager) int {
 	st, ok := m.Stage("Work")
@@ -109,20 +136,8 @@ func TestDurableSlowReplicaKeepsWhatItQueued(t *testing.T) {
 					}
 				}
 			}
-			<-work.entered
-			waitFor(t, "every event pulled into b's queue", func() bool { return queued(mb) == n-1 })
-			for range n {
-				time.Sleep(250 * time.Millisecond) // the handler's pace (the scenario, not a criterion)
-				work.step <- struct{}{}
-			}
-			// Anything redelivered would now be handled again.
-			close(work.step)
-			waitFor(t, "an empty stream", func() bool { return s.Len() == 0 })
-			for i := range n {
-				if k := work.times(i); k != 1 {
-					t.Errorf("event %d handled %d times", i, k)
-				}
-			}
+			waitHeld(t, work, mb, n)
+			drainPaced(t, work, s, n)
 			if r := gauge(t, mb, "remote.Work.redelivered"); r != 0 {
 				t.Errorf("%d redeliveries to the slow replica", r)
 			}
@@ -188,8 +203,7 @@ func TestDurableStuckReplicaRenewsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-stuck.entered
-	waitFor(t, "every event pulled into b's queue", func() bool { return queued(mb) == n-1 })
+	waitHeld(t, stuck, mb, n)
 	other := &recorder{}
 	_, _ = c.node(slowDurableGraph, "c", map[string]stage.Handler{"Work": other})
 	waitFor(t, "every event handled by the other replica", func() bool {
@@ -218,24 +232,13 @@ func TestDurableDrainKeepsWhatItHolds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-work.entered
-	waitFor(t, "every event pulled into b's queue", func() bool { return queued(mb) == n-1 })
+	waitHeld(t, work, mb, n)
 	if err := nb.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	other := &recorder{}
 	_, _ = c.node(slowDurableGraph, "c", map[string]stage.Handler{"Work": other})
-	for range n {
-		time.Sleep(250 * time.Millisecond) // the handler's pace (the scenario, not a criterion)
-		work.step <- struct{}{}
-	}
-	close(work.step)
-	waitFor(t, "an empty stream", func() bool { return s.Len() == 0 })
-	for i := range n {
-		if k := work.times(i); k != 1 {
-			t.Errorf("event %d handled %d times by the draining replica", i, k)
-		}
-	}
+	drainPaced(t, work, s, n)
 	if got := other.events(); len(got) != 0 {
 		t.Errorf("the draining replica's events %v went to the other replica", got)
 	}

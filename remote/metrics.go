@@ -63,7 +63,7 @@ func registerDurableMetrics(m *stage.Manager, d *durableReplica) {
 	_ = reg.Register(prefix+"deadletters", metrics.NewFunctionalGauge(func() int64 { return int64(d.deadLettered.Load()) }))
 	_ = reg.Register(prefix+"versionRefused", metrics.NewFunctionalGauge(func() int64 { return int64(d.versionRefused.Load()) }))
 	_ = reg.Register(prefix+"inProgress", metrics.NewFunctionalGauge(func() int64 { return int64(d.inProgress.Load()) }))
-	_ = reg.Register(prefix+"givenBack", metrics.NewFunctionalGauge(func() int64 { return int64(d.queuedTooLong.Load()) }))
+	_ = reg.Register(prefix+"givenBack", metrics.NewFunctionalGauge(func() int64 { return int64(d.givenBack.Load()) }))
 }
 
 // registerReplicaMetrics publishes a request-mode replica's idempotency
