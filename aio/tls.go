@@ -239,6 +239,7 @@ type tlsSession struct {
 	sealing bool
 	ends    []int
 	plain   []byte     // encryptLocked's scratch (under the connection's lock)
+	outOps  []writeOp  // encryptLocked's result, reused (the connection's lock)
 	sent    sealedBufs // sealed buffers on their way out (the connection's lock)
 
 	handshakeSteps
@@ -432,9 +433,14 @@ func (s *tlsSession) drainLocked(deliver func([]byte)) error {
 			deliver(buf[:n])
 		}
 		if err != nil {
+			if err == errWouldBlock {
+				return nil // the rest of the record is still on its way
+			}
+			// (errors.As's target escapes: an object per call, kept off
+			// the path every read ends on.)
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Temporary() {
-				return nil // the rest of the record is still on its way
+				return nil
 			}
 			return err
 		}
