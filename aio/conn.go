@@ -76,7 +76,12 @@ type Connection struct {
 	// Any goroutine (atomics, or a type with its own lock).
 	value  atomic.Pointer[any]
 	reader atomic.Pointer[sinkRef]
-	box    postbox // events for the application's sinks, in order
+	// loopDelivers is set while the event loop announces c from one of
+	// its callbacks and then delivers what is buffered itself (OnOpen,
+	// a TLS handshake that ended in onTraffic): a StartReader meanwhile
+	// does not wake the loop (loopAnnounce).
+	loopDelivers atomic.Bool
+	box          postbox // events for the application's sinks, in order
 	// timerAt is SetTimer's due time (sink.Nanotime; 0: none): set by any
 	// goroutine, taken by the maintenance goroutine.
 	timerAt atomic.Int64
@@ -219,7 +224,8 @@ func (c *Connection) StartReader(s Receiver) error {
 	c.mu.Lock()
 	tail, held := c.tail, c.held
 	c.tail, c.held = nil, nil
-	if c.state != stateClosed {
+	if c.state != stateClosed && !c.loopDelivers.Load() {
+		c.eng.readerWakes.Add(1)
 		_ = c.gc.Wake(nil) // deliver what is buffered already
 	}
 	c.mu.Unlock()
@@ -229,6 +235,17 @@ func (c *Connection) StartReader(s Receiver) error {
 		c.box.send(delivery{to: s, ev: *held})
 	}
 	return nil
+}
+
+// loopAnnounce runs announce, which hands c to the application, on c's
+// event loop inside one of its callbacks (OnOpen, onTraffic), which
+// reads what is buffered before it returns: a StartReader during announce
+// does not wake the loop for it (an eventfd write and read, and a task
+// queued, per connection).
+func (c *Connection) loopAnnounce(announce func()) {
+	c.loopDelivers.Store(true)
+	defer c.loopDelivers.Store(false)
+	announce()
 }
 
 func (c *Connection) sendTail(to Receiver, tail []Packet) {

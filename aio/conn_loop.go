@@ -327,10 +327,18 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 	}
 	c.announceIfDone()
 	if c.tls != nil && !c.tls.ok.Load() {
-		if !c.handshakeInput(gc) {
+		c.loopDelivers.Store(true)
+		ok := c.handshakeInput(gc)
+		c.loopDelivers.Store(false)
+		if !ok {
 			return gnet.Close
 		}
-		return gnet.None
+		if !c.tls.ok.Load() || c.reader.Load() == nil {
+			return gnet.None
+		}
+		// The handshake ended here (its last step ran on the loop) and the
+		// application started reading when it was announced: the records
+		// that came with its end are delivered now, without a wake-up.
 	}
 	avail := gc.InboundBuffered()
 	if avail > c.seen {

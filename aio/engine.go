@@ -60,6 +60,9 @@ type engine struct {
 	box     postbox // socket-level events
 	boxWait atomic.Bool
 	nextID  atomic.Uint64
+	// readerWakes counts the event-loop wake-ups StartReader asked for
+	// (tests read it).
+	readerWakes atomic.Uint64
 
 	stop    chan struct{}
 	stopped atomic.Bool
@@ -182,7 +185,9 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		}
 		return nil, gnet.None
 	}
-	if err := s.box().sendNow(delivery{to: s.sink, ev: c}); err != nil {
+	var err error
+	c.loopAnnounce(func() { err = s.box().sendNow(delivery{to: s.sink, ev: c}) })
+	if err != nil {
 		// Admission control at accept: the application's stage refused the
 		// connection, so it is closed at once and nobody ever sees it.
 		e.stats.rejectedAccepts.Add(1)

@@ -128,7 +128,7 @@ func (c *Connection) announceOnLoop() {
 // event loop (onTraffic).
 func (c *Connection) announceIfDone() {
 	if c.tls != nil && c.tls.announcing.Swap(false) {
-		c.tls.announce()
+		c.loopAnnounce(c.tls.announce)
 	}
 }
 
