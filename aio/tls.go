@@ -432,6 +432,13 @@ func (s *tlsSession) drainLocked(deliver func([]byte)) error {
 		if n > 0 {
 			deliver(buf[:n])
 		}
+		if err == nil && n < len(buf) && s.tr.Buffered() == 0 {
+			// crypto/tls returned a record's plaintext whole and holds no
+			// more input (tlsTransport.handed): another Read would only
+			// fail, at the cost of a call through crypto/tls and an
+			// object.
+			return nil
+		}
 		if err != nil {
 			if err == errWouldBlock {
 				return nil // the rest of the record is still on its way
