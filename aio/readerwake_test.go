@@ -26,10 +26,10 @@ func TestStartReaderDuringAnnounceNeedsNoWake(t *testing.T) {
 	const conns = 8
 	f := newTLSFixture(t, TLSConfig{})
 	tests := []struct {
-		name      string
-		tls       bool
-		async     bool // StartReader from another goroutine
-		maxWakes  uint64
+		name     string
+		tls      bool
+		async    bool // StartReader from another goroutine
+		maxWakes uint64
 	}{
 		{"plain, inline", false, false, 0},
 		{"TLS 1.3, inline", true, false, 0},

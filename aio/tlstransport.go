@@ -56,8 +56,8 @@ type tlsTransport struct {
 	// and once it returned a record's plaintext and nothing is buffered
 	// here, a further Read would find nothing (drainLocked stops).
 	handed recordScanner
-	parked   bool          // a Read waits without a worker
-	mark     uint64        // scan.moves when it parked
+	parked bool   // a Read waits without a worker
+	mark   uint64 // scan.moves when it parked
 }
 
 func newTLSTransport(local, remote net.Addr, out func([]byte) error) *tlsTransport {
