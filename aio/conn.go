@@ -142,18 +142,7 @@ func newConnection(e *engine, owner Receiver, value any) *Connection {
 	}
 	c.writtenCB = c.written
 	c.retryDelay.Store(int64(e.cfg.PollInterval))
-	c.box.retry = func() {
-		// Back off while the sink keeps rejecting: 1, 2, 4 … 16 polls.
-		d := c.retryDelay.Load()
-		e.armAt(c, sink.Nanotime()+d)
-		c.retryDelay.Store(min(2*d, int64(maxRetryPolls*e.cfg.PollInterval)))
-	}
-	c.box.soon = func() { e.armAt(c, sink.Nanotime()) }
-	c.box.lost = e.lost
-	c.box.rejected = func() {
-		c.rejected.Add(1)
-		e.stats.rejectedReads.Add(1)
-	}
+	c.box.hooks = c
 	c.activity.Store(sink.Nanotime())
 	return c
 }
@@ -235,6 +224,27 @@ func (c *Connection) StartReader(s Receiver) error {
 		c.box.send(delivery{to: s, ev: *held})
 	}
 	return nil
+}
+
+// retryDrain schedules the postbox's next drain, backing off while the
+// sink keeps rejecting: 1, 2, 4 … 16 polls (boxHooks).
+func (c *Connection) retryDrain() {
+	d := c.retryDelay.Load()
+	c.eng.armAt(c, sink.Nanotime()+d)
+	c.retryDelay.Store(min(2*d, int64(maxRetryPolls*c.eng.cfg.PollInterval)))
+}
+
+// drainSoon has the maintenance goroutine drain the postbox at once
+// (boxHooks).
+func (c *Connection) drainSoon() { c.eng.armAt(c, sink.Nanotime()) }
+
+// lostEvent logs and counts an event no sink will take (boxHooks).
+func (c *Connection) lostEvent(d delivery, err error) { c.eng.lostEvent(d, err) }
+
+// countRejected counts a packet or event the reader refused (boxHooks).
+func (c *Connection) countRejected() {
+	c.rejected.Add(1)
+	c.eng.stats.rejectedReads.Add(1)
 }
 
 // loopAnnounce runs announce, which hands c to the application, on c's

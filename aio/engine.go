@@ -93,9 +93,7 @@ func newEngine(cfg SocketConfig, env Env, name string) *engine {
 	if cfg.ReadRate.Enabled() && !cfg.ReadRate.PerConnection {
 		e.gov = NewGovernor(cfg.ReadRate, int(cfg.ReadBuffer))
 	}
-	e.box.retry = func() { e.boxWait.Store(true); e.poke() }
-	e.box.lost = e.lost
-	e.box.rejected = func() {}
+	e.box.hooks = e
 	e.registerMetrics()
 	return e
 }
@@ -601,7 +599,7 @@ func (e *engine) finish(last sink.Event, to Receiver) {
 	}
 	e.box.drain()
 	for _, d := range e.box.discard() {
-		e.lost(d, fmt.Errorf("%w: sink still rejecting at close", sink.ErrRejected))
+		e.lostEvent(d, fmt.Errorf("%w: sink still rejecting at close", sink.ErrRejected))
 	}
 	e.unregisterMetrics()
 }
@@ -616,7 +614,19 @@ func (e *engine) noGate(err error) {
 }
 
 // lost logs and counts an event that can never be delivered.
-func (e *engine) lost(d delivery, err error) {
+// retryDrain has the maintenance goroutine drain the engine's postbox
+// (boxHooks).
+func (e *engine) retryDrain() { e.boxWait.Store(true); e.poke() }
+
+// drainSoon is retryDrain (boxHooks).
+func (e *engine) drainSoon() { e.retryDrain() }
+
+// countRejected counts nothing: a connection the server's sink refused
+// is counted where it is closed (boxHooks).
+func (e *engine) countRejected() {}
+
+// lostEvent logs and counts an event no sink will take (boxHooks).
+func (e *engine) lostEvent(d delivery, err error) {
 	e.stats.lost.Add(1)
 	e.log.Warn("aio: event not delivered", "event", fmt.Sprintf("%T", d.ev), "sink", fmt.Sprint(d.to), "err", err)
 }
@@ -648,10 +658,15 @@ func splitAddr(addr string) (gnetURL, network, address string, err error) {
 	return network + "://" + address, network, address, nil
 }
 
+// cloneAddr is a copy of a connection's address the connection keeps. A
+// TCP address is kept as it is: it is the one Go's net package made for
+// this connection when it accepted or dialed it (gnet's enroll passes it
+// on), never changed afterwards. A Unix one is copied: gnet's enroll
+// rewrites the local address's name.
 func cloneAddr(a net.Addr) net.Addr {
 	switch v := a.(type) {
 	case *net.TCPAddr:
-		return &net.TCPAddr{IP: append(net.IP(nil), v.IP...), Port: v.Port, Zone: strings.Clone(v.Zone)}
+		return v
 	case *net.UnixAddr:
 		return &net.UnixAddr{Name: strings.Clone(v.Name), Net: v.Net}
 	case nil:

@@ -95,14 +95,13 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 	rec := newRecorder("target")
 	reject := true
 	rec.setReject(func(sink.Event) bool { return reject })
-	retries := 0
-	var lost []sink.Event
-	o := postbox{retry: func() { retries++ }, lost: func(d delivery, _ error) { lost = append(lost, d.ev) }}
+	hooks := &countingHooks{}
+	o := postbox{hooks: hooks}
 	if o.send(delivery{to: rec, ev: 1}) {
 		t.Fatal("send reported delivery to a rejecting sink")
 	}
-	if o.send(delivery{to: rec, ev: 2}) || retries != 2 || o.empty() {
-		t.Fatalf("retries %d, empty %v", retries, o.empty())
+	if o.send(delivery{to: rec, ev: 2}) || hooks.retries != 2 || hooks.rejected != 2 || o.empty() {
+		t.Fatalf("retries %d, rejections %d, empty %v", hooks.retries, hooks.rejected, o.empty())
 	}
 	if err := o.sendNow(delivery{to: rec, ev: 3}); err == nil {
 		t.Fatal("sendNow jumped the queue")
@@ -118,8 +117,8 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 		t.Fatal("an event behind a closed sink stayed stuck")
 	}
 	got := rec.events()
-	if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 5 || len(lost) != 1 || lost[0] != 4 {
-		t.Fatalf("delivered %v, lost %v", got, lost)
+	if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 5 || len(hooks.lost) != 1 || hooks.lost[0] != 4 {
+		t.Fatalf("delivered %v, lost %v", got, hooks.lost)
 	}
 	if err := o.sendNow(delivery{to: rec, ev: 6}); err != nil {
 		t.Fatal(err)
@@ -132,6 +131,17 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 		t.Fatalf("sendNow refused because another delivery was running: %v", err)
 	}
 }
+
+// countingHooks are a postbox's hooks that count what they are called for.
+type countingHooks struct {
+	retries, soon, rejected int
+	lost                    []sink.Event
+}
+
+func (h *countingHooks) retryDrain()                   { h.retries++ }
+func (h *countingHooks) drainSoon()                    { h.soon++ }
+func (h *countingHooks) countRejected()                { h.rejected++ }
+func (h *countingHooks) lostEvent(d delivery, _ error) { h.lost = append(h.lost, d.ev) }
 
 func TestDeque(t *testing.T) {
 	var d deque[int]
