@@ -105,7 +105,12 @@ func (e *engine) gnetOptions() []gnet.Option {
 	opts := []gnet.Option{
 		gnet.WithLogger(gnetLogger{e.log}),
 		gnet.WithReadBufferCap(int(c.ReadBuffer)),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		// Every connection comes from Go's net package (accepted, or
+		// dialed by gnet's client), which turned TCP_NODELAY on already;
+		// gnet would set it again on its duplicate of the descriptor (the
+		// same socket): one system call per connection for nothing.
+		// TestConnectionsHaveNoDelay checks it stays on.
+		gnet.WithTCPNoDelay(gnet.TCPDelay),
 	}
 	if c.SendBuffer > 0 {
 		opts = append(opts, gnet.WithSocketSendBuffer(int(c.SendBuffer)))
