@@ -1,7 +1,6 @@
 package aio
 
 import (
-	"container/heap"
 	"fmt"
 	"log/slog"
 	"net"
@@ -432,7 +431,7 @@ func (e *engine) armAt(c *Connection, due int64) {
 		return
 	}
 	e.watch[c] = due
-	heap.Push(&e.wheap, watchItem{due: due, c: c})
+	e.wheap.push(watchItem{due: due, c: c})
 	earliest := e.wheap[0].c == c && e.wheap[0].due == due
 	e.wmu.Unlock()
 	if earliest {
@@ -448,13 +447,14 @@ func (e *engine) poke() {
 	}
 }
 
-// takeDue removes and returns the connections due at now.
-func (e *engine) takeDue(now int64) []*Connection {
+// takeDue removes the connections due at now and returns them appended
+// to out[:0] (the maintenance goroutine's slice, reused).
+func (e *engine) takeDue(now int64, out []*Connection) []*Connection {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	var out []*Connection
+	out = out[:0]
 	for len(e.wheap) > 0 && e.wheap[0].due <= now {
-		it := heap.Pop(&e.wheap).(watchItem)
+		it := e.wheap.pop()
 		if due, ok := e.watch[it.c]; ok && due == it.due {
 			delete(e.watch, it.c)
 			out = append(out, it.c)
@@ -485,7 +485,7 @@ func (e *engine) nextDue() (int64, bool) {
 		if due, ok := e.watch[it.c]; ok && due == it.due {
 			return it.due, true
 		}
-		heap.Pop(&e.wheap)
+		e.wheap.pop()
 	}
 	return 0, false
 }
@@ -501,18 +501,49 @@ type watchItem struct {
 	c   *Connection
 }
 
+// watchHeap is a binary min-heap of watchItems by due time. (Typed: a
+// container/heap boxed every item pushed and popped, two objects per
+// connection armed.)
 type watchHeap []watchItem
 
-func (h watchHeap) Len() int           { return len(h) }
-func (h watchHeap) Less(i, j int) bool { return h[i].due < h[j].due }
-func (h watchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *watchHeap) Push(x any)        { *h = append(*h, x.(watchItem)) }
-func (h *watchHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = watchItem{}
-	*h = old[:len(old)-1]
-	return it
+// push adds it.
+func (h *watchHeap) push(it watchItem) {
+	*h = append(*h, it)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].due <= s[i].due {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+// pop removes and returns the earliest item; h must not be empty.
+func (h *watchHeap) pop() watchItem {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = watchItem{}
+	s = s[:n]
+	for i := 0; ; {
+		l, least := 2*i+1, i
+		if l < n && s[l].due < s[least].due {
+			least = l
+		}
+		if r := l + 1; r < n && s[r].due < s[least].due {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	*h = s
+	return top
 }
 
 // maintain is the socket's maintenance goroutine: it visits connections
@@ -529,6 +560,7 @@ func (e *engine) maintain() {
 	nextIdle := time.Now().Add(idleEvery)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var dueConns []*Connection // takeDue's, reused
 	for {
 		wait := time.Hour
 		if due, ok := e.nextDue(); ok {
@@ -549,8 +581,10 @@ func (e *engine) maintain() {
 		case <-timer.C:
 		}
 		now := time.Now()
-		for _, c := range e.takeDue(sink.Nanotime()) {
+		dueConns = e.takeDue(sink.Nanotime(), dueConns)
+		for i, c := range dueConns {
 			c.tick(now)
+			dueConns[i] = nil // not kept alive until the next visit
 		}
 		if e.boxWait.Swap(false) {
 			e.box.drain()

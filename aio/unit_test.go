@@ -2,6 +2,8 @@ package aio
 
 import (
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -404,10 +406,10 @@ func TestWatchHeap(t *testing.T) {
 	if due, ok := e.nextDue(); !ok || due != 50 {
 		t.Fatalf("nextDue %d, %v; want 50", due, ok)
 	}
-	if got := e.takeDue(150); len(got) != 2 || got[0] != a || got[1] != b {
+	if got := e.takeDue(150, nil); len(got) != 2 || got[0] != a || got[1] != b {
 		t.Fatalf("takeDue(150) = %v, want a then b", got)
 	}
-	if got := e.takeDue(150); len(got) != 0 {
+	if got := e.takeDue(150, nil); len(got) != 0 {
 		t.Fatalf("stale entries came back: %v", got)
 	}
 	if due, _ := e.nextDue(); due != 200 {
@@ -421,5 +423,48 @@ func TestWatchHeap(t *testing.T) {
 	}
 	if _, ok := e.nextDue(); ok {
 		t.Fatal("nextDue after takeAll")
+	}
+}
+
+// TestWatchHeapOrderAndAllocations: items come out of the watch heap in
+// due order whatever order they went in, and arming a connection and
+// taking it when due allocates nothing once the heap, the map and the
+// maintenance goroutine's slice have grown (container/heap boxed every
+// item: two objects per connection armed and taken).
+func TestWatchHeapOrderAndAllocations(t *testing.T) {
+	var h watchHeap
+	rng := rand.New(rand.NewPCG(1, 2))
+	dues := make([]int64, 500)
+	for i := range dues {
+		dues[i] = rng.Int64N(1000)
+		h.push(watchItem{due: dues[i]})
+	}
+	slices.Sort(dues)
+	for i, want := range dues {
+		if got := h.pop().due; got != want {
+			t.Fatalf("item %d: due %d, want %d", i, got, want)
+		}
+	}
+	if len(h) != 0 {
+		t.Fatalf("%d items left", len(h))
+	}
+
+	e := newEngine(SocketConfig{}.withDefaults(), Env{}.withDefaults(), "t")
+	conns := []*Connection{{}, {}, {}, {}}
+	var out []*Connection
+	now := int64(0)
+	cycle := func() {
+		now += 10
+		for i, c := range conns {
+			e.armAt(c, now+int64(i))
+		}
+		out = e.takeDue(now+int64(len(conns)), out)
+		if len(out) != len(conns) {
+			t.Fatalf("took %d connections, want %d", len(out), len(conns))
+		}
+	}
+	cycle() // grows the heap, the map and out
+	if n := testing.AllocsPerRun(100, cycle); n != 0 {
+		t.Errorf("%.1f allocations per %d connections armed and taken, want 0", n, len(conns))
 	}
 }
