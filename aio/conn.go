@@ -76,7 +76,12 @@ type Connection struct {
 	// Any goroutine (atomics, or a type with its own lock).
 	value  atomic.Pointer[any]
 	reader atomic.Pointer[sinkRef]
-	box    postbox // events for the application's sinks, in order
+	// loopDelivers is set while the event loop announces c from one of
+	// its callbacks and then delivers what is buffered itself (OnOpen,
+	// a TLS handshake that ended in onTraffic): a StartReader meanwhile
+	// does not wake the loop (loopAnnounce).
+	loopDelivers atomic.Bool
+	box          postbox // events for the application's sinks, in order
 	// timerAt is SetTimer's due time (sink.Nanotime; 0: none): set by any
 	// goroutine, taken by the maintenance goroutine.
 	timerAt atomic.Int64
@@ -137,18 +142,7 @@ func newConnection(e *engine, owner Receiver, value any) *Connection {
 	}
 	c.writtenCB = c.written
 	c.retryDelay.Store(int64(e.cfg.PollInterval))
-	c.box.retry = func() {
-		// Back off while the sink keeps rejecting: 1, 2, 4 … 16 polls.
-		d := c.retryDelay.Load()
-		e.armAt(c, sink.Nanotime()+d)
-		c.retryDelay.Store(min(2*d, int64(maxRetryPolls*e.cfg.PollInterval)))
-	}
-	c.box.soon = func() { e.armAt(c, sink.Nanotime()) }
-	c.box.lost = e.lost
-	c.box.rejected = func() {
-		c.rejected.Add(1)
-		e.stats.rejectedReads.Add(1)
-	}
+	c.box.hooks = c
 	c.activity.Store(sink.Nanotime())
 	return c
 }
@@ -219,7 +213,8 @@ func (c *Connection) StartReader(s Receiver) error {
 	c.mu.Lock()
 	tail, held := c.tail, c.held
 	c.tail, c.held = nil, nil
-	if c.state != stateClosed {
+	if c.state != stateClosed && !c.loopDelivers.Load() {
+		c.eng.readerWakes.Add(1)
 		_ = c.gc.Wake(nil) // deliver what is buffered already
 	}
 	c.mu.Unlock()
@@ -229,6 +224,38 @@ func (c *Connection) StartReader(s Receiver) error {
 		c.box.send(delivery{to: s, ev: *held})
 	}
 	return nil
+}
+
+// retryDrain schedules the postbox's next drain, backing off while the
+// sink keeps rejecting: 1, 2, 4 … 16 polls (boxHooks).
+func (c *Connection) retryDrain() {
+	d := c.retryDelay.Load()
+	c.eng.armAt(c, sink.Nanotime()+d)
+	c.retryDelay.Store(min(2*d, int64(maxRetryPolls*c.eng.cfg.PollInterval)))
+}
+
+// drainSoon has the maintenance goroutine drain the postbox at once
+// (boxHooks).
+func (c *Connection) drainSoon() { c.eng.armAt(c, sink.Nanotime()) }
+
+// lostEvent logs and counts an event no sink will take (boxHooks).
+func (c *Connection) lostEvent(d delivery, err error) { c.eng.lostEvent(d, err) }
+
+// countRejected counts a packet or event the reader refused (boxHooks).
+func (c *Connection) countRejected() {
+	c.rejected.Add(1)
+	c.eng.stats.rejectedReads.Add(1)
+}
+
+// loopAnnounce runs announce, which hands c to the application, on c's
+// event loop inside one of its callbacks (OnOpen, onTraffic), which
+// reads what is buffered before it returns: a StartReader during announce
+// does not wake the loop for it (an eventfd write and read, and a task
+// queued, per connection).
+func (c *Connection) loopAnnounce(announce func()) {
+	c.loopDelivers.Store(true)
+	defer c.loopDelivers.Store(false)
+	announce()
 }
 
 func (c *Connection) sendTail(to Receiver, tail []Packet) {

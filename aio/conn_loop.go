@@ -1,6 +1,7 @@
 package aio
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -326,10 +327,18 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 	}
 	c.announceIfDone()
 	if c.tls != nil && !c.tls.ok.Load() {
-		if !c.handshakeInput(gc) {
+		c.loopDelivers.Store(true)
+		ok := c.handshakeInput(gc)
+		c.loopDelivers.Store(false)
+		if !ok {
 			return gnet.Close
 		}
-		return gnet.None
+		if !c.tls.ok.Load() || c.reader.Load() == nil {
+			return gnet.None
+		}
+		// The handshake ended here (its last step ran on the loop) and the
+		// application started reading when it was announced: the records
+		// that came with its end are delivered now, without a wake-up.
 	}
 	avail := gc.InboundBuffered()
 	if avail > c.seen {
@@ -443,7 +452,6 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 		return c.overflow(gc)
 	}
 	borrower, lend := r.s.(PacketBorrower)
-	lend = lend && c.tls == nil
 	for avail > 0 {
 		n := min(avail, int(c.cfg.ReadBuffer))
 		if c.gov != nil {
@@ -461,6 +469,23 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 				break
 			}
 			n = grant
+		}
+		if c.tls != nil {
+			// The ciphertext is decrypted where it lies in gnet's buffer
+			// (the session copies only a record cut short) and discarded
+			// once delivered: no allocation per read.
+			data, _ := gc.Peek(n)
+			if len(data) == 0 {
+				break
+			}
+			avail -= len(data)
+			c.countIn(len(data))
+			ok := c.tlsDeliver(r, data)
+			_, _ = gc.Discard(len(data))
+			if !ok {
+				break
+			}
+			continue
 		}
 		if lend {
 			// The borrower is lent a view of gnet's buffer, discarded once
@@ -487,13 +512,6 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 			break
 		}
 		avail -= m
-		if c.tls != nil {
-			c.countIn(m)
-			if !c.tlsDeliver(r, data[:m]) {
-				break
-			}
-			continue
-		}
 		c.seq++
 		c.countIn(m)
 		if !c.box.sendPacket(r.s, Packet{Conn: c, Seq: c.seq, Data: data[:m], At: c.readAt.Load()}) {
@@ -654,15 +672,23 @@ func (c *Connection) closeCause(err error) (CloseReason, error) {
 }
 
 // tlsDeliver decrypts ciphertext (nil: what is buffered) and delivers the
-// plaintext as packets (event loop). It reports false when delivery must
-// pause (the reader refused a packet, or the record layer failed).
+// plaintext as packets (event loop): lent to a PacketBorrower (the
+// plaintext lies in a pooled record buffer, reused once it returns; the
+// postbox copies a packet that must wait), a copy to any other reader.
+// It reports false when delivery must pause (the reader refused a
+// packet, or the record layer failed).
 func (c *Connection) tlsDeliver(r *sinkRef, ciphertext []byte) bool {
 	ok := true
+	borrower, lend := r.s.(PacketBorrower)
 	err := c.decrypt(ciphertext, func(p []byte) {
 		c.seq++
-		if !c.box.sendPacket(r.s, Packet{Conn: c, Seq: c.seq, Data: p, At: c.readAt.Load()}) {
-			ok = false // the packet waits in the postbox, and so do the ones after it
+		pk := Packet{Conn: c, Seq: c.seq, Data: p, At: c.readAt.Load()}
+		if lend {
+			ok = c.box.lendPacket(borrower, pk) && ok
+			return
 		}
+		pk.Data = bytes.Clone(p)
+		ok = c.box.sendPacket(r.s, pk) && ok
 	})
 	if err != nil {
 		c.tlsReadFailed(err)

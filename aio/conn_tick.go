@@ -80,7 +80,7 @@ func (c *Connection) tick(now time.Time) {
 func (c *Connection) finish() {
 	c.box.drain()
 	for _, d := range c.box.discard() {
-		c.eng.lost(d, fmt.Errorf("%w: sink still rejecting when the socket closed", sink.ErrRejected))
+		c.eng.lostEvent(d, fmt.Errorf("%w: sink still rejecting when the socket closed", sink.ErrRejected))
 	}
 }
 

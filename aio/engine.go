@@ -1,7 +1,6 @@
 package aio
 
 import (
-	"container/heap"
 	"fmt"
 	"log/slog"
 	"net"
@@ -60,6 +59,9 @@ type engine struct {
 	box     postbox // socket-level events
 	boxWait atomic.Bool
 	nextID  atomic.Uint64
+	// readerWakes counts the event-loop wake-ups StartReader asked for
+	// (tests read it).
+	readerWakes atomic.Uint64
 
 	stop    chan struct{}
 	stopped atomic.Bool
@@ -90,9 +92,7 @@ func newEngine(cfg SocketConfig, env Env, name string) *engine {
 	if cfg.ReadRate.Enabled() && !cfg.ReadRate.PerConnection {
 		e.gov = NewGovernor(cfg.ReadRate, int(cfg.ReadBuffer))
 	}
-	e.box.retry = func() { e.boxWait.Store(true); e.poke() }
-	e.box.lost = e.lost
-	e.box.rejected = func() {}
+	e.box.hooks = e
 	e.registerMetrics()
 	return e
 }
@@ -104,7 +104,12 @@ func (e *engine) gnetOptions() []gnet.Option {
 	opts := []gnet.Option{
 		gnet.WithLogger(gnetLogger{e.log}),
 		gnet.WithReadBufferCap(int(c.ReadBuffer)),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		// Every connection comes from Go's net package (accepted, or
+		// dialed by gnet's client), which turned TCP_NODELAY on already;
+		// gnet would set it again on its duplicate of the descriptor (the
+		// same socket): one system call per connection for nothing.
+		// TestConnectionsHaveNoDelay checks it stays on.
+		gnet.WithTCPNoDelay(gnet.TCPDelay),
 	}
 	if c.SendBuffer > 0 {
 		opts = append(opts, gnet.WithSocketSendBuffer(int(c.SendBuffer)))
@@ -182,7 +187,9 @@ func (e *engine) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		}
 		return nil, gnet.None
 	}
-	if err := s.box().sendNow(delivery{to: s.sink, ev: c}); err != nil {
+	var err error
+	c.loopAnnounce(func() { err = s.box().sendNow(delivery{to: s.sink, ev: c}) })
+	if err != nil {
 		// Admission control at accept: the application's stage refused the
 		// connection, so it is closed at once and nobody ever sees it.
 		e.stats.rejectedAccepts.Add(1)
@@ -424,7 +431,7 @@ func (e *engine) armAt(c *Connection, due int64) {
 		return
 	}
 	e.watch[c] = due
-	heap.Push(&e.wheap, watchItem{due: due, c: c})
+	e.wheap.push(watchItem{due: due, c: c})
 	earliest := e.wheap[0].c == c && e.wheap[0].due == due
 	e.wmu.Unlock()
 	if earliest {
@@ -440,13 +447,14 @@ func (e *engine) poke() {
 	}
 }
 
-// takeDue removes and returns the connections due at now.
-func (e *engine) takeDue(now int64) []*Connection {
+// takeDue removes the connections due at now and returns them appended
+// to out[:0] (the maintenance goroutine's slice, reused).
+func (e *engine) takeDue(now int64, out []*Connection) []*Connection {
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
-	var out []*Connection
+	out = out[:0]
 	for len(e.wheap) > 0 && e.wheap[0].due <= now {
-		it := heap.Pop(&e.wheap).(watchItem)
+		it := e.wheap.pop()
 		if due, ok := e.watch[it.c]; ok && due == it.due {
 			delete(e.watch, it.c)
 			out = append(out, it.c)
@@ -477,7 +485,7 @@ func (e *engine) nextDue() (int64, bool) {
 		if due, ok := e.watch[it.c]; ok && due == it.due {
 			return it.due, true
 		}
-		heap.Pop(&e.wheap)
+		e.wheap.pop()
 	}
 	return 0, false
 }
@@ -493,18 +501,49 @@ type watchItem struct {
 	c   *Connection
 }
 
+// watchHeap is a binary min-heap of watchItems by due time. (Typed: a
+// container/heap boxed every item pushed and popped, two objects per
+// connection armed.)
 type watchHeap []watchItem
 
-func (h watchHeap) Len() int           { return len(h) }
-func (h watchHeap) Less(i, j int) bool { return h[i].due < h[j].due }
-func (h watchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *watchHeap) Push(x any)        { *h = append(*h, x.(watchItem)) }
-func (h *watchHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = watchItem{}
-	*h = old[:len(old)-1]
-	return it
+// push adds it.
+func (h *watchHeap) push(it watchItem) {
+	*h = append(*h, it)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].due <= s[i].due {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+// pop removes and returns the earliest item; h must not be empty.
+func (h *watchHeap) pop() watchItem {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = watchItem{}
+	s = s[:n]
+	for i := 0; ; {
+		l, least := 2*i+1, i
+		if l < n && s[l].due < s[least].due {
+			least = l
+		}
+		if r := l + 1; r < n && s[r].due < s[least].due {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	*h = s
+	return top
 }
 
 // maintain is the socket's maintenance goroutine: it visits connections
@@ -521,6 +560,7 @@ func (e *engine) maintain() {
 	nextIdle := time.Now().Add(idleEvery)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var dueConns []*Connection // takeDue's, reused
 	for {
 		wait := time.Hour
 		if due, ok := e.nextDue(); ok {
@@ -541,8 +581,10 @@ func (e *engine) maintain() {
 		case <-timer.C:
 		}
 		now := time.Now()
-		for _, c := range e.takeDue(sink.Nanotime()) {
+		dueConns = e.takeDue(sink.Nanotime(), dueConns)
+		for i, c := range dueConns {
 			c.tick(now)
+			dueConns[i] = nil // not kept alive until the next visit
 		}
 		if e.boxWait.Swap(false) {
 			e.box.drain()
@@ -596,7 +638,7 @@ func (e *engine) finish(last sink.Event, to Receiver) {
 	}
 	e.box.drain()
 	for _, d := range e.box.discard() {
-		e.lost(d, fmt.Errorf("%w: sink still rejecting at close", sink.ErrRejected))
+		e.lostEvent(d, fmt.Errorf("%w: sink still rejecting at close", sink.ErrRejected))
 	}
 	e.unregisterMetrics()
 }
@@ -611,7 +653,19 @@ func (e *engine) noGate(err error) {
 }
 
 // lost logs and counts an event that can never be delivered.
-func (e *engine) lost(d delivery, err error) {
+// retryDrain has the maintenance goroutine drain the engine's postbox
+// (boxHooks).
+func (e *engine) retryDrain() { e.boxWait.Store(true); e.poke() }
+
+// drainSoon is retryDrain (boxHooks).
+func (e *engine) drainSoon() { e.retryDrain() }
+
+// countRejected counts nothing: a connection the server's sink refused
+// is counted where it is closed (boxHooks).
+func (e *engine) countRejected() {}
+
+// lostEvent logs and counts an event no sink will take (boxHooks).
+func (e *engine) lostEvent(d delivery, err error) {
 	e.stats.lost.Add(1)
 	e.log.Warn("aio: event not delivered", "event", fmt.Sprintf("%T", d.ev), "sink", fmt.Sprint(d.to), "err", err)
 }
@@ -643,10 +697,15 @@ func splitAddr(addr string) (gnetURL, network, address string, err error) {
 	return network + "://" + address, network, address, nil
 }
 
+// cloneAddr is a copy of a connection's address the connection keeps. A
+// TCP address is kept as it is: it is the one Go's net package made for
+// this connection when it accepted or dialed it (gnet's enroll passes it
+// on), never changed afterwards. A Unix one is copied: gnet's enroll
+// rewrites the local address's name.
 func cloneAddr(a net.Addr) net.Addr {
 	switch v := a.(type) {
 	case *net.TCPAddr:
-		return &net.TCPAddr{IP: append(net.IP(nil), v.IP...), Port: v.Port, Zone: strings.Clone(v.Zone)}
+		return v
 	case *net.UnixAddr:
 		return &net.UnixAddr{Name: strings.Clone(v.Name), Net: v.Net}
 	case nil:

@@ -56,10 +56,10 @@ type PacketReceiver interface {
 }
 
 // PacketBorrower is a PacketReceiver that can also take packets whose
-// Data is only lent: on a plain (not TLS) connection, BorrowPacket is
-// called on the event loop with a view of the loop's read buffer, which
-// is reused once it returns, so that reading allocates nothing per
-// packet. It must copy whatever of Data it keeps after it returns. A
+// Data is only lent: BorrowPacket is called on the event loop with a view
+// of the loop's read buffer (on a TLS connection, of the record buffer
+// the plaintext was decrypted into), which is reused once it returns, so
+// that reading allocates nothing per packet. It must copy whatever of Data it keeps after it returns. A
 // packet it refuses, or one that must wait because something waits
 // before it, is copied by the socket first and then waits and is offered
 // again through Enqueue as a Packet event whose Data it owns, as to any

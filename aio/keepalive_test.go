@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // TestAcceptedKeepAliveFollowsConfig checks that a server connection's
@@ -39,4 +41,35 @@ func TestAcceptedKeepAliveFollowsConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConnectionsHaveNoDelay: accepted and dialed connections send small
+// writes at once (TCP_NODELAY on their socket), as Go's net package sets
+// it on every TCP connection it makes; gnet is told not to set it again
+// on its duplicate of the descriptor (one system call per connection).
+func TestConnectionsHaveNoDelay(t *testing.T) {
+	noDelay := func(t *testing.T, c *Connection) {
+		t.Helper()
+		c.mu.Lock()
+		v, err := unix.GetsockoptInt(c.gc.Fd(), unix.IPPROTO_TCP, unix.TCP_NODELAY)
+		c.mu.Unlock()
+		if err != nil || v == 0 {
+			t.Fatalf("TCP_NODELAY = %d (%v), want on", v, err)
+		}
+	}
+	t.Run("accepted", func(t *testing.T) {
+		_, _, c, _ := serverConn(t, SocketConfig{})
+		noDelay(t, c)
+	})
+	t.Run("dialed", func(t *testing.T) {
+		srv := listen(t, SocketConfig{}, fnSink(func(sink.Event) error { return nil }))
+		cl := newClient(t, SocketConfig{})
+		owner := newRecorder("owner")
+		if err := cl.Connect(srv.Addr().String(), owner, nil); err != nil {
+			t.Fatal(err)
+		}
+		evs := owner.wait(t, "connection", func(evs []sink.Event) bool { return count[*Connection](evs) == 1 })
+		c, _ := first[*Connection](evs)
+		noDelay(t, c)
+	})
 }

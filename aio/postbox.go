@@ -15,18 +15,27 @@ type delivery struct {
 }
 
 // postbox delivers events to user sinks in order without ever blocking: an
-// event a sink rejects waits, with everything after it, until retry (the
+// event a sink rejects waits, with everything after it, until a retry (the
 // socket's maintenance loop calls drain again). Events refused for good (the
-// sink is closed) are handed to lost, which logs and counts them.
+// sink is closed) are handed to its hooks' lostEvent, which logs and counts
+// them.
 type postbox struct {
 	mu   sync.Mutex
 	q    deque[delivery]
 	busy bool // a goroutine is delivering; it will take what is appended
 
-	retry    func()                // schedules a later drain
-	soon     func()                // schedules a drain as soon as possible (post)
-	lost     func(delivery, error) // an event that can never be delivered
-	rejected func()                // counts a rejection
+	hooks boxHooks // nil: none
+}
+
+// boxHooks are what a postbox calls back: its owner's scheduling and
+// accounting. (Methods of the connection or engine that owns it, not
+// closures: a connection's postbox used to cost four objects per
+// connection.)
+type boxHooks interface {
+	retryDrain()               // schedules a later drain
+	drainSoon()                // schedules a drain as soon as possible (post)
+	lostEvent(delivery, error) // an event that can never be delivered
+	countRejected()            // counts a rejection
 }
 
 // send delivers d after everything already waiting. It reports whether
@@ -113,8 +122,8 @@ func (o *postbox) delivered(d delivery, err error) bool {
 		o.rejectedOnce()
 		return false
 	}
-	if err != nil && o.lost != nil {
-		o.lost(d, err)
+	if err != nil && o.hooks != nil {
+		o.hooks.lostEvent(d, err)
 	}
 	o.mu.Lock()
 	o.busy = false
@@ -135,10 +144,8 @@ func (o *postbox) post(d delivery) {
 	o.mu.Lock()
 	o.q.push(d)
 	o.mu.Unlock()
-	if o.soon != nil {
-		o.soon()
-	} else if o.retry != nil {
-		o.retry()
+	if o.hooks != nil {
+		o.hooks.drainSoon()
 	}
 }
 
@@ -149,11 +156,9 @@ func retryable(err error) bool {
 }
 
 func (o *postbox) rejectedOnce() {
-	if o.rejected != nil {
-		o.rejected()
-	}
-	if o.retry != nil {
-		o.retry()
+	if o.hooks != nil {
+		o.hooks.countRejected()
+		o.hooks.retryDrain()
 	}
 }
 
@@ -193,8 +198,8 @@ func (o *postbox) drain() bool {
 			o.rejectedOnce()
 			return false
 		}
-		if err != nil && o.lost != nil {
-			o.lost(d, err)
+		if err != nil && o.hooks != nil {
+			o.hooks.lostEvent(d, err)
 		}
 		o.mu.Lock()
 		o.q.pop()

@@ -239,6 +239,7 @@ type tlsSession struct {
 	sealing bool
 	ends    []int
 	plain   []byte     // encryptLocked's scratch (under the connection's lock)
+	outOps  []writeOp  // encryptLocked's result, reused (the connection's lock)
 	sent    sealedBufs // sealed buffers on their way out (the connection's lock)
 
 	handshakeSteps
@@ -431,10 +432,22 @@ func (s *tlsSession) drainLocked(deliver func([]byte)) error {
 		if n > 0 {
 			deliver(buf[:n])
 		}
+		if err == nil && n < len(buf) && s.tr.Buffered() == 0 {
+			// crypto/tls returned a record's plaintext whole and holds no
+			// more input (tlsTransport.handed): another Read would only
+			// fail, at the cost of a call through crypto/tls and an
+			// object.
+			return nil
+		}
 		if err != nil {
+			if err == errWouldBlock {
+				return nil // the rest of the record is still on its way
+			}
+			// (errors.As's target escapes: an object per call, kept off
+			// the path every read ends on.)
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Temporary() {
-				return nil // the rest of the record is still on its way
+				return nil
 			}
 			return err
 		}

@@ -38,10 +38,19 @@ func getCipherBuf(n int) []byte {
 	cipherBufStats.got.Add(1)
 	if p, ok := cipherPools[c].Get().(*[]byte); ok {
 		cipherBufStats.reused.Add(1)
-		return (*p)[:0]
+		b := (*p)[:0]
+		*p = nil
+		sliceHeaders.Put(p)
+		return b
 	}
 	return make([]byte, 0, 1<<c)
 }
+
+// sliceHeaders holds the *[]byte a pooled buffer travels in, emptied once
+// getCipherBuf took the buffer out, for putCipherBuf to put the next one
+// in: giving a buffer back allocates nothing (a new header each time was
+// one object per sealed response).
+var sliceHeaders = sync.Pool{New: func() any { return new([]byte) }}
 
 // putCipherBuf gives b's array back to the pool of the largest class it
 // can serve. Its bytes must be referenced nowhere else.
@@ -54,9 +63,10 @@ func putCipherBuf(b []byte) {
 	if c > maxCipherClass {
 		return
 	}
-	b = b[:0]
+	p := sliceHeaders.Get().(*[]byte)
+	*p = b[:0]
 	cipherBufStats.recycled.Add(1)
-	cipherPools[c].Put(&b)
+	cipherPools[c].Put(p)
 }
 
 // cipherClassFor is the smallest class whose buffers hold n bytes.

@@ -128,7 +128,7 @@ func (c *Connection) announceOnLoop() {
 // event loop (onTraffic).
 func (c *Connection) announceIfDone() {
 	if c.tls != nil && c.tls.announcing.Swap(false) {
-		c.tls.announce()
+		c.loopAnnounce(c.tls.announce)
 	}
 }
 
@@ -259,15 +259,17 @@ func (c *Connection) recycleSealedLocked() {
 	}
 }
 
-// decrypt feeds ciphertext to the session and hands each plaintext piece
-// to deliver as its own copy. io.EOF means the peer sent close_notify.
+// decrypt feeds ciphertext to the session (which keeps none of it: what
+// is left of a record cut short is copied) and hands each plaintext piece
+// to deliver, lent: it is valid only during the call (a pooled record
+// buffer), and deliver copies what it keeps. io.EOF means the peer sent
+// close_notify.
 func (c *Connection) decrypt(ciphertext []byte, deliver func([]byte)) error {
-	own := func(p []byte) { deliver(append([]byte(nil), p...)) }
 	var err error
 	if len(ciphertext) > 0 {
-		err = c.tls.feed(ciphertext, own)
+		err = c.tls.feed(ciphertext, deliver)
 	} else {
-		err = c.tls.drain(own)
+		err = c.tls.drain(deliver)
 	}
 	if c.tls.hasPending() { // an alert or a key update answer
 		_ = c.submit(nil, false, 0, 0, false)
@@ -308,7 +310,14 @@ func (c *Connection) encryptLocked(ops []writeOp) ([]writeOp, error) {
 	} else {
 		s.sent.add(cipher, c.queued+int64(len(cipher)))
 	}
-	out := make([]writeOp, 0, len(ops)+1)
+	// The result lives in a slice the session keeps: submit is done with
+	// it before it lets go of the lock. The references the last result
+	// holds are dropped here, and a slice grown beyond keepOps goes.
+	clear(s.outOps)
+	if cap(s.outOps) > keepOps {
+		s.outOps = nil
+	}
+	out := s.outOps[:0]
 	last := -1 // the last op with plaintext
 	for i, op := range ops {
 		if op.n > 0 {
@@ -333,8 +342,13 @@ func (c *Connection) encryptLocked(ops []writeOp) ([]writeOp, error) {
 		}
 		out = append(out, op)
 	}
+	s.outOps = out
 	return out, nil
 }
+
+// keepOps bounds the length of the slice encryptLocked keeps for its
+// results.
+const keepOps = 64
 
 // eachPiece calls f with every non-empty piece of ops' bytes, in order.
 func eachPiece(ops []writeOp, f func([]byte)) {

@@ -94,6 +94,22 @@ type recordScanner struct {
 	moves  uint64
 }
 
+// room is how many of next's bytes (the bytes after those scanned) belong
+// to the current record: up to its end when next completes its header,
+// all of next while the header is still cut short.
+func (r *recordScanner) room(next []byte) int {
+	if r.have == recordHeaderLen {
+		return min(r.left, len(next)) // inside the payload (have is reset at its end)
+	}
+	need := recordHeaderLen - r.have
+	if len(next) < need {
+		return len(next)
+	}
+	var h [recordHeaderLen]byte
+	copy(h[copy(h[:], r.header[:r.have]):], next[:need])
+	return min(need+(int(h[3])<<8|int(h[4])), len(next))
+}
+
 // scan advances over p.
 func (r *recordScanner) scan(p []byte) {
 	for len(p) > 0 {

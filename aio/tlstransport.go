@@ -50,8 +50,14 @@ type tlsTransport struct {
 	closed   bool // Close was called: Read and Write fail
 	blocking bool
 	scan     recordScanner // the input's records, while blocking
-	parked   bool          // a Read waits without a worker
-	mark     uint64        // scan.moves when it parked
+	// handed follows the record framing of what Read has handed to
+	// crypto/tls: Read hands no byte past the end of the record it is
+	// in, so crypto/tls never holds more than the record it is reading,
+	// and once it returned a record's plaintext and nothing is buffered
+	// here, a further Read would find nothing (drainLocked stops).
+	handed recordScanner
+	parked bool   // a Read waits without a worker
+	mark   uint64 // scan.moves when it parked
 }
 
 func newTLSTransport(local, remote net.Addr, out func([]byte) error) *tlsTransport {
@@ -167,11 +173,14 @@ func (t *tlsTransport) Read(p []byte) (int, error) {
 		t.mu.Lock()
 	}
 	if t.off == len(t.in) {
-		n := copy(p, t.lent)
+		n := copy(p, t.lent[:t.handed.room(t.lent)])
+		t.handed.scan(t.lent[:n])
 		t.lent = t.lent[n:]
 		return n, nil
 	}
-	n := copy(p, t.in[t.off:])
+	src := t.in[t.off:]
+	n := copy(p, src[:t.handed.room(src)])
+	t.handed.scan(src[:n])
 	t.off += n
 	if t.off == len(t.in) {
 		t.in, t.off = t.in[:0], 0

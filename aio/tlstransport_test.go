@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -122,5 +123,72 @@ func TestTLSTransportEOFAndClose(t *testing.T) {
 	}
 	if _, err := tr2.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Write after Close = %v; want net.ErrClosed", err)
+	}
+}
+
+// TestTLSTransportHandsOneRecordPerRead: Read hands crypto/tls no byte
+// past the end of the record it is in, whether the input was fed
+// (copied) or lent, whole or cut anywhere, so that crypto/tls never holds
+// more than the record it reads and drainLocked can stop once the
+// transport is empty (without a Read that only finds nothing, an object
+// of crypto/tls's each).
+func TestTLSTransportHandsOneRecordPerRead(t *testing.T) {
+	record := func(typ byte, n int) []byte {
+		return append([]byte{typ, 3, 3, byte(n >> 8), byte(n)}, bytes.Repeat([]byte{typ}, n)...)
+	}
+	a, b, c := record(23, 3), record(23, 300), record(21, 2)
+	stream := bytes.Join([][]byte{a, b, c}, nil)
+	want := []int{len(a), len(b), len(c)}
+	tests := []struct {
+		name   string
+		pieces []int // the stream fed in pieces of these lengths (the rest last)
+		lend   bool
+	}{
+		{"one feed", nil, false},
+		{"one lend", nil, true},
+		{"cut inside a header", []int{len(a) + 2}, false},
+		{"cut after a header", []int{len(a) + 5}, false},
+		{"byte by byte", slices.Repeat([]int{1}, len(stream)-1), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTLSTransport(nil, nil, func([]byte) error { return nil })
+			tr.SetBlocking(false)
+			rest := stream
+			var cuts [][]byte
+			for _, n := range tc.pieces {
+				cuts, rest = append(cuts, rest[:n]), rest[n:]
+			}
+			cuts = append(cuts, rest)
+			buf := make([]byte, 1<<10)
+			var reads []int
+			end := 0 // bytes of the current record read so far
+			for _, p := range cuts {
+				if tc.lend {
+					tr.lend(p)
+				} else {
+					tr.Feed(p)
+				}
+				for {
+					n, err := tr.Read(buf)
+					if err != nil {
+						break
+					}
+					end += n
+					if end > want[len(reads)] {
+						t.Fatalf("read past the end of record %d: %d bytes of its %d", len(reads), end, want[len(reads)])
+					}
+					if end == want[len(reads)] {
+						reads, end = append(reads, end), 0
+					}
+				}
+				if tc.lend {
+					tr.unlend()
+				}
+			}
+			if !slices.Equal(reads, want) {
+				t.Fatalf("records read whole: %v, want %v", reads, want)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package aio
 
 import (
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,14 +97,13 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 	rec := newRecorder("target")
 	reject := true
 	rec.setReject(func(sink.Event) bool { return reject })
-	retries := 0
-	var lost []sink.Event
-	o := postbox{retry: func() { retries++ }, lost: func(d delivery, _ error) { lost = append(lost, d.ev) }}
+	hooks := &countingHooks{}
+	o := postbox{hooks: hooks}
 	if o.send(delivery{to: rec, ev: 1}) {
 		t.Fatal("send reported delivery to a rejecting sink")
 	}
-	if o.send(delivery{to: rec, ev: 2}) || retries != 2 || o.empty() {
-		t.Fatalf("retries %d, empty %v", retries, o.empty())
+	if o.send(delivery{to: rec, ev: 2}) || hooks.retries != 2 || hooks.rejected != 2 || o.empty() {
+		t.Fatalf("retries %d, rejections %d, empty %v", hooks.retries, hooks.rejected, o.empty())
 	}
 	if err := o.sendNow(delivery{to: rec, ev: 3}); err == nil {
 		t.Fatal("sendNow jumped the queue")
@@ -118,8 +119,8 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 		t.Fatal("an event behind a closed sink stayed stuck")
 	}
 	got := rec.events()
-	if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 5 || len(lost) != 1 || lost[0] != 4 {
-		t.Fatalf("delivered %v, lost %v", got, lost)
+	if len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 5 || len(hooks.lost) != 1 || hooks.lost[0] != 4 {
+		t.Fatalf("delivered %v, lost %v", got, hooks.lost)
 	}
 	if err := o.sendNow(delivery{to: rec, ev: 6}); err != nil {
 		t.Fatal(err)
@@ -132,6 +133,17 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 		t.Fatalf("sendNow refused because another delivery was running: %v", err)
 	}
 }
+
+// countingHooks are a postbox's hooks that count what they are called for.
+type countingHooks struct {
+	retries, soon, rejected int
+	lost                    []sink.Event
+}
+
+func (h *countingHooks) retryDrain()                   { h.retries++ }
+func (h *countingHooks) drainSoon()                    { h.soon++ }
+func (h *countingHooks) countRejected()                { h.rejected++ }
+func (h *countingHooks) lostEvent(d delivery, _ error) { h.lost = append(h.lost, d.ev) }
 
 func TestDeque(t *testing.T) {
 	var d deque[int]
@@ -394,10 +406,10 @@ func TestWatchHeap(t *testing.T) {
 	if due, ok := e.nextDue(); !ok || due != 50 {
 		t.Fatalf("nextDue %d, %v; want 50", due, ok)
 	}
-	if got := e.takeDue(150); len(got) != 2 || got[0] != a || got[1] != b {
+	if got := e.takeDue(150, nil); len(got) != 2 || got[0] != a || got[1] != b {
 		t.Fatalf("takeDue(150) = %v, want a then b", got)
 	}
-	if got := e.takeDue(150); len(got) != 0 {
+	if got := e.takeDue(150, nil); len(got) != 0 {
 		t.Fatalf("stale entries came back: %v", got)
 	}
 	if due, _ := e.nextDue(); due != 200 {
@@ -411,5 +423,48 @@ func TestWatchHeap(t *testing.T) {
 	}
 	if _, ok := e.nextDue(); ok {
 		t.Fatal("nextDue after takeAll")
+	}
+}
+
+// TestWatchHeapOrderAndAllocations: items come out of the watch heap in
+// due order whatever order they went in, and arming a connection and
+// taking it when due allocates nothing once the heap, the map and the
+// maintenance goroutine's slice have grown (container/heap boxed every
+// item: two objects per connection armed and taken).
+func TestWatchHeapOrderAndAllocations(t *testing.T) {
+	var h watchHeap
+	rng := rand.New(rand.NewPCG(1, 2))
+	dues := make([]int64, 500)
+	for i := range dues {
+		dues[i] = rng.Int64N(1000)
+		h.push(watchItem{due: dues[i]})
+	}
+	slices.Sort(dues)
+	for i, want := range dues {
+		if got := h.pop().due; got != want {
+			t.Fatalf("item %d: due %d, want %d", i, got, want)
+		}
+	}
+	if len(h) != 0 {
+		t.Fatalf("%d items left", len(h))
+	}
+
+	e := newEngine(SocketConfig{}.withDefaults(), Env{}.withDefaults(), "t")
+	conns := []*Connection{{}, {}, {}, {}}
+	var out []*Connection
+	now := int64(0)
+	cycle := func() {
+		now += 10
+		for i, c := range conns {
+			e.armAt(c, now+int64(i))
+		}
+		out = e.takeDue(now+int64(len(conns)), out)
+		if len(out) != len(conns) {
+			t.Fatalf("took %d connections, want %d", len(out), len(conns))
+		}
+	}
+	cycle() // grows the heap, the map and out
+	if n := testing.AllocsPerRun(100, cycle); n != 0 {
+		t.Errorf("%.1f allocations per %d connections armed and taken, want 0", n, len(conns))
 	}
 }

@@ -29,6 +29,11 @@
 #   CLIENTS="64 256" DURATION=20s STALLED=300 bench/tls.sh
 #   BASE_REV=main bench/tls.sh         # adds haboob-base: cmd/haboob of that
 #                                      # git revision, alternated with the others
+#   ROWS=full FULL_ROUNDS=8 DURATION=4s BASE_REV=main bench/tls.sh
+#                                      # only the full-handshake rows, many short
+#                                      # rounds alternating the servers (ROWS: any of
+#                                      # "stall resumed full keepalive profile";
+#                                      # default all)
 #   GNET_PATCH=bench/gnet-netpoll-wait.patch bench/tls.sh
 #                                      # adds haboob-patched: cmd/haboob against
 #                                      # gnet with the patch (go.mod untouched)
@@ -51,6 +56,8 @@ STALLED=${STALLED:-300}
 N_STALL=${N_STALL:-100}
 FULL_PAR=${FULL_PAR:-16}
 FULL_ROUNDS=${FULL_ROUNDS:-2}
+ROWS=${ROWS:-stall resumed full keepalive profile}
+has_row() { [[ " $ROWS " == *" $1 "* ]]; }
 BASE_REV=${BASE_REV:-}
 HABOOB_BASE_TLS_PORT=${HABOOB_BASE_TLS_PORT:-18457}
 GNET_PATCH=${GNET_PATCH:+$(realpath "$GNET_PATCH")}
@@ -203,7 +210,7 @@ echo
 echo "| server | tlsstall | CPU µs/handshake | context switches/handshake |"
 echo "|---|---|---|---|"
 for s in $SERVERS; do
-	stall_row "$s"
+	has_row stall && stall_row "$s"
 done
 echo
 echo "2, 3. wrk -t2, $DURATION per row after $WARMUP; server CPU and context switches from /proc (all threads, nginx workers included)"
@@ -212,17 +219,18 @@ echo "| test | server | connections | requests/s | p50 ms | p99 ms | CPU µs/req
 echo "|---|---|---|---|---|---|---|---|---|"
 for c in $CLIENTS; do
 	for s in $SERVERS; do
-		row "new connection per request (wrk: TLS 1.3 resumption)" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
+		has_row resumed && row "new connection per request (wrk: TLS 1.3 resumption)" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
 	done
 	for r in $(seq "$FULL_ROUNDS"); do # alternated: a burst of load elsewhere hits both
 		for s in $SERVERS; do
-			full_row "$s"
+			has_row full && full_row "$s"
 		done
 	done
 	for s in $SERVERS; do
-		row "keep-alive, SPECweb99-like mix" "$s" "$c" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS"
+		has_row keepalive && row "keep-alive, SPECweb99-like mix" "$s" "$c" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS"
 	done
 done
+has_row profile || exit 0
 
 echo
 C1=$(echo $CLIENTS | cut -d' ' -f1)

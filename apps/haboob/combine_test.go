@@ -218,11 +218,17 @@ func (s *site) counters(t *testing.T) (inline, cache, send, miss int) {
 // combineSendfileConfig is testConfig with combine on, files from 4 KiB
 // sent with sendfile, and pages and open files revalidated every period.
 func combineSendfileConfig(period string) string {
+	return withCombineSendfile(testConfig, period)
+}
+
+// withCombineSendfile is config (testConfig or one made from it) with
+// combineSendfileConfig's changes.
+func withCombineSendfile(config, period string) string {
 	return strings.NewReplacer(
 		"args: {maxBytes: 1MiB, revalidate: 20ms}", "args: {maxBytes: 1MiB, revalidate: "+period+", openFiles: {valid: "+period+"}}",
 		"args: {maxObject: 4KiB}", "args: {maxObject: 1MiB, sendfileMin: 4KiB}",
 		"routes: {/checksum/: Checksum, /busy/: Busy}", "routes: {/checksum/: Checksum, /busy/: Busy}\n      combine: true",
-	).Replace(testConfig)
+	).Replace(config)
 }
 
 // TestCombineStaleAnsweredInline: with combine on, a page or an open file

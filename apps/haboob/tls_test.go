@@ -32,7 +32,7 @@ func tlsConfig(dir string) string {
 			filepath.Join(dir, "other.crt"), filepath.Join(dir, "other.key")), 1)
 }
 
-func writeCert(t *testing.T, dir, name string, roots *x509.CertPool, hosts ...string) {
+func writeCert(t testing.TB, dir, name string, roots *x509.CertPool, hosts ...string) {
 	t.Helper()
 	c, err := aio.SelfSigned(0, hosts...)
 	if err != nil {
