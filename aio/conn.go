@@ -248,10 +248,11 @@ func (c *Connection) countRejected() {
 }
 
 // loopAnnounce runs announce, which hands c to the application, on c's
-// event loop inside one of its callbacks (OnOpen, onTraffic), which
-// reads what is buffered before it returns: a StartReader during announce
-// does not wake the loop for it (an eventfd write and read, and a task
-// queued, per connection).
+// event loop inside one of its callbacks (OnOpen, onTraffic). The loop
+// delivers whatever is buffered once announce returns (in OnOpen gnet has
+// read nothing yet), so a StartReader during announce does not wake the
+// loop for it (an eventfd write and read, and a task queued, per
+// connection).
 func (c *Connection) loopAnnounce(announce func()) {
 	c.loopDelivers.Store(true)
 	defer c.loopDelivers.Store(false)

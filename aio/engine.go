@@ -221,7 +221,8 @@ func (e *engine) announce(c *Connection) {
 		c.closeWith(ClosedLocal, nil)
 	}
 	// Records that arrived with the handshake's end are decrypted when the
-	// application starts reading (StartReader wakes the event loop).
+	// application starts reading: on this event loop once announce returns
+	// (loopAnnounce), or by the wake-up StartReader sends otherwise.
 }
 
 // announceClient hands a client's TLS connection to its owner (the
@@ -698,14 +699,20 @@ func splitAddr(addr string) (gnetURL, network, address string, err error) {
 }
 
 // cloneAddr is a copy of a connection's address the connection keeps. A
-// TCP address is kept as it is: it is the one Go's net package made for
-// this connection when it accepted or dialed it (gnet's enroll passes it
-// on), never changed afterwards. A Unix one is copied: gnet's enroll
+// TCP address without a zone is kept as it is: it is the one Go's net
+// package made for this connection when it accepted or dialed it (gnet's
+// enroll passes it on). One with a zone (an IPv6 link-local peer) is
+// copied: gnet gives the zone's bytes to its buffer pool when the
+// connection closes, so a later read could overwrite them under a log
+// line or a principal's key. A Unix address is copied: gnet's enroll
 // rewrites the local address's name.
 func cloneAddr(a net.Addr) net.Addr {
 	switch v := a.(type) {
 	case *net.TCPAddr:
-		return v
+		if v.Zone == "" {
+			return v
+		}
+		return &net.TCPAddr{IP: append(net.IP(nil), v.IP...), Port: v.Port, Zone: strings.Clone(v.Zone)}
 	case *net.UnixAddr:
 		return &net.UnixAddr{Name: strings.Clone(v.Name), Net: v.Net}
 	case nil:

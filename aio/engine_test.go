@@ -3,6 +3,7 @@ package aio
 import (
 	"net"
 	"testing"
+	"unsafe"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -71,5 +72,34 @@ func TestOnOpenAttachesBeforePublishing(t *testing.T) {
 				t.Fatal("a different connection was delivered")
 			}
 		})
+	}
+}
+
+// TestCloneAddrCopiesZones: a TCP address with a zone is copied (gnet
+// gives the zone's bytes to its buffer pool when the connection closes),
+// one without is kept as net made it, a Unix address is copied.
+func TestCloneAddrCopiesZones(t *testing.T) {
+	plain := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}
+	if got := cloneAddr(plain); got != net.Addr(plain) {
+		t.Fatalf("an address without a zone was copied: %p, want %p", got, plain)
+	}
+	zoned := &net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 80, Zone: "eth0"}
+	got, ok := cloneAddr(zoned).(*net.TCPAddr)
+	if !ok || got == zoned || got.String() != zoned.String() {
+		t.Fatalf("zoned address: %#v, want a copy of %v", got, zoned)
+	}
+	if unsafe.StringData(got.Zone) == unsafe.StringData(zoned.Zone) {
+		t.Fatal("the copy's zone shares the original's bytes")
+	}
+	zoned.IP[15] = 2 // what a reuse of the original's memory would do
+	if got.String() != "[fe80::1%eth0]:80" {
+		t.Fatalf("the copy shares the original's IP: %v", got)
+	}
+	unix := &net.UnixAddr{Name: "/tmp/s", Net: "unix"}
+	if u, ok := cloneAddr(unix).(*net.UnixAddr); !ok || u == unix || *u != *unix {
+		t.Fatalf("unix address: %#v, want a copy of %v", u, unix)
+	}
+	if cloneAddr(nil) != nil {
+		t.Fatal("nil address not kept nil")
 	}
 }
