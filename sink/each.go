@@ -35,6 +35,13 @@ func (q *Queue) EnqueueEach(es []Event, errs []error) int {
 		q.mu.Unlock()
 		return 0
 	}
+	q.unlockPushed()
+	return added
+}
+
+// unlockPushed releases q.mu once events were pushed, wakes one consumer,
+// and yields the processor if an unbounded queue grew long (softBound).
+func (q *Queue) unlockPushed() {
 	w := q.popWaiterLocked()
 	long := q.count > softBound && q.capacity.Load() <= 0
 	q.mu.Unlock()
@@ -42,7 +49,6 @@ func (q *Queue) EnqueueEach(es []Event, errs []error) int {
 	if long {
 		runtime.Gosched()
 	}
-	return added
 }
 
 // admitOneLocked decides e as Enqueue does (closure, capacity, then the

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,13 +240,7 @@ func (q *Queue) Enqueue(e Event) error {
 		return nil
 	}
 	q.push(e, q.stampLocked(b))
-	w := q.popWaiterLocked()
-	long := q.count > softBound && q.capacity.Load() <= 0
-	q.mu.Unlock()
-	q.wake(w)
-	if long {
-		runtime.Gosched()
-	}
+	q.unlockPushed()
 	return nil
 }
 
@@ -293,13 +286,7 @@ func (q *Queue) EnqueueMany(es []Event) error {
 		q.push(e, now)
 	}
 	q.enqueued += uint64(len(es))
-	w := q.popWaiterLocked()
-	long := q.count > softBound && q.capacity.Load() <= 0
-	q.mu.Unlock()
-	q.wake(w)
-	if long {
-		runtime.Gosched()
-	}
+	q.unlockPushed()
 	return nil
 }
 
