@@ -93,3 +93,20 @@ func TestEnqueueEachWakesAConsumer(t *testing.T) {
 	default:
 	}
 }
+
+// A batch decided each event on its own: what fits is added, the rest
+// refused one by one.
+func ExampleQueue_EnqueueEach() {
+	q := sink.NewNamedQueue("orders", 2)
+	errs := make([]error, 3)
+	added := q.EnqueueEach([]sink.Event{"a", "b", "c"}, errs)
+	fmt.Println(added, "added")
+	for i, err := range errs {
+		fmt.Println(i, err)
+	}
+	// Output:
+	// 2 added
+	// 0 <nil>
+	// 1 <nil>
+	// 2 sink "orders": enqueue rejected: queue full
+}
