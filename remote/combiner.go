@@ -342,13 +342,13 @@ func (s *stageSender) sendEach(c *combiner, batch []*pending) {
 	if err == nil && len(v.each) != len(batch) {
 		err = s.reject(fmt.Sprintf("verdict for %d groups of events, sent %d", len(v.each), len(batch)))
 	}
-	why := 0
+	why, admitted, refused := 0, 0, 0
 	for i, p := range batch {
 		switch {
 		case err != nil:
 			p.err = err
 		case v.each[i] == statusOK:
-			s.events.Add(uint64(p.size()))
+			admitted += p.size()
 			if s.n.watcher != nil && s.fixed == "" {
 				if p.events == nil {
 					s.n.watcher.Admitted(s.stage, v.inst, p.event)
@@ -365,8 +365,15 @@ func (s *stageSender) sendEach(c *combiner, batch []*pending) {
 			}
 			ev := &verdict{status: v.each[i], detail: d}
 			p.err = ev.err()
-			s.rejected.Add(1)
+			refused++
 		}
+	}
+	// counted once for the request (its callers are woken after this)
+	if admitted > 0 {
+		s.events.Add(uint64(admitted))
+	}
+	if refused > 0 {
+		s.rejected.Add(uint64(refused))
 	}
 }
 
