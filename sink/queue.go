@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,7 +241,14 @@ func (q *Queue) Enqueue(e Event) error {
 		return nil
 	}
 	q.push(e, q.stampLocked(b))
-	q.unlockPushed()
+	// unlockPushed, written out: no call on the hop's path either
+	w := q.popWaiterLocked()
+	long := q.count > softBound && q.capacity.Load() <= 0
+	q.mu.Unlock()
+	q.wake(w)
+	if long {
+		runtime.Gosched()
+	}
 	return nil
 }
 
