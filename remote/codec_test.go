@@ -183,12 +183,16 @@ func TestDecodeRuns(t *testing.T) {
 		}
 		return b
 	}
-	// long runs are decoded in two halves on two goroutines
+	// long and large runs are decoded in two halves on two goroutines
 	long := make([]sink.Event, 3*splitRunAt)
 	longRaw := make([][2]string, len(long))
+	pad := strings.Repeat("x", splitRunBytes/splitRunAt)
 	for i := range long {
-		long[i] = pair{A: i, B: fmt.Sprint(i)}
-		longRaw[i] = [2]string{"pair", fmt.Sprintf(`{"a":%d}`, i)}
+		long[i] = pair{A: i, B: fmt.Sprint(i, pad)}
+		longRaw[i] = [2]string{"pair", fmt.Sprintf(`{"a":%d,"b":%q}`, i, pad)}
+	}
+	if n := len(longRaw) * len(pad); n < 2*splitRunBytes {
+		t.Fatalf("the long run holds %d bytes: too few to be split", n)
 	}
 	longRaw[len(longRaw)-1][1] = `{"a":` // a bad event in the second half
 	for _, tc := range []struct {
@@ -412,4 +416,34 @@ func BenchmarkJSONCodec(b *testing.B) {
 		}
 		perEvent(b)
 	})
+}
+
+// TestLargeRun: a run is decoded on two goroutines only when it holds
+// both many events and many bytes (64 binary events of 5 bytes decode
+// faster than another goroutine starts).
+func TestLargeRun(t *testing.T) {
+	run := func(n, size int) [][]byte {
+		r := make([][]byte, n)
+		for i := range r {
+			r[i] = make([]byte, size)
+		}
+		return r
+	}
+	tests := []struct {
+		name string
+		run  [][]byte
+		want bool
+	}{
+		{name: "64 events of 5 bytes", run: run(64, 5), want: false},
+		{name: "64 events of 25 bytes", run: run(64, 25), want: true},
+		{name: "780 events of 5 bytes", run: run(780, 5), want: true},
+		{name: "few large events", run: run(splitRunAt-1, 4096), want: false},
+		{name: "just enough", run: run(splitRunAt, splitRunBytes/splitRunAt), want: true},
+		{name: "one byte short", run: append(run(splitRunAt-1, splitRunBytes/splitRunAt), make([]byte, splitRunBytes/splitRunAt-1)), want: false},
+	}
+	for _, tc := range tests {
+		if got := largeRun(tc.run); got != tc.want {
+			t.Errorf("%s: largeRun = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

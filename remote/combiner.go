@@ -15,32 +15,37 @@ import (
 
 // maxCombined bounds the Enqueues and EnqueueManys one combined request
 // carries (and maxCombinedBytes, or half the server's maximum payload,
-// their encoded events, unless the first caller's alone is larger),
-// and maxLeaders the combined requests in flight at once. One request in
-// flight per sink measured best (2026-11-24, shared 2-core machine: 1.1-1.5x
-// a plain publisher with one, 0.4-0.8x with two: smaller batches; again
-// 2026-11-27 with two or four in flight once 8-32 events wait, and with
-// two leaders each sleeping for its own callers, each taking half of
-// them: 35 events a request, 560-660k events/s against 790-950k with
-// one: see docs/cluster.md, Throughput).
+// their encoded events, unless the first caller's alone is larger).
 const (
 	maxCombined      = 256
 	maxCombinedBytes = 256 << 10
-	maxLeaders       = 1
 )
 
 // combiner sends the Enqueues and EnqueueManys of concurrent goroutines
-// together: a goroutine that finds fewer than maxLeaders requests in
-// flight sends every waiting event or group of events (an EnqueueMany's)
-// in one request (opEach: the replica decides each group on its own, all
-// or nothing, so each caller still gets its own verdict at once); the
-// others wait for their verdict or to be asked to lead the next request.
-// One goroutine alone sends its events by itself, at once.
+// together, one request in flight at a time: a goroutine that finds none
+// in flight sends its events by itself, at once; the others gather in
+// rounds, in the order they come, each round as many as one request
+// carries (maxCombined, and their encoded events within the limit), and
+// each round is sent as one request (opEach: the replica decides each
+// group on its own, all or nothing, so each caller still gets its own
+// verdict) by its first caller, its head, once the request before is
+// answered. The other callers of a round sleep on the round's done
+// channel, closed once every one of them has its verdict: one wake-up
+// for the round, not one send per caller.
+//
+// One request in flight per sink measured best (2026-11-24, shared 2-core
+// machine: 1.1-1.5x a plain publisher with one, 0.4-0.8x with two: smaller
+// batches; again 2026-11-27 with two or four in flight once 8-32 events
+// wait, and with two leaders each sleeping for its own callers, each
+// taking half of them: 35 events a request, 560-660k events/s against
+// 790-950k with one: see docs/cluster.md, Throughput).
 type combiner struct {
 	home    string // the instance its requests go to (Codecs.SetHome), or ""
 	mu      sync.Mutex
-	waiting []*pending
-	leaders int
+	rounds  []*round // waiting to be sent, in order
+	waiting int      // the callers of rounds
+	leading bool     // a request is in flight, or its leader is at work
+	limit   int      // the encoded bytes of a round (batchSender.combinedLimit, refreshed by each leader; 0: not known yet)
 
 	// The leader's wait for the callers it answered (see lead): away
 	// counts the callers answered that have not returned yet; the last
@@ -52,14 +57,22 @@ type combiner struct {
 	target int // under mu: set by verdictIn, see lead
 }
 
+// round is the callers of one combined request, in the order they came:
+// callers[0], its head, leads it; the others sleep on done.
+type round struct {
+	callers []*pending
+	size    int           // their encoded events' bytes
+	done    chan struct{} // closed once every caller has its verdict
+}
+
+var roundPool = sync.Pool{New: func() any { return new(round) }}
+
 // batchSender sends a combiner's requests: the stage's sender (a test's
 // fake in unit tests).
 type batchSender interface {
 	// sendEach sends batch as one request (to c.home's replica, if not
-	// ""), calls c.verdictIn(batch, self) once the verdict is in
-	// (self: the leader's own caller), then wakes every caller of batch
-	// with its own verdict.
-	sendEach(c *combiner, batch []*pending, self *pending)
+	// "") and sets every caller's err to its own verdict.
+	sendEach(c *combiner, batch []*pending)
 	// combinedLimit bounds the encoded events of one request.
 	combinedLimit() int
 }
@@ -89,14 +102,13 @@ type pending struct {
 	enc   []byte
 	trace pendingTrace
 	err   error
-	wake  chan bool // true: lead the next request; false: err is set
-	asked bool      // under combiner.mu: already asked to lead
+	wake  chan struct{} // a round's head: lead it now
 	// away: counted in combiner.away until the caller returns (it was
 	// answered by a leader other than itself)
 	away bool
 }
 
-var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
+var pendingPool = sync.Pool{New: func() any { return &pending{wake: make(chan struct{}, 1)} }}
 
 // enqueueCombined encodes e and sends it with the other Enqueues waiting
 // for the same destination: its home (Codecs.SetHome), or any replica.
@@ -120,7 +132,7 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 	if cd != last {
 		s.lastCodec.Store(&tableCodec{tab: tab, cd: cd})
 	}
-	p.event, p.events, p.codec, p.enc, p.err, p.asked, p.trace = e, nil, cd, enc, nil, false, tracedPending(e)
+	p.event, p.events, p.codec, p.enc, p.err, p.trace = e, nil, cd, enc, nil, tracedPending(e)
 	home := ""
 	if cd.Home != nil {
 		home = cd.Home(e)
@@ -132,17 +144,21 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 // verdict.
 func (c *combiner) enqueue(s batchSender, p *pending) error {
 	c.mu.Lock()
-	c.waiting = append(c.waiting, p)
-	lead := c.leaders < maxLeaders
-	if lead {
-		c.leaders++
+	if c.limit == 0 {
+		c.limit = s.combinedLimit()
 	}
+	r, head := c.join(p)
+	lead := !c.leading // then nothing waited: r is p's own, and the first
+	c.leading = true
 	c.mu.Unlock()
-	if lead {
-		c.lead(s, p)
-	}
-	for <-p.wake {
-		c.lead(s, p)
+	switch {
+	case lead:
+		c.lead(s, r)
+	case head:
+		<-p.wake
+		c.lead(s, r)
+	default:
+		<-r.done
 	}
 	if p.away {
 		p.away = false
@@ -162,8 +178,29 @@ func (c *combiner) enqueue(s batchSender, p *pending) error {
 	return err
 }
 
-// lead sends what is waiting, then hands the lead to the next waiter (or
-// gives it up).
+// join adds p to the last round waiting if it has room for p's events,
+// else to a new round it heads (head), and returns the round. The caller
+// holds c.mu.
+func (c *combiner) join(p *pending) (r *round, head bool) {
+	if n := len(c.rounds); n > 0 {
+		r = c.rounds[n-1]
+		if len(r.callers) < maxCombined && r.size+len(p.enc) <= c.limit {
+			r.callers = append(r.callers, p)
+			r.size += len(p.enc)
+			c.waiting++
+			return r, false
+		}
+	}
+	r = roundPool.Get().(*round)
+	r.callers, r.size, r.done = append(r.callers, p), len(p.enc), make(chan struct{})
+	c.rounds = append(c.rounds, r)
+	c.waiting++
+	return r, true
+}
+
+// lead sends round r, the first waiting, wakes its callers with their
+// verdicts, then hands the lead to the next round's head (or gives it
+// up).
 //
 // The callers just answered are running again and most will enqueue at
 // once: the leader lets them, so that the next request carries them all
@@ -179,34 +216,37 @@ func (c *combiner) enqueue(s batchSender, p *pending) error {
 // no new arrival and sends before they are back: the callers then split
 // into two groups, each a request of its own (measured: 50-52 events a
 // request from 64 callers, against 63.7 sleeping).
-func (c *combiner) lead(s batchSender, self *pending) {
-	batch := c.take(s.combinedLimit())
-	n := len(batch)
-	if n > 0 {
-		s.sendEach(c, batch, self)
-	}
-	if n > 1 {
+func (c *combiner) lead(s batchSender, r *round) {
+	limit := s.combinedLimit()
+	c.mu.Lock()
+	c.rounds = slices.Delete(c.rounds, 0, 1) // r
+	c.waiting -= len(r.callers)
+	c.limit = limit
+	c.mu.Unlock()
+	batch, self := r.callers, r.callers[0]
+	s.sendEach(c, batch)
+	c.verdictIn(batch, self)
+	close(r.done)
+	if len(batch) > 1 {
 		c.mu.Lock()
 		target := c.target
 		c.mu.Unlock()
 		c.awaitReturn(target)
 	}
+	// Every caller of r has returned (or is self): r is no one's now.
+	clear(r.callers)
+	r.callers, r.done = r.callers[:0], nil
+	roundPool.Put(r)
 	c.mu.Lock()
 	var next *pending
-	for _, w := range c.waiting {
-		if !w.asked {
-			next = w
-			break
-		}
-	}
-	if next != nil {
-		next.asked = true
+	if len(c.rounds) > 0 {
+		next = c.rounds[0].callers[0]
 	} else {
-		c.leaders--
+		c.leading = false
 	}
 	c.mu.Unlock()
 	if next != nil {
-		next.wake <- true
+		next.wake <- struct{}{}
 	}
 }
 
@@ -225,7 +265,7 @@ func (c *combiner) verdictIn(batch []*pending, self *pending) {
 	if c.resume == nil {
 		c.resume = make(chan struct{}, 1)
 	}
-	c.target = len(c.waiting) + answered
+	c.target = c.waiting + answered
 	c.mu.Unlock()
 	c.away.Add(int64(answered))
 }
@@ -238,7 +278,7 @@ func (c *combiner) awaitReturn(target int) {
 	}
 	for waiting := -1; ; {
 		c.mu.Lock()
-		now := len(c.waiting)
+		now := c.waiting
 		c.mu.Unlock()
 		if now >= target || now == waiting {
 			return
@@ -258,31 +298,9 @@ func wake(resume chan struct{}) {
 	}
 }
 
-// take removes from the waiting list and returns the next request's
-// callers: the first, and those after it while their encoded events add
-// up to at most limit bytes (and they are at most maxCombined).
-func (c *combiner) take(limit int) []*pending {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.waiting) == 0 {
-		return nil
-	}
-	n, size := 1, len(c.waiting[0].enc)
-	for ; n < len(c.waiting) && n < maxCombined; n++ {
-		if size += len(c.waiting[n].enc); size > limit {
-			break
-		}
-	}
-	batch := make([]*pending, n)
-	copy(batch, c.waiting)
-	c.waiting = append(c.waiting[:0], c.waiting[n:]...)
-	return batch
-}
-
 // sendEach sends a combined request of c's (to c.home's replica, if not
-// "") and wakes every waiter with its own verdict, once c.verdictIn has
-// counted them (self: the leader's own caller).
-func (s *stageSender) sendEach(c *combiner, batch []*pending, self *pending) {
+// "") and sets every caller's err to its own verdict.
+func (s *stageSender) sendEach(c *combiner, batch []*pending) {
 	home := c.home
 	size, events := 64, 0
 	for _, p := range batch {
@@ -324,14 +342,13 @@ func (s *stageSender) sendEach(c *combiner, batch []*pending, self *pending) {
 	if err == nil && len(v.each) != len(batch) {
 		err = s.reject(fmt.Sprintf("verdict for %d groups of events, sent %d", len(v.each), len(batch)))
 	}
-	c.verdictIn(batch, self)
-	why := 0
+	why, admitted, refused := 0, 0, 0
 	for i, p := range batch {
 		switch {
 		case err != nil:
 			p.err = err
 		case v.each[i] == statusOK:
-			s.events.Add(uint64(p.size()))
+			admitted += p.size()
 			if s.n.watcher != nil && s.fixed == "" {
 				if p.events == nil {
 					s.n.watcher.Admitted(s.stage, v.inst, p.event)
@@ -348,9 +365,15 @@ func (s *stageSender) sendEach(c *combiner, batch []*pending, self *pending) {
 			}
 			ev := &verdict{status: v.each[i], detail: d}
 			p.err = ev.err()
-			s.rejected.Add(1)
+			refused++
 		}
-		p.wake <- false
+	}
+	// counted once for the request (its callers are woken after this)
+	if admitted > 0 {
+		s.events.Add(uint64(admitted))
+	}
+	if refused > 0 {
+		s.rejected.Add(uint64(refused))
 	}
 }
 

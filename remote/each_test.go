@@ -92,37 +92,46 @@ func sum(xs []int) int {
 	return n
 }
 
-// TestCombinerTake: a combined request takes the callers in order while
-// their encoded events fit the limit, always the first one, at most
-// maxCombined.
-func TestCombinerTake(t *testing.T) {
+// TestCombinerRounds: callers gather in rounds in the order they come,
+// each round as many as fit the limit (its first always, however large)
+// and at most maxCombined; the first caller of each heads it.
+func TestCombinerRounds(t *testing.T) {
 	tests := []struct {
 		name  string
-		sizes []int // encoded bytes of each waiting caller
+		sizes []int // encoded bytes of each caller, in the order they come
 		limit int
-		want  int // callers taken
+		want  []int // callers of each round
 	}{
-		{name: "none waiting", sizes: nil, limit: 100, want: 0},
-		{name: "all fit", sizes: []int{10, 20, 30}, limit: 100, want: 3},
-		{name: "up to the limit", sizes: []int{40, 40, 40}, limit: 100, want: 2},
-		{name: "a first one too large goes alone", sizes: []int{500, 1, 1}, limit: 100, want: 1},
-		{name: "at most maxCombined", sizes: make([]int, maxCombined+5), limit: 100, want: maxCombined},
+		{name: "one", sizes: []int{10}, limit: 100, want: []int{1}},
+		{name: "all fit", sizes: []int{10, 20, 30}, limit: 100, want: []int{3}},
+		{name: "up to the limit", sizes: []int{40, 40, 40, 40, 40}, limit: 100, want: []int{2, 2, 1}},
+		{name: "a first one too large goes alone", sizes: []int{500, 1, 1}, limit: 100, want: []int{1, 2}},
+		{name: "a large one after small ones", sizes: []int{1, 500, 1}, limit: 100, want: []int{1, 1, 1}},
+		{name: "at most maxCombined", sizes: make([]int, maxCombined+5), limit: 100, want: []int{maxCombined, 5}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &combiner{}
-			for _, n := range tc.sizes {
-				c.waiting = append(c.waiting, &pending{enc: make([]byte, n)})
-			}
-			first := slices.Clone(c.waiting)
-			got := c.take(tc.limit)
-			if len(got) != tc.want || len(c.waiting) != len(tc.sizes)-tc.want {
-				t.Fatalf("took %d, left %d; want %d, %d", len(got), len(c.waiting), tc.want, len(tc.sizes)-tc.want)
-			}
-			for i, p := range got {
-				if p != first[i] {
-					t.Fatalf("caller %d taken out of order", i)
+			c := &combiner{limit: tc.limit}
+			var all []*pending
+			for i, n := range tc.sizes {
+				p := &pending{enc: make([]byte, n)}
+				all = append(all, p)
+				r, head := c.join(p)
+				if head != (len(r.callers) == 1) || r.callers[len(r.callers)-1] != p {
+					t.Fatalf("caller %d: head %v of a round of %d, or not its last", i, head, len(r.callers))
 				}
+			}
+			var got []int
+			var order []*pending
+			for _, r := range c.rounds {
+				got = append(got, len(r.callers))
+				order = append(order, r.callers...)
+			}
+			if !slices.Equal(got, tc.want) || c.waiting != len(tc.sizes) {
+				t.Fatalf("rounds %v, %d waiting; want %v, %d", got, c.waiting, tc.want, len(tc.sizes))
+			}
+			if !slices.Equal(order, all) {
+				t.Fatal("callers out of order")
 			}
 		})
 	}

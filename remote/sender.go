@@ -640,7 +640,7 @@ func (s *stageSender) enqueueMany(es []sink.Event) error {
 		s.rejected.Add(1)
 		return err
 	}
-	p.event, p.events, p.codec, p.enc, p.err, p.asked, p.trace = nil, es, last, enc, nil, false, pendingTrace{}
+	p.event, p.events, p.codec, p.enc, p.err, p.trace = nil, es, last, enc, nil, pendingTrace{}
 	return s.combinerFor(s.n.wire.home(es[0])).enqueue(s, p)
 }
 

@@ -273,14 +273,33 @@ func (n *Node) deliveredFrom(from string) map[string]uint64 {
 
 // admitEach enqueues every group of es (sizes in groups, in order; nil:
 // every event alone) on its own, all or nothing, and reports each group's
-// outcome and how many events were admitted.
+// outcome and how many events were admitted. A run of events alone goes
+// to a sink.EachEnqueuer (a stage's sink) in one pass, under one lock of
+// its queue, each event still decided on its own.
 func admitEach(s sink.Sink, node, name string, es []sink.Event, groups []int) (v *verdict, admitted int) {
 	n := len(groups)
 	if groups == nil {
 		n = len(es)
 	}
 	v = &verdict{status: statusEach, each: make([]byte, n)}
-	for i := range n {
+	refuse := func(i int, err error) {
+		ev := verdictOf(err)
+		v.each[i] = ev.status
+		ev.detail.Node, ev.detail.Stage = node, name
+		v.why = append(v.why, ev.detail)
+	}
+	alone := func(i int) bool { return groups == nil || groups[i] == 1 }
+	each, _ := s.(sink.EachEnqueuer)
+	for i := 0; i < n; {
+		if each != nil && alone(i) {
+			j := i + 1
+			for j < n && alone(j) {
+				j++
+			}
+			admitted += admitRun(each, es[:j-i], func(k int, err error) { refuse(i+k, err) })
+			es, i = es[j-i:], j
+			continue
+		}
 		g := 1
 		if groups != nil {
 			g = groups[i]
@@ -294,16 +313,36 @@ func admitEach(s sink.Sink, node, name string, es []sink.Event, groups []int) (v
 			err = s.EnqueueMany(group)
 		}
 		if err == nil {
-			admitted += g
-			continue // statusOK is 0: nothing to build for the usual case
+			admitted += g // statusOK is 0: nothing to build for the usual case
+		} else {
+			refuse(i, err)
 		}
-		ev := verdictOf(err)
-		v.each[i] = ev.status
-		ev.detail.Node, ev.detail.Stage = node, name
-		v.why = append(v.why, ev.detail)
+		i++
 	}
 	return v, admitted
 }
+
+// admitRun enqueues each event of run on its own in one pass and calls
+// refused, in order, for each one not admitted; it returns how many were.
+func admitRun(s sink.EachEnqueuer, run []sink.Event, refused func(k int, err error)) int {
+	buf := errBuffers.Get().(*[]error)
+	errs := slices.Grow((*buf)[:0], len(run))[:len(run)]
+	admitted := s.EnqueueEach(run, errs)
+	if admitted < len(run) {
+		for k, err := range errs {
+			if err != nil {
+				refused(k, err)
+			}
+		}
+	}
+	clear(errs)
+	*buf = errs[:0]
+	errBuffers.Put(buf)
+	return admitted
+}
+
+// errBuffers holds the verdict slices of admitRun.
+var errBuffers = sync.Pool{New: func() any { return new([]error) }}
 
 // verdictOf turns a local enqueue's error into a verdict.
 func verdictOf(err error) *verdict {

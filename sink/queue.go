@@ -241,6 +241,7 @@ func (q *Queue) Enqueue(e Event) error {
 		return nil
 	}
 	q.push(e, q.stampLocked(b))
+	// unlockPushed, written out: no call on the hop's path either
 	w := q.popWaiterLocked()
 	long := q.count > softBound && q.capacity.Load() <= 0
 	q.mu.Unlock()
@@ -293,13 +294,7 @@ func (q *Queue) EnqueueMany(es []Event) error {
 		q.push(e, now)
 	}
 	q.enqueued += uint64(len(es))
-	w := q.popWaiterLocked()
-	long := q.count > softBound && q.capacity.Load() <= 0
-	q.mu.Unlock()
-	q.wake(w)
-	if long {
-		runtime.Gosched()
-	}
+	q.unlockPushed()
 	return nil
 }
 
