@@ -51,22 +51,12 @@ func (q *Queue) unlockPushed() {
 	}
 }
 
-// admitOneLocked decides e as Enqueue does (closure, capacity, then the
-// predicate, each refusal counted) and pushes it if admitted. The caller
-// holds q.mu.
+// admitOneLocked decides e as Enqueue does and pushes it if admitted. The
+// caller holds q.mu.
 func (q *Queue) admitOneLocked(e Event) error {
-	if q.closed {
-		q.rejectedClosed.Add(1)
-		return q.shut
-	}
-	if c := int(q.capacity.Load()); c > 0 && q.count+q.reserved >= c && !IsNonRejectable(e) {
-		q.rejectedFull.Add(1)
-		return q.full
-	}
-	b := q.adm.box.Load()
-	if b != nil && b.p != nil && !b.p.Accept(e) {
-		q.adm.rejected.Add(1)
-		return b.err
+	b, err := q.decideLocked(e)
+	if err != nil {
+		return err
 	}
 	q.enqueued++
 	q.push(e, q.stampLocked(b))

@@ -204,26 +204,35 @@ func (q *Queue) cancelAt(e Event, stamp int64) {
 // Predicate returns the installed predicate or nil.
 func (q *Queue) Predicate() Predicate { return q.adm.Predicate() }
 
+// decideLocked decides one event as Enqueue does: refused if the queue
+// is closed, then if it is full (unless e is non-rejectable), then by the
+// installed predicate (q.adm.Admit, written out: no call while no
+// predicate is installed), each refusal counted. It returns the installed
+// predicate's box, which stamps an admitted event. The caller holds q.mu.
+func (q *Queue) decideLocked(e Event) (*admBox, error) {
+	if q.closed {
+		q.rejectedClosed.Add(1)
+		return nil, q.shut
+	}
+	if c := int(q.capacity.Load()); c > 0 && q.count+q.reserved >= c && !IsNonRejectable(e) {
+		q.rejectedFull.Add(1)
+		return nil, q.full
+	}
+	b := q.adm.box.Load()
+	if b != nil && b.p != nil && !b.p.Accept(e) {
+		q.adm.rejected.Add(1)
+		return nil, b.err
+	}
+	return b, nil
+}
+
 // Enqueue adds e to the tail of the queue.
 func (q *Queue) Enqueue(e Event) error {
 	q.mu.Lock()
-	if q.closed {
+	b, err := q.decideLocked(e)
+	if err != nil {
 		q.mu.Unlock()
-		q.rejectedClosed.Add(1)
-		return q.shut
-	}
-	if c := int(q.capacity.Load()); c > 0 && q.count+q.reserved >= c && !IsNonRejectable(e) {
-		q.mu.Unlock()
-		q.rejectedFull.Add(1)
-		return q.full
-	}
-	// q.adm.Admit(e), inlined on the hop's path: no call while no
-	// predicate is installed.
-	b := q.adm.box.Load()
-	if b != nil && b.p != nil && !b.p.Accept(e) {
-		q.mu.Unlock()
-		q.adm.rejected.Add(1)
-		return b.err
+		return err
 	}
 	q.enqueued++
 	if n := len(q.waiters); n > 0 && q.count == 0 && !q.slow {
