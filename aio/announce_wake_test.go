@@ -298,8 +298,10 @@ func TestTLSRequestWithFinishedReachesReaderStartedAroundAnnounce(t *testing.T) 
 			if _, err := client.Write(request); err != nil {
 				t.Fatal(err)
 			}
-			if err := held.flush(); err != nil {
+			if early, err := held.flush(); err != nil {
 				t.Fatal(err)
+			} else if early != 1 {
+				t.Fatalf("the client wrote %d times before its Finished and request, want 1 (the ClientHello)", early)
 			}
 			p.run(srv, request, tc.wantWakes, func(c *Connection) {
 				// The callback that announced the connection returned
@@ -312,13 +314,15 @@ func TestTLSRequestWithFinishedReachesReaderStartedAroundAnnounce(t *testing.T) 
 
 // finishedHolder is a TLS client's connection that sends its ClientHello
 // at once and holds everything after it (the client's Finished flight,
-// then its first records) until flush, which sends it all in one write.
+// then its first records) until flush, which sends it all in one write
+// and reports how many writes went out before it.
 type finishedHolder struct {
 	net.Conn
 	sent *atomic.Int64 // bytes written to the socket
 
 	mu      sync.Mutex
 	hold    []byte
+	early   int // writes sent before flush (the ClientHello's: 1)
 	flushed bool
 }
 
@@ -326,6 +330,9 @@ func (h *finishedHolder) Write(b []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.flushed || len(b) > 0 && b[0] == recordTypeHandshake { // the ClientHello, in the clear
+		if !h.flushed {
+			h.early++
+		}
 		n, err := h.Conn.Write(b)
 		h.sent.Add(int64(n))
 		return n, err
@@ -334,12 +341,12 @@ func (h *finishedHolder) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func (h *finishedHolder) flush() error {
+func (h *finishedHolder) flush() (early int, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.flushed = true
 	// Counted first: the server may announce as soon as the bytes arrive.
 	h.sent.Add(int64(len(h.hold)))
-	_, err := h.Conn.Write(h.hold)
-	return err
+	_, err = h.Conn.Write(h.hold)
+	return h.early, err
 }
