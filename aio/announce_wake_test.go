@@ -255,60 +255,85 @@ func waitSocketHolds(t *testing.T, c *Connection, n int) {
 
 // TestTLSRequestWithFinishedReachesReaderStartedAroundAnnounce: a TLS 1.3
 // client sends its Finished and its first request in one write, so the
-// request's record arrives in the same read as the handshake's end. The
-// event loop runs the handshake's last step, announces the connection
-// and, if the application started reading meanwhile, decrypts the record
-// itself (no wake-up); if the reader starts after the loop's callback
-// returned, its wake-up must have the record decrypted and delivered.
+// request's record arrives in the same read as the handshake's end. When
+// the server asks for no client certificate, the event loop checks the
+// Finished itself, announces the connection and, if the application
+// started reading meanwhile, decrypts the record itself (no wake-up).
+// When it asks for one, the last step runs on a handshake worker, which
+// wakes the loop to announce; the loop then reads likewise. If the reader
+// starts after the loop's callback returned, its wake-up must have the
+// record decrypted and delivered.
 func TestTLSRequestWithFinishedReachesReaderStartedAroundAnnounce(t *testing.T) {
 	f := newTLSFixture(t, TLSConfig{})
 	request := pattern(11, 300)
-	for _, tc := range announceCases {
-		t.Run(tc.start.String(), func(t *testing.T) {
-			var sent atomic.Int64 // bytes the client wrote to the socket
-			inAnnounce := func(c *Connection) {
-				// Everything the client sent, the request included, was
-				// read before the announcement: it came with the
-				// handshake's end.
-				if in, all := c.Stats().BytesIn, sent.Load(); in != uint64(all) {
-					t.Errorf("%d bytes read by the announcement, want all %d the client sent (the request with the Finished)", in, all)
+	askCert := f.srvCfg.Clone()
+	askCert.ClientAuth = tls.RequestClientCert
+	ends := []struct {
+		name   string
+		cfg    *tls.Config
+		onLoop bool // the handshake's last step runs on the event loop
+	}{
+		{"last step on the loop", f.srvCfg, true},
+		{"last step on a worker (client certificate asked)", askCert, false},
+	}
+	for _, end := range ends {
+		for _, tc := range announceCases {
+			t.Run(end.name+"/"+tc.start.String(), func(t *testing.T) {
+				var sent atomic.Int64 // bytes the client wrote to the socket
+				wakesBefore := f.hs.counter.announceWakes.Load()
+				inAnnounce := func(c *Connection) {
+					// Everything the client sent, the request included,
+					// was read before the announcement: it came with the
+					// handshake's end.
+					if in, all := c.Stats().BytesIn, sent.Load(); in != uint64(all) {
+						t.Errorf("%d bytes read by the announcement, want all %d the client sent (the request with the Finished)", in, all)
+					}
+					woken := f.hs.counter.announceWakes.Load() != wakesBefore
+					if woken == end.onLoop {
+						t.Errorf("announced after a wake-up by the handshake worker: %v, want %v", woken, !end.onLoop)
+					}
 				}
-				if hs := f.hs.counter.announceWakes.Load(); hs != 0 {
-					t.Errorf("%d handshakes ended off the event loop (announced with a wake-up), want 0", hs)
+				p := newAnnounceProbe(t, tc.start, len(request), inAnnounce)
+				srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", TLS: &TLSConfig{Config: end.cfg}}, p.owner(), Env{Manager: f.m})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			p := newAnnounceProbe(t, tc.start, len(request), inAnnounce)
-			srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", TLS: &TLSConfig{Config: f.srvCfg}}, p.owner(), Env{Manager: f.m})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			raw, err := net.Dial("tcp", srv.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer raw.Close()
-			_ = raw.SetDeadline(time.Now().Add(waitLimit)) // a hang guard only
-			held := &finishedHolder{Conn: raw, sent: &sent}
-			client := tls.Client(held, &tls.Config{RootCAs: f.roots, ServerName: "localhost",
-				MinVersion: tls.VersionTLS13})
-			if err := client.Handshake(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := client.Write(request); err != nil {
-				t.Fatal(err)
-			}
-			if early, err := held.flush(); err != nil {
-				t.Fatal(err)
-			} else if early != 1 {
-				t.Fatalf("the client wrote %d times before its Finished and request, want 1 (the ClientHello)", early)
-			}
-			p.run(srv, request, tc.wantWakes, func(c *Connection) {
-				// The callback that announced the connection returned
-				// with the record undelivered (no reader).
-				loopBarrier(t, c)
+				defer srv.Close()
+				sendFinishedWithRequest(t, srv.Addr().String(), f, request, &sent)
+				p.run(srv, request, tc.wantWakes, func(c *Connection) {
+					// The callback that announced the connection returned
+					// with the record undelivered (no reader).
+					loopBarrier(t, c)
+				})
 			})
-		})
+		}
+	}
+}
+
+// sendFinishedWithRequest runs a TLS 1.3 client's side of the handshake
+// with addr and writes request, its Finished and the request's record
+// leaving in one write; sent counts the bytes written to the socket.
+func sendFinishedWithRequest(t *testing.T, addr string, f *tlsFixture, request []byte, sent *atomic.Int64) {
+	t.Helper()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	_ = raw.SetDeadline(time.Now().Add(waitLimit)) // a hang guard only
+	held := &finishedHolder{Conn: raw, sent: sent}
+	client := tls.Client(held, &tls.Config{RootCAs: f.roots, ServerName: "localhost",
+		MinVersion: tls.VersionTLS13})
+	if err := client.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Write(request); err != nil {
+		t.Fatal(err)
+	}
+	if early, err := held.flush(); err != nil {
+		t.Fatal(err)
+	} else if early != 1 {
+		t.Fatalf("the client wrote %d times before its Finished and request, want 1 (the ClientHello)", early)
 	}
 }
 
