@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -266,15 +268,12 @@ func waitSocketHolds(t *testing.T, c *Connection, n int) {
 func TestTLSRequestWithFinishedReachesReaderStartedAroundAnnounce(t *testing.T) {
 	f := newTLSFixture(t, TLSConfig{})
 	request := pattern(11, 300)
-	askCert := f.srvCfg.Clone()
-	askCert.ClientAuth = tls.RequestClientCert
 	ends := []struct {
 		name   string
-		cfg    *tls.Config
 		onLoop bool // the handshake's last step runs on the event loop
 	}{
-		{"last step on the loop", f.srvCfg, true},
-		{"last step on a worker (client certificate asked)", askCert, false},
+		{"last step on the loop", true},
+		{"last step on a worker (client certificate asked)", false},
 	}
 	for _, end := range ends {
 		for _, tc := range announceCases {
@@ -293,13 +292,21 @@ func TestTLSRequestWithFinishedReachesReaderStartedAroundAnnounce(t *testing.T) 
 						t.Errorf("announced after a wake-up by the handshake worker: %v, want %v", woken, !end.onLoop)
 					}
 				}
+				cfg := f.srvCfg
+				var lastStep *heldLastStep
+				if !end.onLoop {
+					cfg, lastStep = holdLastStep(f.srvCfg)
+				}
 				p := newAnnounceProbe(t, tc.start, len(request), inAnnounce)
-				srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", TLS: &TLSConfig{Config: end.cfg}}, p.owner(), Env{Manager: f.m})
+				srv, err := Listen(SocketConfig{Addr: "127.0.0.1:0", TLS: &TLSConfig{Config: cfg}}, p.owner(), Env{Manager: f.m})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer srv.Close()
 				sendFinishedWithRequest(t, srv.Addr().String(), f, request, &sent)
+				if lastStep != nil {
+					lastStep.releaseAfterLoop(t, srv)
+				}
 				p.run(srv, request, tc.wantWakes, func(c *Connection) {
 					// The callback that announced the connection returned
 					// with the record undelivered (no reader).
@@ -308,6 +315,62 @@ func TestTLSRequestWithFinishedReachesReaderStartedAroundAnnounce(t *testing.T) 
 			})
 		}
 	}
+}
+
+// heldLastStep holds a handshake's last step on its worker (in crypto/tls's
+// check of the client's certificate, which comes in the client's last
+// flight) until the event loop's callback that fed that flight returned:
+// the worker then ends the handshake and wakes the loop, which announces
+// the connection from that wake-up's callback and must read the records
+// that came with the Finished there.
+type heldLastStep struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+// holdLastStep returns a copy of cfg that asks for a client certificate
+// (so the last step runs on a worker) and holds that step.
+func holdLastStep(cfg *tls.Config) (*tls.Config, *heldLastStep) {
+	h := &heldLastStep{entered: make(chan struct{}), release: make(chan struct{})}
+	cfg = cfg.Clone()
+	cfg.ClientAuth = tls.RequestClientCert
+	cfg.VerifyPeerCertificate = func([][]byte, [][]*x509.Certificate) error {
+		close(h.entered)
+		select {
+		case <-h.release:
+			return nil
+		case <-time.After(waitLimit): // a hang guard only
+			return errors.New("the test did not release the handshake's last step")
+		}
+	}
+	return cfg, h
+}
+
+// releaseAfterLoop waits until the last step is held, lets the event loop
+// finish the callback that fed it, and releases it.
+func (h *heldLastStep) releaseAfterLoop(t *testing.T, srv *Server) {
+	t.Helper()
+	select {
+	case <-h.entered:
+	case <-time.After(waitLimit):
+		t.Fatalf("the handshake's last step did not start within %v", waitLimit)
+	}
+	loopBarrier(t, onlyConnection(t, srv))
+	close(h.release)
+}
+
+// onlyConnection is the server's one open connection.
+func onlyConnection(t *testing.T, srv *Server) *Connection {
+	t.Helper()
+	srv.eng.mu.Lock()
+	defer srv.eng.mu.Unlock()
+	if len(srv.eng.conns) != 1 {
+		t.Fatalf("the server has %d connections, want 1", len(srv.eng.conns))
+	}
+	for c := range srv.eng.conns {
+		return c
+	}
+	return nil
 }
 
 // sendFinishedWithRequest runs a TLS 1.3 client's side of the handshake
