@@ -261,10 +261,11 @@ func waitSocketHolds(t *testing.T, c *Connection, n int) {
 // the server asks for no client certificate, the event loop checks the
 // Finished itself, announces the connection and, if the application
 // started reading meanwhile, decrypts the record itself (no wake-up).
-// When it asks for one, the last step runs on a handshake worker, which
-// wakes the loop to announce; the loop then reads likewise. If the reader
-// starts after the loop's callback returned, its wake-up must have the
-// record decrypted and delivered.
+// When it asks for one, the last step runs on a handshake worker, held
+// until the loop's callback that fed the flight returned; the worker then
+// wakes the loop, which announces from that wake-up's callback and reads
+// likewise. If the reader starts after the loop's callback that announced
+// returned, its own wake-up must have the record decrypted and delivered.
 func TestTLSRequestWithFinishedReachesReaderStartedAroundAnnounce(t *testing.T) {
 	f := newTLSFixture(t, TLSConfig{})
 	request := pattern(11, 300)
