@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,14 +249,7 @@ func (q *Queue) Enqueue(e Event) error {
 		return nil
 	}
 	q.push(e, q.stampLocked(b))
-	// unlockPushed, written out: no call on the hop's path either
-	w := q.popWaiterLocked()
-	long := q.count > softBound && q.capacity.Load() <= 0
-	q.mu.Unlock()
-	q.wake(w)
-	if long {
-		runtime.Gosched()
-	}
+	q.unlockPushed()
 	return nil
 }
 
