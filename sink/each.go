@@ -8,6 +8,10 @@ import "runtime"
 // one consumer wake-up for the batch. A remote stage's replica admits the
 // events of a combined request (many senders' Enqueues in one message)
 // this way.
+//
+// A sink type that embeds *Queue and overrides Enqueue (to count, trace or
+// transform) inherits Queue's EnqueueEach, which bypasses that override:
+// such a type must override EnqueueEach as well, or hide it.
 type EachEnqueuer interface {
 	// EnqueueEach adds each event of es on its own and sets errs[i] to
 	// es[i]'s verdict: nil if it was added, else the error Enqueue would
