@@ -16,6 +16,10 @@
 //     refused events never come out of the sink;
 //   - EnqueueMany and Prepare are all or nothing; a Txn's first Commit or
 //     Abort takes effect, later calls do nothing;
+//   - a sink that is a sink.EachEnqueuer decides each event of a batch on
+//     its own: the count it returns is the events it admitted, each
+//     refusal wraps sink.ErrRejected, refused events never come out and
+//     hold no credit;
 //   - after Close, enqueues fail with an error wrapping sink.ErrClosed;
 //   - Len counts the accepted events waiting (if Harness.LenExact);
 //   - under a concurrency limit (Limiter), every admitted event gets
@@ -95,6 +99,7 @@ func Run(t *testing.T, mk func(t *testing.T) Harness) {
 		{"Predicate", testPredicate},
 		{"Reject", testReject},
 		{"EnqueueMany", testEnqueueMany},
+		{"EnqueueEach", testEnqueueEach},
 		{"Txn", testTxn},
 		{"Len", testLen},
 		{"Credit", testCredit},
@@ -387,6 +392,43 @@ func testCredit(t *testing.T, h *harness) {
 				t.Fatal("a limit of 4 admitted nothing")
 			}
 			h.consume(accepted, false)
+			settled(t, l)
+		})
+	}
+}
+
+// testEnqueueEach: a sink.EachEnqueuer decides a batch each event on its
+// own, under a concurrency limit of 4 with nothing consumed: what it
+// admits comes out, what it refuses does not and holds no credit.
+func testEnqueueEach(t *testing.T, h *harness) {
+	each, ok := h.Sink.(sink.EachEnqueuer)
+	if !ok {
+		t.Skipf("%T is not a sink.EachEnqueuer", h.Sink)
+	}
+	for _, l := range h.limiters(4) {
+		t.Run(l.name, func(t *testing.T) {
+			h.Sink.SetPredicate(l.p)
+			es := h.evs(10)
+			errs := make([]error, len(es))
+			added := each.EnqueueEach(es, errs)
+			var accepted []sink.Event
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					accepted = append(accepted, es[i])
+				case !errors.Is(err, sink.ErrRejected):
+					t.Fatalf("event %d: %v, want nil or a rejection", i, err)
+				}
+			}
+			if added != len(accepted) {
+				t.Fatalf("EnqueueEach reported %d added, its verdicts admit %d", added, len(accepted))
+			}
+			if added == 0 || added == len(es) {
+				t.Fatalf("a limit of 4 admitted %d of %d events", added, len(es))
+			}
+			h.consume(accepted, false)
+			h.Sink.SetPredicate(nil)
+			h.marker()
 			settled(t, l)
 		})
 	}
