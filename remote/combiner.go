@@ -19,7 +19,7 @@ import (
 // round that reaches either is full. maxInFlight bounds a combiner's
 // requests waiting for their verdicts (see combiner).
 const (
-	maxCombined      = 64
+	maxCombined      = 256
 	maxCombinedBytes = 256 << 10
 	maxInFlight      = 4
 )

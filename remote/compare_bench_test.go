@@ -137,6 +137,7 @@ func BenchmarkCompare(b *testing.B) {
 		}), got: plainBinary},
 		{name: "enqueue-binary", ref: "plain-binary", run: enqueue(64, binaryEvent), got: work},
 		{name: "enqueue-binary-256", ref: "plain-binary", run: enqueue(256, binaryEvent), got: work},
+		{name: "enqueue-binary-1024", ref: "plain-binary", run: enqueue(1024, binaryEvent), got: work},
 		{name: "many-binary", ref: "plain-binary", run: enqueueMany(binaryEvent), got: work},
 		{name: "request-64x1", ref: "plain-binary", run: roundTrips(64, 1), got: answered},
 		{name: "request-1x64", ref: "plain-binary", run: roundTrips(1, 64), got: answered},
