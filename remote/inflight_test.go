@@ -180,7 +180,7 @@ func enqueueAll(s sink.Sink, callers int) (errs []error, done chan struct{}) {
 // maxInFlight requests at once; answered, every caller gets its own
 // event's verdict and the sender counts them.
 func TestFullRequestsInFlightOverNATS(t *testing.T) {
-	n, s, nc, _ := boundSender(t, time.Minute)
+	n, s, nc, _ := boundSender(t, time.Hour) // no resend while held
 	held := heldReplica(t, n, nc)
 	callers := maxInFlight*maxCombined + 1
 	errs, done := enqueueAll(s, callers)
