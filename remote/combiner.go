@@ -41,18 +41,22 @@ const (
 // requests wait for their verdicts, as long as fewer than maxInFlight
 // do. Up to maxCombined callers this is one request in flight (a round
 // cannot fill while its leader is out of it); more callers send full
-// requests side by side rather than one larger request. Requests in
+// requests side by side. Requests in
 // flight together may be admitted in any order (on one replica in the
 // order sent; they may go to different replicas); they carry events of
 // different callers, since each caller waits for its verdict.
 //
-// One request in flight per sink at up to 64 callers measured best
-// (2026-11-24, shared 2-core machine: 1.1-1.5x a plain publisher with
-// one, 0.4-0.8x with two: smaller batches; again 2026-11-27 with two or
-// four in flight once 8-32 events wait, and with two leaders each
-// sleeping for its own callers, each taking half of them: 35 events a
-// request, 560-660k events/s against 790-950k with one: see
-// docs/cluster.md, Throughput).
+// Larger requests beat more requests in flight, hence a round is full
+// only at 256 callers (measured on a shared 2-core machine, see
+// docs/cluster.md, Throughput): 64 callers with one request in flight
+// against two (2026-11-24: 1.1-1.5x a plain publisher with one, 0.4-0.8x
+// with two; 2026-11-27, two or four in flight once 8-32 events wait, or
+// two leaders each taking half the callers: 560-660k events/s against
+// 790-950k with one); 256 callers in requests of 255 events against
+// four of 64 in flight (2026-11-27, seventh pass: 0.9-1.1M events/s at
+// 0.9-1.25 µs CPU each against 0.69-0.91M at 1.1-1.97 µs). Full rounds
+// side by side pay from 1,024 callers: 0.81-0.94M events/s against
+// 0.64-0.73M with one in flight.
 type combiner struct {
 	home    string // the instance its requests go to (Codecs.SetHome), or ""
 	mu      sync.Mutex
