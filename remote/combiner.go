@@ -53,8 +53,8 @@ const (
 // with two; 2026-11-27, two or four in flight once 8-32 events wait, or
 // two leaders each taking half the callers: 560-660k events/s against
 // 790-950k with one); 256 callers in requests of 255 events against
-// four of 64 in flight (2026-11-27, seventh pass: 0.9-1.1M events/s at
-// 0.9-1.25 µs CPU each against 0.69-0.91M at 1.1-1.97 µs). Full rounds
+// four of 64 in flight (2026-11-27, seventh pass: 0.83-1.10M events/s at
+// 0.91-1.25 µs CPU each against 0.69-0.91M at 1.09-1.97 µs). Full rounds
 // side by side pay from 1,024 callers: 0.81-0.94M events/s against
 // 0.64-0.73M with one in flight.
 type combiner struct {
