@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,5 +109,33 @@ func TestCombinerAllocations(t *testing.T) {
 	})
 	if allocs > 1 {
 		t.Fatalf("%.1f allocations per Enqueue, want at most 1", allocs)
+	}
+}
+
+// BenchmarkCombiner measures the combiner's own cost per Enqueue (time
+// and CPU are both the callers' parking and waking, mostly), callers
+// enqueuing concurrently through a sender that answers at once.
+//
+//	go test ./remote -run xxx -bench Combiner -count 5
+func BenchmarkCombiner(b *testing.B) {
+	for _, callers := range []int{64, 256} {
+		b.Run(strconv.Itoa(callers), func(b *testing.B) {
+			c := &combiner{}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						p := pendingPool.Get().(*pending)
+						p.enc = append(p.enc[:0], 1)
+						if err := c.enqueue(quietBatches{}, p); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
 	}
 }
