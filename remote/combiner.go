@@ -15,46 +15,59 @@ import (
 
 // maxCombined bounds the Enqueues and EnqueueManys one combined request
 // carries (and maxCombinedBytes, or half the server's maximum payload,
-// their encoded events, unless the first caller's alone is larger).
+// their encoded events, unless the first caller's alone is larger); a
+// round that reaches either is full. maxInFlight bounds a combiner's
+// requests waiting for their verdicts (see combiner).
 const (
 	maxCombined      = 256
 	maxCombinedBytes = 256 << 10
+	maxInFlight      = 4
 )
 
 // combiner sends the Enqueues and EnqueueManys of concurrent goroutines
-// together, one request in flight at a time: a goroutine that finds none
-// in flight sends its events by itself, at once; the others gather in
-// rounds, in the order they come, each round as many as one request
-// carries (maxCombined, and their encoded events within the limit), and
-// each round is sent as one request (opEach: the replica decides each
-// group on its own, all or nothing, so each caller still gets its own
-// verdict) by its first caller, its head, once the request before is
-// answered. The other callers of a round sleep on the round's done
-// channel, closed once every one of them has its verdict: one wake-up
-// for the round, not one send per caller.
+// together: a goroutine that finds no request in flight sends its events
+// by itself, at once; the others gather in rounds, in the order they
+// come, each round as many as one request carries (maxCombined, and
+// their encoded events within the limit), and each round is sent as one
+// request (opEach: the replica decides each group on its own, all or
+// nothing, so each caller still gets its own verdict) by its first
+// caller, its head. The other callers of a round sleep on the round's
+// done channel, closed once every one of them has its verdict: one
+// wake-up for the round, not one send per caller.
 //
-// One request in flight per sink measured best (2026-11-24, shared 2-core
-// machine: 1.1-1.5x a plain publisher with one, 0.4-0.8x with two: smaller
-// batches; again 2026-11-27 with two or four in flight once 8-32 events
-// wait, and with two leaders each sleeping for its own callers, each
-// taking half of them: 35 events a request, 560-660k events/s against
-// 790-950k with one: see docs/cluster.md, Throughput).
+// When a round is sent: a round that is not full once the request
+// before is answered and its leader is done (see lead), as with one
+// request in flight at a time; a full round at once, even while earlier
+// requests wait for their verdicts, as long as fewer than maxInFlight
+// do. Up to maxCombined callers this is one request in flight (a round
+// cannot fill while its leader is out of it); more callers send full
+// requests side by side. Requests in
+// flight together may be admitted in any order (on one replica in the
+// order sent; they may go to different replicas); they carry events of
+// different callers, since each caller waits for its verdict.
+//
+// Larger requests beat more requests in flight, hence a round is full
+// only at 256 callers (measured on a shared 2-core machine, see
+// docs/cluster.md, Throughput): 64 callers with one request in flight
+// against two (2026-11-24: 1.1-1.5x a plain publisher with one, 0.4-0.8x
+// with two; 2026-11-27, two or four in flight once 8-32 events wait, or
+// two leaders each taking half the callers: 560-660k events/s against
+// 790-950k with one); 256 callers in requests of 255 events against
+// four of 64 in flight (2026-11-27, seventh pass: 0.83-1.10M events/s at
+// 0.91-1.25 µs CPU each against 0.69-0.91M at 1.09-1.97 µs). Full rounds
+// side by side pay from 1,024 callers: 0.81-0.94M events/s against
+// 0.64-0.73M with one in flight.
 type combiner struct {
 	home    string // the instance its requests go to (Codecs.SetHome), or ""
 	mu      sync.Mutex
-	rounds  []*round // waiting to be sent, in order
+	rounds  []*round // waiting to be sent, in order; the first woken have their heads woken
+	woken   int      // rounds whose heads were woken to send them and have not taken them out yet
 	waiting int      // the callers of rounds
-	leading bool     // a request is in flight, or its leader is at work
-	limit   int      // the encoded bytes of a round (batchSender.combinedLimit, refreshed by each leader; 0: not known yet)
-
-	// The leader's wait for the callers it answered (see lead): away
-	// counts the callers answered that have not returned yet; the last
-	// to return wakes the leader on resume (set under mu; buffered: a
-	// wake-up sent before the leader sleeps is not lost, and one too
-	// many only makes it look again).
-	away   atomic.Int64
-	resume chan struct{}
-	target int // under mu: set by verdictIn, see lead
+	// leaders counts the rounds woken or sent whose leader is not done
+	// (lead), inFlight those of them without their verdict yet.
+	leaders  int
+	inFlight int
+	limit    int // the encoded bytes of a round (batchSender.combinedLimit, refreshed by each leader; 0: not known yet)
 }
 
 // round is the callers of one combined request, in the order they came:
@@ -63,9 +76,18 @@ type round struct {
 	callers []*pending
 	size    int           // their encoded events' bytes
 	done    chan struct{} // closed once every caller has its verdict
+
+	// The leader's wait for the callers it answered (see lead): away
+	// counts the callers answered that have not returned yet; the last
+	// to return wakes the leader on resume (made with the round, never
+	// replaced; buffered: a wake-up sent before the leader sleeps is not
+	// lost, and one too many, even one sent after the round was reused,
+	// only makes a leader look again).
+	away   atomic.Int64
+	resume chan struct{}
 }
 
-var roundPool = sync.Pool{New: func() any { return new(round) }}
+var roundPool = sync.Pool{New: func() any { return &round{resume: make(chan struct{}, 1)} }}
 
 // batchSender sends a combiner's requests: the stage's sender (a test's
 // fake in unit tests).
@@ -148,9 +170,16 @@ func (c *combiner) enqueue(s batchSender, p *pending) error {
 		c.limit = s.combinedLimit()
 	}
 	r, head := c.join(p)
-	lead := !c.leading // then nothing waited: r is p's own, and the first
-	c.leading = true
+	heads, n := c.launch()
 	c.mu.Unlock()
+	lead := false // p's round is to be sent now: it was woken with it
+	for _, h := range heads[:n] {
+		if h == p {
+			lead = true
+		} else {
+			h.wake <- struct{}{}
+		}
+	}
 	switch {
 	case lead:
 		c.lead(s, r)
@@ -162,11 +191,8 @@ func (c *combiner) enqueue(s batchSender, p *pending) error {
 	}
 	if p.away {
 		p.away = false
-		if c.away.Add(-1) == 0 {
-			c.mu.Lock()
-			resume := c.resume
-			c.mu.Unlock()
-			wake(resume)
+		if r.away.Add(-1) == 0 {
+			wake(r.resume)
 		}
 	}
 	err := p.err
@@ -198,9 +224,30 @@ func (c *combiner) join(p *pending) (r *round, head bool) {
 	return r, true
 }
 
-// lead sends round r, the first waiting, wakes its callers with their
-// verdicts, then hands the lead to the next round's head (or gives it
-// up).
+// launch marks the rounds to send now as woken and returns their heads
+// (n of them), for the caller to wake once it has let go of c.mu (which
+// it holds): in order, the first round not woken if no leader is at
+// work, and then every full one (every round but the last is: the next
+// caller did not fit) while fewer than maxInFlight requests wait for
+// their verdicts.
+func (c *combiner) launch() (heads [maxInFlight]*pending, n int) {
+	for c.woken < len(c.rounds) && c.inFlight < maxInFlight {
+		r := c.rounds[c.woken]
+		full := c.woken < len(c.rounds)-1 || len(r.callers) >= maxCombined
+		if c.leaders > 0 && !full {
+			break
+		}
+		c.woken++
+		c.leaders++
+		c.inFlight++
+		heads[n] = r.callers[0]
+		n++
+	}
+	return heads, n
+}
+
+// lead sends round r, woken, wakes its callers with their verdicts,
+// then sends the rounds that may go now (see launch).
 //
 // The callers just answered are running again and most will enqueue at
 // once: the leader lets them, so that the next request carries them all
@@ -215,66 +262,70 @@ func (c *combiner) join(p *pending) (r *round, head bool) {
 // other processor while the callers queue behind the one running, finds
 // no new arrival and sends before they are back: the callers then split
 // into two groups, each a request of its own (measured: 50-52 events a
-// request from 64 callers, against 63.7 sleeping).
+// request from 64 callers, against 63.7 sleeping). A full round does not
+// wait for it: the leader counts as a request in flight only until its
+// verdict is in.
 func (c *combiner) lead(s batchSender, r *round) {
 	limit := s.combinedLimit()
 	c.mu.Lock()
-	c.rounds = slices.Delete(c.rounds, 0, 1) // r
+	i := slices.Index(c.rounds, r)
+	c.rounds = slices.Delete(c.rounds, i, i+1)
+	c.woken--
 	c.waiting -= len(r.callers)
 	c.limit = limit
 	c.mu.Unlock()
 	batch, self := r.callers, r.callers[0]
 	s.sendEach(c, batch)
-	c.verdictIn(batch, self)
+	target := c.verdictIn(r, self)
 	close(r.done)
 	if len(batch) > 1 {
-		c.mu.Lock()
-		target := c.target
-		c.mu.Unlock()
-		c.awaitReturn(target)
+		c.awaitReturn(r, target)
 	}
 	// Every caller of r has returned (or is self): r is no one's now.
 	clear(r.callers)
 	r.callers, r.done = r.callers[:0], nil
 	roundPool.Put(r)
 	c.mu.Lock()
-	var next *pending
-	if len(c.rounds) > 0 {
-		next = c.rounds[0].callers[0]
-	} else {
-		c.leading = false
-	}
+	c.leaders--
+	heads, n := c.launch()
 	c.mu.Unlock()
-	if next != nil {
-		next.wake <- struct{}{}
+	wakeHeads(heads[:n])
+}
+
+// wakeHeads wakes the heads of rounds to lead them.
+func wakeHeads(heads []*pending) {
+	for _, h := range heads {
+		h.wake <- struct{}{}
 	}
 }
 
-// verdictIn counts the callers of batch but self as away, before they
-// are woken, and sets the target of awaitReturn: as many callers as wait
-// now and as are answered.
-func (c *combiner) verdictIn(batch []*pending, self *pending) {
+// verdictIn counts the callers of r but self as away, before they are
+// woken, sends the full rounds the verdict leaves room for, and returns
+// the target of awaitReturn: as many callers as wait now and as are
+// answered.
+func (c *combiner) verdictIn(r *round, self *pending) (target int) {
 	answered := 0
-	for _, p := range batch {
+	for _, p := range r.callers {
 		if p != self {
 			p.away = true
 			answered++
 		}
 	}
+	r.away.Add(int64(answered))
 	c.mu.Lock()
-	if c.resume == nil {
-		c.resume = make(chan struct{}, 1)
-	}
-	c.target = c.waiting + answered
+	c.inFlight--
+	target = c.waiting + answered
+	heads, n := c.launch()
 	c.mu.Unlock()
-	c.away.Add(int64(answered))
+	wakeHeads(heads[:n])
+	return target
 }
 
-// awaitReturn sleeps until every caller answered has returned, then
+// awaitReturn sleeps until every caller of r answered has returned, then
 // yields while more arrive, until target wait (see lead).
-func (c *combiner) awaitReturn(target int) {
-	for c.away.Load() > 0 {
-		<-c.resume
+func (c *combiner) awaitReturn(r *round, target int) {
+	for r.away.Load() > 0 {
+		<-r.resume
 	}
 	for waiting := -1; ; {
 		c.mu.Lock()
@@ -290,11 +341,9 @@ func (c *combiner) awaitReturn(target int) {
 
 // wake wakes the leader sleeping in awaitReturn on resume, if any.
 func wake(resume chan struct{}) {
-	if resume != nil {
-		select {
-		case resume <- struct{}{}:
-		default:
-		}
+	select {
+	case resume <- struct{}{}:
+	default:
 	}
 }
 

@@ -79,9 +79,9 @@ func BenchmarkCompare(b *testing.B) {
 			}
 		}
 	}
-	enqueue := func(ev func(i int) sink.Event) func(time.Time) int64 {
+	enqueue := func(callers int, ev func(i int) sink.Event) func(time.Time) int64 {
 		return func(deadline time.Time) int64 {
-			return inParallel(64, deadline, func(i int) int64 {
+			return inParallel(callers, deadline, func(i int) int64 {
 				if err := s.Enqueue(ev(i)); err != nil {
 					b.Error(err)
 				}
@@ -129,13 +129,15 @@ func BenchmarkCompare(b *testing.B) {
 			d, _ := json.Marshal(small{ID: i, Kind: "x"})
 			return d
 		}), got: plainJSON},
-		{name: "enqueue-json", ref: "plain-json", run: enqueue(jsonEvent), got: work},
+		{name: "enqueue-json", ref: "plain-json", run: enqueue(64, jsonEvent), got: work},
 		{name: "many-json", ref: "plain-json", run: enqueueMany(jsonEvent), got: work},
 		{name: "plain-binary", run: publish("plain.binary", func(i int) []byte {
 			binaryBuf, _ = tiny{ID: uint32(i), Kind: 'x'}.AppendBinary(binaryBuf[:0]) // nats.go copies it
 			return binaryBuf
 		}), got: plainBinary},
-		{name: "enqueue-binary", ref: "plain-binary", run: enqueue(binaryEvent), got: work},
+		{name: "enqueue-binary", ref: "plain-binary", run: enqueue(64, binaryEvent), got: work},
+		{name: "enqueue-binary-256", ref: "plain-binary", run: enqueue(256, binaryEvent), got: work},
+		{name: "enqueue-binary-1024", ref: "plain-binary", run: enqueue(1024, binaryEvent), got: work},
 		{name: "many-binary", ref: "plain-binary", run: enqueueMany(binaryEvent), got: work},
 		{name: "request-64x1", ref: "plain-binary", run: roundTrips(64, 1), got: answered},
 		{name: "request-1x64", ref: "plain-binary", run: roundTrips(1, 64), got: answered},
