@@ -275,7 +275,13 @@ func (c *combiner) lead(s batchSender, r *round) {
 	c.limit = limit
 	c.mu.Unlock()
 	batch, self := r.callers, r.callers[0]
-	s.sendEach(c, batch)
+	for rest := batch; len(rest) > 0; {
+		// One request, unless the server's maximum payload shrank (a
+		// reconnect) since r's callers joined it under the old limit.
+		n := fitting(rest, limit)
+		s.sendEach(c, rest[:n])
+		rest = rest[n:]
+	}
 	target := c.verdictIn(r, self)
 	close(r.done)
 	if len(batch) > 1 {
@@ -290,6 +296,19 @@ func (c *combiner) lead(s batchSender, r *round) {
 	heads, n := c.launch()
 	c.mu.Unlock()
 	wakeHeads(heads[:n])
+}
+
+// fitting is how many callers from the start of batch fit in a request
+// of limit encoded bytes: at least one (a caller too large alone is sent
+// alone, and the server's refusal is its verdict).
+func fitting(batch []*pending, limit int) int {
+	size := len(batch[0].enc)
+	n := 1
+	for n < len(batch) && size+len(batch[n].enc) <= limit {
+		size += len(batch[n].enc)
+		n++
+	}
+	return n
 }
 
 // wakeHeads wakes the heads of rounds to lead them.
@@ -382,14 +401,22 @@ func (s *stageSender) sendEach(c *combiner, batch []*pending) {
 	}
 	*buf = data
 	v, _, err := s.roundTrip(data, hdr, nil, home)
+	counted := 0 // refusals of the whole request counted already (roundTrip's, reject's: one)
+	if err != nil {
+		counted = 1
+	}
 	if err == nil && v.status != statusEach {
 		err = v.err() // the whole request failed (it could not be decoded)
 		if err == nil {
-			err = s.reject("bad verdict")
+			err, counted = s.reject("bad verdict"), 1
 		}
 	}
 	if err == nil && len(v.each) != len(batch) {
-		err = s.reject(fmt.Sprintf("verdict for %d groups of events, sent %d", len(v.each), len(batch)))
+		err, counted = s.reject(fmt.Sprintf("verdict for %d groups of events, sent %d", len(v.each), len(batch))), 1
+	}
+	if err != nil {
+		// every caller is refused, and counted, as if each had sent alone
+		s.rejected.Add(uint64(len(batch) - counted))
 	}
 	why, admitted, refused := 0, 0, 0
 	for i, p := range batch {
