@@ -25,8 +25,9 @@ const (
 )
 
 // combiner sends the Enqueues and EnqueueManys of concurrent goroutines
-// together: a goroutine that finds no request in flight sends its events
-// by itself, at once; the others gather in rounds, in the order they
+// together: a goroutine that finds no leader at work (no request in
+// flight, no leader waiting for its callers to come back) sends its
+// events by itself, at once; the others gather in rounds, in the order they
 // come, each round as many as one request carries (maxCombined, and
 // their encoded events within the limit), and each round is sent as one
 // request (opEach: the replica decides each group on its own, all or
@@ -39,9 +40,11 @@ const (
 // before is answered and its leader is done (see lead), as with one
 // request in flight at a time; a full round at once, even while earlier
 // requests wait for their verdicts, as long as fewer than maxInFlight
-// do. Up to maxCombined callers this is one request in flight (a round
-// cannot fill while its leader is out of it); more callers send full
-// requests side by side. Requests in
+// do. Up to maxCombined callers with small events this is one request
+// in flight (a round cannot fill while its leader is out of it); more
+// callers, or large events that fill a round by bytes, send full
+// requests side by side. The bound is per combiner: per destination
+// (each home, and any replica). Requests in
 // flight together may be admitted in any order (on one replica in the
 // order sent; they may go to different replicas); they carry events of
 // different callers, since each caller waits for its verdict.

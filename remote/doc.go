@@ -33,9 +33,10 @@
 //     enqueue is rejected. EnqueueMany is one message, admitted all or
 //     nothing by one replica; concurrent Enqueues and EnqueueManys share
 //     a message, each decided on its own, one message in flight at a
-//     time unless a message is full (256 callers), when up to four go
-//     side by side and may be admitted in any order (each caller's own
-//     events keep theirs: it waits for its verdict). Prepare holds room on one
+//     time unless a message is full (256 callers, or 256 KiB of events),
+//     when up to four go side by side to each destination and may be
+//     admitted in any order (each caller's own events keep theirs: it
+//     waits for its verdict). Prepare holds room on one
 //     replica until the Txn's Commit or Abort (or, if neither comes, the
 //     duplicates window); the outcome goes to that replica alone and
 //     waits for it like a reply (below), decided there once per
