@@ -136,3 +136,49 @@ func TestCombinerRounds(t *testing.T) {
 		})
 	}
 }
+
+// noSeven refuses the event 7.
+type noSeven struct{}
+
+func (noSeven) Accept(e sink.Event) bool { return e != 7 }
+func (noSeven) Name() string             { return "noSeven" }
+
+// TestAdmitEachRefusalsInOrder: a verdict's refusal details are in the
+// order of the refused groups, so each refused caller gets its own
+// reason: here a predicate's refusal and a full queue's, in either
+// order, with events alone (EnqueueEach) and in groups (a queue full for
+// a group of two still has room for an event alone, which the predicate
+// then decides).
+func TestAdmitEachRefusalsInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		capacity int
+		events   []sink.Event
+		groups   []int
+		wantEach []byte
+		wantPred []string // the refusals' predicates, in order ("": the queue was full)
+	}{
+		{name: "alone, predicate then full", capacity: 3, events: []sink.Event{1, 7, 2, 3, 4},
+			wantEach: []byte{statusOK, statusRejected, statusOK, statusOK, statusRejected}, wantPred: []string{"noSeven", ""}},
+		{name: "groups, full then predicate", capacity: 3, events: []sink.Event{1, 2, 3, 4, 7}, groups: []int{2, 2, 1},
+			wantEach: []byte{statusOK, statusRejected, statusRejected}, wantPred: []string{"", "noSeven"}},
+		{name: "groups, predicate then full", capacity: 3, events: []sink.Event{1, 7, 8, 2, 3, 4, 5}, groups: []int{1, 2, 2, 2},
+			wantEach: []byte{statusOK, statusRejected, statusOK, statusRejected}, wantPred: []string{"noSeven", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := sink.NewNamedQueue("W", tc.capacity)
+			q.SetPredicate(noSeven{})
+			v, _ := admitEach(q, "b", "W", tc.events, tc.groups)
+			if !reflect.DeepEqual(v.each, tc.wantEach) {
+				t.Fatalf("each %v, want %v", v.each, tc.wantEach)
+			}
+			var preds []string
+			for _, d := range v.why {
+				preds = append(preds, d.Predicate)
+			}
+			if !reflect.DeepEqual(preds, tc.wantPred) {
+				t.Fatalf("refusals by %q, want %q (details %+v)", preds, tc.wantPred, v.why)
+			}
+		})
+	}
+}
