@@ -230,9 +230,9 @@ func (q *Queue) decideLocked(e Event) (*admBox, error) {
 //
 // Its checks are decideLocked's and its end after a push unlockPushed's,
 // written out: with the two calls the default 10-stage pipeline ran at
-// 1.81–2.32× a channel pipeline (median 2.02×, under the 2× budget in 3
-// of 6 rounds), written out at 2.27–2.50× (docs/benchmarks.md, 27 Nov,
-// 20:11 UTC). Keep them in step.
+// 1.81–2.32× a channel pipeline, under the 2× budget in 4 of 9 rounds;
+// written out, at 2.27–2.50× (docs/benchmarks.md, 27 Nov, 20:11 UTC).
+// Keep them in step.
 func (q *Queue) Enqueue(e Event) error {
 	q.mu.Lock()
 	if q.closed {
