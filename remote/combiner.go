@@ -128,8 +128,8 @@ type pending struct {
 	trace pendingTrace
 	err   error
 	wake  chan struct{} // a round's head: lead it now
-	// away: counted in combiner.away until the caller returns (it was
-	// answered by a leader other than itself)
+	// away: counted in its round's away until the caller returns (it was
+	// answered by its round's head)
 	away bool
 }
 
@@ -175,14 +175,9 @@ func (c *combiner) enqueue(s batchSender, p *pending) error {
 	r, head := c.join(p)
 	heads, n := c.launch()
 	c.mu.Unlock()
-	lead := false // p's round is to be sent now: it was woken with it
-	for _, h := range heads[:n] {
-		if h == p {
-			lead = true
-		} else {
-			h.wake <- struct{}{}
-		}
-	}
+	// p's round is to be sent now if p is among the heads launched
+	lead := slices.Contains(heads[:n], p)
+	wakeHeads(slices.DeleteFunc(heads[:n], func(h *pending) bool { return h == p }))
 	switch {
 	case lead:
 		c.lead(s, r)
