@@ -653,7 +653,6 @@ func (e *engine) noGate(err error) {
 	})
 }
 
-// lost logs and counts an event that can never be delivered.
 // retryDrain has the maintenance goroutine drain the engine's postbox
 // (boxHooks).
 func (e *engine) retryDrain() { e.boxWait.Store(true); e.poke() }
