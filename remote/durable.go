@@ -464,8 +464,24 @@ func (d *durableReplica) refuseVersion(m *nats.Msg, err error) {
 		d.deadLetter(m, err)
 		return
 	}
+	d.nak(m)
+}
+
+// nak gives m back to the stream for redelivery after the configured
+// delay, counted.
+func (d *durableReplica) nak(m *nats.Msg) {
 	d.naked.Add(1)
 	_ = m.NakWithDelay(d.rc.NakDelay)
+}
+
+// forgetLocked drops dl from the events pending and the deliveries in
+// service (it will not be acknowledged by its events). The caller holds
+// d.mu.
+func (d *durableReplica) forgetLocked(dl *delivery) {
+	for _, k := range dl.keys {
+		d.dropLocked(k, dl)
+	}
+	delete(d.inService, dl)
 }
 
 // deliver hands one stream message to the stage.
@@ -491,18 +507,17 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 	}
 	extractTraces(m.Header, es)
 	dl := &delivery{msg: m, left: len(es), admitted: time.Now()}
-	var tracked []any
 	d.mu.Lock()
 	for _, e := range es {
 		if k, ok := key(e); ok {
 			d.pending[k] = append(d.pending[k], dl)
-			tracked = append(tracked, k)
+			dl.keys = append(dl.keys, k)
 		} else {
 			dl.left-- // not trackable: acknowledged once admitted
 		}
 	}
-	dl.keys, dl.queued = tracked, len(tracked)
-	if len(tracked) > 0 {
+	dl.queued = len(dl.keys)
+	if len(dl.keys) > 0 {
 		d.inService[dl] = struct{}{}
 	}
 	d.mu.Unlock()
@@ -513,20 +528,16 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 	}
 	if err != nil {
 		d.mu.Lock()
-		for _, k := range tracked {
-			d.dropLocked(k, dl)
-		}
-		delete(d.inService, dl)
+		d.forgetLocked(dl)
 		d.mu.Unlock()
 		if d.lastDelivery(m) {
 			d.deadLetter(m, err)
 			return
 		}
-		d.naked.Add(1)
-		_ = m.NakWithDelay(d.rc.NakDelay)
+		d.nak(m)
 		return
 	}
-	if len(tracked) == 0 {
+	if len(dl.keys) == 0 {
 		d.ack(dl)
 	}
 }
@@ -663,10 +674,7 @@ func (d *durableReplica) keepQueuedAlive() {
 		for dl := range d.inService {
 			switch {
 			case dl.queued > 0 && now.Sub(dl.admitted) >= d.queuedLimit:
-				delete(d.inService, dl)
-				for _, k := range dl.keys {
-					d.dropLocked(k, dl)
-				}
+				d.forgetLocked(dl)
 				giveBack = append(giveBack, dl.msg)
 			case progressing && (dl.queued > 0 || now.Sub(dl.started) < wait):
 				if dl.msg.InProgress() == nil {
@@ -677,8 +685,7 @@ func (d *durableReplica) keepQueuedAlive() {
 		d.mu.Unlock()
 		for _, m := range giveBack {
 			d.givenBack.Add(1)
-			d.naked.Add(1)
-			_ = m.NakWithDelay(d.rc.NakDelay)
+			d.nak(m)
 		}
 	}
 }
@@ -692,8 +699,7 @@ func (d *durableReplica) ack(dl *delivery) {
 			d.deadLetter(dl.msg, dl.err)
 			return
 		}
-		d.naked.Add(1)
-		_ = dl.msg.NakWithDelay(d.rc.NakDelay)
+		d.nak(dl.msg)
 		return
 	}
 	d.acked.Add(1)
