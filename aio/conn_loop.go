@@ -327,10 +327,9 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 	}
 	c.announceIfDone()
 	if c.tls != nil && !c.tls.ok.Load() {
-		c.loopDelivers.Store(true)
-		ok := c.handshakeInput(gc)
-		c.loopDelivers.Store(false)
-		if !ok {
+		// An announce from here goes through loopAnnounce: a reader started
+		// during it needs no wake-up, the loop delivers below.
+		if !c.handshakeInput(gc) {
 			return gnet.Close
 		}
 		if !c.tls.ok.Load() || c.reader.Load() == nil {
