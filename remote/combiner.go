@@ -129,7 +129,11 @@ type pending struct {
 	err   error
 	wake  chan struct{} // a round's head: lead it now
 	// away: counted in its round's away until the caller returns (it was
-	// answered by its round's head)
+	// answered by its round's head). Derivable (every caller but the
+	// head, once the round is answered), but the one record of it a
+	// batchSender sees: TestCombinerWaitsForAnsweredCallers checks
+	// through it that no request goes before the callers of the one
+	// before have returned (the round's count is not within its reach).
 	away bool
 }
 

@@ -538,7 +538,7 @@ func (d *durableReplica) deliver(m *nats.Msg) {
 		return
 	}
 	if len(dl.keys) == 0 {
-		d.ack(dl)
+		d.settle(dl) // never in inService
 	}
 }
 
@@ -563,54 +563,87 @@ func key(e any) (any, bool) {
 	if e == nil {
 		return nil, false
 	}
-	// Value.Comparable also looks inside interfaces: a value holding a
-	// slice in an interface field would panic as a map key.
-	if !reflect.ValueOf(e).Comparable() {
+	ok := false
+	switch t := reflect.TypeOf(e); t.Kind() {
+	case reflect.Struct, reflect.Array:
+		// Value.Comparable also looks inside interfaces: a value holding
+		// a slice in an interface field would panic as a map key. (It
+		// allocates: the other kinds are decided by their type alone.)
+		ok = reflect.ValueOf(e).Comparable()
+	default:
+		ok = t.Comparable()
+	}
+	if !ok {
 		return nil, false
 	}
 	return e, true
 }
 
-// complete records that the handler finished event e: well (err nil) or
-// not.
-func (d *durableReplica) complete(e any, err error) {
-	k, trackable := key(e)
-	if !trackable {
-		return
+// eventKeys returns the keys of batch's events (see key), nil for an
+// event that is not trackable.
+func eventKeys(batch []sink.Event) []any {
+	keys := make([]any, len(batch))
+	for i, e := range batch {
+		keys[i], _ = key(e)
 	}
+	return keys
+}
+
+// complete records that the handler finished the events of a batch (by
+// their keys, eventKeys): each with err if failed is nil, else those in
+// failed (by index) with their error and the others well. A delivery
+// whose last event is finished leaves inService and is settled.
+func (d *durableReplica) complete(keys []any, err error, failed map[int]error) {
+	var doneBuf [16]*delivery
+	done, found := doneBuf[:0], false
 	d.mu.Lock()
-	list := d.pending[k]
-	if len(list) == 0 {
-		d.mu.Unlock()
-		return
+	for i, k := range keys {
+		if k == nil {
+			continue // not trackable
+		}
+		list := d.pending[k]
+		if len(list) == 0 {
+			continue
+		}
+		found = true
+		dl := list[0]
+		d.dropLocked(k, dl)
+		dl.left--
+		eventErr := err
+		if failed != nil {
+			eventErr = failed[i]
+		}
+		if eventErr != nil {
+			dl.err = eventErr
+		}
+		if dl.left <= 0 {
+			// out of inService under d.mu: no renewal follows its settling
+			delete(d.inService, dl)
+			done = append(done, dl)
+		}
 	}
-	dl := list[0]
-	d.dropLocked(k, dl)
-	dl.left--
-	if err != nil {
-		dl.err = err
-	}
-	done := dl.left <= 0
 	d.mu.Unlock()
-	d.lastProgress.Store(time.Now().UnixNano())
-	if done {
-		d.ack(dl)
+	if found {
+		d.lastProgress.Store(time.Now().UnixNano())
+	}
+	for _, dl := range done {
+		d.settle(dl)
 	}
 }
 
-// starting records that the events of batch enter a handler: each is
-// counted off the first delivery holding it with events still queued
-// (with equal event values in several deliveries that may be another's
-// than the one it came in: at worst that one is renewed one wait less);
-// a delivery whose last queued event enters a handler is started.
-func (d *durableReplica) starting(batch []sink.Event) {
+// starting records that the events of a batch (by their keys,
+// eventKeys) enter a handler: each is counted off the first delivery
+// holding it with events still queued (with equal event values in
+// several deliveries that may be another's than the one it came in: at
+// worst that one is renewed one wait less); a delivery whose last queued
+// event enters a handler is started.
+func (d *durableReplica) starting(keys []any) {
 	now := time.Now()
 	d.lastProgress.Store(now.UnixNano())
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, e := range batch {
-		k, ok := key(e)
-		if !ok {
+	for _, k := range keys {
+		if k == nil {
 			continue
 		}
 		for _, dl := range d.pending[k] {
@@ -668,8 +701,9 @@ func (d *durableReplica) keepQueuedAlive() {
 		now := time.Now()
 		progressing := now.Sub(time.Unix(0, d.lastProgress.Load())) < wait
 		giveBack = giveBack[:0]
-		// Under d.mu: ack removes a delivery from inService under it
-		// before acknowledging or nak'ing it, so no renewal follows those.
+		// Under d.mu: complete removes a delivery from inService under
+		// it before settling it (acknowledging or nak'ing it), so no
+		// renewal follows those.
 		d.mu.Lock()
 		for dl := range d.inService {
 			switch {
@@ -690,10 +724,11 @@ func (d *durableReplica) keepQueuedAlive() {
 	}
 }
 
-func (d *durableReplica) ack(dl *delivery) {
-	d.mu.Lock()
-	delete(d.inService, dl)
-	d.mu.Unlock()
+// settle acknowledges dl, every event of which was handled well, or
+// else naks it (on its last delivery moves it to the dead letters with
+// its error). dl is not in inService (complete took it out, or it never
+// was).
+func (d *durableReplica) settle(dl *delivery) {
 	if dl.err != nil {
 		if d.lastDelivery(dl.msg) {
 			d.deadLetter(dl.msg, dl.err)
@@ -746,27 +781,28 @@ func (a *acking) Destroy() error {
 func (a *acking) Unwrap() stage.Handler { return a.h }
 
 func (a *acking) HandleEvents(batch []sink.Event) (err error) {
-	orig := append([]sink.Event(nil), batch...)
-	a.d.starting(orig)
+	keys := eventKeys(batch) // before the handler, which may reuse batch
+	a.d.starting(keys)
 	defer func() {
 		if r := recover(); r != nil {
-			a.report(orig, fmt.Errorf("handler panicked: %v", r), false)
+			a.report(keys, fmt.Errorf("handler panicked: %v", r), false)
 			panic(r) // the runtime contains it
 		}
-		a.report(orig, err, true)
+		a.report(keys, err, true)
 	}()
 	return a.h.HandleEvents(batch)
 }
 
-// report acks or naks the batch's events after the handler returned err
-// (or panicked: returned false).
-func (a *acking) report(orig []sink.Event, err error, returned bool) {
-	failed := map[int]error{}
+// report acks or naks the batch's events (by their keys) after the
+// handler returned err (or panicked: returned false).
+func (a *acking) report(keys []any, err error, returned bool) {
+	var failed map[int]error
 	whole := !returned
 	if err != nil && returned {
+		failed = map[int]error{}
 		var walk func(error) bool
 		walk = func(err error) bool {
-			if ee, ok := err.(*stage.EventError); ok && ee.Index >= 0 && ee.Index < len(orig) {
+			if ee, ok := err.(*stage.EventError); ok && ee.Index >= 0 && ee.Index < len(keys) {
 				failed[ee.Index] = ee.Err
 				if ee.Err == nil {
 					failed[ee.Index] = ee
@@ -785,12 +821,8 @@ func (a *acking) report(orig []sink.Event, err error, returned bool) {
 		}
 		whole = !walk(err)
 	}
-	for i, e := range orig {
-		switch {
-		case whole:
-			a.d.complete(e, err)
-		default:
-			a.d.complete(e, failed[i])
-		}
+	if whole {
+		failed = nil // err is every event's
 	}
+	a.d.complete(keys, err, failed)
 }

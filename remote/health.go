@@ -228,8 +228,7 @@ func (s *stageSender) sweep() {
 	for inst, rs := range s.replicas {
 		if rs.out.Load() {
 			if rs.seen.Load() < forget {
-				delete(s.replicas, inst)
-				s.homes.Delete(inst) // its events' combiner, if it was a home
+				delete(s.replicas, inst) // its combiner, if it is a home, stays (see homes)
 			}
 			continue
 		}

@@ -78,7 +78,13 @@ type stageSender struct {
 
 	comb      combiner                   // concurrent Enqueues, sent together
 	lastCodec atomic.Pointer[tableCodec] // the codec of the last event Enqueued (usually the next one's)
-	homes     sync.Map                   // home instance → *combiner, for events with a home (Codecs.SetHome)
+	// homes maps a home instance to the *combiner of the events sent to
+	// it (Codecs.SetHome), kept for the sender's life, even once the
+	// replica is forgotten: its requests may still be in flight (a reply
+	// waits for its home), and a second combiner beside them would send
+	// more than maxInFlight at once to that home. One per home instance
+	// the events named (a combiner is under a hundred bytes).
+	homes sync.Map
 
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
 	warns     frontWarnings
