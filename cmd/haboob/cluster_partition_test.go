@@ -18,7 +18,12 @@ func durableCluster(t *testing.T, work string) string {
 		"remote: {mode: request, timeout: 2s, idempotent: true}", "remote: {mode: durable, timeout: 2s}",
 		"work: 1MiB ", "work: "+work+" ",
 		"minQuality: 0.05", "minQuality: 1",
-		"admission: true ", "admission: false ")
+		"admission: true ", "admission: false ",
+		// A redelivered event waits out the ack wait (2s) and then the
+		// other worker's queue: on a loaded machine (these tests run
+		// beside others) that can pass the shipped 5s, and a late reply
+		// would look like a lost one. A lost reply still gets its 503.
+		"responseTimeout: 5s", "responseTimeout: 15s")
 }
 
 // startDurableCluster starts the durable cluster of the fault tests (a
