@@ -77,6 +77,7 @@ type HeapFloor struct {
 	base    int
 	percent int    // the percent last set
 	cycles  uint64 // collections seen
+	lastGC  uint64 // the runtime's number of the collection last seen
 	changes uint64 // debug.SetGCPercent calls
 }
 
@@ -131,7 +132,7 @@ func (hf *HeapFloor) Start(context.Context) error {
 	default:
 		return ErrHeapFloorRunning
 	}
-	base, live := readGCPercent(), readLiveHeap()
+	base := readGCPercent()
 	if hf.floor == 0 {
 		return nil
 	}
@@ -145,7 +146,7 @@ func (hf *HeapFloor) Start(context.Context) error {
 	hf.running, hf.base, hf.percent = true, base, base
 	hf.gen++
 	hf.log.Info("heap floor", "floorBytes", hf.floor, "baseGCPercent", base, "maxGCPercent", heapFloorMaxPercent)
-	hf.applyLocked(live)
+	hf.applyLocked()
 	hf.armLocked()
 	return nil
 }
@@ -171,18 +172,19 @@ func (hf *HeapFloor) Shutdown(context.Context) error {
 }
 
 // HeapFloorStats is what a floor did: the GC percent it last set, the
-// base it started from, the collections it saw and how many of them
-// changed the percent.
+// base it started from, the collections it saw, how many times it changed
+// the percent, and the runtime's number (/gc/cycles/total:gc-cycles) of
+// the collection whose live heap set it last.
 type HeapFloorStats struct {
-	Percent, Base   int
-	Cycles, Changes uint64
+	Percent, Base           int
+	Cycles, Changes, LastGC uint64
 }
 
 // Stats returns what the floor did so far.
 func (hf *HeapFloor) Stats() HeapFloorStats {
 	hf.mu.Lock()
 	defer hf.mu.Unlock()
-	return HeapFloorStats{Percent: hf.percent, Base: hf.base, Cycles: hf.cycles, Changes: hf.changes}
+	return HeapFloorStats{Percent: hf.percent, Base: hf.base, Cycles: hf.cycles, Changes: hf.changes, LastGC: hf.lastGC}
 }
 
 // armLocked makes the next collection call afterCycle.
@@ -191,7 +193,8 @@ func (hf *HeapFloor) armLocked() {
 }
 
 // afterCycle runs on the runtime's cleanup goroutine once a collection
-// freed the sentinel of arming gen.
+// freed the sentinel of arming gen. A sentinel armed while a collection
+// marks survives it: the floor then follows the next one.
 func (hf *HeapFloor) afterCycle(gen uint64) {
 	hf.mu.Lock()
 	defer hf.mu.Unlock()
@@ -199,13 +202,15 @@ func (hf *HeapFloor) afterCycle(gen uint64) {
 		return
 	}
 	hf.cycles++
-	hf.applyLocked(readLiveHeap())
+	hf.applyLocked()
 	hf.armLocked()
 }
 
-// applyLocked sets the percent for a live heap of live bytes, if it
-// changes.
-func (hf *HeapFloor) applyLocked(live uint64) {
+// applyLocked sets the percent for the live heap the last collection
+// found, if it changes.
+func (hf *HeapFloor) applyLocked() {
+	var live uint64
+	live, hf.lastGC = readLiveHeap()
 	if p := heapFloorPercent(hf.base, hf.floor, live); p != hf.percent {
 		debug.SetGCPercent(p)
 		hf.percent = p
@@ -213,11 +218,13 @@ func (hf *HeapFloor) applyLocked(live uint64) {
 	}
 }
 
-// readLiveHeap is the heap the last collection found live, in bytes.
-func readLiveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// readLiveHeap is the heap the last collection found live, in bytes, and
+// that collection's number (both set when a collection's marking ends,
+// with the world stopped).
+func readLiveHeap() (live, gc uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
-	return s[0].Value.Uint64()
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 // readGCPercent is the GC percent in force (negative: GOGC=off).

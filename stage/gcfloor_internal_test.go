@@ -57,25 +57,25 @@ func withGCPercent(t *testing.T, p int) {
 // ballast is heap the runtime test keeps live.
 var ballast []byte
 
-// afterCollection runs a collection and waits (hang guard only) until hf
-// saw it, then returns its stats and the live heap the collection found,
-// taken with no collection in between.
+// afterCollection runs collections until hf has followed one that is
+// still the last (a sentinel armed while a collection marks survives it,
+// and a cleanup may come late), then returns its stats and the live heap
+// that collection found. The deadline is a hang guard only.
 func afterCollection(t *testing.T, hf *HeapFloor) (HeapFloorStats, uint64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		before := hf.Stats().Cycles
 		runtime.GC()
-		for hf.Stats().Cycles == before && time.Now().Before(deadline) {
+		live, gc := readLiveHeap()
+		for retry := time.Now().Add(100 * time.Millisecond); hf.Stats().LastGC < gc && time.Now().Before(retry); {
 			time.Sleep(time.Millisecond)
 		}
-		live := readLiveHeap()
 		st := hf.Stats()
-		if readLiveHeap() == live && hf.Stats() == st {
+		if live2, gc2 := readLiveHeap(); st.LastGC == gc && gc2 == gc && live2 == live {
 			return st, live
 		}
 	}
-	t.Fatal("the heap floor saw no collection in 20s")
+	t.Fatal("the heap floor followed no collection in 20s")
 	return HeapFloorStats{}, 0
 }
 
@@ -129,11 +129,11 @@ func TestHeapFloorFollowsTheLiveHeap(t *testing.T) {
 	if p := readGCPercent(); p != 100 {
 		t.Fatalf("GC percent %d after Shutdown, want the base 100", p)
 	}
-	cycles := hf.Stats().Cycles
+	after := hf.Stats()
 	runtime.GC()
 	runtime.GC()
-	if p := readGCPercent(); p != 100 || hf.Stats().Cycles != cycles {
-		t.Fatalf("after Shutdown: GC percent %d, cycles %d → %d", p, cycles, hf.Stats().Cycles)
+	if p := readGCPercent(); p != 100 || hf.Stats() != after {
+		t.Fatalf("after Shutdown: GC percent %d, stats %+v → %+v", p, after, hf.Stats())
 	}
 }
 
