@@ -60,10 +60,12 @@ func heapFloorPercent(base int, floor, live uint64) int {
 // cycle. Shutdown puts base back.
 //
 // The floor raises the GC percent only: Go's soft memory limit
-// (GOMEMLIMIT, debug.SetMemoryLimit, global.memory.limitMiB through the
-// memory monitor's reading of it) still bounds the heap, so the floor
-// never defeats the limit; as the heap nears it, the runtime collects as
-// often as the limit requires. With GOGC=off the floor does nothing (it
+// (GOMEMLIMIT or debug.SetMemoryLimit) still bounds the heap, so the
+// floor never defeats the limit; as the heap nears it, the runtime
+// collects as often as the limit requires. global.memory.limitMiB is not
+// a runtime limit but the memory monitor's: a configured floor must stay
+// under its low mark (low × limitMiB), so that the floor's garbage alone
+// never raises memory-high. With GOGC=off the floor does nothing (it
 // logs so once). The GC percent is the process's: one floor runs at a
 // time, and while it runs it owns the percent (a debug.SetGCPercent of
 // the program's is overwritten at the next cycle).

@@ -110,9 +110,10 @@ type MemoryConfig struct {
 	// HeapFloorMiB is the heap floor, in MiB (0, the default: none):
 	// while the live heap is under it, the GC percent is raised so that
 	// the next collection comes at about this size (HeapFloor). It works
-	// with or without the monitor (Off does not turn it off); the limit
-	// still bounds the heap, and it must be under LimitMiB when that is
-	// set.
+	// with or without the monitor (Off does not turn it off); GOMEMLIMIT
+	// still bounds the heap, and with LimitMiB set the floor must be
+	// under the low mark (Low × LimitMiB), so that its garbage alone
+	// never raises MemoryHigh.
 	HeapFloorMiB uint64 `yaml:"heapFloorMiB"`
 }
 
@@ -136,8 +137,8 @@ func (c MemoryConfig) validate(d Decoder) error {
 		return d.Key("interval").Errorf("interval must be positive, got %v", c.Interval)
 	case c.HeapFloorMiB > maxHeapFloorMiB:
 		return d.Key("heapFloorMiB").Errorf("heapFloorMiB must be at most %d (1 TiB), got %d", maxHeapFloorMiB, c.HeapFloorMiB)
-	case c.LimitMiB > 0 && c.HeapFloorMiB >= c.LimitMiB:
-		return d.Key("heapFloorMiB").Errorf("heapFloorMiB must be under limitMiB=%d, got %d", c.LimitMiB, c.HeapFloorMiB)
+	case c.LimitMiB > 0 && float64(c.HeapFloorMiB) >= c.Low*float64(c.LimitMiB):
+		return d.Key("heapFloorMiB").Errorf("heapFloorMiB must be under the low mark, low × limitMiB = %v × %d, got %d", c.Low, c.LimitMiB, c.HeapFloorMiB)
 	}
 	return nil
 }

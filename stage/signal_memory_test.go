@@ -133,6 +133,8 @@ func TestMemoryConfig(t *testing.T) {
 		{"{limitMiB: 256, heapFloorMiB: 64}", "", true, true},
 		{"{heapFloorMiB: 0}", "", false, false},
 		{"{limitMiB: 64, heapFloorMiB: 64}", "global.memory.heapFloorMiB", false, false},
+		{"{limitMiB: 100, low: 0.5, heapFloorMiB: 50}", "global.memory.heapFloorMiB", false, false},
+		{"{limitMiB: 100, low: 0.5, heapFloorMiB: 49}", "", true, true},
 		{"{heapFloorMiB: 1048577}", "global.memory.heapFloorMiB", false, false},
 		{"{heapFloorMiB: -1}", "global.memory.heapFloorMiB", false, false},
 		{"{heapFloorMiB: 64MiB}", "global.memory.heapFloorMiB", false, false},
