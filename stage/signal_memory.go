@@ -91,7 +91,8 @@ func (r RuntimeMemory) Memory() (used, limit uint64) {
 	return total - min(released, total), limit
 }
 
-// MemoryConfig is the `global.memory` block: the memory monitor's marks.
+// MemoryConfig is the `global.memory` block: the memory monitor's marks,
+// and the heap floor.
 type MemoryConfig struct {
 	// Off turns the monitor off.
 	Off bool `yaml:"off"`
@@ -106,13 +107,26 @@ type MemoryConfig struct {
 	Low float64 `yaml:"low"`
 	// Interval is how often the memory is read (default 1s).
 	Interval time.Duration `yaml:"interval"`
+	// HeapFloorMiB is the heap floor, in MiB (0, the default: none):
+	// while the live heap is under it, the GC percent is raised so that
+	// the next collection comes at about this size (HeapFloor). It works
+	// with or without the monitor (Off does not turn it off); GOMEMLIMIT
+	// still bounds the heap, and with LimitMiB set the floor must be
+	// under the low mark (Low × LimitMiB), so that its garbage alone
+	// never raises MemoryHigh.
+	HeapFloorMiB uint64 `yaml:"heapFloorMiB"`
 }
+
+// maxHeapFloorMiB bounds global.memory.heapFloorMiB (1 TiB): a larger
+// floor is a mistake, and its bytes would overflow.
+const maxHeapFloorMiB = 1 << 20
 
 // DefaultMemoryConfig is the monitor's configuration when the file has no
 // `global.memory` block.
 var DefaultMemoryConfig = MemoryConfig{High: 0.9, Low: 0.8, Interval: time.Second}
 
-// validate checks the marks and interval, naming the key at fault.
+// validate checks the marks, interval and heap floor, naming the key at
+// fault.
 func (c MemoryConfig) validate(d Decoder) error {
 	switch {
 	case !(c.High > 0 && c.High <= 1):
@@ -121,6 +135,10 @@ func (c MemoryConfig) validate(d Decoder) error {
 		return d.Key("low").Errorf("low must be in (0, high=%v), got %v", c.High, c.Low)
 	case c.Interval <= 0:
 		return d.Key("interval").Errorf("interval must be positive, got %v", c.Interval)
+	case c.HeapFloorMiB > maxHeapFloorMiB:
+		return d.Key("heapFloorMiB").Errorf("heapFloorMiB must be at most %d (1 TiB), got %d", maxHeapFloorMiB, c.HeapFloorMiB)
+	case c.LimitMiB > 0 && float64(c.HeapFloorMiB) >= c.Low*float64(c.LimitMiB):
+		return d.Key("heapFloorMiB").Errorf("heapFloorMiB must be under the low mark, low × limitMiB = %v × %d, got %d", c.Low, c.LimitMiB, c.HeapFloorMiB)
 	}
 	return nil
 }
@@ -328,7 +346,17 @@ func init() {
 		}
 		return nil, nil // a nil *MemoryMonitor is not a nil Service
 	})
+	RegisterService(heapFloorService, func(m *Manager) (Service, error) {
+		if hf := HeapFloorFor(m); hf != nil {
+			return hf, nil
+		}
+		return nil, nil
+	})
 }
+
+// heapFloorService is the service name of the heap floor
+// global.memory.heapFloorMiB configures.
+const heapFloorService = memorySection + ".heapFloor"
 
 // MemoryMonitorFor returns the monitor of the Go runtime's memory that
 // m's `global.memory` block configures, or nil when the block turns it

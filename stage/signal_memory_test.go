@@ -113,27 +113,39 @@ func TestMemoryWithoutLimitRaisesNothing(t *testing.T) {
 }
 
 // TestMemoryConfig: the global.memory block's mistakes name their key;
-// `off: true` runs no monitor.
+// `off: true` runs no monitor; a heap floor runs with or without the
+// monitor.
 func TestMemoryConfig(t *testing.T) {
 	tests := []struct {
 		block   string
 		wantErr string // "" → loads
 		service bool
+		floor   bool
 	}{
-		{"{limitMiB: 64}", "", true},
-		{"{limitMiB: 64, off: true}", "", false},
-		{"{limitMiB: 64, high: 1.5}", "global.memory.high", false},
-		{"{limitMiB: 64, high: 0.5, low: 0.6}", "global.memory.low", false},
-		{"{limitMiB: 64, interval: 0s}", "global.memory.interval", false},
-		{"{limit: 64}", "global.memory.limit", false},
+		{"{limitMiB: 64}", "", true, false},
+		{"{limitMiB: 64, off: true}", "", false, false},
+		{"{limitMiB: 64, high: 1.5}", "global.memory.high", false, false},
+		{"{limitMiB: 64, high: 0.5, low: 0.6}", "global.memory.low", false, false},
+		{"{limitMiB: 64, interval: 0s}", "global.memory.interval", false, false},
+		{"{limit: 64}", "global.memory.limit", false, false},
+		{"{heapFloorMiB: 64}", "", false, true},
+		{"{heapFloorMiB: 64, off: true}", "", false, true},
+		{"{limitMiB: 256, heapFloorMiB: 64}", "", true, true},
+		{"{heapFloorMiB: 0}", "", false, false},
+		{"{limitMiB: 64, heapFloorMiB: 64}", "global.memory.heapFloorMiB", false, false},
+		{"{limitMiB: 100, low: 0.5, heapFloorMiB: 50}", "global.memory.heapFloorMiB", false, false},
+		{"{limitMiB: 100, low: 0.5, heapFloorMiB: 49}", "", true, true},
+		{"{heapFloorMiB: 1048577}", "global.memory.heapFloorMiB", false, false},
+		{"{heapFloorMiB: -1}", "global.memory.heapFloorMiB", false, false},
+		{"{heapFloorMiB: 64MiB}", "global.memory.heapFloorMiB", false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.block, func(t *testing.T) {
 			doc := "global:\n  memory: " + tt.block + "\nstages:\n  A: {handler: test.Count}\n"
 			m, err := stage.Parse([]byte(doc), testRegistry(nil))
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want one naming %s", err, tt.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "line 2") {
+					t.Fatalf("err %v, want one naming line 2 and %s", err, tt.wantErr)
 				}
 				return
 			}
@@ -142,6 +154,11 @@ func TestMemoryConfig(t *testing.T) {
 			}
 			if _, ok := m.Service("memory"); ok != tt.service {
 				t.Fatalf("memory service %v, want %v", ok, tt.service)
+			}
+			if svc, ok := m.Service("memory.heapFloor"); ok != tt.floor {
+				t.Fatalf("heap floor service %v, want %v", ok, tt.floor)
+			} else if _, isFloor := svc.(*stage.HeapFloor); ok && !isFloor {
+				t.Fatalf("heap floor service is %T", svc)
 			}
 		})
 	}
