@@ -119,10 +119,9 @@ type loopState struct {
 	pollDelay time.Duration // back-off of drain polls without progress
 	seq       uint64        // the last Packet's Seq
 	seen      int           // inbound bytes left in gnet's buffer after the last traffic
-	pumpOps   []writeOp     // takePumpLocked's result, reused
-	pumpBufs  [][]byte      // pump's pieces, reused
-	// completeBuf is completedLocked's slice, reused.
-	completeBuf []pendingWrite
+	// own is the connection's own loopScratch, used only while it has no
+	// event loop's (traffic nil: before attach); scratch returns it.
+	own loopScratch
 
 	activity atomic.Int64 // sink.Nanotime of the last progress in or out
 	paused   atomic.Bool  // delivery stopped (sink rejected or governor)

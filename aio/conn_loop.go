@@ -20,7 +20,9 @@ import (
 // AsyncWrite pending, so they are written at once and in order). They
 // count as handed over from now on.
 func (c *Connection) takePumpLocked() []writeOp {
-	ops := c.pumpOps[:0]
+	sc := c.scratch()
+	ops := sc.ops[:0]
+	sc.ops = nil
 	for c.later.len() > 0 && c.later.front().file == nil {
 		room := c.grantLocked(int64(c.later.front().n))
 		if room <= 0 {
@@ -53,7 +55,9 @@ func (c *Connection) takePumpLocked() []writeOp {
 // ops and the pieces gathered are kept for the next pump (event loop
 // only), cleared so that they hold no response's memory.
 func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
-	bufs := c.pumpBufs[:0]
+	sc := c.scratch()
+	bufs := sc.bufs[:0]
+	sc.bufs = nil
 	var n int64
 	for _, op := range ops {
 		if len(op.data) > 0 {
@@ -63,7 +67,7 @@ func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
 		n += int64(op.n)
 	}
 	clear(ops)
-	c.pumpOps = ops[:0]
+	sc.ops = ops[:0]
 	all := bufs
 	if corked && gc.OutboundBuffered() == 0 {
 		bufs = writeCorked(gc, bufs)
@@ -77,7 +81,7 @@ func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
 		_, err = gc.Writev(bufs)
 	}
 	clear(all)
-	c.pumpBufs = all[:0]
+	sc.bufs = all[:0]
 	if err != nil {
 		return false
 	}
@@ -181,12 +185,13 @@ func (c *Connection) setFlushedLocked(fl int64) {
 
 // completedLocked takes the write requests whose bytes are all written
 // and that wait for a completion.
-// The slice is the loop's scratch (completeBuf), taken until complete
-// gives it back: a completion that leads to another progress meanwhile
-// gets a new one.
+// The slice is the loop's scratch (loopScratch.done), taken until
+// complete gives it back: a completion that leads to another progress
+// meanwhile gets a new one.
 func (c *Connection) completedLocked(fl int64) []pendingWrite {
-	done := c.completeBuf
-	c.completeBuf = nil
+	sc := c.scratch()
+	done := sc.done[:0]
+	sc.done = nil
 	for c.ring.len() > 0 && c.ring.front().end <= fl {
 		w := c.ring.pop()
 		if w.n == 0 {
@@ -218,7 +223,16 @@ func (c *Connection) complete(done []pendingWrite) {
 		}
 	}
 	clear(done)
-	c.completeBuf = done[:0]
+	c.scratch().done = done[:0]
+}
+
+// scratch returns the loopScratch of c's event loop (c's own before it
+// has one). Event loop only.
+func (c *Connection) scratch() *loopScratch {
+	if t := c.traffic; t != nil {
+		return &t.scratch
+	}
+	return &c.own
 }
 
 // progress updates write progress from gnet's outbound buffer, hands over
