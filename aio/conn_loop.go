@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -42,8 +43,9 @@ func (c *Connection) takePumpLocked() []writeOp {
 }
 
 // pump writes ops (from takePumpLocked) with c.mu not held, in one
-// write or writev, counting what gnet took as applied, and reports
-// whether the write succeeded. A failed write makes gnet close the
+// write or writev, and returns how many bytes gnet took (the caller
+// counts them as applied once it holds c.mu again) and whether the
+// write succeeded. A failed write makes gnet close the
 // connection at once, on this goroutine: OnClose (onClose) takes c.mu
 // and accounts for the rest, so the lock must not be held across a write.
 //
@@ -54,7 +56,7 @@ func (c *Connection) takePumpLocked() []writeOp {
 //
 // ops and the pieces gathered are kept for the next pump (event loop
 // only), cleared so that they hold no response's memory.
-func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
+func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) (int64, bool) {
 	sc := c.scratch()
 	bufs := sc.bufs[:0]
 	sc.bufs = nil
@@ -83,12 +85,9 @@ func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
 	clear(all)
 	sc.bufs = all[:0]
 	if err != nil {
-		return false
+		return 0, false
 	}
-	c.mu.Lock()
-	c.applied += n
-	c.mu.Unlock()
-	return true
+	return n, true
 }
 
 // endTraffic ends the delivery of input that beginTraffic started: the
@@ -100,11 +99,12 @@ func (c *Connection) endTraffic(gc gnet.Conn) (closeNow bool) {
 	c.inTraffic = false
 	pending := c.trafficWrites
 	c.trafficWrites = false
-	if pending {
-		c.loopWrites++
+	if !pending {
+		c.mu.Unlock()
+		return false
 	}
-	c.mu.Unlock()
-	return pending && c.progress(gc)
+	c.loopWrites++
+	return c.progressLocked(gc) // under the same lock: one lock per request less
 }
 
 // beginTraffic marks the event loop as delivering the connection's input
@@ -178,8 +178,20 @@ func (c *Connection) setFlushedLocked(fl int64) {
 		if now == 0 {
 			now = sink.Nanotime()
 		}
-		c.activity.Store(now)
-		c.lastOut.Store(now)
+		// Often the values already there (the delivery's reading, stored
+		// by onTraffic and submit): an atomic store is a fence on amd64,
+		// waiting for every store before it, so a store that changes
+		// nothing is skipped.
+		storeIfChanged(&c.activity, now)
+		storeIfChanged(&c.lastOut, now)
+	}
+}
+
+// storeIfChanged stores v in a unless it holds v already. Only for a
+// value whose writers are serialized (one goroutine, or one lock).
+func storeIfChanged(a *atomic.Int64, v int64) {
+	if a.Load() != v {
+		a.Store(v)
 	}
 }
 
@@ -240,6 +252,11 @@ func (c *Connection) scratch() *loopScratch {
 // flushed and says whether a graceful close may proceed. Event loop only.
 func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	c.mu.Lock()
+	return c.progressLocked(gc)
+}
+
+// progressLocked is progress with c.mu held; it unlocks it.
+func (c *Connection) progressLocked(gc gnet.Conn) (closeNow bool) {
 	out := c.updateFlushedLocked(gc)
 	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
 		var fileBytes int64
@@ -247,8 +264,9 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 			if ops := c.takePumpLocked(); len(ops) > 0 {
 				corked := c.later.len() > 0 && c.later.front().file != nil
 				c.mu.Unlock()
-				ok := c.pump(gc, ops, corked)
+				n, ok := c.pump(gc, ops, corked)
 				c.mu.Lock()
+				c.applied += n
 				if !ok || c.state == stateClosed {
 					c.mu.Unlock()
 					return false // closed: OnClose accounted for the rest
@@ -287,7 +305,9 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
 	}
 	c.mu.Unlock()
-	c.wantPoll.Store(poll)
+	if c.wantPoll.Load() != poll { // usually unchanged: no fence (storeIfChanged)
+		c.wantPoll.Store(poll)
+	}
 	if poll {
 		// Poll again soon while output moves, less often while it does not.
 		poll := c.eng.cfg.PollInterval
