@@ -23,7 +23,6 @@ import (
 func (c *Connection) takePumpLocked() []writeOp {
 	sc := c.scratch()
 	ops := sc.ops[:0]
-	sc.ops = nil
 	for c.later.len() > 0 && c.later.front().file == nil {
 		room := c.grantLocked(int64(c.later.front().n))
 		if room <= 0 {
@@ -38,6 +37,9 @@ func (c *Connection) takePumpLocked() []writeOp {
 		c.laterBytes -= int64(op.n)
 		c.handed += int64(op.n)
 		ops = append(ops, op)
+	}
+	if len(ops) > 0 {
+		sc.ops = nil // taken until pump gives it back
 	}
 	return ops
 }
