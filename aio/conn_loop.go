@@ -106,7 +106,8 @@ func (c *Connection) endTraffic(gc gnet.Conn) (closeNow bool) {
 		return false
 	}
 	c.loopWrites++
-	return c.progressLocked(gc) // under the same lock: one lock per request less
+	closeNow, _ = c.progressLocked(gc) // under the same lock: one lock per request less
+	return closeNow
 }
 
 // beginTraffic marks the event loop as delivering the connection's input
@@ -254,11 +255,14 @@ func (c *Connection) scratch() *loopScratch {
 // flushed and says whether a graceful close may proceed. Event loop only.
 func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	c.mu.Lock()
-	return c.progressLocked(gc)
+	closeNow, _ = c.progressLocked(gc)
+	return closeNow
 }
 
-// progressLocked is progress with c.mu held; it unlocks it.
-func (c *Connection) progressLocked(gc gnet.Conn) (closeNow bool) {
+// progressLocked is progress with c.mu held; it unlocks it. It also
+// reports whether the connection is lingering after it (onTraffic's
+// question, answered under the same lock).
+func (c *Connection) progressLocked(gc gnet.Conn) (closeNow, lingering bool) {
 	out := c.updateFlushedLocked(gc)
 	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
 		var fileBytes int64
@@ -271,7 +275,7 @@ func (c *Connection) progressLocked(gc gnet.Conn) (closeNow bool) {
 				c.applied += n
 				if !ok || c.state == stateClosed {
 					c.mu.Unlock()
-					return false // closed: OnClose accounted for the rest
+					return false, false // closed: OnClose accounted for the rest
 				}
 			}
 			if c.later.len() == 0 || c.later.front().file == nil || c.state != stateOpen && c.state != stateClosing {
@@ -287,7 +291,7 @@ func (c *Connection) progressLocked(gc gnet.Conn) (closeNow bool) {
 		}
 		if c.state == stateClosed {
 			c.mu.Unlock()
-			return false
+			return false, false
 		}
 		out = c.updateFlushedLocked(gc)
 	}
@@ -306,6 +310,7 @@ func (c *Connection) progressLocked(gc gnet.Conn) (closeNow bool) {
 		// timeout would pass is enough (the tick checks it).
 		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
 	}
+	lingering = c.state == stateLingering
 	c.mu.Unlock()
 	if c.wantPoll.Load() != poll { // usually unchanged: no fence (storeIfChanged)
 		c.wantPoll.Store(poll)
@@ -317,7 +322,7 @@ func (c *Connection) progressLocked(gc gnet.Conn) (closeNow bool) {
 		c.eng.armAt(c, sink.Nanotime()+int64(c.pollDelay))
 	}
 	c.complete(done)
-	return closeNow
+	return closeNow, lingering
 }
 
 // startLingerLocked ends a lingering close's first phase, all output
@@ -354,10 +359,12 @@ func (c *Connection) unclogLocked(flushed int64) bool {
 }
 
 func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
-	if c.progress(gc) {
+	c.mu.Lock()
+	closeNow, lingering := c.progressLocked(gc)
+	if closeNow {
 		return c.closeDrained()
 	}
-	if c.lingering() {
+	if lingering {
 		_, _ = gc.Discard(gc.InboundBuffered())
 		return gnet.None
 	}
@@ -410,12 +417,6 @@ func (c *Connection) closeDrained() gnet.Action {
 	}
 	c.mu.Unlock()
 	return gnet.Close
-}
-
-func (c *Connection) lingering() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state == stateLingering
 }
 
 // mustWait reports whether the socket must not be read for now: delivery
