@@ -2,7 +2,6 @@ package aio
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandstorm-go/sandstorm/sink"
@@ -169,19 +167,7 @@ func (p *announceProbe) run(srv *Server, request []byte, wantWakes uint64, reque
 // runs after it.
 func loopBarrier(t *testing.T, c *Connection) {
 	t.Helper()
-	done := make(chan struct{})
-	err := c.gc.EventLoop().Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-		close(done)
-		return nil
-	}))
-	if err != nil {
-		t.Fatalf("queueing a task on the event loop: %v", err)
-	}
-	select {
-	case <-done:
-	case <-time.After(waitLimit):
-		t.Fatalf("the event loop did not run a queued task within %v", waitLimit)
-	}
+	onLoop(t, c, func() {})
 }
 
 // TestPlainRequestReachesReaderStartedAroundAnnounce: a plain TCP client

@@ -55,18 +55,37 @@ type sinkRef struct{ s Receiver }
 // delivered to a sink) and never change, or are atomics any goroutine
 // uses.
 type Connection struct {
+	// The fields an event loop reads or writes for every request come
+	// first, packed into as few cache lines as they fit: at 1024
+	// connections a connection's memory has left the CPU's cache by its
+	// next request, and each line a request touches is a miss (docs/
+	// haboob-bench.md, "The kernel side per request at 1024
+	// connections"). Then the ones used per connection or rarely.
+
 	// Identity and wiring: immutable once published.
-	eng    *engine
-	cfg    *SocketConfig
-	gc     gnet.Conn
+	eng *engine
+	cfg *SocketConfig
+	gc  gnet.Conn
+	// tls is the connection's TLS session (nil without TLS); set before
+	// the connection is announced, never changed.
+	tls *tlsSession
+	gov *Governor // the read rate's, if per connection (read checks it per packet)
+
+	// Any goroutine (atomics, or a type with its own lock).
+	reader atomic.Pointer[sinkRef]
+
+	outbox
+	loopState
+	box postbox // events for the application's sinks, in order
+	connCounters
+
+	// Used per connection or rarely.
+
+	// Identity and wiring: immutable once published.
 	id     uint64
 	local  net.Addr
 	remote net.Addr
 	owner  Receiver
-	gov    *Governor
-	// tls is the connection's TLS session (nil without TLS); set before
-	// the connection is announced, never changed.
-	tls *tlsSession
 	// dialHost is the host a client connection dialed (its TLS server
 	// name unless the configuration names one).
 	dialHost string
@@ -74,14 +93,12 @@ type Connection struct {
 	writtenCB gnet.AsyncCallback
 
 	// Any goroutine (atomics, or a type with its own lock).
-	value  atomic.Pointer[any]
-	reader atomic.Pointer[sinkRef]
+	value atomic.Pointer[any]
 	// loopDelivers is set while the event loop announces c from one of
 	// its callbacks and then delivers what is buffered itself (OnOpen,
 	// a TLS handshake that ended in onTraffic): a StartReader meanwhile
 	// does not wake the loop (loopAnnounce).
 	loopDelivers atomic.Bool
-	box          postbox // events for the application's sinks, in order
 	// timerAt is SetTimer's due time (sink.Nanotime; 0: none): set by any
 	// goroutine, taken by the maintenance goroutine.
 	timerAt atomic.Int64
@@ -89,20 +106,24 @@ type Connection struct {
 	// by whoever finds a sink rejecting, reset by the maintenance
 	// goroutine once the postbox is empty.
 	retryDelay atomic.Int64
-	connCounters
-
-	outbox
-	loopState
+	// The outbox's state of closes, clogs, reservations and admission
+	// (guarded by outbox.mu, but for adm).
+	outboxRare
+	// own is the connection's own loopScratch, used only while it has no
+	// event loop's (loopState.traffic nil: before attach); scratch
+	// returns it. Event loop only.
+	own loopScratch
 }
 
 // connCounters are a connection's statistics: atomics, any goroutine adds.
+// bytesIn and packets are added per packet; the rest rarely.
 type connCounters struct {
 	bytesIn   atomic.Uint64
 	packets   atomic.Uint64
+	maxUnread atomic.Int64
 	rejected  atomic.Uint64
 	readStops atomic.Uint64
 	govPauses atomic.Uint64
-	maxUnread atomic.Int64
 }
 
 // loopState is a connection's event-loop side: reading, the read gate
@@ -119,10 +140,6 @@ type loopState struct {
 	pollDelay time.Duration // back-off of drain polls without progress
 	seq       uint64        // the last Packet's Seq
 	seen      int           // inbound bytes left in gnet's buffer after the last traffic
-	pumpOps   []writeOp     // takePumpLocked's result, reused
-	pumpBufs  [][]byte      // pump's pieces, reused
-	// completeBuf is completedLocked's slice, reused.
-	completeBuf []pendingWrite
 
 	activity atomic.Int64 // sink.Nanotime of the last progress in or out
 	paused   atomic.Bool  // delivery stopped (sink rejected or governor)

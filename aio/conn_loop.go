@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -20,7 +21,8 @@ import (
 // AsyncWrite pending, so they are written at once and in order). They
 // count as handed over from now on.
 func (c *Connection) takePumpLocked() []writeOp {
-	ops := c.pumpOps[:0]
+	sc := c.scratch()
+	ops := sc.ops[:0]
 	for c.later.len() > 0 && c.later.front().file == nil {
 		room := c.grantLocked(int64(c.later.front().n))
 		if room <= 0 {
@@ -36,12 +38,16 @@ func (c *Connection) takePumpLocked() []writeOp {
 		c.handed += int64(op.n)
 		ops = append(ops, op)
 	}
+	if len(ops) > 0 {
+		sc.ops = nil // taken until pump gives it back
+	}
 	return ops
 }
 
 // pump writes ops (from takePumpLocked) with c.mu not held, in one
-// write or writev, counting what gnet took as applied, and reports
-// whether the write succeeded. A failed write makes gnet close the
+// write or writev, and returns how many bytes gnet took (the caller
+// counts them as applied once it holds c.mu again) and whether the
+// write succeeded. A failed write makes gnet close the
 // connection at once, on this goroutine: OnClose (onClose) takes c.mu
 // and accounts for the rest, so the lock must not be held across a write.
 //
@@ -52,8 +58,10 @@ func (c *Connection) takePumpLocked() []writeOp {
 //
 // ops and the pieces gathered are kept for the next pump (event loop
 // only), cleared so that they hold no response's memory.
-func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
-	bufs := c.pumpBufs[:0]
+func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) (int64, bool) {
+	sc := c.scratch()
+	bufs := sc.bufs[:0]
+	sc.bufs = nil
 	var n int64
 	for _, op := range ops {
 		if len(op.data) > 0 {
@@ -63,7 +71,7 @@ func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
 		n += int64(op.n)
 	}
 	clear(ops)
-	c.pumpOps = ops[:0]
+	sc.ops = ops[:0]
 	all := bufs
 	if corked && gc.OutboundBuffered() == 0 {
 		bufs = writeCorked(gc, bufs)
@@ -77,14 +85,11 @@ func (c *Connection) pump(gc gnet.Conn, ops []writeOp, corked bool) bool {
 		_, err = gc.Writev(bufs)
 	}
 	clear(all)
-	c.pumpBufs = all[:0]
+	sc.bufs = all[:0]
 	if err != nil {
-		return false
+		return 0, false
 	}
-	c.mu.Lock()
-	c.applied += n
-	c.mu.Unlock()
-	return true
+	return n, true
 }
 
 // endTraffic ends the delivery of input that beginTraffic started: the
@@ -96,11 +101,13 @@ func (c *Connection) endTraffic(gc gnet.Conn) (closeNow bool) {
 	c.inTraffic = false
 	pending := c.trafficWrites
 	c.trafficWrites = false
-	if pending {
-		c.loopWrites++
+	if !pending {
+		c.mu.Unlock()
+		return false
 	}
-	c.mu.Unlock()
-	return pending && c.progress(gc)
+	c.loopWrites++
+	closeNow, _ = c.progressLocked(gc) // under the same lock: one lock per request less
+	return closeNow
 }
 
 // beginTraffic marks the event loop as delivering the connection's input
@@ -174,19 +181,32 @@ func (c *Connection) setFlushedLocked(fl int64) {
 		if now == 0 {
 			now = sink.Nanotime()
 		}
-		c.activity.Store(now)
-		c.lastOut.Store(now)
+		// Often the values already there (the delivery's reading, stored
+		// by onTraffic and submit): an atomic store is a fence on amd64,
+		// waiting for every store before it, so a store that changes
+		// nothing is skipped.
+		storeIfChanged(&c.activity, now)
+		storeIfChanged(&c.lastOut, now)
+	}
+}
+
+// storeIfChanged stores v in a unless it holds v already. Only for a
+// value whose writers are serialized (one goroutine, or one lock).
+func storeIfChanged(a *atomic.Int64, v int64) {
+	if a.Load() != v {
+		a.Store(v)
 	}
 }
 
 // completedLocked takes the write requests whose bytes are all written
 // and that wait for a completion.
-// The slice is the loop's scratch (completeBuf), taken until complete
-// gives it back: a completion that leads to another progress meanwhile
-// gets a new one.
+// The slice is the loop's scratch (loopScratch.done), taken until
+// complete gives it back: a completion that leads to another progress
+// meanwhile gets a new one.
 func (c *Connection) completedLocked(fl int64) []pendingWrite {
-	done := c.completeBuf
-	c.completeBuf = nil
+	sc := c.scratch()
+	done := sc.done[:0]
+	sc.done = nil
 	for c.ring.len() > 0 && c.ring.front().end <= fl {
 		w := c.ring.pop()
 		if w.n == 0 {
@@ -218,7 +238,16 @@ func (c *Connection) complete(done []pendingWrite) {
 		}
 	}
 	clear(done)
-	c.completeBuf = done[:0]
+	c.scratch().done = done[:0]
+}
+
+// scratch returns the loopScratch of c's event loop (c's own before it
+// has one). Event loop only.
+func (c *Connection) scratch() *loopScratch {
+	if t := c.traffic; t != nil {
+		return &t.scratch
+	}
+	return &c.own
 }
 
 // progress updates write progress from gnet's outbound buffer, hands over
@@ -226,6 +255,14 @@ func (c *Connection) complete(done []pendingWrite) {
 // flushed and says whether a graceful close may proceed. Event loop only.
 func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 	c.mu.Lock()
+	closeNow, _ = c.progressLocked(gc)
+	return closeNow
+}
+
+// progressLocked is progress with c.mu held; it unlocks it. It also
+// reports whether the connection is lingering after it (onTraffic's
+// question, answered under the same lock).
+func (c *Connection) progressLocked(gc gnet.Conn) (closeNow, lingering bool) {
 	out := c.updateFlushedLocked(gc)
 	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
 		var fileBytes int64
@@ -233,11 +270,12 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 			if ops := c.takePumpLocked(); len(ops) > 0 {
 				corked := c.later.len() > 0 && c.later.front().file != nil
 				c.mu.Unlock()
-				ok := c.pump(gc, ops, corked)
+				n, ok := c.pump(gc, ops, corked)
 				c.mu.Lock()
+				c.applied += n
 				if !ok || c.state == stateClosed {
 					c.mu.Unlock()
-					return false // closed: OnClose accounted for the rest
+					return false, false // closed: OnClose accounted for the rest
 				}
 			}
 			if c.later.len() == 0 || c.later.front().file == nil || c.state != stateOpen && c.state != stateClosing {
@@ -253,7 +291,7 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 		}
 		if c.state == stateClosed {
 			c.mu.Unlock()
-			return false
+			return false, false
 		}
 		out = c.updateFlushedLocked(gc)
 	}
@@ -272,8 +310,11 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 		// timeout would pass is enough (the tick checks it).
 		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
 	}
+	lingering = c.state == stateLingering
 	c.mu.Unlock()
-	c.wantPoll.Store(poll)
+	if c.wantPoll.Load() != poll { // usually unchanged: no fence (storeIfChanged)
+		c.wantPoll.Store(poll)
+	}
 	if poll {
 		// Poll again soon while output moves, less often while it does not.
 		poll := c.eng.cfg.PollInterval
@@ -281,7 +322,7 @@ func (c *Connection) progress(gc gnet.Conn) (closeNow bool) {
 		c.eng.armAt(c, sink.Nanotime()+int64(c.pollDelay))
 	}
 	c.complete(done)
-	return closeNow
+	return closeNow, lingering
 }
 
 // startLingerLocked ends a lingering close's first phase, all output
@@ -318,10 +359,12 @@ func (c *Connection) unclogLocked(flushed int64) bool {
 }
 
 func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
-	if c.progress(gc) {
+	c.mu.Lock()
+	closeNow, lingering := c.progressLocked(gc)
+	if closeNow {
 		return c.closeDrained()
 	}
-	if c.lingering() {
+	if lingering {
 		_, _ = gc.Discard(gc.InboundBuffered())
 		return gnet.None
 	}
@@ -374,12 +417,6 @@ func (c *Connection) closeDrained() gnet.Action {
 	}
 	c.mu.Unlock()
 	return gnet.Close
-}
-
-func (c *Connection) lingering() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.state == stateLingering
 }
 
 // mustWait reports whether the socket must not be read for now: delivery

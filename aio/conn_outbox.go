@@ -19,8 +19,9 @@ import (
 // enforces its deadlines. An upper layer (http) has no queue of its own
 // in front of it: it writes here directly, in order.
 //
-// Owner: no single goroutine. Every field after mu is guarded by mu,
-// which any goroutine takes. mu is a leaf lock: while it is held the
+// Owner: no single goroutine. Every field after mu is guarded by mu
+// (the atomics at the end are written under it), and so are
+// outboxRare's but for adm; any goroutine takes it. mu is a leaf lock: while it is held the
 // connection calls no code outside aio and runs no completion (those run
 // after Unlock); the gnet calls made under it (AsyncWrite, Wake, Close)
 // only queue work for the event loop. So a layer above may hold its own
@@ -33,45 +34,11 @@ import (
 // region rather than buffers (sendfile) fits the same window, budget,
 // threshold and completion accounting.
 type outbox struct {
-	// Admission of the events of Enqueue, EnqueueMany and Prepare (not
-	// of Write or Flush, which are not sink events); any goroutine. Every
-	// event it admits is completed exactly once: Done once its bytes
-	// are written to the kernel (a CloseRequest: once accepted), Cancel
-	// if it is refused after admission (threshold, closed) or the
-	// connection closes with it unsent. What it costs: with no
-	// predicate, one atomic load per event (as the old predicate box);
-	// with one, the predicate's Accept, 32 bytes per pending write for
-	// its ticket, and, since an admitted write is owed a completion, the
-	// drain watching a write with a Done sink always had.
-	adm sink.Admission
-
 	mu sync.Mutex
 
-	// The close state machine: the connection's one set of closing
-	// flags. Open → Closing (graceful: waiting for closeAt to be
-	// applied) → Lingering → Aborting (gnet Close requested) → Closed
-	// (OnClose ran).
-	state     connState
-	reason    CloseReason
-	reasonErr error
-	closeAt   int64     // graceful close: offset that must be applied
-	closeBy   time.Time // graceful close deadline (zero: none)
-	linger    bool      // the graceful close lingers (see Linger)
-	lingerBy  int64     // lingering close deadline (sink.Nanotime; 0: none)
-
-	// The queue, by cumulative byte offsets: queued ≥ handed ≥ applied
-	// ≥ flushed.
-	queued         int64 // bytes accepted, ever
-	reservedBytes  int64 // held by prepared transactions
-	reservedWrites int
-	ring           deque[pendingWrite] // accepted requests not yet completed, in order
-	later          deque[writeOp]      // accepted, not yet handed to gnet: beyond the write window
-	laterBytes     int64
-	handed         int64        // bytes handed to gnet, ever (queued - laterBytes)
-	applied        int64        // bytes gnet wrote or buffered (AsyncWrite callbacks run)
-	handoffs       deque[int64] // end offsets of AsyncWrites whose callback is due
-	waiters        int          // ring entries with a completion
-	flushes        int          // ring entries without bytes (Flush): not writes
+	// What every request's write reads or writes (see Connection): the
+	// state, the queue and the progress of its bytes.
+	state connState
 	// inTraffic: the event loop is in the connection's OnTraffic,
 	// delivering input, and writes the bytes queued meanwhile itself
 	// when it is done (endTraffic): a response written while a request
@@ -79,21 +46,26 @@ type outbox struct {
 	// Wake and no loop task, and the responses to one read leave in one
 	// writev. Writes from other goroutines meanwhile wait for it too.
 	inTraffic     bool
-	trafficWrites bool   // something was submitted while inTraffic
-	loopWrites    uint64 // endTraffic's writes (ConnStats.LoopWrites)
-	asyncWrites   uint64 // AsyncWrite hand-offs (ConnStats.AsyncWrites)
-	released      bool   // OnClose returned the connection's share of the OutputBudget
+	trafficWrites bool // something was submitted while inTraffic
+	clogged       bool // the WriteThreshold refused a write; not yet drained
+	// fileWait: the file segment at the front of later waits for the
+	// engine's write poller to report the socket writable (event loop).
+	fileWait bool
 
-	// The WriteThreshold.
-	clogged        bool
+	// The queue, by cumulative byte offsets: queued ≥ handed ≥ applied
+	// ≥ flushed.
+	queued     int64               // bytes accepted, ever
+	ring       deque[pendingWrite] // accepted requests not yet completed, in order
+	later      deque[writeOp]      // accepted, not yet handed to gnet: beyond the write window
+	laterBytes int64
+	handed     int64        // bytes handed to gnet, ever (queued - laterBytes)
+	applied    int64        // bytes gnet wrote or buffered (AsyncWrite callbacks run)
+	handoffs   deque[int64] // end offsets of AsyncWrites whose callback is due
+	waiters    int          // ring entries with a completion
+	flushes    int          // ring entries without bytes (Flush): not writes
+	loopWrites uint64       // endTraffic's writes (ConnStats.LoopWrites)
+	// maxOutstanding is the most bytes ever queued and not yet flushed.
 	maxOutstanding int64
-	clogs          uint64
-	refused        uint64
-
-	// The close's report to the application.
-	announced bool        // the Connection event reached the application
-	held      *SinkClosed // closed before StartReader with bytes waiting
-	tail      []Packet
 
 	// Written under mu (by the event loop, or by a producer starting
 	// output), read without it by any goroutine.
@@ -107,10 +79,48 @@ type outbox struct {
 	// again. It is at most one delivery old.
 	readAt   atomic.Int64
 	wantPoll atomic.Bool // the maintenance goroutine must watch the drain
+}
 
-	// fileWait: the file segment at the front of later waits for the
-	// engine's write poller to report the socket writable (event loop).
-	fileWait bool
+// outboxRare is the rest of a connection's producer side (see outbox):
+// what closes, clogs, reservations and admission use, kept out of the
+// lines every request touches. Every field but adm is guarded by
+// outbox.mu.
+type outboxRare struct {
+	// Admission of the events of Enqueue, EnqueueMany and Prepare (not
+	// of Write or Flush, which are not sink events); any goroutine. Every
+	// event it admits is completed exactly once: Done once its bytes
+	// are written to the kernel (a CloseRequest: once accepted), Cancel
+	// if it is refused after admission (threshold, closed) or the
+	// connection closes with it unsent. What it costs: with no
+	// predicate, one atomic load per event (as the old predicate box);
+	// with one, the predicate's Accept, 32 bytes per pending write for
+	// its ticket, and, since an admitted write is owed a completion, the
+	// drain watching a write with a Done sink always had.
+	adm sink.Admission
+
+	// The close state machine (its state is outbox.state): Open →
+	// Closing (graceful: waiting for closeAt to be applied) → Lingering
+	// → Aborting (gnet Close requested) → Closed (OnClose ran).
+	reason    CloseReason
+	reasonErr error
+	closeAt   int64     // graceful close: offset that must be applied
+	closeBy   time.Time // graceful close deadline (zero: none)
+	linger    bool      // the graceful close lingers (see Linger)
+	lingerBy  int64     // lingering close deadline (sink.Nanotime; 0: none)
+
+	reservedBytes  int64 // held by prepared transactions
+	reservedWrites int
+	asyncWrites    uint64 // AsyncWrite hand-offs (ConnStats.AsyncWrites)
+	released       bool   // OnClose returned the connection's share of the OutputBudget
+
+	// The WriteThreshold's episodes.
+	clogs   uint64
+	refused uint64
+
+	// The close's report to the application.
+	announced bool        // the Connection event reached the application
+	held      *SinkClosed // closed before StartReader with bytes waiting
+	tail      []Packet
 }
 
 // pendingWrite is an accepted write request not yet known to be flushed.

@@ -274,6 +274,27 @@ type loopTraffic struct {
 	packets  atomic.Uint64
 	bytesOut atomic.Uint64
 	_        [cacheLine - 40]byte
+
+	// scratch is the loop goroutine's reusable memory for writing its
+	// connections' output (loopScratch); not atomic, the loop's only.
+	scratch loopScratch
+}
+
+// loopScratch holds the slices an event loop's progress uses while it
+// writes one connection's output and completes its requests: the ops
+// taken from behind the window (takePumpLocked), the pieces of their
+// writev (pump) and the requests completed (completedLocked). One set
+// per loop rather than one per connection: the loop serves one
+// connection at a time, and at 1024 connections a connection's own
+// slices are cold memory on every request (each write into them a cache
+// miss that the next unlock waits for), where the loop's are warm.
+// Event loop only. A slice is taken (its field set to nil) while in use
+// and given back after, so that a progress nested in a completion's
+// callback finds none and makes its own.
+type loopScratch struct {
+	ops  []writeOp
+	bufs [][]byte
+	done []pendingWrite
 }
 
 // loopSums adds up the loops' byte and packet counters.
