@@ -311,10 +311,12 @@ func (c *Connection) progressLocked(gc gnet.Conn) (closeNow, lingering bool) {
 		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
 	}
 	lingering = c.state == stateLingering
-	c.mu.Unlock()
+	// Stored under c.mu: a writer that clogs the connection after this
+	// (under c.mu too) sets wantPoll after it (reportClog), never before.
 	if c.wantPoll.Load() != poll { // usually unchanged: no fence (storeIfChanged)
 		c.wantPoll.Store(poll)
 	}
+	c.mu.Unlock()
 	if poll {
 		// Poll again soon while output moves, less often while it does not.
 		poll := c.eng.cfg.PollInterval

@@ -20,7 +20,8 @@ import (
 // in front of it: it writes here directly, in order.
 //
 // Owner: no single goroutine. Every field after mu is guarded by mu
-// (the atomics at the end are written under it), and so are
+// (the atomics at the end are written under it, but for wantPoll, which a
+// writer sets after a clog outside it, and readAt), and so are
 // outboxRare's but for adm; any goroutine takes it. mu is a leaf lock: while it is held the
 // connection calls no code outside aio and runs no completion (those run
 // after Unlock); the gnet calls made under it (AsyncWrite, Wake, Close)
