@@ -179,9 +179,11 @@ func (c *combiner) enqueue(s batchSender, p *pending) error {
 	r, head := c.join(p)
 	heads, n := c.launch()
 	c.mu.Unlock()
-	// p's round is to be sent now if p is among the heads launched
-	lead := slices.Contains(heads[:n], p)
-	wakeHeads(slices.DeleteFunc(heads[:n], func(h *pending) bool { return h == p }))
+	lead := false // p's round is to be sent now: p is among the heads launched
+	if n > 0 {
+		lead = slices.Contains(heads[:n], p)
+		wakeHeads(slices.DeleteFunc(heads[:n], func(h *pending) bool { return h == p }))
+	}
 	switch {
 	case lead:
 		c.lead(s, r)
