@@ -4,7 +4,9 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeBatches is a batchSender that answers every request at once,
@@ -114,12 +116,22 @@ func TestCombinerAllocations(t *testing.T) {
 
 // BenchmarkCombiner measures the combiner's own cost per Enqueue (time
 // and CPU are both the callers' parking and waking, mostly), callers
-// enqueuing concurrently through a sender that answers at once.
+// enqueuing concurrently through a sender that answers at once, and, as
+// its floor in the same run (floor-64), what parking and waking alone
+// cost: 64 goroutines that each lock a mutex, join a group and sleep on
+// its channel until the 64th closes it, no leader and no request. Each
+// reports the process's CPU time per Enqueue too (cpu-ns/op, getrusage),
+// which moves less than the time on a shared machine.
 //
 //	go test ./remote -run xxx -bench Combiner -count 5
 func BenchmarkCombiner(b *testing.B) {
+	b.Run("floor-64", func(b *testing.B) {
+		defer reportCPU(b, processCPU())
+		parkFloor(b, 64)
+	})
 	for _, callers := range []int{64, 256} {
 		b.Run(strconv.Itoa(callers), func(b *testing.B) {
+			defer reportCPU(b, processCPU())
 			c := &combiner{}
 			var next atomic.Int64
 			var wg sync.WaitGroup
@@ -138,4 +150,48 @@ func BenchmarkCombiner(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// parkFloor runs b.N (rounded up to a multiple of callers) joins of
+// callers goroutines to groups of callers: each joins the open group
+// under a mutex and sleeps on its channel, and the last to join closes
+// it. Every goroutine joins as many times, so every group fills.
+func parkFloor(b *testing.B, callers int) {
+	type group struct {
+		joined int
+		done   chan struct{}
+	}
+	var mu sync.Mutex
+	open := &group{done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range (b.N + callers - 1) / callers {
+				mu.Lock()
+				g := open
+				g.joined++
+				if g.joined == callers {
+					open = &group{done: make(chan struct{})}
+					mu.Unlock()
+					close(g.done)
+					continue
+				}
+				mu.Unlock()
+				<-g.done
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// reportCPU reports the process's CPU time per operation since start.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the CPU time the process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
