@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -67,8 +68,8 @@ func heapFloorPercent(base int, floor, live uint64) int {
 // under its low mark (low × limitMiB), so that the floor's garbage alone
 // never raises memory-high. With GOGC=off the floor does nothing (it
 // logs so once). The GC percent is the process's: one floor runs at a
-// time, and while it runs it owns the percent (a debug.SetGCPercent of
-// the program's is overwritten at the next cycle).
+// time; a debug.SetGCPercent of the program's while it runs becomes its
+// base at the next cycle (and what Shutdown puts back).
 type HeapFloor struct {
 	floor uint64
 	log   *slog.Logger
@@ -148,6 +149,13 @@ func (hf *HeapFloor) Start(context.Context) error {
 	hf.running, hf.base, hf.percent = true, base, base
 	hf.gen++
 	hf.log.Info("heap floor", "floorBytes", hf.floor, "baseGCPercent", base, "maxGCPercent", heapFloorMaxPercent)
+	if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 && hf.floor >= uint64(limit)/2 {
+		// Validation checks the floor against limitMiB only; GOMEMLIMIT
+		// is seen here. The limit still bounds the heap, but the floor's
+		// garbage may keep the memory signal high.
+		hf.log.Warn("heap floor is at least half the runtime's memory limit (GOMEMLIMIT): the garbage it allows may keep memory-high raised",
+			"floorBytes", hf.floor, "limitBytes", limit)
+	}
 	hf.applyLocked()
 	hf.armLocked()
 	return nil
@@ -204,6 +212,11 @@ func (hf *HeapFloor) afterCycle(gen uint64) {
 		return
 	}
 	hf.cycles++
+	if cur := readGCPercent(); cur != hf.percent {
+		// The program set the percent itself (debug.SetGCPercent): that
+		// is the base from now on, and what Shutdown puts back.
+		hf.base, hf.percent = cur, cur
+	}
 	hf.applyLocked()
 	hf.armLocked()
 }

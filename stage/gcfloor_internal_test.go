@@ -200,3 +200,29 @@ func TestHeapFloorLeavesBase(t *testing.T) {
 	}
 	_ = second.Shutdown(ctx)
 }
+
+// TestHeapFloorAdoptsTheProgramsPercent: a debug.SetGCPercent of the
+// program's while a floor runs becomes the floor's base at the next
+// collection (the floor keeps raising the percent over it while the heap
+// is small), and Shutdown puts that one back, not the percent in force at
+// Start.
+func TestHeapFloorAdoptsTheProgramsPercent(t *testing.T) {
+	ctx := context.Background()
+	withGCPercent(t, 100)
+	hf := NewHeapFloor(1<<40, slog.New(slog.DiscardHandler)) // far over any live heap: the cap
+	if err := hf.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hf.Shutdown(ctx) })
+	if st := hf.Stats(); st.Base != 100 || st.Percent != heapFloorMaxPercent {
+		t.Fatalf("at start: %+v, want base 100 and the cap", st)
+	}
+	debug.SetGCPercent(2000) // the program's own, over the cap
+	if st, _ := afterCollection(t, hf); st.Base != 2000 || st.Percent != 2000 {
+		t.Fatalf("after the program's SetGCPercent(2000): %+v, want base and percent 2000", st)
+	}
+	_ = hf.Shutdown(ctx)
+	if p := readGCPercent(); p != 2000 {
+		t.Fatalf("percent %d after Shutdown, want the program's 2000", p)
+	}
+}
