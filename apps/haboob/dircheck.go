@@ -1,0 +1,125 @@
+package haboob
+
+import (
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// maxDirChecks bounds the directories whose checks a Site keeps; when it
+// is reached they are all forgotten (and made again as needed).
+const maxDirChecks = 8192
+
+// dirChecks are the checks of the directories below a Site's root that a
+// revalidation (Site.recheck, recheckSibling) may reuse for a while
+// instead of making them again for every file under them: that a
+// directory is a directory and not a symbolic link (lstat), and whether
+// it holds any file named *.gz (one listing). A cached page or open file
+// is checked once a revalidation period; its directory's checks are made
+// at most once per reuse period (half of it), shared by all the files
+// under it, so a directory swapped for a link or a .gz file added is seen
+// within one and a half periods.
+//
+// Only revalidations reuse them: a miss (Site.Resolve) lstats every
+// component, so no byte from outside the root is ever read, whatever the
+// checks say; a revalidation that reuses an old check at worst keeps a
+// page read from inside the root a little longer.
+type dirChecks struct {
+	period int64 // how long a check is reused (ns); ≤ 0: never
+
+	now       func() int64                      // sink.Nanotime
+	lstat     func(string) (fs.FileInfo, error) // os.Lstat
+	readNames func(dir string) ([]string, error)
+
+	mu sync.Mutex
+	m  map[string]dirCheck
+
+	// lstats and listings count the system checks made by revalidations
+	// (one lstat per component, one listing per directory), reused the
+	// components whose lstat a check spared.
+	lstats, listings, reused atomic.Uint64
+}
+
+// dirCheck is what is known of a directory and since when (Nanotime; 0:
+// not known).
+type dirCheck struct {
+	isDir  int64 // lstat said a directory, not a link
+	listed int64 // listed; noGz: no name in it ends in .gz
+	noGz   bool
+}
+
+func newDirChecks(now func() int64) *dirChecks {
+	return &dirChecks{now: now, lstat: os.Lstat, readNames: readNames, m: map[string]dirCheck{}}
+}
+
+// readNames lists dir's names.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+func (d *dirChecks) fresh(at, now int64) bool {
+	return d.period > 0 && at != 0 && now-at <= d.period
+}
+
+// isDir reports whether dir was found a directory (not a link) within
+// the reuse period.
+func (d *dirChecks) isDir(dir string, now int64) bool {
+	if d.period <= 0 {
+		return false
+	}
+	d.mu.Lock()
+	c := d.m[dir]
+	d.mu.Unlock()
+	return d.fresh(c.isDir, now)
+}
+
+// update records a check of dir, made at now.
+func (d *dirChecks) update(dir string, f func(*dirCheck)) {
+	if d.period <= 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, ok := d.m[dir]
+	if !ok && len(d.m) >= maxDirChecks {
+		clear(d.m)
+	}
+	f(&c)
+	d.m[dir] = c
+}
+
+// noSibling reports whether dir has no name ending in ext (".gz"), by a
+// listing made within the reuse period (listed now if there is none).
+// False when not known (the caller lstats the sibling).
+func (d *dirChecks) noSibling(dir, ext string, now int64) bool {
+	if d.period <= 0 || ext != ".gz" {
+		return false
+	}
+	d.mu.Lock()
+	c := d.m[dir]
+	d.mu.Unlock()
+	if d.fresh(c.listed, now) {
+		return c.noGz
+	}
+	names, err := d.readNames(dir)
+	d.listings.Add(1)
+	if err != nil {
+		return false
+	}
+	none := true
+	for _, n := range names {
+		if strings.HasSuffix(n, ext) {
+			none = false
+			break
+		}
+	}
+	d.update(dir, func(c *dirCheck) { c.listed, c.noGz = now, none })
+	return none
+}
