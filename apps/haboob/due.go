@@ -32,7 +32,8 @@ type dueChecks struct {
 	// handed counts the checkDue events handed to CacheMiss, lost the
 	// checks dropped because CacheMiss refused one (each is claimed
 	// again in a later period).
-	handed, lost uint64
+	// checks counts those taken by CacheMiss.
+	handed, lost, checks uint64
 }
 
 // init sets where the checks go and the window, a quarter of period
@@ -91,13 +92,14 @@ func (d *dueChecks) take() ([]*Page, []*openFile) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	pages, files := d.pages, d.files
+	d.checks += uint64(len(pages) + len(files))
 	d.pages, d.files, d.scheduled = nil, nil, false
 	return pages, files
 }
 
-// counts returns handed and lost.
-func (d *dueChecks) counts() (handed, lost uint64) {
+// counts returns handed, lost and checks.
+func (d *dueChecks) counts() (handed, lost, checks uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.handed, d.lost
+	return d.handed, d.lost, d.checks
 }

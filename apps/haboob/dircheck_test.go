@@ -1,0 +1,330 @@
+package haboob
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// checkedSite is a Site over a fresh root whose directory checks are
+// reused for period, on a fake clock, with its lstats and listings
+// counted per path.
+type checkedSite struct {
+	*Site
+	root, outside string
+	clock         int64
+	lstats        map[string]int
+	listings      map[string]int
+}
+
+func newCheckedSite(t *testing.T, period time.Duration) *checkedSite {
+	t.Helper()
+	cs := &checkedSite{root: t.TempDir(), outside: t.TempDir(), clock: 1, lstats: map[string]int{}, listings: map[string]int{}}
+	for _, f := range []string{"dir/a", "dir/b", "dir/c", "other/x"} {
+		mustWrite(t, filepath.Join(cs.root, f), f)
+	}
+	mustWrite(t, filepath.Join(cs.outside, "dir", "a"), "outside a")
+	s, err := NewSite(SiteConfig{Root: cs.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.Site = s
+	cs.root = s.Root()
+	s.checks.period = int64(period)
+	s.checks.now = func() int64 { return cs.clock }
+	s.checks.lstat = func(p string) (fs.FileInfo, error) {
+		cs.lstats[p]++
+		return os.Lstat(p)
+	}
+	s.checks.readNames = func(dir string) ([]string, error) {
+		cs.listings[dir]++
+		return readNames(dir)
+	}
+	return cs
+}
+
+func mustWrite(t *testing.T, file, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecheckSharesDirectoryChecks: revalidations of the files of one
+// directory lstat it once per reuse period; a miss (Resolve) lstats it
+// every time; after the period it is lstat'ed again; a reuse period of 0
+// shares nothing.
+func TestRecheckSharesDirectoryChecks(t *testing.T) {
+	type step struct {
+		resolve bool // Resolve (a miss) instead of recheck
+		path    string
+		advance time.Duration // clock moved before the step
+		dir     int           // lstats of root/dir so far
+		file    int           // lstats of the file so far
+	}
+	tests := []struct {
+		name   string
+		period time.Duration
+		steps  []step
+	}{
+		{"shared within the period", time.Second, []step{
+			{path: "/dir/a", dir: 1, file: 1},
+			{path: "/dir/b", dir: 1, file: 1},
+			{path: "/dir/c", advance: 999 * time.Millisecond, dir: 1, file: 1},
+			{path: "/dir/a", dir: 1, file: 2},
+			{path: "/dir/b", advance: 2 * time.Millisecond, dir: 2, file: 2}, // period over
+			{path: "/dir/c", dir: 2, file: 2},
+		}},
+		{"a miss always lstats", time.Second, []step{
+			{path: "/dir/a", dir: 1, file: 1},
+			{resolve: true, path: "/dir/b", dir: 2, file: 1},
+			{resolve: true, path: "/dir/b", dir: 3, file: 2},
+			{path: "/dir/c", dir: 3, file: 1},
+		}},
+		{"no reuse period", 0, []step{
+			{path: "/dir/a", dir: 1, file: 1},
+			{path: "/dir/b", dir: 2, file: 1},
+			{path: "/dir/a", dir: 3, file: 2},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := newCheckedSite(t, tt.period)
+			for i, st := range tt.steps {
+				cs.clock += int64(st.advance)
+				resolve := cs.recheck
+				if st.resolve {
+					resolve = cs.Resolve
+				}
+				tg, err := resolve(st.path)
+				if err != nil || tg.File != filepath.Join(cs.root, st.path) {
+					t.Fatalf("step %d %s: %+v, %v", i, st.path, tg, err)
+				}
+				if got := cs.lstats[filepath.Join(cs.root, "dir")]; got != st.dir {
+					t.Errorf("step %d %s: directory lstat'ed %d times, want %d", i, st.path, got, st.dir)
+				}
+				if got := cs.lstats[tg.File]; got != st.file {
+					t.Errorf("step %d %s: file lstat'ed %d times, want %d", i, st.path, got, st.file)
+				}
+			}
+		})
+	}
+}
+
+// TestRecheckSeesDirectorySwappedForLink: a directory swapped for a link
+// out of the root is refused by a miss at once and by a revalidation once
+// the directory's check is older than the reuse period; meanwhile a
+// revalidation sees another file (not the page's), so the page is
+// dropped, never kept as fresh.
+func TestRecheckSeesDirectorySwappedForLink(t *testing.T) {
+	cs := newCheckedSite(t, time.Second)
+	before, err := cs.recheck("/dir/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cs.root, "dir")
+	if err := os.Rename(dir, filepath.Join(cs.root, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(cs.outside, "dir"), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Resolve("/dir/a"); !errors.Is(err, ErrOutsideRoot) {
+		t.Fatalf("miss after the swap: %v, want ErrOutsideRoot", err)
+	}
+	cs.clock += int64(500 * time.Millisecond)
+	if within, err := cs.recheck("/dir/a"); err == nil && ETag(within.Info) == ETag(before.Info) {
+		t.Fatalf("revalidation within the period found the old file unchanged: %+v", within)
+	}
+	cs.clock += int64(501 * time.Millisecond)
+	if _, err := cs.recheck("/dir/a"); !errors.Is(err, ErrOutsideRoot) {
+		t.Fatalf("revalidation after the period: %v, want ErrOutsideRoot", err)
+	}
+}
+
+// TestRecheckSiblingListing: a revalidation's .gz sibling lookup lists a
+// directory once per reuse period and lstats no sibling in a directory
+// without .gz files; a .gz file added is seen once the listing is older
+// than the period; a miss's Sibling always lstats.
+func TestRecheckSiblingListing(t *testing.T) {
+	cs := newCheckedSite(t, time.Second)
+	dir := filepath.Join(cs.root, "dir")
+	for _, p := range []string{"/dir/a", "/dir/b", "/dir/c"} {
+		tg, err := cs.recheck(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := cs.recheckSibling(tg, ".gz"); ok {
+			t.Fatalf("%s: a sibling where there is none", p)
+		}
+		if got := cs.lstats[tg.File+".gz"]; got != 0 {
+			t.Errorf("%s: sibling lstat'ed %d times, want 0", p, got)
+		}
+	}
+	if got := cs.listings[dir]; got != 1 {
+		t.Errorf("directory listed %d times, want 1", got)
+	}
+	mustWrite(t, filepath.Join(dir, "a.gz"), "gz")
+	a, _ := cs.recheck("/dir/a")
+	if _, ok := cs.recheckSibling(a, ".gz"); ok {
+		t.Errorf("a .gz file seen within the period of the listing before it")
+	}
+	if _, ok := cs.Sibling(a, ".gz"); !ok {
+		t.Errorf("Sibling (a miss) did not see the .gz file")
+	}
+	cs.clock += int64(time.Second + 1)
+	if _, ok := cs.recheckSibling(a, ".gz"); !ok {
+		t.Errorf("the .gz file not seen after the period")
+	}
+	if got := cs.listings[dir]; got != 2 {
+		t.Errorf("directory listed %d times, want 2", got)
+	}
+	b, _ := cs.recheck("/dir/b")
+	if _, ok := cs.recheckSibling(b, ".gz"); ok {
+		t.Errorf("b has no sibling")
+	}
+	if got := cs.lstats[b.File+".gz"]; got != 1 {
+		t.Errorf("in a directory with .gz files the sibling is lstat'ed: %d times, want 1", got)
+	}
+}
+
+// TestRevalidateDropsPageAfterSwap: CacheMiss's revalidation keeps an
+// unchanged page (no copy, no read), drops a changed one, and drops one
+// whose directory was swapped for a link out of the root.
+func TestRevalidateDropsPageAfterSwap(t *testing.T) {
+	cs := newCheckedSite(t, time.Second)
+	cache := NewPageCache(1 << 20)
+	h := &cacheMiss{site: cs.Site, cache: cache}
+	insert := func(path string) *Page {
+		tg, err := cs.Resolve(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := os.ReadFile(tg.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := cache.Insert(path, body, "text/plain", Validators{ETag: ETag(tg.Info)})
+		p.Release()
+		return p
+	}
+	cached := func(path string) bool {
+		p, ok := cache.get(path, false)
+		if ok {
+			p.Release()
+		}
+		return ok
+	}
+	a, b := insert("/dir/a"), insert("/other/x")
+	h.revalidate(a)
+	h.revalidate(b)
+	if !cached("/dir/a") || !cached("/other/x") {
+		t.Fatal("an unchanged page was dropped")
+	}
+	if st := cache.Stats(); st.Misses != 0 {
+		t.Fatalf("revalidation looked pages up: %+v", st)
+	}
+	mustWrite(t, filepath.Join(cs.root, "other", "x"), "changed, longer")
+	h.revalidate(b)
+	if cached("/other/x") {
+		t.Error("a changed page was kept")
+	}
+	dir := filepath.Join(cs.root, "dir")
+	if err := os.Rename(dir, filepath.Join(cs.root, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(cs.outside, "dir"), dir); err != nil {
+		t.Fatal(err)
+	}
+	h.revalidate(a) // within the directory check's period
+	if cached("/dir/a") {
+		t.Error("the page of a directory swapped for a link was kept")
+	}
+}
+
+// eventSink records what is enqueued, refusing everything when full.
+type eventSink struct {
+	sink.Sink
+	events chan sink.Event
+	full   bool
+}
+
+func (s *eventSink) EnqueueLossy(e sink.Event) bool {
+	if s.full {
+		return false
+	}
+	s.events <- e
+	return true
+}
+
+// TestDueChecksCoalesced: the checks that come due before CacheMiss takes
+// them share one hand-off; after a take the next one is handed over
+// again; checks CacheMiss refuses are dropped and counted, and do not
+// stop later hand-offs.
+func TestDueChecksCoalesced(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	var d dueChecks
+	d.init(s, 0) // no window: handed over at once
+	p1, p2, p3 := &Page{Key: "/1"}, &Page{Key: "/2"}, &Page{Key: "/3"}
+	e := &openFile{key: "/f"}
+	d.addPage(p1)
+	d.addPage(p2)
+	d.addFile(e)
+	if n := len(s.events); n != 1 {
+		t.Fatalf("%d hand-offs for three checks, want 1", n)
+	}
+	<-s.events
+	pages, files := d.take()
+	if len(pages) != 2 || pages[0] != p1 || pages[1] != p2 || len(files) != 1 || files[0] != e {
+		t.Fatalf("took %v %v", pages, files)
+	}
+	d.addPage(p3)
+	if n := len(s.events); n != 1 {
+		t.Fatalf("%d hand-offs after a take, want 1", n)
+	}
+	<-s.events
+	d.take()
+	s.full = true
+	d.addPage(p1)
+	d.addPage(p2) // the refused hand-off dropped the checks: this one tries again
+	if handed, lost, _ := d.counts(); handed != 2 || lost != 2 {
+		t.Fatalf("handed %d, lost %d; want 2, 2", handed, lost)
+	}
+	s.full = false
+	d.addPage(p3)
+	if pages, _ := d.take(); len(pages) != 1 || pages[0] != p3 {
+		t.Fatalf("took %v after refusals", pages)
+	}
+}
+
+// TestDueChecksWindow: with a window, checks are handed over once it has
+// passed (a hang guard only, no timing threshold), in one hand-off.
+func TestDueChecksWindow(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	var d dueChecks
+	d.init(s, 2*time.Second)
+	if d.window != maxDueWindow {
+		t.Fatalf("window %v, want %v", d.window, maxDueWindow)
+	}
+	d.addPage(&Page{Key: "/1"})
+	d.addPage(&Page{Key: "/2"})
+	select {
+	case <-s.events:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no hand-off")
+	}
+	if pages, _ := d.take(); len(pages) != 2 {
+		t.Fatalf("took %d pages, want 2", len(pages))
+	}
+	if n := len(s.events); n != 0 {
+		t.Fatalf("%d more hand-offs", n)
+	}
+}
