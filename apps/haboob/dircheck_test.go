@@ -328,3 +328,48 @@ func TestDueChecksWindow(t *testing.T) {
 		t.Fatalf("%d more hand-offs", n)
 	}
 }
+
+// BenchmarkRecheck is a revalidation's file-system check of one file (its
+// path resolved again and its .gz sibling looked up) in a directory of 36
+// files (a SPECweb99 directory), each checked once per period: "shared"
+// reuses the directory's lstat and listing for the period (the clock
+// moves so that they are made again every 36 checks), "none" makes them
+// every time (main's way).
+func BenchmarkRecheck(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		period time.Duration
+	}{{"shared", time.Second}, {"none", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			root := b.TempDir()
+			var paths []string
+			for i := range 36 {
+				p := filepath.Join("dir00001", "class"+string(rune('0'+i/9))+"_"+string(rune('0'+i%9)))
+				if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, p), []byte("x"), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				paths = append(paths, "/"+filepath.ToSlash(p))
+			}
+			s, err := NewSite(SiteConfig{Root: root})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var clock int64 = 1
+			s.checks.period = int64(bc.period)
+			s.checks.now = func() int64 { return clock }
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				clock += int64(time.Second) / 36
+				t, err := s.recheck(paths[i%len(paths)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.recheckSibling(t, ".gz")
+			}
+		})
+	}
+}

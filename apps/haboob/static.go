@@ -97,7 +97,7 @@ func (s *Site) resolve(urlPath string, reuse bool) (Target, error) {
 		return Target{}, ErrNotFound
 	}
 	clean := path.Clean(urlPath)
-	for _, seg := range strings.Split(clean, "/") {
+	for seg := range strings.SplitSeq(clean, "/") {
 		if seg == ".." {
 			return Target{}, ErrOutsideRoot
 		}
