@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // maxDirChecks bounds the directories whose checks a Site keeps; when it
@@ -19,8 +20,10 @@ const maxDirChecks = 8192
 // it holds any file named *.gz (one listing). A cached page or open file
 // is checked once a revalidation period; its directory's checks are made
 // at most once per reuse period (half of it), shared by all the files
-// under it, so a directory swapped for a link or a .gz file added is seen
-// within one and a half periods.
+// under it, so a directory swapped for a link is seen within one and a
+// half periods. Its listing is reused for the whole period, and after
+// that for as long as an lstat finds its modification time unchanged
+// (and settled): a .gz file added is seen within two periods.
 //
 // Only revalidations reuse them: a miss (Site.Resolve) lstats every
 // component, so no byte from outside the root is ever read, whatever the
@@ -30,6 +33,7 @@ type dirChecks struct {
 	period int64 // how long a check is reused (ns); ≤ 0: never
 
 	now       func() int64                      // sink.Nanotime
+	wall      func() time.Time                  // time.Now
 	lstat     func(string) (fs.FileInfo, error) // os.Lstat
 	readNames func(dir string) ([]string, error)
 
@@ -46,12 +50,22 @@ type dirChecks struct {
 // not known).
 type dirCheck struct {
 	isDir  int64 // lstat said a directory, not a link
-	listed int64 // listed; noGz: no name in it ends in .gz
+	listed int64 // listed (or found unchanged since); noGz: no name in it ends in .gz
 	noGz   bool
+	// mtime is the directory's modification time before its listing,
+	// made at wall-clock time listedAt.
+	mtime, listedAt time.Time
 }
 
+// settledAge is how much older than its listing a directory's
+// modification time must be for an unchanged one to mean unchanged
+// names: a name added or removed after the listing sets the time to
+// that moment or later (the kernel's timestamps lag the clock by a tick,
+// far less than this), so a time this much older cannot equal it.
+const settledAge = time.Second
+
 func newDirChecks(now func() int64) *dirChecks {
-	return &dirChecks{now: now, lstat: os.Lstat, readNames: readNames, m: map[string]dirCheck{}}
+	return &dirChecks{now: now, wall: time.Now, lstat: os.Lstat, readNames: readNames, m: map[string]dirCheck{}}
 }
 
 // readNames lists dir's names.
@@ -96,8 +110,10 @@ func (d *dirChecks) update(dir string, f func(*dirCheck)) {
 }
 
 // noSibling reports whether dir has no name ending in ext (".gz"), by a
-// listing made within the reuse period (listed now if there is none).
-// False when not known (the caller lstats the sibling).
+// listing made within twice the reuse period (the revalidation period),
+// or an older one if an lstat of dir finds its modification time
+// unchanged and settled since (see settledAge); else dir is listed
+// again. False when not known (the caller lstats the sibling).
 func (d *dirChecks) noSibling(dir, ext string, now int64) bool {
 	if d.period <= 0 || ext != ".gz" {
 		return false
@@ -105,9 +121,20 @@ func (d *dirChecks) noSibling(dir, ext string, now int64) bool {
 	d.mu.Lock()
 	c := d.m[dir]
 	d.mu.Unlock()
-	if d.fresh(c.listed, now) {
+	if c.listed != 0 && now-c.listed <= 2*d.period {
 		return c.noGz
 	}
+	d.lstats.Add(1)
+	info, err := d.lstat(dir)
+	if err != nil || !info.IsDir() {
+		return false
+	}
+	mtime := info.ModTime()
+	if c.listed != 0 && mtime.Equal(c.mtime) && c.listedAt.Sub(mtime) > settledAge {
+		d.update(dir, func(c *dirCheck) { c.listed = now })
+		return c.noGz
+	}
+	wall := d.wall()
 	names, err := d.readNames(dir)
 	d.listings.Add(1)
 	if err != nil {
@@ -120,6 +147,6 @@ func (d *dirChecks) noSibling(dir, ext string, now int64) bool {
 			break
 		}
 	}
-	d.update(dir, func(c *dirCheck) { c.listed, c.noGz = now, none })
+	d.update(dir, func(c *dirCheck) { c.listed, c.noGz, c.mtime, c.listedAt = now, none, mtime, wall })
 	return none
 }

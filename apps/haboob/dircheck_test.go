@@ -151,9 +151,10 @@ func TestRecheckSeesDirectorySwappedForLink(t *testing.T) {
 }
 
 // TestRecheckSiblingListing: a revalidation's .gz sibling lookup lists a
-// directory once per reuse period and lstats no sibling in a directory
-// without .gz files; a .gz file added is seen once the listing is older
-// than the period; a miss's Sibling always lstats.
+// directory once per revalidation period (twice the reuse period) and
+// lstats no sibling in a directory without .gz files; a .gz file added is
+// seen once the listing is older than that; a miss's Sibling always
+// lstats.
 func TestRecheckSiblingListing(t *testing.T) {
 	cs := newCheckedSite(t, time.Second)
 	dir := filepath.Join(cs.root, "dir")
@@ -180,7 +181,7 @@ func TestRecheckSiblingListing(t *testing.T) {
 	if _, ok := cs.Sibling(a, ".gz"); !ok {
 		t.Errorf("Sibling (a miss) did not see the .gz file")
 	}
-	cs.clock += int64(time.Second + 1)
+	cs.clock += int64(2*time.Second + 1)
 	if _, ok := cs.recheckSibling(a, ".gz"); !ok {
 		t.Errorf("the .gz file not seen after the period")
 	}
@@ -193,6 +194,60 @@ func TestRecheckSiblingListing(t *testing.T) {
 	}
 	if got := cs.lstats[b.File+".gz"]; got != 1 {
 		t.Errorf("in a directory with .gz files the sibling is lstat'ed: %d times, want 1", got)
+	}
+}
+
+// TestRecheckSiblingUnchangedDirectory: once the revalidation period is
+// over, a directory whose modification time is unchanged since its
+// listing and settled (older than the listing by settledAge) is not
+// listed again, only lstat'ed; one changed recently is listed again each
+// period; one whose names changed is listed again and its .gz file seen.
+func TestRecheckSiblingUnchangedDirectory(t *testing.T) {
+	tests := []struct {
+		name     string
+		mtimeAgo time.Duration // the directory's modification time before the first listing
+		addGz    bool          // a .gz file added after the first listing
+		listings int           // after four periods
+		found    bool
+	}{
+		{name: "settled, unchanged", mtimeAgo: time.Hour, listings: 1},
+		{name: "changed just before the listing", mtimeAgo: 0, listings: 4},
+		{name: "settled, then a .gz added (recent: listed each period)", mtimeAgo: time.Hour, addGz: true, listings: 4, found: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := newCheckedSite(t, time.Second)
+			dir := filepath.Join(cs.root, "dir")
+			mtime := time.Now().Add(-tt.mtimeAgo)
+			if err := os.Chtimes(dir, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+			cs.checks.wall = func() time.Time { return mtime.Add(time.Millisecond) }
+			if tt.mtimeAgo > 0 {
+				cs.checks.wall = time.Now
+			}
+			a, err := cs.recheck("/dir/a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := cs.recheckSibling(a, ".gz"); ok {
+				t.Fatal("a sibling where there is none")
+			}
+			if tt.addGz {
+				mustWrite(t, filepath.Join(dir, "a.gz"), "gz")
+			}
+			var found bool
+			for range 3 {
+				cs.clock += int64(2*time.Second + 1)
+				_, found = cs.recheckSibling(a, ".gz")
+			}
+			if got := cs.listings[dir]; got != tt.listings {
+				t.Errorf("listed %d times, want %d", got, tt.listings)
+			}
+			if found != tt.found {
+				t.Errorf("sibling found %v, want %v", found, tt.found)
+			}
+		})
 	}
 }
 
