@@ -1,6 +1,8 @@
 package haboob
 
 import (
+	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -32,10 +34,10 @@ const maxDirChecks = 8192
 type dirChecks struct {
 	period int64 // how long a check is reused (ns); ≤ 0: never
 
-	now       func() int64                      // sink.Nanotime
-	wall      func() time.Time                  // time.Now
-	lstat     func(string) (fs.FileInfo, error) // os.Lstat
-	readNames func(dir string) ([]string, error)
+	now     func() int64                           // sink.Nanotime
+	wall    func() time.Time                       // time.Now
+	lstat   func(string) (fs.FileInfo, error)      // os.Lstat
+	hasName func(dir, suffix string) (bool, error) // hasName
 
 	mu sync.Mutex
 	m  map[string]dirCheck
@@ -65,17 +67,31 @@ type dirCheck struct {
 const settledAge = time.Second
 
 func newDirChecks(now func() int64) *dirChecks {
-	return &dirChecks{now: now, wall: time.Now, lstat: os.Lstat, readNames: readNames, m: map[string]dirCheck{}}
+	return &dirChecks{now: now, wall: time.Now, lstat: os.Lstat, hasName: hasName, m: map[string]dirCheck{}}
 }
 
-// readNames lists dir's names.
-func readNames(dir string) ([]string, error) {
+// hasName reports whether a name in dir ends in suffix, reading the
+// directory a few hundred names at a time up to the first that does.
+func hasName(dir, suffix string) (bool, error) {
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	defer f.Close()
-	return f.Readdirnames(-1)
+	for {
+		names, err := f.Readdirnames(256)
+		for _, n := range names {
+			if strings.HasSuffix(n, suffix) {
+				return true, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
 }
 
 func (d *dirChecks) fresh(at, now int64) bool {
@@ -135,18 +151,12 @@ func (d *dirChecks) noSibling(dir, ext string, now int64) bool {
 		return c.noGz
 	}
 	wall := d.wall()
-	names, err := d.readNames(dir)
+	some, err := d.hasName(dir, ext)
 	d.listings.Add(1)
 	if err != nil {
 		return false
 	}
-	none := true
-	for _, n := range names {
-		if strings.HasSuffix(n, ext) {
-			none = false
-			break
-		}
-	}
+	none := !some
 	d.update(dir, func(c *dirCheck) { c.listed, c.noGz, c.mtime, c.listedAt = now, none, mtime, wall })
 	return none
 }

@@ -2,6 +2,7 @@ package haboob
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,9 +42,9 @@ func newCheckedSite(t *testing.T, period time.Duration) *checkedSite {
 		cs.lstats[p]++
 		return os.Lstat(p)
 	}
-	s.checks.readNames = func(dir string) ([]string, error) {
+	s.checks.hasName = func(dir, suffix string) (bool, error) {
 		cs.listings[dir]++
-		return readNames(dir)
+		return hasName(dir, suffix)
 	}
 	return cs
 }
@@ -424,6 +425,46 @@ func BenchmarkRecheck(b *testing.B) {
 					b.Fatal(err)
 				}
 				s.recheckSibling(t, ".gz")
+			}
+		})
+	}
+}
+
+// TestHasName: a name with the suffix is found wherever it is in the
+// directory (past the first read of 256 names too); none, or an error
+// for a directory that is not there.
+func TestHasName(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   int    // plain files
+		extra   string // one more file, "" for none
+		want    bool
+		missing bool
+	}{
+		{name: "empty", want: false},
+		{name: "no .gz", files: 40, want: false},
+		{name: "a .gz among many", files: 600, extra: "zz.gz", want: true},
+		{name: "a name containing .gz", files: 3, extra: "a.gz.txt", want: false},
+		{name: "no directory", missing: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for i := range tt.files {
+				mustWrite(t, filepath.Join(dir, fmt.Sprintf("f%04d", i)), "x")
+			}
+			if tt.extra != "" {
+				mustWrite(t, filepath.Join(dir, tt.extra), "x")
+			}
+			if tt.missing {
+				dir = filepath.Join(dir, "none")
+			}
+			got, err := hasName(dir, ".gz")
+			if tt.missing != (err != nil) {
+				t.Fatalf("error %v, want one: %v", err, tt.missing)
+			}
+			if got != tt.want {
+				t.Errorf("hasName = %v, want %v", got, tt.want)
 			}
 		})
 	}
