@@ -469,3 +469,55 @@ func TestHasName(t *testing.T) {
 		})
 	}
 }
+
+// TestDueChecksResentWhenUntaken: a checkDue that CacheMiss accepted but
+// never took (a batch that panicked before it, a discarded queue) holds
+// the next checks back only for the resend period: then the next due
+// check sends another, and CacheMiss takes every check waiting. On a
+// fake clock.
+func TestDueChecksResentWhenUntaken(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	var d dueChecks
+	d.init(s, 0) // no window: handed over at once
+	var clock int64 = 1
+	d.now = func() int64 { return clock }
+	d.addPage(&Page{Key: "/1"})
+	<-s.events // accepted, never taken
+	clock += d.resend - 1
+	d.addPage(&Page{Key: "/2"})
+	if n := len(s.events); n != 0 {
+		t.Fatalf("%d hand-offs while the first is fresh, want 0", n)
+	}
+	clock++
+	d.addPage(&Page{Key: "/3"})
+	if n := len(s.events); n != 1 {
+		t.Fatalf("%d hand-offs once the first looks lost, want 1", n)
+	}
+	if pages, _ := d.take(); len(pages) != 3 {
+		t.Fatalf("took %d pages, want the 3 waiting", len(pages))
+	}
+	if handed, lost, checks := d.counts(); handed != 2 || lost != 0 || checks != 3 {
+		t.Fatalf("handed %d, lost %d, checks %d; want 2, 0, 3", handed, lost, checks)
+	}
+}
+
+// TestDueChecksStop: once the page cache is destroyed, the checks
+// waiting and every later one are dropped and counted lost, with no
+// hand-off (and the window's timer stopped).
+func TestDueChecksStop(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	var d dueChecks
+	d.init(s, time.Hour) // a window of maxDueWindow
+	d.addPage(&Page{Key: "/1"})
+	d.stop()
+	d.addPage(&Page{Key: "/2"})
+	d.addFile(&openFile{key: "/f"})
+	if handed, lost, checks := d.counts(); handed != 0 || lost != 3 || checks != 0 {
+		t.Fatalf("handed %d, lost %d, checks %d; want 0, 3, 0", handed, lost, checks)
+	}
+	select {
+	case <-s.events:
+		t.Fatal("a hand-off after stop")
+	case <-time.After(5 * maxDueWindow): // the stopped timer's window, passed
+	}
+}

@@ -24,15 +24,24 @@ type checkDue struct{}
 type dueChecks struct {
 	miss   sink.Sink     // CacheMiss
 	window time.Duration // 0: handed over at once
+	// resend is how long a checkDue handed over may stay untaken before
+	// the next due check sends another: CacheMiss may never handle one
+	// it accepted (a batch that panicked before it, a discarded queue),
+	// and the checks must not stop for good.
+	resend int64
+	now    func() int64 // sink.Nanotime (tests set a fake clock)
 
-	mu        sync.Mutex
-	pages     []*Page
-	files     []*openFile
-	scheduled bool // a checkDue is on its way (or its timer runs)
+	mu          sync.Mutex
+	pages       []*Page
+	files       []*openFile
+	scheduled   bool  // a checkDue is on its way (or its timer runs)
+	scheduledAt int64 // when
+	timer       *time.Timer
+	stopped     bool // the page cache is destroyed: checks are dropped
 	// handed counts the checkDue events handed to CacheMiss, lost the
 	// checks dropped because CacheMiss refused one (each is claimed
-	// again in a later period).
-	// checks counts those taken by CacheMiss.
+	// again in a later period) or the page cache stopped, checks those
+	// taken by CacheMiss.
 	handed, lost, checks uint64
 }
 
@@ -41,6 +50,8 @@ type dueChecks struct {
 func (d *dueChecks) init(miss sink.Sink, period time.Duration) {
 	d.miss = miss
 	d.window = min(period/4, maxDueWindow)
+	d.resend = int64(max(period, time.Second))
+	d.now = sink.Nanotime
 }
 
 func (d *dueChecks) addPage(p *Page) {
@@ -56,19 +67,32 @@ func (d *dueChecks) addFile(e *openFile) {
 }
 
 // scheduleLocked has the checks handed over after the window unless that
-// is done already, and unlocks d.
+// is done already (and not so long ago that it looks lost), and unlocks
+// d.
 func (d *dueChecks) scheduleLocked() {
-	if d.scheduled {
+	if d.stopped {
+		d.lost += uint64(len(d.pages) + len(d.files))
+		d.pages, d.files = nil, nil
 		d.mu.Unlock()
 		return
 	}
-	d.scheduled = true
-	d.mu.Unlock()
+	now := d.clock()
+	if d.scheduled && (d.resend == 0 || now-d.scheduledAt < d.resend) {
+		d.mu.Unlock()
+		return
+	}
+	d.scheduled, d.scheduledAt = true, now
 	if d.window <= 0 {
+		d.mu.Unlock()
 		d.post()
 		return
 	}
-	time.AfterFunc(d.window, d.post)
+	if d.timer == nil {
+		d.timer = time.AfterFunc(d.window, d.post)
+	} else {
+		d.timer.Reset(d.window)
+	}
+	d.mu.Unlock()
 }
 
 // post hands CacheMiss a checkDue; if it refuses it, the checks waiting
@@ -80,10 +104,16 @@ func (d *dueChecks) post() {
 		d.mu.Unlock()
 		return
 	}
-	pages, files := d.take()
 	d.mu.Lock()
-	d.lost += uint64(len(pages) + len(files))
+	d.dropLocked()
+	d.scheduled = false
 	d.mu.Unlock()
+}
+
+// dropLocked drops the checks waiting, counted lost.
+func (d *dueChecks) dropLocked() {
+	d.lost += uint64(len(d.pages) + len(d.files))
+	d.pages, d.files = nil, nil
 }
 
 // take returns the checks waiting and lets the next one schedule a
@@ -95,6 +125,26 @@ func (d *dueChecks) take() ([]*Page, []*openFile) {
 	d.checks += uint64(len(pages) + len(files))
 	d.pages, d.files, d.scheduled = nil, nil, false
 	return pages, files
+}
+
+// stop stops the timer and drops the checks waiting and every later one,
+// counted lost (the page cache is destroyed).
+func (d *dueChecks) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.stopped = true
+	d.dropLocked()
+}
+
+// clock is d.now, or sink.Nanotime before init.
+func (d *dueChecks) clock() int64 {
+	if d.now == nil {
+		return sink.Nanotime()
+	}
+	return d.now()
 }
 
 // counts returns handed, lost and checks.

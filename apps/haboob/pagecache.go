@@ -120,6 +120,7 @@ func (h *pageCache) Init(c *stage.Context) error {
 // responses sending it are out).
 func (h *pageCache) Destroy() error {
 	if h.cache != nil {
+		h.cache.due.stop()
 		h.cache.files.purge()
 	}
 	return nil
