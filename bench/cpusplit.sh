@@ -15,7 +15,9 @@
 # CONNS (wrk connections, default 1024), DURATION (seconds, default 8),
 # WARMUP (seconds, default 2), DIRS (file set, default 220 = 1.1 GB),
 # ROUNDS (labels of the rounds, default "1"), OUT (where the perf data
-# and the tables go, default a directory under /tmp that is kept).
+# and the tables go, default a directory under /tmp that is kept),
+# STAT_EVENTS (perf events counted per request beside the recording,
+# comma-separated, e.g. syscalls:sys_enter_newfstatat; default none).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 NAME=HABOOB_BINARY..." >&2; exit 2; }
 command -v perf >/dev/null || { echo "perf is needed (apt-get install linux-perf)" >&2; exit 2; }
@@ -86,12 +88,20 @@ for round in ${ROUNDS:-1}; do
 		wrk -t2 -c"$CONNS" -d"${WARMUP}s" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" >/dev/null 2>&1 || true
 		perf record -q -g -o "$OUT/$s-$round.data" -p "$(echo $pids | tr ' ' ,)" >/dev/null 2>&1 &
 		rec=$!
+		stat=
+		if [ -n "${STAT_EVENTS:-}" ]; then
+			perf stat -x, -e "$STAT_EVENTS" -o "$OUT/$s-$round.stat" -p "$(echo $pids | tr ' ' ,)" >/dev/null 2>&1 &
+			stat=$!
+		fi
 		out=$(wrk -t2 -c"$CONNS" -d"${DURATION}s" -s bench/specweb.lua "${URL[$s]}" -- "$DIRS" 2>&1)
-		kill -INT "$rec"
-		wait "$rec" || true
+		kill -INT "$rec" $stat
+		wait "$rec" $stat || true
 		n=$(echo "$out" | awk '/requests in/ {print $1}')
 		echo "## $s, round $round, $CONNS connections: $(echo "$out" | awk '/Requests\/sec/ {print $2}') requests/s"
 		split "$OUT/$s-$round.data" "$n" | tee "$OUT/$s-$round.txt"
+		if [ -n "$stat" ]; then
+			awk -F, -v n="$n" '$3 != "" && $1 ~ /^[0-9]+$/ {printf "  per request %-32s %.4f\n", $3, $1 / n}' "$OUT/$s-$round.stat" | tee -a "$OUT/$s-$round.txt"
+		fi
 	done
 done
 echo "# perf data and tables in $OUT" >&2

@@ -75,6 +75,13 @@ type PageCache struct {
 	// files is the open-file cache of the files left to the OS page cache
 	// (set by the PageCache stage; NewPageCache makes a default one).
 	files *openFiles
+	// recheck is how often the stages check a cached page or open file
+	// against its file (the shorter of PageCache's revalidate and its
+	// open files' valid; 0: not set); CacheMiss reuses a directory's
+	// checks for half of it (see dirChecks).
+	recheck time.Duration
+	// due gathers the checks that are due for CacheMiss (see dueChecks).
+	due dueChecks
 }
 
 // NewPageCache returns a cache holding at most maxBytes of page bodies

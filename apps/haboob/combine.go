@@ -16,7 +16,6 @@ type cacheView struct {
 	cache      *PageCache
 	gz         *gzipper
 	revalidate time.Duration
-	miss       sink.Sink // where a page or open file due for its check is checked (CacheMiss)
 	send       sink.Sink
 	plainSend  bool
 }
@@ -72,7 +71,7 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 	}
 	if p == nil {
 		if p, ok = v.cache.get(path, false); !ok {
-			e, ok := lookupOpenFile(v.cache.files, v.miss, v.revalidate, req, gz, now)
+			e, ok := lookupOpenFile(v.cache, v.revalidate, req, gz, now)
 			if !ok {
 				return false
 			}
@@ -87,7 +86,7 @@ func (h *httpRecv) answerInline(req *http.Request) bool {
 			return false
 		}
 	}
-	revalidateDue(v.miss, v.revalidate, p, now)
+	revalidateDue(v.cache, v.revalidate, p, now)
 	h.inline.Add(1)
 	// Connection.Answer is Send (what HttpSend calls) for a value: the same formatting, the
 	// same per-connection ordering of pipelined responses. An error means

@@ -22,7 +22,13 @@
 //     buffers reused. Within each batch it serves hits before misses and the
 //     shortest pages first (thesis §6.1.1), and passes misses to CacheMiss.
 //     A page older than `revalidate` is checked against its file in the
-//     background while it goes on being served.
+//     background while it goes on being served: the checks that come due
+//     within a few milliseconds go to CacheMiss in one hand-off, and a
+//     directory's lstat and its listing (whether it holds any .gz file)
+//     are shared by the checks of all the files under it for half the
+//     period (a directory swapped for a link is seen within 1.5 periods;
+//     a miss always lstats every component, so nothing outside the root
+//     is ever read). /stats counts them as `revalidate.*`.
 //   - CacheMiss (haboob.CacheMiss) maps a path to a file under the document
 //     root (Site: index files, directory redirects, nothing outside the
 //     root), reads it through asyncFile (aio.FileIO.ReadFile, completions

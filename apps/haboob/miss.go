@@ -146,6 +146,7 @@ func (h *cacheMiss) Init(c *stage.Context) error {
 	if h.cache == nil {
 		return fmt.Errorf("haboob: CacheMiss needs the PageCache stage, declared before it")
 	}
+	h.site.checks.period = int64(h.cache.recheck / 2)
 	fio, err := aio.Files(c.Manager())
 	if err != nil {
 		return err
@@ -222,10 +223,14 @@ func (h *cacheMiss) HandleEvents(batch []sink.Event) error {
 				continue
 			}
 			h.failed(ev)
-		case revalidate:
-			h.revalidate(ev)
-		case revalidateFile:
-			h.revalidateFile(ev.e)
+		case checkDue:
+			pages, files := h.cache.due.take()
+			for _, p := range pages {
+				h.revalidate(p)
+			}
+			for _, e := range files {
+				h.revalidateFile(e)
+			}
 		default:
 			h.log.Warn("haboob: CacheMiss: unexpected event", "type", fmt.Sprintf("%T", e))
 		}
@@ -461,26 +466,26 @@ func errorResponse(log *slog.Logger, path string, err error) func() *http.Respon
 // compressed from (or a .gz sibling appeared beside it); for an identity
 // page, also when a .gz sibling appeared or went away (its gzip variant
 // changed).
-func (h *cacheMiss) revalidate(ev revalidate) {
-	p := ev.p
+// Only p's immutable fields (Key, Validators, rep) are read.
+func (h *cacheMiss) revalidate(p *Page) {
 	path, isGzip := strings.CutPrefix(p.Key, "gzip:")
-	t, err := h.site.Resolve(path)
+	t, err := h.site.recheck(path)
 	fresh := err == nil && t.Redirect == ""
 	if fresh {
 		switch {
 		case isGzip && p.rep.noRanges: // compressed on the fly; a .gz sibling would win
 			fresh = ETag(t.Info) == p.rep.src
 			if fresh && h.gz.static() {
-				_, ok := h.site.Sibling(t, ".gz")
+				_, ok := h.site.recheckSibling(t, ".gz")
 				fresh = !ok
 			}
 		case isGzip:
-			sib, ok := h.site.Sibling(t, ".gz")
+			sib, ok := h.site.recheckSibling(t, ".gz")
 			fresh = ok && h.gz.static() && ETag(sib.Info) == p.rep.src
 		default:
 			fresh = ETag(t.Info) == p.rep.src
 			if fresh && h.gz.static() {
-				_, ok := h.site.Sibling(t, ".gz")
+				_, ok := h.site.recheckSibling(t, ".gz")
 				fresh = ok == (p.rep.gz == gzipStatic)
 			}
 		}

@@ -36,18 +36,6 @@ type cacheArgs struct {
 	OpenFiles openFileArgs `yaml:"openFiles"`
 }
 
-// revalidateFile asks CacheMiss to check that an entry of the open-file
-// cache still describes the file its path resolves to.
-type revalidateFile struct {
-	e *openFile // only its immutable fields are read
-}
-
-// revalidate asks CacheMiss to compare a cached page's validators with its
-// file's.
-type revalidate struct {
-	p *Page // only its immutable fields (Key, Validators, rep) are read
-}
-
 // pageCache is the PageCache stage (thesis §6.1.1): it serves static
 // requests from the in-memory cache and passes misses to CacheMiss. Within
 // each batch it serves hits before misses, and the shortest pages first
@@ -105,11 +93,16 @@ func (h *pageCache) Init(c *stage.Context) error {
 	}
 	h.cache = NewPageCache(int64(h.args.MaxBytes))
 	h.cache.files = newOpenFiles(h.args.OpenFiles)
+	h.cache.recheck = h.cache.files.args.Valid
+	if h.args.Revalidate > 0 {
+		h.cache.recheck = min(h.cache.recheck, h.args.Revalidate)
+	}
 	h.gz = newGzipper(gzArgs, h.cache)
 	h.srv.cache = h.cache
 	h.srv.gz = h.gz
 	h.srv.mu.Unlock()
-	h.srv.cacheView.Store(&cacheView{stage: c.Stage().Name(), cache: h.cache, gz: h.gz, revalidate: h.args.Revalidate, miss: h.miss, send: sendStage, plainSend: plainSend})
+	h.cache.due.init(h.miss, h.cache.recheck)
+	h.srv.cacheView.Store(&cacheView{stage: c.Stage().Name(), cache: h.cache, gz: h.gz, revalidate: h.args.Revalidate, send: sendStage, plainSend: plainSend})
 	st := func(f func(CacheStats) float64) func() float64 { return func() float64 { return f(h.cache.Stats()) } }
 	c.Profile("cache.bytes", st(func(s CacheStats) float64 { return float64(s.Bytes) }))
 	c.Profile("cache.pages", st(func(s CacheStats) float64 { return float64(s.Pages) }))
@@ -127,6 +120,7 @@ func (h *pageCache) Init(c *stage.Context) error {
 // responses sending it are out).
 func (h *pageCache) Destroy() error {
 	if h.cache != nil {
+		h.cache.due.stop()
 		h.cache.files.purge()
 	}
 	return nil
@@ -194,23 +188,25 @@ func (h *pageCache) HandleEvents(batch []sink.Event) error {
 // openFile finds req's file in the open-file cache, for a connection
 // that sends files (not HTTP/1.1 over TLS).
 func (h *pageCache) openFile(req *http.Request, gz bool, now int64) (*openFile, bool) {
-	return lookupOpenFile(h.cache.files, h.miss, h.args.Revalidate, req, gz, now)
+	return lookupOpenFile(h.cache, h.args.Revalidate, req, gz, now)
 }
 
 // lookupOpenFile finds req's file in files, for a connection that sends
 // files (not HTTP/1.1 over TLS). With revalidate > 0 an entry whose
 // validity ran out is returned too, and one request per period hands its
-// check to miss (CacheMiss) while the entry goes on answering; with
+// check to CacheMiss (through cache's dueChecks) while the entry goes on
+// answering; with
 // revalidate <= 0 such an entry is not returned (the request goes to
 // CacheMiss).
-func lookupOpenFile(files *openFiles, miss sink.Sink, revalidate time.Duration, req *http.Request, gz bool, now int64) (*openFile, bool) {
+func lookupOpenFile(cache *PageCache, revalidate time.Duration, req *http.Request, gz bool, now int64) (*openFile, bool) {
 	if !sendsFiles(req) {
 		return nil, false
 	}
+	files := cache.files
 	e, ok := files.lookup(req.Path, gz, now, revalidate > 0)
 	if ok && revalidate > 0 && files.due(e, now) {
 		// Served while CacheMiss checks its path, as a page is.
-		miss.EnqueueLossy(revalidateFile{e: e})
+		cache.due.addFile(e)
 	}
 	return e, ok
 }
@@ -227,20 +223,20 @@ func sendsFiles(req *http.Request) bool {
 // maybeRevalidate has CacheMiss check a page's file once it is older than
 // Revalidate.
 func (h *pageCache) maybeRevalidate(p *Page, now int64) {
-	revalidateDue(h.miss, h.args.Revalidate, p, now)
+	revalidateDue(h.cache, h.args.Revalidate, p, now)
 }
 
-// revalidateDue hands p's check to miss (CacheMiss) once p is older than
-// period (> 0): one request per period wins the check, every request is
-// served from the cache meanwhile. A check the stage refuses is lost;
-// a later period claims the next one.
-func revalidateDue(miss sink.Sink, period time.Duration, p *Page, now int64) {
+// revalidateDue hands p's check to CacheMiss (through cache's
+// dueChecks) once p is older than period (> 0): one request per period
+// wins the check, every request is served from the cache meanwhile. A
+// check the stage refuses is lost; a later period claims the next one.
+func revalidateDue(cache *PageCache, period time.Duration, p *Page, now int64) {
 	if period <= 0 {
 		return
 	}
 	last := p.checked.Load()
 	if now-last > int64(period) && p.checked.CompareAndSwap(last, now) {
-		miss.EnqueueLossy(revalidate{p: p})
+		cache.due.addPage(p)
 	}
 }
 

@@ -91,12 +91,12 @@ func (h *cacheMiss) openFailed(ev aio.IOError) {
 // went away).
 func (h *cacheMiss) revalidateFile(e *openFile) {
 	path, isGzip := strings.CutPrefix(e.key, "gzip:")
-	t, err := h.site.Resolve(path)
+	t, err := h.site.recheck(path)
 	fresh := err == nil && t.Redirect == ""
 	if fresh {
 		sib, hasSib := Target{}, false
 		if h.gz.static() {
-			sib, hasSib = h.site.Sibling(t, ".gz")
+			sib, hasSib = h.site.recheckSibling(t, ".gz")
 		}
 		switch {
 		case isGzip:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/http"
+	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // Errors of path resolution; each maps to a status (see statusOf).
@@ -29,6 +30,9 @@ var (
 type Site struct {
 	root  string // absolute, symlinks resolved
 	index []string
+	// checks are the directory checks revalidations share (see
+	// dirChecks); a Site reuses none until CacheMiss sets their period.
+	checks *dirChecks
 }
 
 // SiteConfig configures a Site.
@@ -61,7 +65,7 @@ func NewSite(cfg SiteConfig) (*Site, error) {
 	if idx == nil {
 		idx = []string{"index.html", "index.htm"}
 	}
-	return &Site{root: real, index: idx}, nil
+	return &Site{root: real, index: idx, checks: newDirChecks(sink.Nanotime)}, nil
 }
 
 // Root returns the resolved document root.
@@ -76,17 +80,30 @@ type Target struct {
 
 // Resolve maps a cleaned request path (http.Request.Path) to a file.
 func (s *Site) Resolve(urlPath string) (Target, error) {
+	return s.resolve(urlPath, false)
+}
+
+// recheck is Resolve for a revalidation: the directories on the way are
+// taken as checked if one was within the reuse period (see dirChecks).
+// Only a file read from inside the root, when it was resolved by Resolve,
+// is ever checked so.
+func (s *Site) recheck(urlPath string) (Target, error) {
+	return s.resolve(urlPath, true)
+}
+
+// resolve is Resolve; with reuse, recheck.
+func (s *Site) resolve(urlPath string, reuse bool) (Target, error) {
 	if urlPath == "" || urlPath[0] != '/' || strings.ContainsAny(urlPath, "\x00\\") {
 		return Target{}, ErrNotFound
 	}
 	clean := path.Clean(urlPath)
-	for _, seg := range strings.Split(clean, "/") {
+	for seg := range strings.SplitSeq(clean, "/") {
 		if seg == ".." {
 			return Target{}, ErrOutsideRoot
 		}
 	}
 	file := filepath.Join(s.root, filepath.FromSlash(clean))
-	real, info, err := s.realPath(file)
+	real, info, err := s.realPath(file, reuse)
 	if err != nil {
 		if clientPathError(err, file) {
 			return Target{}, ErrNotFound
@@ -106,7 +123,7 @@ func (s *Site) Resolve(urlPath string) (Target, error) {
 			return Target{Redirect: escapePath(clean + "/")}, nil
 		}
 		for _, name := range s.index {
-			t, err := s.Resolve(path.Join(clean, name))
+			t, err := s.resolve(path.Join(clean, name), reuse)
 			if err == nil && t.Redirect == "" && t.Info.Mode().IsRegular() {
 				return t, nil
 			}
@@ -127,9 +144,23 @@ func (s *Site) Sibling(t Target, ext string) (Target, bool) {
 	if t.File == "" {
 		return Target{}, false
 	}
+	return s.sibling(t, ext)
+}
+
+// recheckSibling is Sibling for a revalidation: none, without an lstat,
+// if a listing of t's directory within the reuse period had no name
+// ending in ext (see dirChecks).
+func (s *Site) recheckSibling(t Target, ext string) (Target, bool) {
+	if t.File == "" || s.checks.noSibling(filepath.Dir(t.File), ext, s.checks.now()) {
+		return Target{}, false
+	}
+	return s.sibling(t, ext)
+}
+
+func (s *Site) sibling(t Target, ext string) (Target, bool) {
 	// t.File is a real path: only the sibling itself may be a link.
 	name := t.File + ext
-	info, err := os.Lstat(name)
+	info, err := s.checks.lstat(name)
 	if err != nil {
 		return Target{}, false
 	}
@@ -155,8 +186,10 @@ func (s *Site) Sibling(t Target, ext string) (Target, bool) {
 // resolution to filepath.EvalSymlinks (which lstats every component from
 // "/" again) and info is nil. Resolving a cached page's path again every
 // revalidation period is what this keeps cheap: two lstats for
-// /dir/file instead of one per component of the root as well.
-func (s *Site) realPath(file string) (real string, info fs.FileInfo, err error) {
+// /dir/file instead of one per component of the root as well. With
+// reuse (a revalidation), a directory component found a directory within
+// the reuse period is not lstat'ed again (see dirChecks).
+func (s *Site) realPath(file string, reuse bool) (real string, info fs.FileInfo, err error) {
 	if file == s.root {
 		return file, nil, nil
 	}
@@ -175,7 +208,25 @@ func (s *Site) realPath(file string) (real string, info fs.FileInfo, err error) 
 		if j >= 0 {
 			end = i + j
 		}
-		if info, err = os.Lstat(file[:len(file)-len(rest)+end]); err != nil {
+		component := file[:len(file)-len(rest)+end]
+		if reuse && j >= 0 {
+			now := s.checks.now()
+			if s.checks.isDir(component, now) {
+				s.checks.reused.Add(1)
+				i = end + 1
+				continue
+			}
+			s.checks.lstats.Add(1)
+			if info, err = s.checks.lstat(component); err == nil && info.IsDir() {
+				s.checks.update(component, func(c *dirCheck) { c.isDir = now })
+			}
+		} else {
+			if reuse {
+				s.checks.lstats.Add(1)
+			}
+			info, err = s.checks.lstat(component)
+		}
+		if err != nil {
 			return "", nil, err
 		}
 		if info.Mode()&fs.ModeSymlink != 0 {

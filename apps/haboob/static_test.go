@@ -105,7 +105,7 @@ func TestRealPath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		file := filepath.Join(root, tt.path)
-		real, info, err := s.realPath(file)
+		real, info, err := s.realPath(file, false)
 		if tt.notExist {
 			if !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("realPath(%s) err = %v, want not exist", tt.path, err)
@@ -126,7 +126,7 @@ func TestRealPath(t *testing.T) {
 			t.Errorf("realPath(%s): info of %s", tt.path, info.Name())
 		}
 	}
-	if real, info, err := s.realPath(root); real != root || info != nil || err != nil {
+	if real, info, err := s.realPath(root, false); real != root || info != nil || err != nil {
 		t.Errorf("realPath(root) = %s, %v, %v", real, info, err)
 	}
 }

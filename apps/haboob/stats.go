@@ -104,6 +104,18 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 		line("cache.misses", st.Misses)
 		line("cache.evictions", st.Evictions)
 		line("cache.reused", st.Reused)
+		handed, lost, checks := c.due.counts()
+		line("revalidate.checks", checks)
+		line("revalidate.handoffs", handed)
+		line("revalidate.lost", lost)
+	}
+	h.srv.mu.Lock()
+	site := h.srv.site
+	h.srv.mu.Unlock()
+	if site != nil {
+		line("revalidate.lstats", site.checks.lstats.Load())
+		line("revalidate.dirsReused", site.checks.reused.Load())
+		line("revalidate.listings", site.checks.listings.Load())
 	}
 	gz := h.srv.Compression()
 	line("gzip.compressions", gz.Compressions)

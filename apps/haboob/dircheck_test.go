@@ -1,0 +1,523 @@
+package haboob
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// checkedSite is a Site over a fresh root whose directory checks are
+// reused for period, on a fake clock, with its lstats and listings
+// counted per path.
+type checkedSite struct {
+	*Site
+	root, outside string
+	clock         int64
+	lstats        map[string]int
+	listings      map[string]int
+}
+
+func newCheckedSite(t *testing.T, period time.Duration) *checkedSite {
+	t.Helper()
+	cs := &checkedSite{root: t.TempDir(), outside: t.TempDir(), clock: 1, lstats: map[string]int{}, listings: map[string]int{}}
+	for _, f := range []string{"dir/a", "dir/b", "dir/c", "other/x"} {
+		mustWrite(t, filepath.Join(cs.root, f), f)
+	}
+	mustWrite(t, filepath.Join(cs.outside, "dir", "a"), "outside a")
+	s, err := NewSite(SiteConfig{Root: cs.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.Site = s
+	cs.root = s.Root()
+	s.checks.period = int64(period)
+	s.checks.now = func() int64 { return cs.clock }
+	s.checks.lstat = func(p string) (fs.FileInfo, error) {
+		cs.lstats[p]++
+		return os.Lstat(p)
+	}
+	s.checks.hasName = func(dir, suffix string) (bool, error) {
+		cs.listings[dir]++
+		return hasName(dir, suffix)
+	}
+	return cs
+}
+
+func mustWrite(t *testing.T, file, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecheckSharesDirectoryChecks: revalidations of the files of one
+// directory lstat it once per reuse period; a miss (Resolve) lstats it
+// every time; after the period it is lstat'ed again; a reuse period of 0
+// shares nothing.
+func TestRecheckSharesDirectoryChecks(t *testing.T) {
+	type step struct {
+		resolve bool // Resolve (a miss) instead of recheck
+		path    string
+		advance time.Duration // clock moved before the step
+		dir     int           // lstats of root/dir so far
+		file    int           // lstats of the file so far
+	}
+	tests := []struct {
+		name   string
+		period time.Duration
+		steps  []step
+	}{
+		{"shared within the period", time.Second, []step{
+			{path: "/dir/a", dir: 1, file: 1},
+			{path: "/dir/b", dir: 1, file: 1},
+			{path: "/dir/c", advance: 999 * time.Millisecond, dir: 1, file: 1},
+			{path: "/dir/a", dir: 1, file: 2},
+			{path: "/dir/b", advance: 2 * time.Millisecond, dir: 2, file: 2}, // period over
+			{path: "/dir/c", dir: 2, file: 2},
+		}},
+		{"a miss always lstats", time.Second, []step{
+			{path: "/dir/a", dir: 1, file: 1},
+			{resolve: true, path: "/dir/b", dir: 2, file: 1},
+			{resolve: true, path: "/dir/b", dir: 3, file: 2},
+			{path: "/dir/c", dir: 3, file: 1},
+		}},
+		{"no reuse period", 0, []step{
+			{path: "/dir/a", dir: 1, file: 1},
+			{path: "/dir/b", dir: 2, file: 1},
+			{path: "/dir/a", dir: 3, file: 2},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := newCheckedSite(t, tt.period)
+			for i, st := range tt.steps {
+				cs.clock += int64(st.advance)
+				resolve := cs.recheck
+				if st.resolve {
+					resolve = cs.Resolve
+				}
+				tg, err := resolve(st.path)
+				if err != nil || tg.File != filepath.Join(cs.root, st.path) {
+					t.Fatalf("step %d %s: %+v, %v", i, st.path, tg, err)
+				}
+				if got := cs.lstats[filepath.Join(cs.root, "dir")]; got != st.dir {
+					t.Errorf("step %d %s: directory lstat'ed %d times, want %d", i, st.path, got, st.dir)
+				}
+				if got := cs.lstats[tg.File]; got != st.file {
+					t.Errorf("step %d %s: file lstat'ed %d times, want %d", i, st.path, got, st.file)
+				}
+			}
+		})
+	}
+}
+
+// TestRecheckSeesDirectorySwappedForLink: a directory swapped for a link
+// out of the root is refused by a miss at once and by a revalidation once
+// the directory's check is older than the reuse period; meanwhile a
+// revalidation sees another file (not the page's), so the page is
+// dropped, never kept as fresh.
+func TestRecheckSeesDirectorySwappedForLink(t *testing.T) {
+	cs := newCheckedSite(t, time.Second)
+	before, err := cs.recheck("/dir/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cs.root, "dir")
+	if err := os.Rename(dir, filepath.Join(cs.root, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(cs.outside, "dir"), dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.Resolve("/dir/a"); !errors.Is(err, ErrOutsideRoot) {
+		t.Fatalf("miss after the swap: %v, want ErrOutsideRoot", err)
+	}
+	cs.clock += int64(500 * time.Millisecond)
+	if within, err := cs.recheck("/dir/a"); err == nil && ETag(within.Info) == ETag(before.Info) {
+		t.Fatalf("revalidation within the period found the old file unchanged: %+v", within)
+	}
+	cs.clock += int64(501 * time.Millisecond)
+	if _, err := cs.recheck("/dir/a"); !errors.Is(err, ErrOutsideRoot) {
+		t.Fatalf("revalidation after the period: %v, want ErrOutsideRoot", err)
+	}
+}
+
+// TestRecheckSiblingListing: a revalidation's .gz sibling lookup lists a
+// directory once per revalidation period (twice the reuse period) and
+// lstats no sibling in a directory without .gz files; a .gz file added is
+// seen once the listing is older than that; a miss's Sibling always
+// lstats.
+func TestRecheckSiblingListing(t *testing.T) {
+	cs := newCheckedSite(t, time.Second)
+	dir := filepath.Join(cs.root, "dir")
+	for _, p := range []string{"/dir/a", "/dir/b", "/dir/c"} {
+		tg, err := cs.recheck(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := cs.recheckSibling(tg, ".gz"); ok {
+			t.Fatalf("%s: a sibling where there is none", p)
+		}
+		if got := cs.lstats[tg.File+".gz"]; got != 0 {
+			t.Errorf("%s: sibling lstat'ed %d times, want 0", p, got)
+		}
+	}
+	if got := cs.listings[dir]; got != 1 {
+		t.Errorf("directory listed %d times, want 1", got)
+	}
+	mustWrite(t, filepath.Join(dir, "a.gz"), "gz")
+	a, _ := cs.recheck("/dir/a")
+	if _, ok := cs.recheckSibling(a, ".gz"); ok {
+		t.Errorf("a .gz file seen within the period of the listing before it")
+	}
+	if _, ok := cs.Sibling(a, ".gz"); !ok {
+		t.Errorf("Sibling (a miss) did not see the .gz file")
+	}
+	cs.clock += int64(2*time.Second + 1)
+	if _, ok := cs.recheckSibling(a, ".gz"); !ok {
+		t.Errorf("the .gz file not seen after the period")
+	}
+	if got := cs.listings[dir]; got != 2 {
+		t.Errorf("directory listed %d times, want 2", got)
+	}
+	b, _ := cs.recheck("/dir/b")
+	if _, ok := cs.recheckSibling(b, ".gz"); ok {
+		t.Errorf("b has no sibling")
+	}
+	if got := cs.lstats[b.File+".gz"]; got != 1 {
+		t.Errorf("in a directory with .gz files the sibling is lstat'ed: %d times, want 1", got)
+	}
+}
+
+// TestRecheckSiblingUnchangedDirectory: once the revalidation period is
+// over, a directory whose modification time is unchanged since its
+// listing and settled (older than the listing by settledAge) is not
+// listed again, only lstat'ed; one changed recently is listed again each
+// period; one whose names changed is listed again and its .gz file seen.
+func TestRecheckSiblingUnchangedDirectory(t *testing.T) {
+	tests := []struct {
+		name     string
+		mtimeAgo time.Duration // the directory's modification time before the first listing
+		addGz    bool          // a .gz file added after the first listing
+		listings int           // after four periods
+		found    bool
+	}{
+		{name: "settled, unchanged", mtimeAgo: time.Hour, listings: 1},
+		{name: "changed just before the listing", mtimeAgo: 0, listings: 4},
+		{name: "settled, then a .gz added (recent: listed each period)", mtimeAgo: time.Hour, addGz: true, listings: 4, found: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := newCheckedSite(t, time.Second)
+			dir := filepath.Join(cs.root, "dir")
+			mtime := time.Now().Add(-tt.mtimeAgo)
+			if err := os.Chtimes(dir, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+			cs.checks.wall = func() time.Time { return mtime.Add(time.Millisecond) }
+			if tt.mtimeAgo > 0 {
+				cs.checks.wall = time.Now
+			}
+			a, err := cs.recheck("/dir/a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := cs.recheckSibling(a, ".gz"); ok {
+				t.Fatal("a sibling where there is none")
+			}
+			if tt.addGz {
+				mustWrite(t, filepath.Join(dir, "a.gz"), "gz")
+			}
+			var found bool
+			for range 3 {
+				cs.clock += int64(2*time.Second + 1)
+				_, found = cs.recheckSibling(a, ".gz")
+			}
+			if got := cs.listings[dir]; got != tt.listings {
+				t.Errorf("listed %d times, want %d", got, tt.listings)
+			}
+			if found != tt.found {
+				t.Errorf("sibling found %v, want %v", found, tt.found)
+			}
+		})
+	}
+}
+
+// TestRevalidateDropsPageAfterSwap: CacheMiss's revalidation keeps an
+// unchanged page (no copy, no read), drops a changed one, and drops one
+// whose directory was swapped for a link out of the root.
+func TestRevalidateDropsPageAfterSwap(t *testing.T) {
+	cs := newCheckedSite(t, time.Second)
+	cache := NewPageCache(1 << 20)
+	h := &cacheMiss{site: cs.Site, cache: cache}
+	insert := func(path string) *Page {
+		tg, err := cs.Resolve(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := os.ReadFile(tg.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := cache.Insert(path, body, "text/plain", Validators{ETag: ETag(tg.Info)})
+		p.Release()
+		return p
+	}
+	cached := func(path string) bool {
+		p, ok := cache.get(path, false)
+		if ok {
+			p.Release()
+		}
+		return ok
+	}
+	a, b := insert("/dir/a"), insert("/other/x")
+	h.revalidate(a)
+	h.revalidate(b)
+	if !cached("/dir/a") || !cached("/other/x") {
+		t.Fatal("an unchanged page was dropped")
+	}
+	if st := cache.Stats(); st.Misses != 0 {
+		t.Fatalf("revalidation looked pages up: %+v", st)
+	}
+	mustWrite(t, filepath.Join(cs.root, "other", "x"), "changed, longer")
+	h.revalidate(b)
+	if cached("/other/x") {
+		t.Error("a changed page was kept")
+	}
+	dir := filepath.Join(cs.root, "dir")
+	if err := os.Rename(dir, filepath.Join(cs.root, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(cs.outside, "dir"), dir); err != nil {
+		t.Fatal(err)
+	}
+	h.revalidate(a) // within the directory check's period
+	if cached("/dir/a") {
+		t.Error("the page of a directory swapped for a link was kept")
+	}
+}
+
+// eventSink records what is enqueued, refusing everything when full.
+type eventSink struct {
+	sink.Sink
+	events chan sink.Event
+	full   bool
+}
+
+func (s *eventSink) EnqueueLossy(e sink.Event) bool {
+	if s.full {
+		return false
+	}
+	s.events <- e
+	return true
+}
+
+// TestDueChecksCoalesced: the checks that come due before CacheMiss takes
+// them share one hand-off; after a take the next one is handed over
+// again; checks CacheMiss refuses are dropped and counted, and do not
+// stop later hand-offs.
+func TestDueChecksCoalesced(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	var d dueChecks
+	d.init(s, 0) // no window: handed over at once
+	p1, p2, p3 := &Page{Key: "/1"}, &Page{Key: "/2"}, &Page{Key: "/3"}
+	e := &openFile{key: "/f"}
+	d.addPage(p1)
+	d.addPage(p2)
+	d.addFile(e)
+	if n := len(s.events); n != 1 {
+		t.Fatalf("%d hand-offs for three checks, want 1", n)
+	}
+	<-s.events
+	pages, files := d.take()
+	if len(pages) != 2 || pages[0] != p1 || pages[1] != p2 || len(files) != 1 || files[0] != e {
+		t.Fatalf("took %v %v", pages, files)
+	}
+	d.addPage(p3)
+	if n := len(s.events); n != 1 {
+		t.Fatalf("%d hand-offs after a take, want 1", n)
+	}
+	<-s.events
+	d.take()
+	s.full = true
+	d.addPage(p1)
+	d.addPage(p2) // the refused hand-off dropped the checks: this one tries again
+	if handed, lost, _ := d.counts(); handed != 2 || lost != 2 {
+		t.Fatalf("handed %d, lost %d; want 2, 2", handed, lost)
+	}
+	s.full = false
+	d.addPage(p3)
+	if pages, _ := d.take(); len(pages) != 1 || pages[0] != p3 {
+		t.Fatalf("took %v after refusals", pages)
+	}
+}
+
+// TestDueChecksWindow: with a window, checks are handed over once it has
+// passed (a hang guard only, no timing threshold), in one hand-off.
+func TestDueChecksWindow(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	var d dueChecks
+	d.init(s, 2*time.Second)
+	if d.window != maxDueWindow {
+		t.Fatalf("window %v, want %v", d.window, maxDueWindow)
+	}
+	d.addPage(&Page{Key: "/1"})
+	d.addPage(&Page{Key: "/2"})
+	select {
+	case <-s.events:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no hand-off")
+	}
+	if pages, _ := d.take(); len(pages) != 2 {
+		t.Fatalf("took %d pages, want 2", len(pages))
+	}
+	if n := len(s.events); n != 0 {
+		t.Fatalf("%d more hand-offs", n)
+	}
+}
+
+// BenchmarkRecheck is a revalidation's file-system check of one file (its
+// path resolved again and its .gz sibling looked up) in a directory of 36
+// files (a SPECweb99 directory), each checked once per period: "shared"
+// reuses the directory's lstat and listing for the period (the clock
+// moves so that they are made again every 36 checks), "none" makes them
+// every time (main's way).
+func BenchmarkRecheck(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		period time.Duration
+	}{{"shared", time.Second}, {"none", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			root := b.TempDir()
+			var paths []string
+			for i := range 36 {
+				p := filepath.Join("dir00001", "class"+string(rune('0'+i/9))+"_"+string(rune('0'+i%9)))
+				if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, p), []byte("x"), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				paths = append(paths, "/"+filepath.ToSlash(p))
+			}
+			s, err := NewSite(SiteConfig{Root: root})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var clock int64 = 1
+			s.checks.period = int64(bc.period)
+			s.checks.now = func() int64 { return clock }
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				clock += int64(time.Second) / 36
+				t, err := s.recheck(paths[i%len(paths)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.recheckSibling(t, ".gz")
+			}
+		})
+	}
+}
+
+// TestHasName: a name with the suffix is found wherever it is in the
+// directory (past the first read of 256 names too); none, or an error
+// for a directory that is not there.
+func TestHasName(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   int    // plain files
+		extra   string // one more file, "" for none
+		want    bool
+		missing bool
+	}{
+		{name: "empty", want: false},
+		{name: "no .gz", files: 40, want: false},
+		{name: "a .gz among many", files: 600, extra: "zz.gz", want: true},
+		{name: "a name containing .gz", files: 3, extra: "a.gz.txt", want: false},
+		{name: "no directory", missing: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for i := range tt.files {
+				mustWrite(t, filepath.Join(dir, fmt.Sprintf("f%04d", i)), "x")
+			}
+			if tt.extra != "" {
+				mustWrite(t, filepath.Join(dir, tt.extra), "x")
+			}
+			if tt.missing {
+				dir = filepath.Join(dir, "none")
+			}
+			got, err := hasName(dir, ".gz")
+			if tt.missing != (err != nil) {
+				t.Fatalf("error %v, want one: %v", err, tt.missing)
+			}
+			if got != tt.want {
+				t.Errorf("hasName = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDueChecksResentWhenUntaken: a checkDue that CacheMiss accepted but
+// never took (a batch that panicked before it, a discarded queue) holds
+// the next checks back only for the resend period: then the next due
+// check sends another, and CacheMiss takes every check waiting. On a
+// fake clock.
+func TestDueChecksResentWhenUntaken(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	var d dueChecks
+	d.init(s, 0) // no window: handed over at once
+	var clock int64 = 1
+	d.now = func() int64 { return clock }
+	d.addPage(&Page{Key: "/1"})
+	<-s.events // accepted, never taken
+	clock += d.resend - 1
+	d.addPage(&Page{Key: "/2"})
+	if n := len(s.events); n != 0 {
+		t.Fatalf("%d hand-offs while the first is fresh, want 0", n)
+	}
+	clock++
+	d.addPage(&Page{Key: "/3"})
+	if n := len(s.events); n != 1 {
+		t.Fatalf("%d hand-offs once the first looks lost, want 1", n)
+	}
+	if pages, _ := d.take(); len(pages) != 3 {
+		t.Fatalf("took %d pages, want the 3 waiting", len(pages))
+	}
+	if handed, lost, checks := d.counts(); handed != 2 || lost != 0 || checks != 3 {
+		t.Fatalf("handed %d, lost %d, checks %d; want 2, 0, 3", handed, lost, checks)
+	}
+}
+
+// TestDueChecksStop: once the page cache is destroyed, the checks
+// waiting and every later one are dropped and counted lost, with no
+// hand-off (and the window's timer stopped).
+func TestDueChecksStop(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	var d dueChecks
+	d.init(s, time.Hour) // a window of maxDueWindow
+	d.addPage(&Page{Key: "/1"})
+	d.stop()
+	d.addPage(&Page{Key: "/2"})
+	d.addFile(&openFile{key: "/f"})
+	if handed, lost, checks := d.counts(); handed != 0 || lost != 3 || checks != 0 {
+		t.Fatalf("handed %d, lost %d, checks %d; want 0, 3, 0", handed, lost, checks)
+	}
+	select {
+	case <-s.events:
+		t.Fatal("a hand-off after stop")
+	case <-time.After(5 * maxDueWindow): // the stopped timer's window, passed
+	}
+}

@@ -1,0 +1,155 @@
+package haboob
+
+import (
+	"sync"
+	"time"
+
+	"github.com/sandstorm-go/sandstorm/sink"
+)
+
+// maxDueWindow bounds how long a due check waits for others to join it.
+const maxDueWindow = 20 * time.Millisecond
+
+// checkDue tells CacheMiss that checks are waiting in the page cache's
+// dueChecks: it takes and makes them all.
+type checkDue struct{}
+
+// dueChecks gathers the cached pages and open files whose check is due
+// (claimed by one request each per period, see revalidateDue and
+// lookupOpenFile) for CacheMiss, so that one hand-off and one wake-up of
+// a CacheMiss thread make all the checks that came due within a window
+// (a fraction of the period, at most maxDueWindow) instead of one each:
+// at 1024 connections on a file set of thousands of cached files, a
+// check comes due every few hundred microseconds.
+type dueChecks struct {
+	miss   sink.Sink     // CacheMiss
+	window time.Duration // 0: handed over at once
+	// resend is how long a checkDue handed over may stay untaken before
+	// the next due check sends another: CacheMiss may never handle one
+	// it accepted (a batch that panicked before it, a discarded queue),
+	// and the checks must not stop for good.
+	resend int64
+	now    func() int64 // sink.Nanotime (tests set a fake clock)
+
+	mu          sync.Mutex
+	pages       []*Page
+	files       []*openFile
+	scheduled   bool  // a checkDue is on its way (or its timer runs)
+	scheduledAt int64 // when
+	timer       *time.Timer
+	stopped     bool // the page cache is destroyed: checks are dropped
+	// handed counts the checkDue events handed to CacheMiss, lost the
+	// checks dropped because CacheMiss refused one (each is claimed
+	// again in a later period) or the page cache stopped, checks those
+	// taken by CacheMiss.
+	handed, lost, checks uint64
+}
+
+// init sets where the checks go and the window, a quarter of period
+// up to maxDueWindow.
+func (d *dueChecks) init(miss sink.Sink, period time.Duration) {
+	d.miss = miss
+	d.window = min(period/4, maxDueWindow)
+	d.resend = int64(max(period, time.Second))
+	d.now = sink.Nanotime
+}
+
+func (d *dueChecks) addPage(p *Page) {
+	d.mu.Lock()
+	d.pages = append(d.pages, p)
+	d.scheduleLocked()
+}
+
+func (d *dueChecks) addFile(e *openFile) {
+	d.mu.Lock()
+	d.files = append(d.files, e)
+	d.scheduleLocked()
+}
+
+// scheduleLocked has the checks handed over after the window unless that
+// is done already (and not so long ago that it looks lost), and unlocks
+// d.
+func (d *dueChecks) scheduleLocked() {
+	if d.stopped {
+		d.lost += uint64(len(d.pages) + len(d.files))
+		d.pages, d.files = nil, nil
+		d.mu.Unlock()
+		return
+	}
+	now := d.clock()
+	if d.scheduled && (d.resend == 0 || now-d.scheduledAt < d.resend) {
+		d.mu.Unlock()
+		return
+	}
+	d.scheduled, d.scheduledAt = true, now
+	if d.window <= 0 {
+		d.mu.Unlock()
+		d.post()
+		return
+	}
+	if d.timer == nil {
+		d.timer = time.AfterFunc(d.window, d.post)
+	} else {
+		d.timer.Reset(d.window)
+	}
+	d.mu.Unlock()
+}
+
+// post hands CacheMiss a checkDue; if it refuses it, the checks waiting
+// are dropped (lossy, as a refused check always was).
+func (d *dueChecks) post() {
+	if d.miss != nil && d.miss.EnqueueLossy(checkDue{}) {
+		d.mu.Lock()
+		d.handed++
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Lock()
+	d.dropLocked()
+	d.scheduled = false
+	d.mu.Unlock()
+}
+
+// dropLocked drops the checks waiting, counted lost.
+func (d *dueChecks) dropLocked() {
+	d.lost += uint64(len(d.pages) + len(d.files))
+	d.pages, d.files = nil, nil
+}
+
+// take returns the checks waiting and lets the next one schedule a
+// hand-over.
+func (d *dueChecks) take() ([]*Page, []*openFile) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	pages, files := d.pages, d.files
+	d.checks += uint64(len(pages) + len(files))
+	d.pages, d.files, d.scheduled = nil, nil, false
+	return pages, files
+}
+
+// stop stops the timer and drops the checks waiting and every later one,
+// counted lost (the page cache is destroyed).
+func (d *dueChecks) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.stopped = true
+	d.dropLocked()
+}
+
+// clock is d.now, or sink.Nanotime before init.
+func (d *dueChecks) clock() int64 {
+	if d.now == nil {
+		return sink.Nanotime()
+	}
+	return d.now()
+}
+
+// counts returns handed, lost and checks.
+func (d *dueChecks) counts() (handed, lost, checks uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.handed, d.lost, d.checks
+}
