@@ -158,7 +158,10 @@ func (s *Site) recheckSibling(t Target, ext string) (Target, bool) {
 }
 
 func (s *Site) sibling(t Target, ext string) (Target, bool) {
-	// t.File is a real path: only the sibling itself may be a link.
+	// t.File is a real path (on a recheck, as of its directories' last
+	// checks, up to half a period old: a recheck's target is only
+	// compared with the cached entry, never read): only the sibling
+	// itself may be a link.
 	name := t.File + ext
 	info, err := s.checks.lstat(name)
 	if err != nil {
