@@ -30,10 +30,13 @@ func (q *Queue) EnqueueEach(es []Event, errs []error) int {
 	added := 0
 	q.mu.Lock()
 	for i, e := range es {
-		errs[i] = q.admitOneLocked(e)
-		if errs[i] == nil {
-			added++
+		b, err := q.decideLocked(e)
+		if errs[i] = err; err != nil {
+			continue
 		}
+		q.enqueued++
+		q.push(e, q.stampLocked(b))
+		added++
 	}
 	if added == 0 {
 		q.mu.Unlock()
@@ -53,16 +56,4 @@ func (q *Queue) unlockPushed() {
 	if long {
 		runtime.Gosched()
 	}
-}
-
-// admitOneLocked decides e as Enqueue does and pushes it if admitted. The
-// caller holds q.mu.
-func (q *Queue) admitOneLocked(e Event) error {
-	b, err := q.decideLocked(e)
-	if err != nil {
-		return err
-	}
-	q.enqueued++
-	q.push(e, q.stampLocked(b))
-	return nil
 }
