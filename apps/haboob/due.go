@@ -10,6 +10,13 @@ import (
 // maxDueWindow bounds how long a due check waits for others to join it.
 const maxDueWindow = 20 * time.Millisecond
 
+// maxDueChecks bounds the checks waiting for CacheMiss (128 KiB of
+// pointers): a check that comes due past it is dropped, counted lost
+// (its page or file is claimed again in a later period), so that a
+// CacheMiss refusing hand-offs for long cannot make them grow without
+// end. A window gathers a few hundred at most.
+const maxDueChecks = 16384
+
 // checkDue tells CacheMiss that checks are waiting in the page cache's
 // dueChecks: it takes and makes them all.
 type checkDue struct{}
@@ -30,6 +37,8 @@ type dueChecks struct {
 	// and the checks must not stop for good.
 	resend int64
 	now    func() int64 // sink.Nanotime (tests set a fake clock)
+	// maxKept bounds the checks waiting (maxDueChecks; tests set fewer).
+	maxKept int
 
 	mu          sync.Mutex
 	pages       []*Page
@@ -39,9 +48,9 @@ type dueChecks struct {
 	timer       *time.Timer
 	stopped     bool // the page cache is destroyed: checks are dropped
 	// handed counts the checkDue events handed to CacheMiss, lost the
-	// checks dropped because CacheMiss refused one (each is claimed
-	// again in a later period) or the page cache stopped, checks those
-	// taken by CacheMiss.
+	// checks dropped past maxKept (each is claimed again in a later
+	// period) or because the page cache stopped, checks those taken by
+	// CacheMiss.
 	handed, lost, checks uint64
 }
 
@@ -52,18 +61,33 @@ func (d *dueChecks) init(miss sink.Sink, period time.Duration) {
 	d.window = min(period/4, maxDueWindow)
 	d.resend = int64(max(period, time.Second))
 	d.now = sink.Nanotime
+	d.maxKept = maxDueChecks
 }
 
 func (d *dueChecks) addPage(p *Page) {
 	d.mu.Lock()
-	d.pages = append(d.pages, p)
+	if d.roomLocked() {
+		d.pages = append(d.pages, p)
+	}
 	d.scheduleLocked()
 }
 
 func (d *dueChecks) addFile(e *openFile) {
 	d.mu.Lock()
-	d.files = append(d.files, e)
+	if d.roomLocked() {
+		d.files = append(d.files, e)
+	}
 	d.scheduleLocked()
+}
+
+// roomLocked reports whether one more check may wait (fewer than maxKept
+// do; before init, any number), else counts it lost.
+func (d *dueChecks) roomLocked() bool {
+	if d.maxKept <= 0 || len(d.pages)+len(d.files) < d.maxKept {
+		return true
+	}
+	d.lost++
+	return false
 }
 
 // scheduleLocked has the checks handed over after the window unless that
@@ -87,16 +111,22 @@ func (d *dueChecks) scheduleLocked() {
 		d.post()
 		return
 	}
+	d.armLocked()
+	d.mu.Unlock()
+}
+
+// armLocked starts (or restarts) the window's timer.
+func (d *dueChecks) armLocked() {
 	if d.timer == nil {
 		d.timer = time.AfterFunc(d.window, d.post)
 	} else {
 		d.timer.Reset(d.window)
 	}
-	d.mu.Unlock()
 }
 
-// post hands CacheMiss a checkDue; if it refuses it, the checks waiting
-// are dropped (lossy, as a refused check always was).
+// post hands CacheMiss a checkDue. If it refuses it, the checks waiting
+// stay for the next hand-off: after another window (the timer is armed
+// again), or without a window the one the next due check makes.
 func (d *dueChecks) post() {
 	if d.miss != nil && d.miss.EnqueueLossy(checkDue{}) {
 		d.mu.Lock()
@@ -105,9 +135,12 @@ func (d *dueChecks) post() {
 		return
 	}
 	d.mu.Lock()
-	d.dropLocked()
+	defer d.mu.Unlock()
 	d.scheduled = false
-	d.mu.Unlock()
+	if d.window > 0 && !d.stopped && len(d.pages)+len(d.files) > 0 {
+		d.scheduled, d.scheduledAt = true, d.clock()
+		d.armLocked()
+	}
 }
 
 // dropLocked drops the checks waiting, counted lost.

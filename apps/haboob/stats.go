@@ -116,6 +116,7 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 		line("revalidate.lstats", site.checks.lstats.Load())
 		line("revalidate.dirsReused", site.checks.reused.Load())
 		line("revalidate.listings", site.checks.listings.Load())
+		line("revalidate.dirsUnshared", site.checks.unshared.Load())
 	}
 	gz := h.srv.Compression()
 	line("gzip.compressions", gz.Compressions)
