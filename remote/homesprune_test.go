@@ -146,3 +146,35 @@ func TestRetiredCombinerRefusesCallers(t *testing.T) {
 		t.Fatalf("%d requests to the home at once, want 1 (a retired combiner's beside its successor's)", f.most)
 	}
 }
+
+// BenchmarkIdleHomes: the heap a home's combiner holds (one home per
+// iteration, each used once, never heard from), and what is left once
+// the sweep found them idle for forgetAfter.
+func BenchmarkIdleHomes(b *testing.B) {
+	s, clock, _ := watchedSender(b, StageConfig{})
+	f := &heldBatches{release: make(chan struct{})}
+	close(f.release)
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	base := heap()
+	for i := range b.N {
+		home := fmt.Sprintf("inst%016x", i)
+		if err := s.enqueueTo(f, home, &pending{wake: make(chan struct{}, 1), enc: []byte{0}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	held := heap()
+	s.pruneHomes(clock.Now())
+	clock.advance(forgetAfter)
+	s.pruneHomes(clock.Now())
+	left := 0
+	s.homes.Range(func(any, any) bool { left++; return true })
+	b.ReportMetric(float64(held-base)/float64(b.N), "B/home")
+	b.ReportMetric(float64(heap()-base)/float64(b.N), "B-left/home")
+	b.ReportMetric(float64(left), "homes-left")
+}

@@ -79,14 +79,14 @@ type stageSender struct {
 	comb      combiner                   // concurrent Enqueues, sent together
 	lastCodec atomic.Pointer[tableCodec] // the codec of the last event Enqueued (usually the next one's)
 	// homes maps a home instance to the *combiner of the events sent to
-	// it (Codecs.SetHome), about 250 B each with its key and map entry.
-	// A home's combiner outlives its replica's record while a request to
-	// it may still be in flight (a reply waits for its home): a second
-	// combiner beside them would send more than maxInFlight at once to
-	// that home. The sweep retires it once the home is gone and it is
-	// idle (see pruneHomes), so that the map does not grow by one entry
-	// for each worker instance that ever was a home (a restart is a new
-	// instance).
+	// it (Codecs.SetHome), about 350 B of heap each with its key and map
+	// entry (BenchmarkIdleHomes). A home's combiner outlives its
+	// replica's record while a request to it may still be in flight (a
+	// reply waits for its home): a second combiner beside them would
+	// send more than maxInFlight at once to that home. The sweep retires
+	// it once the home is gone and it is idle (see pruneHomes), so that
+	// the map does not grow by one entry for each worker instance that
+	// ever was a home (a restart is a new instance).
 	homes sync.Map
 
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -466,4 +468,60 @@ func TestDirChecksFull(t *testing.T) {
 	if got := cs.checks.unshared.Load(); got != 4 {
 		t.Errorf("%d checks unshared, want 4 (two lstats, two siblings)", got)
 	}
+}
+
+// BenchmarkRecheckPastLimit is BenchmarkRecheck on a site of more
+// directories than the map holds (96 of 36 files each, a limit of 64),
+// every file checked once per period in a fixed shuffled order: it
+// reports the directory lstats and listings per check (sibling lstats
+// aside). The 64 directories kept stay shared, the other 32 are checked
+// without sharing; clearing the whole map when full shared almost none.
+func BenchmarkRecheckPastLimit(b *testing.B) {
+	const dirs, files, limit = 96, 36, 64
+	root := b.TempDir()
+	var paths []string
+	for d := range dirs {
+		for f := range files {
+			p := fmt.Sprintf("dir%05d/class%d_%d", d, f/9, f%9)
+			if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, p), []byte("x"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			paths = append(paths, "/"+p)
+		}
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(paths), func(i, j int) { paths[i], paths[j] = paths[j], paths[i] })
+	s, err := NewSite(SiteConfig{Root: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var clock int64 = 1
+	s.checks.period = int64(time.Second)
+	s.checks.limit = limit
+	s.checks.now = func() int64 { return clock }
+	var lstats, listings int
+	s.checks.lstat = func(p string) (fs.FileInfo, error) {
+		if strings.HasPrefix(filepath.Base(p), "dir") {
+			lstats++ // a directory's, not a file's or a sibling's
+		}
+		return os.Lstat(p)
+	}
+	s.checks.hasName = func(dir, suffix string) (bool, error) {
+		listings++
+		return hasName(dir, suffix)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		clock += int64(time.Second) / int64(len(paths))
+		t, err := s.recheck(paths[i%len(paths)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.recheckSibling(t, ".gz")
+	}
+	b.ReportMetric(float64(lstats)/float64(b.N), "dirlstats/op")
+	b.ReportMetric(float64(listings)/float64(b.N), "listings/op")
 }
