@@ -13,7 +13,7 @@ import (
 
 // maxDirChecks bounds the directories whose checks a Site keeps. Past
 // it, a new directory takes the room of the entries no revalidation used
-// for a revalidation period, or else is checked without sharing (see
+// for one and a half revalidation periods, or else is checked without sharing (see
 // dirChecks.roomLocked): the directories kept stay shared.
 const maxDirChecks = 8192
 
@@ -141,13 +141,20 @@ func (d *dirChecks) update(dir string, f func(*dirCheck)) {
 	d.m[dir] = c
 }
 
+// evictAge is how long, in reuse periods, an entry no revalidation used
+// stays in a full map: one and a half revalidation periods. A directory
+// holding a single cached file is used once per revalidation period (two
+// reuse periods) plus the time its check waits for a request and for
+// CacheMiss (up to maxDueWindow, more when busy); evicting at two reuse
+// periods would drop such an entry just before its next use.
+const evictAge = 3
+
 // roomLocked reports whether m has room for one more directory. When it
-// is full, it evicts the entries that no revalidation used for a
-// revalidation period (twice the reuse period: a listing's reuse),
-// looking through m at most once per reuse period, so that a site of
-// more directories than the limit pays one such look per period rather
-// than one per check; a directory it finds no room for is checked
-// without sharing until then. The caller holds mu.
+// is full, it evicts the entries that no revalidation used for evictAge
+// reuse periods, looking through m at most once per reuse period, so
+// that a site of more directories than the limit pays one such look per
+// period rather than one per check; a directory it finds no room for is
+// checked without sharing until then. The caller holds mu.
 func (d *dirChecks) roomLocked() bool {
 	if len(d.m) < d.limit {
 		return true
@@ -158,7 +165,7 @@ func (d *dirChecks) roomLocked() bool {
 	}
 	d.lookedAt = now
 	for dir, c := range d.m {
-		if now-max(c.isDir, c.listed) > 2*d.period {
+		if now-max(c.isDir, c.listed) > evictAge*d.period {
 			delete(d.m, dir)
 		}
 	}

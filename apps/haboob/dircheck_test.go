@@ -409,9 +409,11 @@ func TestHasName(t *testing.T) {
 // TestDirChecksFull: once the map holds its limit of directories, a new
 // directory is checked without sharing (lstat'ed every revalidation, its
 // sibling lstat'ed instead of a listing made) while the directories
-// already in it stay shared; entries older than the revalidation period
-// (twice the reuse period) are evicted to make room, once that period
-// has passed since the last look for them.
+// already in it stay shared; entries unused for one and a half
+// revalidation periods (three reuse periods) are evicted to make room,
+// once a reuse period has passed since the last look for them, and not
+// one unused for a revalidation period and a little (a directory of one
+// cached file, due again).
 func TestDirChecksFull(t *testing.T) {
 	cs := newCheckedSite(t, time.Second)
 	cs.checks.limit = 2
@@ -433,9 +435,13 @@ func TestDirChecksFull(t *testing.T) {
 		{path: "/d0/f", lstats: [3]int{1, 1, 1}, entries: 2},                // d0, d1 still shared
 		{path: "/d1/f", lstats: [3]int{1, 1, 1}, entries: 2},
 		{path: "/d2/f", sibling: true, lstats: [3]int{1, 1, 2}, entries: 2},
-		{path: "/d0/f", advance: 1500 * time.Millisecond, lstats: [3]int{2, 1, 2}, entries: 2},                         // d0 checked again
-		{path: "/d2/f", advance: 600 * time.Millisecond, sibling: true, lstats: [3]int{2, 1, 4}, lists: 1, entries: 2}, // d1 stale: evicted
-		{path: "/d2/f", sibling: true, lstats: [3]int{2, 1, 4}, lists: 1, entries: 2},
+		{path: "/d0/f", advance: 1500 * time.Millisecond, lstats: [3]int{2, 1, 2}, entries: 2}, // d0 checked again
+		// d1, last used a revalidation period and a little ago (as a
+		// directory of one cached file is), is not evicted before its use.
+		{path: "/d2/f", advance: 600 * time.Millisecond, sibling: true, lstats: [3]int{2, 1, 3}, entries: 2},
+		{path: "/d1/f", lstats: [3]int{2, 2, 3}, entries: 2},
+		{path: "/d2/f", advance: 2500 * time.Millisecond, sibling: true, lstats: [3]int{2, 2, 5}, lists: 1, entries: 2}, // d0 stale (3.1 s): evicted
+		{path: "/d2/f", sibling: true, lstats: [3]int{2, 2, 5}, lists: 1, entries: 2},
 	}
 	for i, st := range steps {
 		cs.clock += int64(st.advance)
@@ -462,11 +468,11 @@ func TestDirChecksFull(t *testing.T) {
 			t.Errorf("step %d %s: %d directories in the map, want %d", i, st.path, got, st.entries)
 		}
 	}
-	if got := cs.lstats[filepath.Join(cs.root, "d2", "f.gz")]; got != 2 {
-		t.Errorf("d2's sibling lstat'ed %d times while d2 was unshared, want 2", got)
+	if got := cs.lstats[filepath.Join(cs.root, "d2", "f.gz")]; got != 3 {
+		t.Errorf("d2's sibling lstat'ed %d times while d2 was unshared, want 3", got)
 	}
-	if got := cs.checks.unshared.Load(); got != 4 {
-		t.Errorf("%d checks unshared, want 4 (two lstats, two siblings)", got)
+	if got := cs.checks.unshared.Load(); got != 6 {
+		t.Errorf("%d checks unshared, want 6 (three lstats, three siblings)", got)
 	}
 }
 
