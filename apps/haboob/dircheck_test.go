@@ -242,14 +242,19 @@ func TestRecheckSiblingUnchangedDirectory(t *testing.T) {
 				t.Fatal("a sibling where there is none")
 			}
 			if tt.addGz {
+				changed := changeTime(info)
+				waitForChangeTimePast(t, changed)
 				mustWrite(t, filepath.Join(dir, "a.gz"), "gz")
-			}
-			if tt.restoreMtime {
-				if err := os.Chtimes(dir, mtime, mtime); err != nil {
-					t.Fatal(err)
+				if tt.restoreMtime {
+					if err := os.Chtimes(dir, mtime, mtime); err != nil {
+						t.Fatal(err)
+					}
+					if info, err := os.Lstat(dir); err != nil || !info.ModTime().Equal(mtime) {
+						t.Fatalf("the directory's modification time not restored: %v", err)
+					}
 				}
-				if info, err := os.Lstat(dir); err != nil || !info.ModTime().Equal(mtime) {
-					t.Fatalf("the directory's modification time not restored: %v", err)
+				if info, err := os.Lstat(dir); err != nil || !changeTime(info).After(changed) {
+					t.Fatalf("the directory's change time did not move past %v: %v", changed, err)
 				}
 			}
 			var found bool
@@ -264,6 +269,37 @@ func TestRecheckSiblingUnchangedDirectory(t *testing.T) {
 				t.Errorf("sibling found %v, want %v", found, tt.found)
 			}
 		})
+	}
+}
+
+// waitForChangeTimePast waits until the file system stamps a change
+// later than t (a scratch file's, changed again and again; bounded by a
+// hang guard), so that the next change of a directory gets a change
+// time other than t: a change time has the kernel's coarse clock (a tick
+// of 1 to 10 ms; before Linux 6.13 always, and later for an inode not
+// stat'ed since its last change), so a change made within the same tick
+// would get t again.
+func waitForChangeTimePast(t *testing.T, past time.Time) {
+	t.Helper()
+	scratch := filepath.Join(t.TempDir(), "scratch")
+	mustWrite(t, scratch, "")
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		for _, mode := range []fs.FileMode{0o600, 0o644} {
+			if err := os.Chmod(scratch, mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := os.Lstat(scratch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changeTime(info).After(past) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no change time past %v in 10 s (the last %v)", past, changeTime(info))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
