@@ -1,6 +1,8 @@
 package haboob
 
 import (
+	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,20 +11,49 @@ import (
 )
 
 // eventSink records what is enqueued, refusing everything when full
-// and the next refusals events whatever.
+// and the next refusals events whatever. With a gate, an enqueue first
+// waits for it to close.
 type eventSink struct {
 	sink.Sink
 	events   chan sink.Event
+	gate     chan struct{}
 	full     atomic.Bool
 	refusals atomic.Int64
 }
 
 func (s *eventSink) EnqueueLossy(e sink.Event) bool {
+	if s.gate != nil {
+		<-s.gate
+	}
 	if s.full.Load() || s.refusals.Add(-1) >= 0 {
 		return false
 	}
 	s.events <- e
 	return true
+}
+
+// dueCache is a page cache whose due checks go to s, with a window for
+// period (0: none).
+func dueCache(t *testing.T, s sink.Sink, period time.Duration) *PageCache {
+	c := NewPageCache(1 << 20)
+	c.due.init(s, period)
+	t.Cleanup(c.files.purge)
+	return c
+}
+
+// cachePage caches a page for key in c.
+func cachePage(c *PageCache, key string) *Page {
+	p := c.Insert(key, []byte(key), "text/plain", Validators{ETag: key})
+	p.Release()
+	return p
+}
+
+// cacheFile caches an open file for key in c.
+func cacheFile(t *testing.T, c *PageCache, key string) *openFile {
+	f, info := openTemp(t, t.TempDir(), "f", 1)
+	e := c.files.put(&openFile{key: key, file: f, info: info}, 0)
+	e.file.Release()
+	return e
 }
 
 // TestDueChecksCoalesced: the checks that come due before CacheMiss takes
@@ -31,37 +62,36 @@ func (s *eventSink) EnqueueLossy(e sink.Event) bool {
 // one, and does not stop later hand-offs.
 func TestDueChecksCoalesced(t *testing.T) {
 	s := &eventSink{events: make(chan sink.Event, 16)}
-	var d dueChecks
-	d.init(s, 0) // no window: handed over at once
-	p1, p2, p3 := &Page{Key: "/1"}, &Page{Key: "/2"}, &Page{Key: "/3"}
-	e := &openFile{key: "/f"}
-	d.addPage(p1)
-	d.addPage(p2)
-	d.addFile(e)
+	c := dueCache(t, s, 0) // no window: handed over at once
+	p1, p2, p3 := cachePage(c, "/1"), cachePage(c, "/2"), cachePage(c, "/3")
+	e := cacheFile(t, c, "/f")
+	c.due.addPage(p1)
+	c.due.addPage(p2)
+	c.due.addFile(e)
 	if n := len(s.events); n != 1 {
 		t.Fatalf("%d hand-offs for three checks, want 1", n)
 	}
 	<-s.events
-	pages, files := d.take()
-	if len(pages) != 2 || pages[0] != p1 || pages[1] != p2 || len(files) != 1 || files[0] != e {
+	pages, files := c.takeDue()
+	if !slices.Equal(pages, []*Page{p1, p2}) || !slices.Equal(files, []*openFile{e}) {
 		t.Fatalf("took %v %v", pages, files)
 	}
-	d.addPage(p3)
+	c.due.addPage(p3)
 	if n := len(s.events); n != 1 {
 		t.Fatalf("%d hand-offs after a take, want 1", n)
 	}
 	<-s.events
-	d.take()
+	c.takeDue()
 	s.full.Store(true)
-	d.addPage(p1)
-	d.addPage(p2) // the refused hand-off kept p1: this one tries again
-	if handed, lost, _ := d.counts(); handed != 2 || lost != 0 {
+	c.due.addPage(p1)
+	c.due.addPage(p2) // the refused hand-off kept p1: this one tries again
+	if handed, lost, _, _ := c.due.counts(); handed != 2 || lost != 0 {
 		t.Fatalf("handed %d, lost %d; want 2, 0", handed, lost)
 	}
 	s.full.Store(false)
-	d.addPage(p3)
+	c.due.addPage(p3)
 	<-s.events
-	if pages, _ := d.take(); len(pages) != 3 || pages[0] != p1 || pages[2] != p3 {
+	if pages, _ := c.takeDue(); !slices.Equal(pages, []*Page{p1, p2, p3}) {
 		t.Fatalf("took %v after refusals, want the three", pages)
 	}
 }
@@ -97,26 +127,25 @@ func TestDueChecksWindow(t *testing.T) {
 // fake clock.
 func TestDueChecksResentWhenUntaken(t *testing.T) {
 	s := &eventSink{events: make(chan sink.Event, 16)}
-	var d dueChecks
-	d.init(s, 0) // no window: handed over at once
+	c := dueCache(t, s, 0) // no window: handed over at once
 	var clock int64 = 1
-	d.now = func() int64 { return clock }
-	d.addPage(&Page{Key: "/1"})
+	c.due.now = func() int64 { return clock }
+	c.due.addPage(cachePage(c, "/1"))
 	<-s.events // accepted, never taken
-	clock += d.resend - 1
-	d.addPage(&Page{Key: "/2"})
+	clock += c.due.resend - 1
+	c.due.addPage(cachePage(c, "/2"))
 	if n := len(s.events); n != 0 {
 		t.Fatalf("%d hand-offs while the first is fresh, want 0", n)
 	}
 	clock++
-	d.addPage(&Page{Key: "/3"})
+	c.due.addPage(cachePage(c, "/3"))
 	if n := len(s.events); n != 1 {
 		t.Fatalf("%d hand-offs once the first looks lost, want 1", n)
 	}
-	if pages, _ := d.take(); len(pages) != 3 {
+	if pages, _ := c.takeDue(); len(pages) != 3 {
 		t.Fatalf("took %d pages, want the 3 waiting", len(pages))
 	}
-	if handed, lost, checks := d.counts(); handed != 2 || lost != 0 || checks != 3 {
+	if handed, lost, checks, _ := c.due.counts(); handed != 2 || lost != 0 || checks != 3 {
 		t.Fatalf("handed %d, lost %d, checks %d; want 2, 0, 3", handed, lost, checks)
 	}
 }
@@ -132,7 +161,7 @@ func TestDueChecksStop(t *testing.T) {
 	d.stop()
 	d.addPage(&Page{Key: "/2"})
 	d.addFile(&openFile{key: "/f"})
-	if handed, lost, checks := d.counts(); handed != 0 || lost != 3 || checks != 0 {
+	if handed, lost, checks, _ := d.counts(); handed != 0 || lost != 3 || checks != 0 {
 		t.Fatalf("handed %d, lost %d, checks %d; want 0, 3, 0", handed, lost, checks)
 	}
 	select {
@@ -146,7 +175,9 @@ func TestDueChecksStop(t *testing.T) {
 // refuses wait for the next one, the one a later due check makes
 // (without a window) or the window's timer again (with one: no later
 // check needed; a hang guard only); past the bound (maxKept) a check
-// is dropped and counted lost.
+// is dropped and counted lost. With a window, the hand-offs wait at a
+// gate until the three pages are added, so that how long adding them
+// takes does not matter.
 func TestDueChecksKeptWhenRefused(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -165,6 +196,9 @@ func TestDueChecksKeptWhenRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &eventSink{events: make(chan sink.Event, 16)}
+			if tt.period > 0 {
+				s.gate = make(chan struct{})
+			}
 			var d dueChecks
 			d.init(s, tt.period)
 			if tt.maxKept > 0 {
@@ -177,6 +211,9 @@ func TestDueChecksKeptWhenRefused(t *testing.T) {
 			if tt.addFile {
 				d.addFile(&openFile{key: "/f"})
 			}
+			if s.gate != nil {
+				close(s.gate)
+			}
 			select {
 			case <-s.events:
 			case <-time.After(10 * time.Second):
@@ -186,13 +223,105 @@ func TestDueChecksKeptWhenRefused(t *testing.T) {
 			if len(pages) != tt.took || len(files) != tt.tookFiles {
 				t.Fatalf("took %d pages, %d files; want %d, %d", len(pages), len(files), tt.took, tt.tookFiles)
 			}
-			for i, p := range pages {
-				if p.Key != string(rune('a'+i)) {
-					t.Fatalf("page %d is %q: not the first kept, in order", i, p.Key)
+			for i, key := range pages {
+				if key != string(rune('a'+i)) {
+					t.Fatalf("page %d is %q: not the first kept, in order", i, key)
 				}
 			}
-			if _, lost, _ := d.counts(); lost != tt.lost {
+			if _, lost, _, _ := d.counts(); lost != tt.lost {
 				t.Fatalf("lost %d, want %d", lost, tt.lost)
+			}
+		})
+	}
+}
+
+// TestDueChecksQueuedOnce: a page or file claimed again while its check
+// waits (CacheMiss refusing hand-offs for longer than a period) waits
+// once: it takes no more room (no other check is lost for it) and is
+// checked once when CacheMiss takes them; once taken, its next claim
+// adds it again.
+func TestDueChecksQueuedOnce(t *testing.T) {
+	s := &eventSink{events: make(chan sink.Event, 16)}
+	c := dueCache(t, s, 0) // no window: handed over at once
+	c.due.maxKept = 3
+	hot, other := cachePage(c, "/hot"), cachePage(c, "/other")
+	e := cacheFile(t, c, "/f")
+	s.full.Store(true)
+	for range 5 { // five periods of refusals
+		c.due.addPage(hot)
+		c.due.addFile(e)
+	}
+	c.due.addPage(other)
+	if _, lost, _, _ := c.due.counts(); lost != 0 {
+		t.Fatalf("%d checks lost, want 0 (three waiting of three)", lost)
+	}
+	s.full.Store(false)
+	c.due.addPage(hot) // claimed again: the hand-off is retried
+	<-s.events
+	pages, files := c.takeDue()
+	if !slices.Equal(pages, []*Page{hot, other}) || !slices.Equal(files, []*openFile{e}) {
+		t.Fatalf("took %v %v, want each once", pages, files)
+	}
+	c.due.addPage(hot)
+	<-s.events
+	if pages, _ := c.takeDue(); !slices.Equal(pages, []*Page{hot}) {
+		t.Fatalf("took %v after the take, want the hot page again", pages)
+	}
+	if _, lost, checks, gone := c.due.counts(); lost != 0 || checks != 4 || gone != 0 {
+		t.Fatalf("lost %d, checks %d, gone %d; want 0, 4, 0", lost, checks, gone)
+	}
+}
+
+// TestDueChecksSkipGone: a page or file that left the cache while its
+// check waited (evicted, removed, replaced by a newer one) is not
+// checked, counted gone, and is not kept reachable by the checks
+// waiting (its body with it); a newer page claimed in turn is checked
+// once.
+func TestDueChecksSkipGone(t *testing.T) {
+	tests := []struct {
+		name  string
+		leave func(c *PageCache) // the page "/p" and the file "/f" leave
+		took  int                // pages taken
+		gone  uint64
+	}{
+		{"removed", func(c *PageCache) { c.Remove("/p"); c.files.remove("/f") }, 0, 2},
+		{"replaced", func(c *PageCache) { cachePage(c, "/p"); cacheFile(t, c, "/f") }, 0, 2},
+		{"replaced, claimed again", func(c *PageCache) { c.due.addPage(cachePage(c, "/p")); c.files.remove("/f") }, 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &eventSink{events: make(chan sink.Event, 16)}
+			c := dueCache(t, s, 0) // no window: handed over at once
+			s.full.Store(true)
+			collected := make(chan struct{})
+			func() {
+				p := cachePage(c, "/p")
+				runtime.AddCleanup(p, func(ch chan struct{}) { close(ch) }, collected)
+				c.due.addPage(p)
+				c.due.addFile(cacheFile(t, c, "/f"))
+			}()
+			tt.leave(c)
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				runtime.GC()
+				select {
+				case <-collected:
+				case <-time.After(time.Millisecond):
+					if time.Now().After(deadline) {
+						t.Fatal("the page that left the cache is kept reachable")
+					}
+					continue
+				}
+				break
+			}
+			s.full.Store(false)
+			c.due.addPage(cachePage(c, "/q"))
+			<-s.events
+			pages, files := c.takeDue()
+			if len(pages) != tt.took+1 || pages[len(pages)-1].Key != "/q" || len(files) != 0 {
+				t.Fatalf("took %v %v; want %d page(s) of /p, then /q, no file", pages, files, tt.took)
+			}
+			if _, _, checks, gone := c.due.counts(); checks != uint64(tt.took+1) || gone != tt.gone {
+				t.Fatalf("checks %d, gone %d; want %d, %d", checks, gone, tt.took+1, tt.gone)
 			}
 		})
 	}

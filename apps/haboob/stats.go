@@ -104,10 +104,11 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 		line("cache.misses", st.Misses)
 		line("cache.evictions", st.Evictions)
 		line("cache.reused", st.Reused)
-		handed, lost, checks := c.due.counts()
+		handed, lost, checks, gone := c.due.counts()
 		line("revalidate.checks", checks)
 		line("revalidate.handoffs", handed)
 		line("revalidate.lost", lost)
+		line("revalidate.gone", gone)
 	}
 	h.srv.mu.Lock()
 	site := h.srv.site
