@@ -97,8 +97,11 @@ func TestRetiredCombinerRefusesCallers(t *testing.T) {
 
 	// Callers racing the sweep's pruning, which finds every combiner
 	// idle at two looks in a row idle for forgetAfter, until it has
-	// retired 50 of them.
+	// retired 50 of them and at least one caller was refused by a
+	// combiner retired after it took it (and took the new one). A caller
+	// yields in that gap, so that the race happens with one P too.
 	const callers, retirements = 4, 50
+	s.testHookCombinerTaken = runtime.Gosched
 	var sent atomic.Int64
 	errs := make(chan error, callers)
 	stop := make(chan struct{})
@@ -122,9 +125,9 @@ func TestRetiredCombinerRefusesCallers(t *testing.T) {
 		})
 	}
 	retired := 0
-	for deadline := time.Now().Add(time.Minute); retired < retirements && len(errs) == 0; {
+	for deadline := time.Now().Add(time.Minute); (retired < retirements || s.retiredRetries.Load() == 0) && len(errs) == 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d combiners retired in a minute, want %d", retired, retirements)
+			t.Fatalf("in a minute, %d combiners retired (want %d), %d callers refused by a retired one (want some)", retired, retirements, s.retiredRetries.Load())
 		}
 		before, _ := s.homes.Load("h")
 		clock.advance(forgetAfter)
@@ -142,6 +145,7 @@ func TestRetiredCombinerRefusesCallers(t *testing.T) {
 	if want := 1 + int(sent.Load()); f.events != want {
 		t.Fatalf("%d callers sent, want %d", f.events, want)
 	}
+	t.Logf("%d combiners retired, %d callers refused by a retired one", retired, s.retiredRetries.Load())
 	if f.most != 1 {
 		t.Fatalf("%d requests to the home at once, want 1 (a retired combiner's beside its successor's)", f.most)
 	}

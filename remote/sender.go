@@ -88,6 +88,12 @@ type stageSender struct {
 	// the map does not grow by one entry for each worker instance that
 	// ever was a home (a restart is a new instance).
 	homes sync.Map
+	// retiredRetries counts the callers a home's combiner refused
+	// because the sweep retired it between their taking it and joining
+	// it (each took the home's new one, see enqueueTo);
+	// testHookCombinerTaken, if set (tests), runs in that gap.
+	retiredRetries        atomic.Uint64
+	testHookCombinerTaken func()
 
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
 	warns     frontWarnings
@@ -659,9 +665,14 @@ func (s *stageSender) enqueueMany(es []sink.Event) error {
 // left then. b sends the requests: s (a test's fake in unit tests).
 func (s *stageSender) enqueueTo(b batchSender, home string, p *pending) error {
 	for {
-		if err := s.combinerFor(home).enqueue(b, p); err != errRetired {
+		c := s.combinerFor(home)
+		if s.testHookCombinerTaken != nil {
+			s.testHookCombinerTaken()
+		}
+		if err := c.enqueue(b, p); err != errRetired {
 			return err
 		}
+		s.retiredRetries.Add(1)
 	}
 }
 
