@@ -2,11 +2,13 @@ package remote
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -79,6 +81,12 @@ type combiner struct {
 	leaders  int
 	inFlight int
 	limit    int // the encoded bytes of a round (batchSender.combinedLimit, refreshed by each leader; 0: not known yet)
+	// A home's combiner: joins counts its callers; the sweep's
+	// pruneHomes notes idleJoins, that count when it found c idle since
+	// idleSince, and sets retired when it forgets c.
+	joins, idleJoins uint64
+	idleSince        time.Time
+	retired          bool
 }
 
 // round is the callers of one combined request, in the order they came:
@@ -174,13 +182,22 @@ func (s *stageSender) enqueueCombined(e sink.Event) error {
 	if cd.Home != nil {
 		home = cd.Home(e)
 	}
-	return s.combinerFor(home).enqueue(s, p)
+	return s.enqueueTo(s, home, p)
 }
 
+// errRetired is enqueue's refusal of a caller by a home's combiner the
+// sweep retired (see pruneHomes): the caller takes the home's new one.
+var errRetired = errors.New("remote: combiner retired")
+
 // enqueue sends p's event with the others waiting in c and returns its
-// verdict.
+// verdict, or errRetired (p untouched) if c was retired.
 func (c *combiner) enqueue(s batchSender, p *pending) error {
 	c.mu.Lock()
+	if c.retired {
+		c.mu.Unlock()
+		return errRetired
+	}
+	c.joins++
 	if c.limit == 0 {
 		c.limit = s.combinedLimit()
 	}

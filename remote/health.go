@@ -228,7 +228,7 @@ func (s *stageSender) sweep() {
 	for inst, rs := range s.replicas {
 		if rs.out.Load() {
 			if rs.seen.Load() < forget {
-				delete(s.replicas, inst) // its combiner, if it is a home, stays (see homes)
+				delete(s.replicas, inst) // its combiner, if it is a home, goes once idle (pruneHomes)
 			}
 			continue
 		}
@@ -270,6 +270,7 @@ func (s *stageSender) sweep() {
 			s.n.watcher.Out(s.stage, g.rs.inst)
 		}
 	}
+	s.pruneHomes(now)
 }
 
 // request sends msg to rs (nil: the stage's queue group or the fixed

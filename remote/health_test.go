@@ -59,7 +59,7 @@ func (c *fakeClock) advance(d time.Duration) {
 
 // watchedSender is a request-mode sender with no NATS connection, on a
 // fake clock, logging into a buffer: for the replica watch's decisions.
-func watchedSender(t *testing.T, rc StageConfig) (*stageSender, *fakeClock, *logBuffer) {
+func watchedSender(t testing.TB, rc StageConfig) (*stageSender, *fakeClock, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	n := &Node{cfg: ClusterConfig{Node: "front"}.withDefaults(), log: slog.New(slog.NewTextHandler(logs, nil)), node: "front", inst: "me"}

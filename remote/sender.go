@@ -79,15 +79,21 @@ type stageSender struct {
 	comb      combiner                   // concurrent Enqueues, sent together
 	lastCodec atomic.Pointer[tableCodec] // the codec of the last event Enqueued (usually the next one's)
 	// homes maps a home instance to the *combiner of the events sent to
-	// it (Codecs.SetHome), kept for the sender's life, even once the
-	// replica is forgotten: its requests may still be in flight (a reply
-	// waits for its home), and a second combiner beside them would send
-	// more than maxInFlight at once to that home. One per home instance
-	// the events named (a combiner is under a hundred bytes; with its key
-	// and map entry about 250 B): this grows by one entry for each worker
-	// instance that ever was a home (a restart is a new instance), which
-	// is accepted as negligible rather than retiring idle combiners.
+	// it (Codecs.SetHome), about 350 B of heap each with its key and map
+	// entry (BenchmarkIdleHomes). A home's combiner outlives its
+	// replica's record while a request to it may still be in flight (a
+	// reply waits for its home): a second combiner beside them would
+	// send more than maxInFlight at once to that home. The sweep retires
+	// it once the home is gone and it is idle (see pruneHomes), so that
+	// the map does not grow by one entry for each worker instance that
+	// ever was a home (a restart is a new instance).
 	homes sync.Map
+	// retiredRetries counts the callers a home's combiner refused
+	// because the sweep retired it between their taking it and joining
+	// it (each took the home's new one, see enqueueTo);
+	// testHookCombinerTaken, if set (tests), runs in that gap.
+	retiredRetries        atomic.Uint64
+	testHookCombinerTaken func()
 
 	now       func() time.Time // the clock of the replicas' health (tests set a fake one)
 	warns     frontWarnings
@@ -650,7 +656,24 @@ func (s *stageSender) enqueueMany(es []sink.Event) error {
 		return err
 	}
 	p.event, p.events, p.codec, p.enc, p.err, p.trace = nil, es, last, enc, nil, pendingTrace{}
-	return s.combinerFor(s.n.wire.home(es[0])).enqueue(s, p)
+	return s.enqueueTo(s, s.n.wire.home(es[0]), p)
+}
+
+// enqueueTo sends p with the others waiting for the same destination
+// (home; "": any replica) through its combiner, or through a new one if
+// the sweep retired the one p found (pruneHomes): none has a caller
+// left then. b sends the requests: s (a test's fake in unit tests).
+func (s *stageSender) enqueueTo(b batchSender, home string, p *pending) error {
+	for {
+		c := s.combinerFor(home)
+		if s.testHookCombinerTaken != nil {
+			s.testHookCombinerTaken()
+		}
+		if err := c.enqueue(b, p); err != errRetired {
+			return err
+		}
+		s.retiredRetries.Add(1)
+	}
 }
 
 // combinerFor returns the combiner of the requests to home ("": any
@@ -661,6 +684,32 @@ func (s *stageSender) combinerFor(home string) *combiner {
 	}
 	v, _ := s.homes.LoadOrStore(home, &combiner{home: home})
 	return v.(*combiner)
+}
+
+// pruneHomes retires (and forgets) the combiners of the homes that are
+// gone and idle: no replica record (forgotten, forgetAfter out of
+// rotation; or never heard from), no caller waiting or in flight, and
+// no new caller for forgetAfter, as seen by the sweeps (now: this
+// one's). A combiner with a caller left is kept, so that no second one
+// sends beside its requests in flight (TestForgottenHomeKeepsItsCombiner);
+// one retired refuses callers (errRetired), who take the new one.
+func (s *stageSender) pruneHomes(now time.Time) {
+	s.homes.Range(func(k, v any) bool {
+		home, c := k.(string), v.(*combiner)
+		s.mu.Lock()
+		_, known := s.replicas[home]
+		s.mu.Unlock()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		switch {
+		case c.waiting > 0 || c.leaders > 0 || c.joins != c.idleJoins || c.idleSince.IsZero():
+			c.idleJoins, c.idleSince = c.joins, now
+		case !known && now.Sub(c.idleSince) >= forgetAfter:
+			c.retired = true
+			s.homes.CompareAndDelete(home, c)
+		}
+		return true
+	})
 }
 
 // EnqueueLossy is Enqueue reporting only whether e was admitted.

@@ -39,6 +39,7 @@ type Page struct {
 	ok      http.Response
 	okBody  [1][]byte
 	checked atomic.Int64 // sink.Nanotime of the last revalidation
+	queued  atomic.Bool  // its check waits for CacheMiss (see dueChecks)
 }
 
 // Retain adds a holder: one more Release is due.

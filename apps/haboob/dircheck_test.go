@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
-
-	"github.com/sandstorm-go/sandstorm/sink"
 )
 
 // checkedSite is a Site over a fresh root whose directory checks are
@@ -199,34 +199,41 @@ func TestRecheckSiblingListing(t *testing.T) {
 }
 
 // TestRecheckSiblingUnchangedDirectory: once the revalidation period is
-// over, a directory whose modification time is unchanged since its
-// listing and settled (older than the listing by settledAge) is not
-// listed again, only lstat'ed; one changed recently is listed again each
-// period; one whose names changed is listed again and its .gz file seen.
+// over, a directory whose change time is unchanged since its listing and
+// settled (older than the listing by settledAge) is not listed again,
+// only lstat'ed; one changed just before its listing is listed again
+// each period; one whose names changed is listed again and its .gz file
+// seen, even if its modification time was set back (touch -r, rsync -t:
+// the change time says it changed). Real files and timestamps; the
+// listings are taken as made listedAfter the directory's last change.
 func TestRecheckSiblingUnchangedDirectory(t *testing.T) {
 	tests := []struct {
-		name     string
-		mtimeAgo time.Duration // the directory's modification time before the first listing
-		addGz    bool          // a .gz file added after the first listing
-		listings int           // after four periods
-		found    bool
+		name         string
+		listedAfter  time.Duration
+		addGz        bool // a .gz file added after the first listing
+		restoreMtime bool // and the directory's modification time set back
+		listings     int  // after four periods
+		found        bool
 	}{
-		{name: "settled, unchanged", mtimeAgo: time.Hour, listings: 1},
-		{name: "changed just before the listing", mtimeAgo: 0, listings: 4},
-		{name: "settled, then a .gz added (recent: listed each period)", mtimeAgo: time.Hour, addGz: true, listings: 4, found: true},
+		{name: "settled, unchanged", listedAfter: time.Hour, listings: 1},
+		{name: "changed just before the listing", listedAfter: time.Millisecond, listings: 4},
+		{name: "settled, then a .gz added", listedAfter: time.Hour, addGz: true, listings: 2, found: true},
+		{name: "settled, then a .gz added, the mtime restored", listedAfter: time.Hour, addGz: true, restoreMtime: true, listings: 2, found: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cs := newCheckedSite(t, time.Second)
 			dir := filepath.Join(cs.root, "dir")
-			mtime := time.Now().Add(-tt.mtimeAgo)
+			mtime := time.Now().Add(-time.Hour).Truncate(time.Second)
 			if err := os.Chtimes(dir, mtime, mtime); err != nil {
 				t.Fatal(err)
 			}
-			cs.checks.wall = func() time.Time { return mtime.Add(time.Millisecond) }
-			if tt.mtimeAgo > 0 {
-				cs.checks.wall = time.Now
+			info, err := os.Lstat(dir)
+			if err != nil {
+				t.Fatal(err)
 			}
+			listedAt := changeTime(info).Add(tt.listedAfter)
+			cs.checks.wall = func() time.Time { return listedAt }
 			a, err := cs.recheck("/dir/a")
 			if err != nil {
 				t.Fatal(err)
@@ -235,7 +242,20 @@ func TestRecheckSiblingUnchangedDirectory(t *testing.T) {
 				t.Fatal("a sibling where there is none")
 			}
 			if tt.addGz {
+				changed := changeTime(info)
+				waitForChangeTimePast(t, changed)
 				mustWrite(t, filepath.Join(dir, "a.gz"), "gz")
+				if tt.restoreMtime {
+					if err := os.Chtimes(dir, mtime, mtime); err != nil {
+						t.Fatal(err)
+					}
+					if info, err := os.Lstat(dir); err != nil || !info.ModTime().Equal(mtime) {
+						t.Fatalf("the directory's modification time not restored: %v", err)
+					}
+				}
+				if info, err := os.Lstat(dir); err != nil || !changeTime(info).After(changed) {
+					t.Fatalf("the directory's change time did not move past %v: %v", changed, err)
+				}
 			}
 			var found bool
 			for range 3 {
@@ -249,6 +269,37 @@ func TestRecheckSiblingUnchangedDirectory(t *testing.T) {
 				t.Errorf("sibling found %v, want %v", found, tt.found)
 			}
 		})
+	}
+}
+
+// waitForChangeTimePast waits until the file system stamps a change
+// later than t (a scratch file's, changed again and again; bounded by a
+// hang guard), so that the next change of a directory gets a change
+// time other than t: a change time has the kernel's coarse clock (a tick
+// of 1 to 10 ms; before Linux 6.13 always, and later for an inode not
+// stat'ed since its last change), so a change made within the same tick
+// would get t again.
+func waitForChangeTimePast(t *testing.T, past time.Time) {
+	t.Helper()
+	scratch := filepath.Join(t.TempDir(), "scratch")
+	mustWrite(t, scratch, "")
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		for _, mode := range []fs.FileMode{0o600, 0o644} {
+			if err := os.Chmod(scratch, mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+		info, err := os.Lstat(scratch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changeTime(info).After(past) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no change time past %v in 10 s (the last %v)", past, changeTime(info))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -303,85 +354,6 @@ func TestRevalidateDropsPageAfterSwap(t *testing.T) {
 	h.revalidate(a) // within the directory check's period
 	if cached("/dir/a") {
 		t.Error("the page of a directory swapped for a link was kept")
-	}
-}
-
-// eventSink records what is enqueued, refusing everything when full.
-type eventSink struct {
-	sink.Sink
-	events chan sink.Event
-	full   bool
-}
-
-func (s *eventSink) EnqueueLossy(e sink.Event) bool {
-	if s.full {
-		return false
-	}
-	s.events <- e
-	return true
-}
-
-// TestDueChecksCoalesced: the checks that come due before CacheMiss takes
-// them share one hand-off; after a take the next one is handed over
-// again; checks CacheMiss refuses are dropped and counted, and do not
-// stop later hand-offs.
-func TestDueChecksCoalesced(t *testing.T) {
-	s := &eventSink{events: make(chan sink.Event, 16)}
-	var d dueChecks
-	d.init(s, 0) // no window: handed over at once
-	p1, p2, p3 := &Page{Key: "/1"}, &Page{Key: "/2"}, &Page{Key: "/3"}
-	e := &openFile{key: "/f"}
-	d.addPage(p1)
-	d.addPage(p2)
-	d.addFile(e)
-	if n := len(s.events); n != 1 {
-		t.Fatalf("%d hand-offs for three checks, want 1", n)
-	}
-	<-s.events
-	pages, files := d.take()
-	if len(pages) != 2 || pages[0] != p1 || pages[1] != p2 || len(files) != 1 || files[0] != e {
-		t.Fatalf("took %v %v", pages, files)
-	}
-	d.addPage(p3)
-	if n := len(s.events); n != 1 {
-		t.Fatalf("%d hand-offs after a take, want 1", n)
-	}
-	<-s.events
-	d.take()
-	s.full = true
-	d.addPage(p1)
-	d.addPage(p2) // the refused hand-off dropped the checks: this one tries again
-	if handed, lost, _ := d.counts(); handed != 2 || lost != 2 {
-		t.Fatalf("handed %d, lost %d; want 2, 2", handed, lost)
-	}
-	s.full = false
-	d.addPage(p3)
-	if pages, _ := d.take(); len(pages) != 1 || pages[0] != p3 {
-		t.Fatalf("took %v after refusals", pages)
-	}
-}
-
-// TestDueChecksWindow: with a window, checks are handed over once it has
-// passed (a hang guard only, no timing threshold), in one hand-off.
-func TestDueChecksWindow(t *testing.T) {
-	s := &eventSink{events: make(chan sink.Event, 16)}
-	var d dueChecks
-	d.init(s, 2*time.Second)
-	if d.window != maxDueWindow {
-		t.Fatalf("window %v, want %v", d.window, maxDueWindow)
-	}
-	d.addPage(&Page{Key: "/1"})
-	d.addPage(&Page{Key: "/2"})
-	select {
-	case <-s.events:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no hand-off")
-	}
-	if pages, _ := d.take(); len(pages) != 2 {
-		t.Fatalf("took %d pages, want 2", len(pages))
-	}
-	if n := len(s.events); n != 0 {
-		t.Fatalf("%d more hand-offs", n)
 	}
 }
 
@@ -470,54 +442,128 @@ func TestHasName(t *testing.T) {
 	}
 }
 
-// TestDueChecksResentWhenUntaken: a checkDue that CacheMiss accepted but
-// never took (a batch that panicked before it, a discarded queue) holds
-// the next checks back only for the resend period: then the next due
-// check sends another, and CacheMiss takes every check waiting. On a
-// fake clock.
-func TestDueChecksResentWhenUntaken(t *testing.T) {
-	s := &eventSink{events: make(chan sink.Event, 16)}
-	var d dueChecks
-	d.init(s, 0) // no window: handed over at once
-	var clock int64 = 1
-	d.now = func() int64 { return clock }
-	d.addPage(&Page{Key: "/1"})
-	<-s.events // accepted, never taken
-	clock += d.resend - 1
-	d.addPage(&Page{Key: "/2"})
-	if n := len(s.events); n != 0 {
-		t.Fatalf("%d hand-offs while the first is fresh, want 0", n)
+// TestDirChecksFull: once the map holds its limit of directories, a new
+// directory is checked without sharing (lstat'ed every revalidation, its
+// sibling lstat'ed instead of a listing made) while the directories
+// already in it stay shared; entries unused for one and a half
+// revalidation periods (three reuse periods) are evicted to make room,
+// once a reuse period has passed since the last look for them, and not
+// one unused for a revalidation period and a little (a directory of one
+// cached file, due again).
+func TestDirChecksFull(t *testing.T) {
+	cs := newCheckedSite(t, time.Second)
+	cs.checks.limit = 2
+	for _, d := range []string{"d0", "d1", "d2"} {
+		mustWrite(t, filepath.Join(cs.root, d, "f"), d)
 	}
-	clock++
-	d.addPage(&Page{Key: "/3"})
-	if n := len(s.events); n != 1 {
-		t.Fatalf("%d hand-offs once the first looks lost, want 1", n)
+	type step struct {
+		path    string
+		advance time.Duration // clock moved before the step
+		sibling bool          // recheckSibling too
+		lstats  [3]int        // of d0, d1, d2 so far
+		lists   int           // listings of d2 so far
+		entries int           // directories in the map after the step
 	}
-	if pages, _ := d.take(); len(pages) != 3 {
-		t.Fatalf("took %d pages, want the 3 waiting", len(pages))
+	steps := []step{
+		{path: "/d0/f", lstats: [3]int{1, 0, 0}, entries: 1},
+		{path: "/d1/f", lstats: [3]int{1, 1, 0}, entries: 2},
+		{path: "/d2/f", sibling: true, lstats: [3]int{1, 1, 1}, entries: 2}, // full: d2 unshared, not listed
+		{path: "/d0/f", lstats: [3]int{1, 1, 1}, entries: 2},                // d0, d1 still shared
+		{path: "/d1/f", lstats: [3]int{1, 1, 1}, entries: 2},
+		{path: "/d2/f", sibling: true, lstats: [3]int{1, 1, 2}, entries: 2},
+		{path: "/d0/f", advance: 1500 * time.Millisecond, lstats: [3]int{2, 1, 2}, entries: 2}, // d0 checked again
+		// d1, last used a revalidation period and a little ago (as a
+		// directory of one cached file is), is not evicted before its use.
+		{path: "/d2/f", advance: 600 * time.Millisecond, sibling: true, lstats: [3]int{2, 1, 3}, entries: 2},
+		{path: "/d1/f", lstats: [3]int{2, 2, 3}, entries: 2},
+		{path: "/d2/f", advance: 2500 * time.Millisecond, sibling: true, lstats: [3]int{2, 2, 5}, lists: 1, entries: 2}, // d0 stale (3.1 s): evicted
+		{path: "/d2/f", sibling: true, lstats: [3]int{2, 2, 5}, lists: 1, entries: 2},
 	}
-	if handed, lost, checks := d.counts(); handed != 2 || lost != 0 || checks != 3 {
-		t.Fatalf("handed %d, lost %d, checks %d; want 2, 0, 3", handed, lost, checks)
+	for i, st := range steps {
+		cs.clock += int64(st.advance)
+		tg, err := cs.recheck(st.path)
+		if err != nil {
+			t.Fatalf("step %d %s: %v", i, st.path, err)
+		}
+		if st.sibling {
+			if _, ok := cs.recheckSibling(tg, ".gz"); ok {
+				t.Fatalf("step %d %s: a sibling where there is none", i, st.path)
+			}
+		}
+		var lstats [3]int
+		for j, d := range []string{"d0", "d1", "d2"} {
+			lstats[j] = cs.lstats[filepath.Join(cs.root, d)]
+		}
+		if lstats != st.lstats {
+			t.Errorf("step %d %s: directories lstat'ed %v times, want %v", i, st.path, lstats, st.lstats)
+		}
+		if got := cs.listings[filepath.Join(cs.root, "d2")]; got != st.lists {
+			t.Errorf("step %d %s: d2 listed %d times, want %d", i, st.path, got, st.lists)
+		}
+		if got := len(cs.checks.m); got != st.entries {
+			t.Errorf("step %d %s: %d directories in the map, want %d", i, st.path, got, st.entries)
+		}
+	}
+	if got := cs.lstats[filepath.Join(cs.root, "d2", "f.gz")]; got != 3 {
+		t.Errorf("d2's sibling lstat'ed %d times while d2 was unshared, want 3", got)
+	}
+	if got := cs.checks.unshared.Load(); got != 6 {
+		t.Errorf("%d checks unshared, want 6 (three lstats, three siblings)", got)
 	}
 }
 
-// TestDueChecksStop: once the page cache is destroyed, the checks
-// waiting and every later one are dropped and counted lost, with no
-// hand-off (and the window's timer stopped).
-func TestDueChecksStop(t *testing.T) {
-	s := &eventSink{events: make(chan sink.Event, 16)}
-	var d dueChecks
-	d.init(s, time.Hour) // a window of maxDueWindow
-	d.addPage(&Page{Key: "/1"})
-	d.stop()
-	d.addPage(&Page{Key: "/2"})
-	d.addFile(&openFile{key: "/f"})
-	if handed, lost, checks := d.counts(); handed != 0 || lost != 3 || checks != 0 {
-		t.Fatalf("handed %d, lost %d, checks %d; want 0, 3, 0", handed, lost, checks)
+// BenchmarkRecheckPastLimit is BenchmarkRecheck on a site of more
+// directories than the map holds (96 of 36 files each, a limit of 64),
+// every file checked once per period in a fixed shuffled order: it
+// reports the directory lstats and listings per check (sibling lstats
+// aside). The 64 directories kept stay shared, the other 32 are checked
+// without sharing; clearing the whole map when full shared almost none.
+func BenchmarkRecheckPastLimit(b *testing.B) {
+	const dirs, files, limit = 96, 36, 64
+	root := b.TempDir()
+	var paths []string
+	for d := range dirs {
+		for f := range files {
+			p := fmt.Sprintf("dir%05d/class%d_%d", d, f/9, f%9)
+			if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, p), []byte("x"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			paths = append(paths, "/"+p)
+		}
 	}
-	select {
-	case <-s.events:
-		t.Fatal("a hand-off after stop")
-	case <-time.After(5 * maxDueWindow): // the stopped timer's window, passed
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(paths), func(i, j int) { paths[i], paths[j] = paths[j], paths[i] })
+	s, err := NewSite(SiteConfig{Root: root})
+	if err != nil {
+		b.Fatal(err)
 	}
+	var clock int64 = 1
+	s.checks.period = int64(time.Second)
+	s.checks.limit = limit
+	s.checks.now = func() int64 { return clock }
+	var lstats, listings int
+	s.checks.lstat = func(p string) (fs.FileInfo, error) {
+		if strings.HasPrefix(filepath.Base(p), "dir") {
+			lstats++ // a directory's, not a file's or a sibling's
+		}
+		return os.Lstat(p)
+	}
+	s.checks.hasName = func(dir, suffix string) (bool, error) {
+		listings++
+		return hasName(dir, suffix)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		clock += int64(time.Second) / int64(len(paths))
+		t, err := s.recheck(paths[i%len(paths)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.recheckSibling(t, ".gz")
+	}
+	b.ReportMetric(float64(lstats)/float64(b.N), "dirlstats/op")
+	b.ReportMetric(float64(listings)/float64(b.N), "listings/op")
 }

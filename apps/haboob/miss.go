@@ -224,7 +224,7 @@ func (h *cacheMiss) HandleEvents(batch []sink.Event) error {
 			}
 			h.failed(ev)
 		case checkDue:
-			pages, files := h.cache.due.take()
+			pages, files := h.cache.takeDue()
 			for _, p := range pages {
 				h.revalidate(p)
 			}

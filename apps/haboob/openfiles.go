@@ -39,7 +39,7 @@ func (a openFileArgs) withDefaults() openFileArgs {
 
 // openFile is a cached open file: the descriptor the responses for one
 // representation send with sendfile, the result of resolving its path
-// and its fstat. Immutable once cached but for checked.
+// and its fstat. Immutable once cached but for checked and queued.
 type openFile struct {
 	key    string
 	file   *aio.SharedFile // the cache's reference
@@ -52,6 +52,7 @@ type openFile struct {
 	// accept gzip (the file has no gzip variant).
 	anyClient bool
 	checked   atomic.Int64 // sink.Nanotime the path was last resolved to this file
+	queued    atomic.Bool  // its check waits for CacheMiss (see dueChecks)
 	recent    recencyMark
 	// ok is the 200 response to a GET of the whole file (its File the
 	// whole file's body), okHead the one to a HEAD, made by newOpenFile

@@ -229,7 +229,7 @@ func (h *pageCache) maybeRevalidate(p *Page, now int64) {
 // revalidateDue hands p's check to CacheMiss (through cache's
 // dueChecks) once p is older than period (> 0): one request per period
 // wins the check, every request is served from the cache meanwhile. A
-// check the stage refuses is lost; a later period claims the next one.
+// check the stage refuses waits for the next hand-off (see dueChecks).
 func revalidateDue(cache *PageCache, period time.Duration, p *Page, now int64) {
 	if period <= 0 {
 		return

@@ -104,10 +104,11 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 		line("cache.misses", st.Misses)
 		line("cache.evictions", st.Evictions)
 		line("cache.reused", st.Reused)
-		handed, lost, checks := c.due.counts()
+		handed, lost, checks, gone := c.due.counts()
 		line("revalidate.checks", checks)
 		line("revalidate.handoffs", handed)
 		line("revalidate.lost", lost)
+		line("revalidate.gone", gone)
 	}
 	h.srv.mu.Lock()
 	site := h.srv.site
@@ -116,6 +117,7 @@ func (h *httpRecv) statsPage(req *http.Request) *http.Response {
 		line("revalidate.lstats", site.checks.lstats.Load())
 		line("revalidate.dirsReused", site.checks.reused.Load())
 		line("revalidate.listings", site.checks.listings.Load())
+		line("revalidate.dirsUnshared", site.checks.unshared.Load())
 	}
 	gz := h.srv.Compression()
 	line("gzip.compressions", gz.Compressions)
