@@ -28,8 +28,6 @@ const (
 	stateClosed              // OnClose ran; the gnet conn is gone
 )
 
-type sinkRef struct{ s Receiver }
-
 // Connection is an open TCP (or Unix) connection. It is a sink.Sink of
 // outgoing buffers: enqueue []byte, WriteRequest or CloseRequest events.
 // Incoming bytes are delivered as Packet events to the sink given to
@@ -71,8 +69,11 @@ type Connection struct {
 	tls *tlsSession
 	gov *Governor // the read rate's, if per connection (read checks it per packet)
 
-	// Any goroutine (atomics, or a type with its own lock).
-	reader atomic.Pointer[sinkRef]
+	// reader is the sink given to StartReader: set once, under mu, before
+	// readerSet (outbox); read only after readerSet.Load() (loadReader).
+	// It lies here rather than behind a pointer: every packet's delivery
+	// reads it, and a separate object would be one more cold line.
+	reader Receiver
 
 	outbox
 	loopState
@@ -208,10 +209,18 @@ func (c *Connection) String() string {
 
 // events is where status events go: the reader sink once reading started.
 func (c *Connection) events() Receiver {
-	if r := c.reader.Load(); r != nil {
-		return r.s
+	if r := c.loadReader(); r != nil {
+		return r
 	}
 	return c.owner
+}
+
+// loadReader returns the reader sink, or nil before StartReader.
+func (c *Connection) loadReader() Receiver {
+	if c.readerSet.Load() {
+		return c.reader
+	}
+	return nil
 }
 
 // StartReader starts delivering incoming bytes to s as Packet events, then
@@ -224,10 +233,13 @@ func (c *Connection) StartReader(s Receiver) error {
 	if s == nil {
 		return fmt.Errorf("%w: StartReader with a nil sink", ErrBadEvent)
 	}
-	if !c.reader.CompareAndSwap(nil, &sinkRef{s}) {
+	c.mu.Lock()
+	if c.readerSet.Load() {
+		c.mu.Unlock()
 		return ErrReaderStarted
 	}
-	c.mu.Lock()
+	c.reader = s
+	c.readerSet.Store(true)
 	tail, held := c.tail, c.held
 	c.tail, c.held = nil, nil
 	if c.state != stateClosed && !c.loopDelivers.Load() {

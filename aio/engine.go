@@ -621,9 +621,10 @@ func (e *engine) maintain() {
 // closeIdle closes the connections with no progress in or out for the
 // idle timeout before now (sink.Nanotime, like Connection.activity).
 func (e *engine) closeIdle(now int64) {
-	cut := now - int64(e.cfg.IdleTimeout)
+	// Connection.activity lags the last progress by up to activityGrain.
+	cut := now - int64(e.cfg.IdleTimeout) - activityGrain(e.cfg.IdleTimeout)
 	for _, c := range e.snapshot() {
-		if c.stopped.Load() && c.reader.Load() != nil {
+		if c.stopped.Load() && c.loadReader() != nil {
 			// Quiet because its reading is stopped: the application
 			// is behind, not the peer.
 			continue

@@ -34,15 +34,14 @@ type headerBuffer struct {
 	done func(error) // frees the buffer, then calls then
 }
 
-func newHeaderBuffer() *headerBuffer {
-	h := &headerBuffer{}
+// init makes the buffer's done (once, at the connection's first reply).
+func (h *headerBuffer) init() {
 	h.done = func(err error) {
 		then := h.then
 		h.then = nil
 		h.busy.Store(false)
 		finish(then, err)
 	}
-	return h
 }
 
 // get returns an empty buffer with room for size bytes: the connection's

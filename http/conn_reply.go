@@ -196,8 +196,8 @@ func (c *Connection) emitLocked(r Reply) {
 	// write holds it (see headerBuffer), unless the reply's Done also
 	// completes its admission.
 	lendable := !r.tracked
-	if c.header == nil {
-		c.header = newHeaderBuffer() // at the first reply (HTTP/2 has its own writer)
+	if c.header.done == nil {
+		c.header.init() // at the first reply (HTTP/2 has its own writer)
 	}
 	// One decision first: a body sent here (not a file, not a stream's
 	// pieces) that is small enough is copied into the header's buffer;

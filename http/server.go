@@ -537,7 +537,7 @@ func (s *Server) accept(sock *aio.Connection) {
 	s.stats.accepted.Add(1)
 	sock.SetValue(c)
 	c.armTimer()
-	if err := sock.StartReader(connReader{s}); err != nil {
+	if err := sock.StartReader(connReader{c}); err != nil {
 		s.log.Error("http: cannot read connection", "conn", sock.String(), "err", err)
 		_ = sock.Abort()
 		return
@@ -558,43 +558,34 @@ func (s *Server) remove(c *Connection) {
 	s.mu.Unlock()
 }
 
-// connReader is the reader of a Server's sockets: packets are handed to
-// it by value (aio.PacketReceiver), the rest as events.
-type connReader struct{ s *Server }
+// connReader is the reader of one of a Server's sockets: packets are
+// handed to it by value (aio.PacketReceiver), the rest as events. It
+// carries its Connection, so that a packet reaches it without the
+// socket's Value (two more cache lines per request at 1024 connections:
+// the field and the boxed value).
+type connReader struct{ c *Connection }
 
-func (r connReader) Enqueue(e sink.Event) error { return r.s.onReaderEvent(e) }
+func (r connReader) Enqueue(e sink.Event) error { return r.c.onReaderEvent(e) }
 
 func (r connReader) ReceivePacket(p aio.Packet) error {
-	if c, ok := p.Conn.Value().(*Connection); ok {
-		return c.onPacket(p.Data, p.At, false)
-	}
-	return nil
+	return r.c.onPacket(p.Data, p.At, false)
 }
 
 // BorrowPacket takes a packet whose bytes are lent by the event loop
 // (aio.PacketBorrower): parsed at once, they are copied only when they
 // must wait (see onPacket).
 func (r connReader) BorrowPacket(p aio.Packet) error {
-	if c, ok := p.Conn.Value().(*Connection); ok {
-		return c.onPacket(p.Data, p.At, true)
-	}
-	return nil
+	return r.c.onPacket(p.Data, p.At, true)
 }
 
-func (s *Server) onReaderEvent(e sink.Event) error {
+func (c *Connection) onReaderEvent(e sink.Event) error {
 	switch ev := e.(type) {
 	case aio.Packet:
-		if c, ok := ev.Conn.Value().(*Connection); ok {
-			return c.onPacket(ev.Data, ev.At, false)
-		}
+		return c.onPacket(ev.Data, ev.At, false)
 	case aio.TimerExpired:
-		if c, ok := ev.Conn.Value().(*Connection); ok {
-			c.onTimerAny()
-		}
+		c.onTimerAny()
 	case aio.SinkClosed:
-		if c, ok := ev.Conn.Value().(*Connection); ok {
-			c.onClosedAny(ev)
-		}
+		c.onClosedAny(ev)
 	}
 	return nil
 }
