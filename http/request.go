@@ -281,7 +281,10 @@ func newRequestFrom(spare *requestHead512, n, fields int) (*Request, Header, []b
 		if b == nil {
 			b = new(requestHead512)
 		} else {
-			*b = requestHead512{}
+			// The head's bytes are overwritten by the copy of the next
+			// head (and only its n are read): zeroing the Request is
+			// enough: 104 bytes fewer to write, on lines cold at 1024 connections.
+			b.req = Request{}
 		}
 		return &b.req, b.req.fields[:0], b.head[:n:n], b
 	}
