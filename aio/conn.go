@@ -202,6 +202,36 @@ func (c *Connection) Value() any {
 // SetValue attaches an application value (for example a protocol parser).
 func (c *Connection) SetValue(v any) { c.value.Store(&v) }
 
+// LoopValue returns the value the layer above keeps for c's event loop,
+// shared by every connection the loop serves: made by mk at the first
+// call for the loop, the same value at every later call, whichever
+// connection of the loop makes it (so one layer per socket may use it,
+// such as an HTTP server). It is nil for a connection not attached to an
+// event loop yet. Safe for concurrent use; what the value holds is its
+// own to guard, as any goroutine may reach it.
+//
+// It is for memory a loop's connections use one at a time and often: a
+// loop's value stays in the loop's CPU cache, where at 1024 connections
+// a connection's own memory has left it by its next request (docs/
+// haboob-bench.md, "Cutting the cold lines").
+func (c *Connection) LoopValue(mk func() any) any {
+	t := c.traffic
+	if t == nil {
+		return nil
+	}
+	if v := t.value.Load(); v != nil {
+		return *v
+	}
+	t.valueMu.Lock()
+	defer t.valueMu.Unlock()
+	if v := t.value.Load(); v != nil {
+		return *v
+	}
+	v := mk()
+	t.value.Store(&v)
+	return v
+}
+
 // String names the connection in logs and errors.
 func (c *Connection) String() string {
 	return fmt.Sprintf("aio.%s#%d(%v)", c.eng.name, c.id, c.remote)

@@ -278,6 +278,11 @@ type loopTraffic struct {
 	// scratch is the loop goroutine's reusable memory for writing its
 	// connections' output (loopScratch); not atomic, the loop's only.
 	scratch loopScratch
+
+	// value is the layer above's per-loop value (Connection.LoopValue),
+	// made once under valueMu.
+	value   atomic.Pointer[any]
+	valueMu sync.Mutex
 }
 
 // loopScratch holds the slices an event loop's progress uses while it

@@ -149,6 +149,9 @@ type Connection struct {
 	// while no earlier write holds it (conn_headbuf.go); set up at the
 	// first HTTP/1.1 reply.
 	header headerBuffer
+	// loopHeader is the header buffer of the socket's event loop, shared
+	// with its other connections (conn_headbuf.go), once found.
+	loopHeader *headerBuffer
 
 	// parser reads the requests (pipeline; guarded by mu).
 	parser Parser

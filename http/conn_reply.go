@@ -211,8 +211,8 @@ func (c *Connection) emitLocked(r Reply) {
 	if copyBody {
 		size += bodyLen
 	}
-	var own bool
-	w.data = srv.format.AppendHeader(c.replyBuffer(lendable, size, &own), resp, req, now)
+	buf, from := c.replyBuffer(lendable, size)
+	w.data = srv.format.AppendHeader(buf, resp, req, now)
 	switch {
 	case resp.File != nil && sends:
 		w.file, w.off, w.n = resp.File.File, resp.File.Offset, resp.File.Length // the reference goes with it
@@ -238,7 +238,7 @@ func (c *Connection) emitLocked(r Reply) {
 		w.done = r.Done // when the bytes are written (or dropped)
 	}
 	if lendable {
-		w.done = c.header.lend(w.data, own, w.done)
+		w.done = c.lendReply(w.data, from, w.done)
 	}
 	if err := c.writeLocked(w); err != nil {
 		c.dropStreamLocked(r.Stream, err)
