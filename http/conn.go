@@ -246,6 +246,7 @@ func newConnection(s *Server, sock *aio.Connection) *Connection {
 		c.principalValue = c.principal
 		c.parser.NoClass = !cp.ClassTrusted(c.peer)
 	}
+	c.joinLoop()
 	return c
 }
 

@@ -44,12 +44,6 @@ type headerBuffer struct {
 	done func(error) // frees the buffer, then calls then
 }
 
-func newHeaderBuffer() *headerBuffer {
-	h := &headerBuffer{}
-	h.init()
-	return h
-}
-
 // init makes the buffer's done (once, before its first use).
 func (h *headerBuffer) init() {
 	h.done = func(err error) {
@@ -133,16 +127,32 @@ func (c *Connection) lendReply(b []byte, from *headerBuffer, then func(error)) f
 	return done
 }
 
-// loopHeaderLocked returns the header buffer of the connection's event
-// loop (nil if it has none: a socket not on an event loop yet), found
-// once per connection; c.mu is held.
-func (c *Connection) loopHeaderLocked() *headerBuffer {
-	if c.loopHeader == nil {
-		v, _ := c.sock.LoopValue(func() any { return newHeaderBuffer() }).(*headerBuffer)
-		if v == nil {
-			return nil
-		}
-		c.loopHeader = v
-	}
-	return c.loopHeader
+// loopShared is what the connections of one event loop share (the
+// loop's aio.Connection.LoopValue): memory they use one at a time, warm
+// in the loop's cache.
+type loopShared struct {
+	header headerBuffer
+	// spare is a recycled request's object (Parser.loopSpare).
+	spare atomic.Pointer[requestHead512]
 }
+
+// joinLoop finds the connection's event loop's shared memory, at the
+// connection's start (a socket not on an event loop yet has none).
+func (c *Connection) joinLoop() {
+	if c.sock == nil {
+		return // a test's connection without a socket
+	}
+	ls, _ := c.sock.LoopValue(func() any {
+		ls := &loopShared{}
+		ls.header.init()
+		return ls
+	}).(*loopShared)
+	if ls != nil {
+		c.loopHeader = &ls.header
+		c.parser.loopSpare = &ls.spare
+	}
+}
+
+// loopHeaderLocked returns the header buffer of the connection's event
+// loop (nil if it has none); c.mu is held.
+func (c *Connection) loopHeaderLocked() *headerBuffer { return c.loopHeader }

@@ -123,10 +123,12 @@ func TestHeaderBufferNotReusedWhileWritten(t *testing.T) {
 
 // TestLoopHeaderBufferSharedByConnections: the connections of one event
 // loop format their replies into the loop's header buffer when it is
-// free (conn_headbuf.go), taken by a compare-and-swap: inline answers on
-// the loop and a stage's two workers answering other connections at the
-// same moment must never write into it while a reply it holds is still
-// in the outbox. Eight connections on one loop each send 300 requests in
+// free (conn_headbuf.go), taken by a compare-and-swap, and make their
+// requests in the object of the last request recycled on the loop
+// (Parser.loopSpare): inline answers on the loop and a stage's two
+// workers answering other connections at the same moment must never
+// write into the buffer while a reply it holds is still in the outbox,
+// nor reuse a request still in use. Eight connections on one loop each send 300 requests in
 // pipelined bursts of one to four; every third request is answered by
 // the stage, the rest inline, some with a Done that overwrites the body
 // once called. Every reply must arrive intact and in order, and the
@@ -154,7 +156,7 @@ func TestLoopHeaderBufferSharedByConnections(t *testing.T) {
 			}
 		}})
 	}
-	cfg := http.ServerConfig{InlineBody: 2 << 10}
+	cfg := http.ServerConfig{InlineBody: 2 << 10, RecycleInline: true}
 	cfg.Socket.EventLoops = 1
 	cfg.Inline = func(req *http.Request) bool {
 		if strings.HasSuffix(req.Path, "0") || strings.HasSuffix(req.Path, "3") || strings.HasSuffix(req.Path, "6") || strings.HasSuffix(req.Path, "9") {
@@ -223,13 +225,13 @@ func TestLoopHeaderBufferSharedByConnections(t *testing.T) {
 			first = v
 		}
 		if v != first {
-			t.Errorf("connections on one loop have loop values %v and %v, want one shared header buffer", first, v)
+			t.Errorf("connections on one loop have loop values %v and %v, want one shared value", first, v)
 		}
 	}
 	if len(open) != conns {
 		t.Errorf("%d connections open, want %d", len(open), conns)
 	}
 	if s, ok := first.(string); ok {
-		t.Errorf("the loop's value was %q: no reply made the loop's header buffer", s)
+		t.Errorf("the loop's value was %q: the connections did not share their loop's memory", s)
 	}
 }

@@ -276,7 +276,7 @@ func newRequest(n, fields int) (*Request, Header, []byte) {
 // (nil for another class).
 func newRequestFrom(spare *requestHead512, n, fields int) (*Request, Header, []byte, *requestHead512) {
 	switch {
-	case fields <= inlineFields && n <= len(requestHead512{}.head):
+	case fitsHead512(n, fields):
 		b := spare
 		if b == nil {
 			b = new(requestHead512)
@@ -290,6 +290,12 @@ func newRequestFrom(spare *requestHead512, n, fields int) (*Request, Header, []b
 	}
 	r, h, head := newRequestLarger(n, fields)
 	return r, h, head, nil
+}
+
+// fitsHead512 reports whether a head of n bytes and fields fields is
+// made in the 512-byte class (requestHead512).
+func fitsHead512(n, fields int) bool {
+	return fields <= inlineFields && n <= len(requestHead512{}.head)
 }
 
 // newRequestLarger is newRequest for a head beyond the 512-byte class.
