@@ -24,6 +24,21 @@ func headerBufferBody(i int) string {
 	return strconv.Itoa(i) + ":" + strings.Repeat(string(rune('a'+i%26)), n)
 }
 
+// sendReleasing answers req with a 200 of body sent with a Done that
+// overwrites body, as a page's buffer could be reused once released, and
+// then calls then (if set).
+func sendReleasing(c *http.Connection, req *http.Request, body []byte, then func()) {
+	resp := &http.Response{Status: http.StatusOK, Header: http.Header{{Name: "Content-Type", Value: "text/plain"}}, ContentLength: int64(len(body))}
+	_ = c.Send(&http.Reply{Req: req, Resp: resp, Body: [][]byte{body}, Done: func(error) {
+		for j := range body {
+			body[j] = '#'
+		}
+		if then != nil {
+			then()
+		}
+	}})
+}
+
 // TestHeaderBufferNotReusedWhileWritten: a connection formats its replies
 // into one reused buffer (conn_headbuf.go) only while the socket holds
 // no earlier reply in it, and a reply's Done, kept with the buffer while
@@ -66,13 +81,7 @@ func TestHeaderBufferNotReusedWhileWritten(t *testing.T) {
 					_ = http.Respond(req, http.OK("text/plain", body))
 					return
 				}
-				resp := &http.Response{Status: http.StatusOK, Header: http.Header{{Name: "Content-Type", Value: "text/plain"}}, ContentLength: int64(len(body))}
-				_ = c.Send(&http.Reply{Req: req, Resp: resp, Body: [][]byte{body}, Done: func(error) {
-					for j := range body {
-						body[j] = '#' // released: may be reused at once
-					}
-					dones.Add(1)
-				}})
+				sendReleasing(c, req, body, func() { dones.Add(1) })
 			}
 			cfg := http.ServerConfig{MaxPipeline: requests, InlineBody: 2 << 10}
 			cfg.Socket.SendBuffer = 64 << 10
@@ -149,12 +158,7 @@ func TestLoopHeaderBufferSharedByConnections(t *testing.T) {
 			_ = http.Respond(req, http.OK("text/plain", body))
 			return
 		}
-		resp := &http.Response{Status: http.StatusOK, Header: http.Header{{Name: "Content-Type", Value: "text/plain"}}, ContentLength: int64(len(body))}
-		_ = c.Send(&http.Reply{Req: req, Resp: resp, Body: [][]byte{body}, Done: func(error) {
-			for j := range body {
-				body[j] = '#' // released: may be reused at once
-			}
-		}})
+		sendReleasing(c, req, body, nil)
 	}
 	cfg := http.ServerConfig{InlineBody: 2 << 10, RecycleInline: true}
 	cfg.Socket.EventLoops = 1
