@@ -195,7 +195,7 @@ func (c *Connection) setFlushedLocked(fl int64) {
 // misses of the lines just written), so one that would move activity by
 // less is skipped, and closeIdle allows for the lag.
 func (c *Connection) noteActivity(now int64) {
-	if now-c.activity.Load() >= activityGrain(c.cfg.IdleTimeout) {
+	if d := now - c.activity.Load(); d > 0 && d >= activityGrain(c.cfg.IdleTimeout) {
 		c.activity.Store(now)
 	}
 }
