@@ -202,13 +202,23 @@ func (c *Connection) Value() any {
 // SetValue attaches an application value (for example a protocol parser).
 func (c *Connection) SetValue(v any) { c.value.Store(&v) }
 
-// LoopValue returns the value the layer above keeps for c's event loop,
-// shared by every connection the loop serves: made by mk at the first
-// call for the loop, the same value at every later call, whichever
-// connection of the loop makes it (so one layer per socket may use it,
-// such as an HTTP server). It is nil for a connection not attached to an
-// event loop yet. Safe for concurrent use; what the value holds is its
-// own to guard, as any goroutine may reach it.
+// LoopValue returns the value kept for c's event loop, shared by every
+// connection the loop serves: made by mk at the first call for the loop,
+// the same value at every later call, whichever connection of the loop
+// makes it. It is nil for a connection not attached to an event loop yet
+// (the caller then does without, or makes its own).
+//
+// There is one value per event loop per socket, with no key: every user
+// of the loop's connections gets the same value, whichever mk made it.
+// So a caller must type-check what it gets back and fall back (to
+// memory of its own) when it is not its type; in practice one layer per
+// socket uses it, such as the HTTP server.
+//
+// mk runs without any lock held, and may itself call LoopValue; when
+// first calls race, each may run its mk, one value is kept and every
+// caller gets that one (the others' are dropped). Safe for concurrent
+// use; what the value holds is its own to guard, as any goroutine may
+// reach it.
 //
 // It is for memory a loop's connections use one at a time and often: a
 // loop's value stays in the loop's CPU cache, where at 1024 connections
@@ -222,14 +232,13 @@ func (c *Connection) LoopValue(mk func() any) any {
 	if v := t.value.Load(); v != nil {
 		return *v
 	}
-	t.valueMu.Lock()
-	defer t.valueMu.Unlock()
-	if v := t.value.Load(); v != nil {
-		return *v
-	}
+	// Built outside any lock (DESIGN §8: mk is the layer above's code),
+	// published by a compare-and-swap; a loser takes the winner's.
 	v := mk()
-	t.value.Store(&v)
-	return v
+	if t.value.CompareAndSwap(nil, &v) {
+		return v
+	}
+	return *t.value.Load()
 }
 
 // String names the connection in logs and errors.

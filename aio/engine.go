@@ -280,9 +280,8 @@ type loopTraffic struct {
 	scratch loopScratch
 
 	// value is the layer above's per-loop value (Connection.LoopValue),
-	// made once under valueMu.
-	value   atomic.Pointer[any]
-	valueMu sync.Mutex
+	// set once by a compare-and-swap.
+	value atomic.Pointer[any]
 }
 
 // loopScratch holds the slices an event loop's progress uses while it
