@@ -147,10 +147,16 @@ type ServerConfig struct {
 	// RecycleInline says that the Inline hook, and whatever it hands the
 	// request's answer to, keep nothing of a request it answered (the
 	// *Request, its strings, Header or Body) once the answer is sent:
-	// the connection then reuses the request's memory for the next
-	// request it parses (when no OnResponse, admission predicate or
-	// context could still see it), so that an inline answer allocates no
-	// Request.
+	// the request's memory is then recycled (when no OnResponse,
+	// admission predicate or context could still see it), so that an
+	// inline answer allocates no Request. The memory is shared by the
+	// event loop, not kept by the connection: the next request parsed on
+	// ANY connection of the same event loop may reuse it, possibly at
+	// once, while the hook's caller is still on the stack. A hook that
+	// keeps a reference (or hands one to another goroutine) then sees
+	// another connection's request overwrite it: it corrupts requests of
+	// other clients, not only its own connection's. Copy what must
+	// outlive the answer.
 	RecycleInline bool
 	// OnResponse, if set, is called once for every response the server
 	// hands to the socket: the application's answers, 503 rejections, and
