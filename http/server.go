@@ -152,11 +152,11 @@ type ServerConfig struct {
 	// inline answer allocates no Request. The memory is shared by the
 	// event loop, not kept by the connection: the next request parsed on
 	// ANY connection of the same event loop may reuse it, possibly at
-	// once, while the hook's caller is still on the stack. A hook that
-	// keeps a reference (or hands one to another goroutine) then sees
-	// another connection's request overwrite it: it corrupts requests of
-	// other clients, not only its own connection's. Copy what must
-	// outlive the answer.
+	// once (the very next request the loop parses). A hook that keeps a
+	// reference (or hands one to another goroutine) then sees another
+	// connection's request overwrite it: it breaks other clients'
+	// requests, not only its own connection's. Copy what must outlive
+	// the answer.
 	RecycleInline bool
 	// OnResponse, if set, is called once for every response the server
 	// hands to the socket: the application's answers, 503 rejections, and
