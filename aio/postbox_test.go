@@ -69,7 +69,8 @@ func TestPostboxConcurrentSendersDeliverEverythingInOrder(t *testing.T) {
 			}
 			stop := make(chan struct{})
 			drained := make(chan struct{})
-			go func() { // the maintenance goroutine's retries
+			var watchErr error
+			go func() { // the maintenance goroutine's retries, or a watch
 				defer close(drained)
 				for {
 					select {
@@ -78,6 +79,8 @@ func TestPostboxConcurrentSendersDeliverEverythingInOrder(t *testing.T) {
 					default:
 						if tt.maintenance {
 							o.drain()
+						} else if err := o.stranded(); err != nil && watchErr == nil {
+							watchErr = err
 						}
 					}
 				}
@@ -85,6 +88,9 @@ func TestPostboxConcurrentSendersDeliverEverythingInOrder(t *testing.T) {
 			wg.Wait()
 			close(stop)
 			<-drained
+			if watchErr != nil {
+				t.Errorf("while senders ran: %v", watchErr)
+			}
 			if !tt.maintenance && (!o.empty() || o.waiting() > 0) {
 				t.Fatalf("%d events left waiting with nobody delivering them (empty %v)", o.waiting(), o.empty())
 			}
