@@ -28,8 +28,6 @@ const (
 	stateClosed              // OnClose ran; the gnet conn is gone
 )
 
-type sinkRef struct{ s Receiver }
-
 // Connection is an open TCP (or Unix) connection. It is a sink.Sink of
 // outgoing buffers: enqueue []byte, WriteRequest or CloseRequest events.
 // Incoming bytes are delivered as Packet events to the sink given to
@@ -71,8 +69,11 @@ type Connection struct {
 	tls *tlsSession
 	gov *Governor // the read rate's, if per connection (read checks it per packet)
 
-	// Any goroutine (atomics, or a type with its own lock).
-	reader atomic.Pointer[sinkRef]
+	// reader is the sink given to StartReader: set once, under mu, before
+	// readerSet (outbox); read only after readerSet.Load() (loadReader).
+	// It lies here rather than behind a pointer: every packet's delivery
+	// reads it, and a separate object would be one more cold line.
+	reader Receiver
 
 	outbox
 	loopState
@@ -201,6 +202,45 @@ func (c *Connection) Value() any {
 // SetValue attaches an application value (for example a protocol parser).
 func (c *Connection) SetValue(v any) { c.value.Store(&v) }
 
+// LoopValue returns the value kept for c's event loop, shared by every
+// connection the loop serves: made by mk at the first call for the loop,
+// the same value at every later call, whichever connection of the loop
+// makes it. It is nil for a connection not attached to an event loop yet
+// (the caller then does without, or makes its own).
+//
+// There is one value per event loop per socket, with no key: every user
+// of the loop's connections gets the same value, whichever mk made it.
+// So a caller must type-check what it gets back and fall back (to
+// memory of its own) when it is not its type; in practice one layer per
+// socket uses it, such as the HTTP server.
+//
+// mk runs without any lock held, and may itself call LoopValue; when
+// first calls race, each may run its mk, one value is kept and every
+// caller gets that one (the others' are dropped). Safe for concurrent
+// use; what the value holds is its own to guard, as any goroutine may
+// reach it.
+//
+// It is for memory a loop's connections use one at a time and often: a
+// loop's value stays in the loop's CPU cache, where at 1024 connections
+// a connection's own memory has left it by its next request (docs/
+// haboob-bench.md, "Cutting the cold lines").
+func (c *Connection) LoopValue(mk func() any) any {
+	t := c.traffic
+	if t == nil {
+		return nil
+	}
+	if v := t.value.Load(); v != nil {
+		return *v
+	}
+	// Built outside any lock (DESIGN §8: mk is the layer above's code),
+	// published by a compare-and-swap; a loser takes the winner's.
+	v := mk()
+	if t.value.CompareAndSwap(nil, &v) {
+		return v
+	}
+	return *t.value.Load()
+}
+
 // String names the connection in logs and errors.
 func (c *Connection) String() string {
 	return fmt.Sprintf("aio.%s#%d(%v)", c.eng.name, c.id, c.remote)
@@ -208,10 +248,18 @@ func (c *Connection) String() string {
 
 // events is where status events go: the reader sink once reading started.
 func (c *Connection) events() Receiver {
-	if r := c.reader.Load(); r != nil {
-		return r.s
+	if r := c.loadReader(); r != nil {
+		return r
 	}
 	return c.owner
+}
+
+// loadReader returns the reader sink, or nil before StartReader.
+func (c *Connection) loadReader() Receiver {
+	if c.readerSet.Load() {
+		return c.reader
+	}
+	return nil
 }
 
 // StartReader starts delivering incoming bytes to s as Packet events, then
@@ -224,10 +272,13 @@ func (c *Connection) StartReader(s Receiver) error {
 	if s == nil {
 		return fmt.Errorf("%w: StartReader with a nil sink", ErrBadEvent)
 	}
-	if !c.reader.CompareAndSwap(nil, &sinkRef{s}) {
+	c.mu.Lock()
+	if c.readerSet.Load() {
+		c.mu.Unlock()
 		return ErrReaderStarted
 	}
-	c.mu.Lock()
+	c.reader = s
+	c.readerSet.Store(true)
 	tail, held := c.tail, c.held
 	c.tail, c.held = nil, nil
 	if c.state != stateClosed && !c.loopDelivers.Load() {

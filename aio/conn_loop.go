@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -102,6 +101,7 @@ func (c *Connection) endTraffic(gc gnet.Conn) (closeNow bool) {
 	pending := c.trafficWrites
 	c.trafficWrites = false
 	if !pending {
+		c.readAt = 0
 		c.mu.Unlock()
 		return false
 	}
@@ -113,10 +113,13 @@ func (c *Connection) endTraffic(gc gnet.Conn) (closeNow bool) {
 // beginTraffic marks the event loop as delivering the connection's input
 // (see outbox.inTraffic). A TLS connection's records, sealed by submit,
 // are written the same way (docs/tls.md, "2026-11-27 11:30").
-func (c *Connection) beginTraffic() bool {
+func (c *Connection) beginTraffic(readAt int64) bool {
 	c.mu.Lock()
 	c.inTraffic = c.state == stateOpen
 	on := c.inTraffic
+	if on {
+		c.readAt = readAt // cleared by endTraffic
+	}
 	c.mu.Unlock()
 	return on
 }
@@ -177,25 +180,31 @@ func (c *Connection) setFlushedLocked(fl int64) {
 		c.flushed.Store(fl)
 		c.countOut(fl - old)
 		c.eng.stats.outPending.Add(old - fl)
-		now := c.readAt.Load() // the event loop's delivery: its arrival reading
+		now := c.readAt // the event loop's delivery: its arrival reading
 		if now == 0 {
 			now = sink.Nanotime()
 		}
-		// Often the values already there (the delivery's reading, stored
-		// by onTraffic and submit): an atomic store is a fence on amd64,
-		// waiting for every store before it, so a store that changes
-		// nothing is skipped.
-		storeIfChanged(&c.activity, now)
-		storeIfChanged(&c.lastOut, now)
+		c.noteActivity(now)
+		c.lastOut = now
 	}
 }
 
-// storeIfChanged stores v in a unless it holds v already. Only for a
-// value whose writers are serialized (one goroutine, or one lock).
-func storeIfChanged(a *atomic.Int64, v int64) {
-	if a.Load() != v {
-		a.Store(v)
+// noteActivity records progress in or out at now (sink.Nanotime) for
+// the idle timeout, to within activityGrain: an atomic store is a fence
+// on amd64, waiting for every store before it (at 1024 connections, the
+// misses of the lines just written), so one that would move activity by
+// less is skipped, and closeIdle allows for the lag.
+func (c *Connection) noteActivity(now int64) {
+	if d := now - c.activity.Load(); d > 0 && d >= activityGrain(c.cfg.IdleTimeout) {
+		c.activity.Store(now)
 	}
+}
+
+// activityGrain is how far Connection.activity may lag the last
+// progress under an idle timeout of idle: a 64th of it, at most 100 ms
+// (0 without one: every progress is stored).
+func activityGrain(idle time.Duration) int64 {
+	return min(int64(idle)/64, int64(100*time.Millisecond))
 }
 
 // completedLocked takes the write requests whose bytes are all written
@@ -308,14 +317,15 @@ func (c *Connection) progressLocked(gc gnet.Conn) (closeNow, lingering bool) {
 	if wt := c.cfg.WriteTimeout; !poll && (out > 0 || c.fileWait) && wt > 0 {
 		// No need to watch the drain closely: a visit when the write
 		// timeout would pass is enough (the tick checks it).
-		c.eng.armAt(c, c.lastOut.Load()+int64(wt)+1)
+		c.eng.armAt(c, c.lastOut+int64(wt)+1)
 	}
 	lingering = c.state == stateLingering
 	// Stored under c.mu: a writer that clogs the connection after this
 	// (under c.mu too) sets wantPoll after it (reportClog), never before.
-	if c.wantPoll.Load() != poll { // usually unchanged: no fence (storeIfChanged)
+	if c.wantPoll.Load() != poll { // usually unchanged: no fence
 		c.wantPoll.Store(poll)
 	}
+	c.readAt = 0 // the traffic's writes are done (endTraffic)
 	c.mu.Unlock()
 	if poll {
 		// Poll again soon while output moves, less often while it does not.
@@ -377,7 +387,7 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 		if !c.handshakeInput(gc) {
 			return gnet.Close
 		}
-		if !c.tls.ok.Load() || c.reader.Load() == nil {
+		if !c.tls.ok.Load() || c.loadReader() == nil {
 			return gnet.None
 		}
 		// The handshake ended here (its last step ran on the loop) and the
@@ -385,18 +395,17 @@ func (c *Connection) onTraffic(gc gnet.Conn) gnet.Action {
 		// that came with its end are delivered now, without a wake-up.
 	}
 	avail := gc.InboundBuffered()
+	var now int64 // the arrival reading of new input (0: none)
 	if avail > c.seen {
-		now := sink.Nanotime()
-		c.activity.Store(now)
-		c.readAt.Store(now)
+		now = sink.Nanotime()
+		c.noteActivity(now)
 	}
 	if int64(avail) > c.maxUnread.Load() {
 		c.maxUnread.Store(int64(avail))
 	}
-	traffic := c.beginTraffic()
+	traffic := c.beginTraffic(now)
 	act := c.read(gc, avail)
 	drained := traffic && c.endTraffic(gc)
-	c.readAt.Store(0)
 	if drained && act == gnet.None {
 		return c.closeDrained()
 	}
@@ -425,7 +434,7 @@ func (c *Connection) closeDrained() gnet.Action {
 // waits for the reader sink or the governor, or, before StartReader, a
 // read buffer's worth of bytes is waiting already.
 func (c *Connection) mustWait(gc gnet.Conn) bool {
-	if c.reader.Load() == nil {
+	if c.loadReader() == nil {
 		return gc.InboundBuffered() >= int(c.cfg.ReadBuffer)
 	}
 	return c.paused.Load()
@@ -468,7 +477,7 @@ func (c *Connection) gateReads(gc gnet.Conn) {
 // read hands buffered bytes to the reader as packets until the buffer is
 // empty, the reader rejects one, or the governor says wait.
 func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
-	r := c.reader.Load()
+	r := c.loadReader()
 	if r == nil {
 		return c.overflow(gc)
 	}
@@ -489,7 +498,7 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 	if c.tls != nil && (c.tls.fresh.Swap(false) || c.tls.tr.Buffered() > 0) && !c.tlsDeliver(r, nil) {
 		return c.overflow(gc)
 	}
-	borrower, lend := r.s.(PacketBorrower)
+	borrower, lend := r.(PacketBorrower)
 	for avail > 0 {
 		n := min(avail, int(c.cfg.ReadBuffer))
 		if c.gov != nil {
@@ -535,7 +544,7 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 			avail -= len(data)
 			c.seq++
 			c.countIn(len(data))
-			ok := c.box.lendPacket(borrower, Packet{Conn: c, Seq: c.seq, Data: data, At: c.readAt.Load()})
+			ok := c.box.lendPacket(borrower, Packet{Conn: c, Seq: c.seq, Data: data, At: c.readAt})
 			_, _ = gc.Discard(len(data))
 			if !ok {
 				c.paused.Store(true)
@@ -552,7 +561,7 @@ func (c *Connection) read(gc gnet.Conn, avail int) gnet.Action {
 		avail -= m
 		c.seq++
 		c.countIn(m)
-		if !c.box.sendPacket(r.s, Packet{Conn: c, Seq: c.seq, Data: data[:m], At: c.readAt.Load()}) {
+		if !c.box.sendPacket(r, Packet{Conn: c, Seq: c.seq, Data: data[:m], At: c.readAt}) {
 			// The packet waits in the postbox; so do the bytes behind it.
 			c.paused.Store(true)
 			c.armRetry()
@@ -639,7 +648,7 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 	}
 	c.waiters = 0
 	c.flushes = 0
-	r := c.reader.Load()
+	r := c.loadReader()
 	announced := c.announced
 	hold := false
 	if announced && r == nil && len(tail) > 0 {
@@ -690,8 +699,8 @@ func (c *Connection) onClose(gc gnet.Conn, err error) {
 		return
 	}
 	if r != nil {
-		c.sendTail(r.s, tail)
-		c.box.send(delivery{to: r.s, ev: ev})
+		c.sendTail(r, tail)
+		c.box.send(delivery{to: r, ev: ev})
 		return
 	}
 	c.box.send(delivery{to: c.owner, ev: ev})
@@ -715,18 +724,18 @@ func (c *Connection) closeCause(err error) (CloseReason, error) {
 // postbox copies a packet that must wait), a copy to any other reader.
 // It reports false when delivery must pause (the reader refused a
 // packet, or the record layer failed).
-func (c *Connection) tlsDeliver(r *sinkRef, ciphertext []byte) bool {
+func (c *Connection) tlsDeliver(r Receiver, ciphertext []byte) bool {
 	ok := true
-	borrower, lend := r.s.(PacketBorrower)
+	borrower, lend := r.(PacketBorrower)
 	err := c.decrypt(ciphertext, func(p []byte) {
 		c.seq++
-		pk := Packet{Conn: c, Seq: c.seq, Data: p, At: c.readAt.Load()}
+		pk := Packet{Conn: c, Seq: c.seq, Data: p, At: c.readAt}
 		if lend {
 			ok = c.box.lendPacket(borrower, pk) && ok
 			return
 		}
 		pk.Data = bytes.Clone(p)
-		ok = c.box.sendPacket(r.s, pk) && ok
+		ok = c.box.sendPacket(r, pk) && ok
 	})
 	if err != nil {
 		c.tlsReadFailed(err)

@@ -21,7 +21,7 @@ import (
 //
 // Owner: no single goroutine. Every field after mu is guarded by mu
 // (the atomics at the end are written under it, but for wantPoll, which a
-// writer sets after a clog outside it, and readAt), and so are
+// writer sets after a clog outside it), and so are
 // outboxRare's but for adm; any goroutine takes it. mu is a leaf lock: while it is held the
 // connection calls no code outside aio and runs no completion (those run
 // after Unlock); the gnet calls made under it (AsyncWrite, Wake, Close)
@@ -68,18 +68,28 @@ type outbox struct {
 	// maxOutstanding is the most bytes ever queued and not yet flushed.
 	maxOutstanding int64
 
-	// Written under mu (by the event loop, or by a producer starting
-	// output), read without it by any goroutine.
-	flushed atomic.Int64 // bytes written to the kernel
-	lastOut atomic.Int64 // sink.Nanotime of the last output progress (or of output starting)
+	// lastOut is the sink.Nanotime of the last output progress (or of
+	// output starting). Like the rest, guarded by mu: a plain store, not
+	// an atomic one (a fence on amd64, waiting for every store before
+	// it: at 1024 connections, the misses of the queue just written).
+	lastOut int64
 	// readAt is the sink.Nanotime reading taken when input arrived, kept
 	// while the event loop delivers it and writes what was written
 	// meanwhile (0 otherwise): a reply written meanwhile starts its write
 	// timeout from it, the loop's write records its progress at it, and
 	// the packets carry it (Packet.At), instead of reading the clock
-	// again. It is at most one delivery old.
-	readAt   atomic.Int64
-	wantPoll atomic.Bool // the maintenance goroutine must watch the drain
+	// again. It is at most one delivery old. Written by the event loop
+	// under mu (beginTraffic sets it, progressLocked and endTraffic
+	// clear it); read under mu, or by the event loop without it.
+	readAt int64
+
+	// Written under mu (by the event loop, or by a producer starting
+	// output), read without it by any goroutine.
+	flushed  atomic.Int64 // bytes written to the kernel
+	wantPoll atomic.Bool  // the maintenance goroutine must watch the drain
+	// readerSet: StartReader ran (Connection.reader is set). Written
+	// under mu, read by any goroutine.
+	readerSet atomic.Bool
 }
 
 // outboxRare is the rest of a connection's producer side (see outbox):
@@ -612,8 +622,12 @@ func (c *Connection) reportClog(ev *SinkClogged) {
 func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resWrites int, admit bool) error {
 	total, count := sizeOf(ops)
 	c.mu.Lock()
-	c.reservedBytes -= resBytes
-	c.reservedWrites -= resWrites
+	if resBytes != 0 || resWrites != 0 {
+		// A prepared transaction's: the reservations live in outboxRare,
+		// a line a plain write (every reply) does not touch.
+		c.reservedBytes -= resBytes
+		c.reservedWrites -= resWrites
+	}
 	if c.state != stateOpen {
 		c.mu.Unlock()
 		return c.closedErr()
@@ -657,11 +671,11 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 	if total > 0 {
 		if start == c.flushed.Load() {
 			// Output starts: the write timeout counts from now.
-			at := c.readAt.Load()
+			at := c.readAt
 			if at == 0 {
 				at = sink.Nanotime()
 			}
-			c.lastOut.Store(at)
+			c.lastOut = at
 		}
 		if err := c.queueLocked(ops, total); err != nil {
 			// gnet is shutting down: undo.

@@ -48,14 +48,14 @@ func (c *Connection) tick(now time.Time) {
 			return
 		}
 	}
-	if wt := int64(c.cfg.WriteTimeout); wt > 0 && c.queued > c.flushed.Load() && nowN-c.lastOut.Load() > wt {
+	if wt := int64(c.cfg.WriteTimeout); wt > 0 && c.queued > c.flushed.Load() && nowN-c.lastOut > wt {
 		c.eng.stats.writeTimeouts.Add(1)
 		c.abortLocked(ClosedWriteTimeout, ErrWriteTimeout)
 		return
 	} else if wt > 0 && c.fileWait {
 		// A file segment waits for the write poller: nothing else brings
 		// the connection back here before its write timeout.
-		c.eng.armAt(c, c.lastOut.Load()+wt+1)
+		c.eng.armAt(c, c.lastOut+wt+1)
 	}
 	wake := c.wantPoll.Load()
 	if c.paused.Load() {

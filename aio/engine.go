@@ -278,6 +278,10 @@ type loopTraffic struct {
 	// scratch is the loop goroutine's reusable memory for writing its
 	// connections' output (loopScratch); not atomic, the loop's only.
 	scratch loopScratch
+
+	// value is the layer above's per-loop value (Connection.LoopValue),
+	// set once by a compare-and-swap.
+	value atomic.Pointer[any]
 }
 
 // loopScratch holds the slices an event loop's progress uses while it
@@ -621,9 +625,10 @@ func (e *engine) maintain() {
 // closeIdle closes the connections with no progress in or out for the
 // idle timeout before now (sink.Nanotime, like Connection.activity).
 func (e *engine) closeIdle(now int64) {
-	cut := now - int64(e.cfg.IdleTimeout)
+	// Connection.activity lags the last progress by up to activityGrain.
+	cut := now - int64(e.cfg.IdleTimeout) - activityGrain(e.cfg.IdleTimeout)
 	for _, c := range e.snapshot() {
-		if c.stopped.Load() && c.reader.Load() != nil {
+		if c.stopped.Load() && c.loadReader() != nil {
 			// Quiet because its reading is stopped: the application
 			// is behind, not the peer.
 			continue

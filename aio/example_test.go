@@ -221,3 +221,30 @@ sockets:
 	// 127.0.0.1:8080 16KiB 1m0s close
 	// aio.yaml: line 2: global.aio.sockets.http.adress: unknown key (known: addr, clogPolicy, closeTimeout, connectTimeout, eventLoops, idleTimeout, inboundPolicy, keepAlive, lingerTimeout, maxConnections, maxInbound, outputBudget, pollInterval, readBuffer, readRate, recvBuffer, reusePort, sendBuffer, tls, writeThreshold, writeTimeout, writeWindow)
 }
+
+// An event loop's value: memory the connections of one loop share, made
+// at the first call. Every user of the loop's connections gets the same
+// value, so a caller checks its type and falls back on memory of its own
+// (also before the connection is on a loop, when it is nil).
+func ExampleConnection_LoopValue() {
+	type scratch struct{ buf []byte }
+	accepted := make(chanSink, 8)
+	srv, _ := aio.Listen(aio.SocketConfig{Addr: "127.0.0.1:0", EventLoops: 1}, accepted, aio.Env{})
+	defer srv.Close()
+	for range 2 {
+		c, _ := net.Dial("tcp", srv.Addr().String())
+		defer c.Close()
+	}
+	<-accepted // ListenSucceeded
+	scratchOf := func(c *aio.Connection) *scratch {
+		s, ok := c.LoopValue(func() any { return &scratch{buf: make([]byte, 0, 4096)} }).(*scratch)
+		if !ok {
+			s = &scratch{} // not on a loop yet, or the loop's value is another's
+		}
+		return s
+	}
+	a := scratchOf((<-accepted).(*aio.Connection))
+	b := scratchOf((<-accepted).(*aio.Connection))
+	fmt.Println("one loop, one value:", a == b, cap(a.buf))
+	// Output: one loop, one value: true 4096
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sandstorm-go/sandstorm/sink"
 )
@@ -20,12 +21,24 @@ type delivery struct {
 // sink is closed) are handed to its hooks' lostEvent, which logs and counts
 // them.
 type postbox struct {
-	mu   sync.Mutex
-	q    deque[delivery]
-	busy bool // a goroutine is delivering; it will take what is appended
+	// state is boxBusy (a goroutine is delivering; it will take what is
+	// appended) and boxQueued (q is not empty; changed only under mu,
+	// with q). A packet's delivery claims the box and ends its claim with
+	// one compare-and-swap each, and reads whether it is empty with a
+	// load, without mu: three lock round trips per packet were six locked
+	// instructions, a fifth of a request's (docs/haboob-bench.md,
+	// "Cutting the cold lines").
+	state atomic.Uint32
+	mu    sync.Mutex
+	q     deque[delivery]
 
 	hooks boxHooks // nil: none
 }
+
+const (
+	boxBusy   uint32 = 1
+	boxQueued uint32 = 2
+)
 
 // boxHooks are what a postbox calls back: its owner's scheduling and
 // accounting. (Methods of the connection or engine that owns it, not
@@ -88,24 +101,47 @@ func (o *postbox) lendPacket(to PacketBorrower, p Packet) bool {
 // claim makes the caller the delivering goroutine if nothing waits and
 // nobody delivers.
 func (o *postbox) claim() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.busy || o.q.len() > 0 {
-		return false
+	return o.state.CompareAndSwap(0, boxBusy)
+}
+
+// acquireLocked makes the caller, holding mu, the delivering goroutine
+// unless another one is.
+func (o *postbox) acquireLocked() bool {
+	for {
+		s := o.state.Load()
+		if s&boxBusy != 0 {
+			return false
+		}
+		if o.state.CompareAndSwap(s, s|boxBusy) {
+			return true
+		}
 	}
-	o.busy = true
-	return true
+}
+
+// pushLocked and popLocked change q with mu held, and boxQueued with it.
+func (o *postbox) pushLocked(d delivery) uint32 {
+	o.q.push(d)
+	return o.state.Or(boxQueued)
+}
+
+func (o *postbox) popLocked() delivery {
+	d := o.q.pop()
+	if o.q.len() == 0 {
+		o.state.And(^boxQueued)
+	}
+	return d
 }
 
 // queue puts d behind what waits and delivers it unless another
 // goroutine is delivering (it takes d).
 func (o *postbox) queue(d delivery) bool {
 	o.mu.Lock()
-	o.q.push(d)
-	busy := o.busy
+	old := o.pushLocked(d)
 	o.mu.Unlock()
-	if busy {
-		return false // the busy goroutine delivers it or schedules a retry
+	if old&boxBusy != 0 {
+		// The busy goroutine delivers it or schedules a retry: its end
+		// of the claim finds boxQueued set.
+		return false
 	}
 	return o.drain()
 }
@@ -117,7 +153,8 @@ func (o *postbox) delivered(d delivery, err error) bool {
 	if err != nil && retryable(err) {
 		o.mu.Lock()
 		o.q.pushFront(d)
-		o.busy = false
+		o.state.Or(boxQueued)
+		o.state.And(^boxBusy)
 		o.mu.Unlock()
 		o.rejectedOnce()
 		return false
@@ -125,8 +162,11 @@ func (o *postbox) delivered(d delivery, err error) bool {
 	if err != nil && o.hooks != nil {
 		o.hooks.lostEvent(d, err)
 	}
+	if o.state.CompareAndSwap(boxBusy, 0) {
+		return true // nothing was queued meanwhile
+	}
 	o.mu.Lock()
-	o.busy = false
+	o.state.And(^boxBusy)
 	more := o.q.len() > 0
 	o.mu.Unlock()
 	if more {
@@ -142,7 +182,7 @@ func (o *postbox) delivered(d delivery, err error) bool {
 // caller's own, inside the call, which may hold the caller's locks.
 func (o *postbox) post(d delivery) {
 	o.mu.Lock()
-	o.q.push(d)
+	o.pushLocked(d)
 	o.mu.Unlock()
 	if o.hooks != nil {
 		o.hooks.drainSoon()
@@ -167,10 +207,7 @@ func (o *postbox) rejectedOnce() {
 // Deliveries by sendNow may run concurrently (they carry independent
 // events, such as the connections accepted by different event loops).
 func (o *postbox) sendNow(d delivery) error {
-	o.mu.Lock()
-	waiting := o.q.len() > 0
-	o.mu.Unlock()
-	if waiting {
+	if o.state.Load()&boxQueued != 0 {
 		return errBacklog
 	}
 	return d.to.Enqueue(d.ev)
@@ -182,19 +219,16 @@ var errBacklog = errors.New("aio: earlier events still waiting for their sink")
 // whether the postbox is empty.
 func (o *postbox) drain() bool {
 	o.mu.Lock()
-	if o.busy {
+	if !o.acquireLocked() {
 		o.mu.Unlock()
 		return false
 	}
-	o.busy = true
 	for o.q.len() > 0 {
 		d := *o.q.front()
 		o.mu.Unlock()
 		err := d.to.Enqueue(d.ev)
 		if err != nil && retryable(err) {
-			o.mu.Lock()
-			o.busy = false
-			o.mu.Unlock()
+			o.state.And(^boxBusy) // d stays first in line
 			o.rejectedOnce()
 			return false
 		}
@@ -202,18 +236,16 @@ func (o *postbox) drain() bool {
 			o.hooks.lostEvent(d, err)
 		}
 		o.mu.Lock()
-		o.q.pop()
+		o.popLocked()
 	}
-	o.busy = false
+	o.state.And(^boxBusy)
 	o.mu.Unlock()
 	return true
 }
 
 // empty reports whether nothing waits.
 func (o *postbox) empty() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.q.len() == 0 && !o.busy
+	return o.state.Load() == 0
 }
 
 // discard empties the postbox and returns what it held.
@@ -222,7 +254,7 @@ func (o *postbox) discard() []delivery {
 	defer o.mu.Unlock()
 	var out []delivery
 	for o.q.len() > 0 {
-		out = append(out, o.q.pop())
+		out = append(out, o.popLocked())
 	}
 	return out
 }

@@ -96,7 +96,9 @@ func TestPacketCarriesArrivalReading(t *testing.T) {
 		}
 		s := stamp{at: p.At, got: sink.Nanotime()}
 		return c.Write(p.Data, nil, func(error) {
-			s.out = c.lastOut.Load() // set before the completions run
+			c.mu.Lock()
+			s.out = c.lastOut // set before the completions run
+			c.mu.Unlock()
 			got <- s
 		})
 	})); err != nil {

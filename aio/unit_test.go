@@ -126,9 +126,9 @@ func TestOutboxOrderAndRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	// sendNow does not wait for a delivery in progress elsewhere.
-	o.mu.Lock()
-	o.busy = true
-	o.mu.Unlock()
+	if !o.claim() {
+		t.Fatal("an empty postbox could not be claimed")
+	}
 	if err := o.sendNow(delivery{to: rec, ev: 7}); err != nil {
 		t.Fatalf("sendNow refused because another delivery was running: %v", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sandstorm-go/sandstorm/aio"
-	"github.com/sandstorm-go/sandstorm/internal/ring"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -113,11 +112,53 @@ type doneCall struct {
 // calls nothing of ours while holding it, and runs completions such as
 // Reply.Done only after releasing it).
 type Connection struct {
+	// The fields a request reads or writes come first, packed, and in the
+	// Connection itself rather than in arrays of their own (the queues'
+	// first values, the scratch slices' first elements, the header
+	// buffer): at 1024 connections a connection's memory has left the
+	// CPU's cache by its next request, and every line a request touches
+	// is a miss (docs/haboob-bench.md, "Cutting the cold lines"). The
+	// parser's state follows them, then what is used per connection or
+	// rarely.
+
 	// Immutable once the connection is published.
 	srv       *Server
 	sock      *aio.Connection
-	id        uint64
 	overLimit bool // beyond MaxConnections: every request gets 503, then close
+
+	// h2 is the connection's HTTP/2 state (h2.go), nil while it speaks
+	// HTTP/1.1; set once, on the event loop, before any request of it.
+	h2 atomic.Pointer[h2Conn]
+	// sniff is the event loop's choice of protocol (h2.go).
+	sniff protoSniff
+
+	// Admission of replies; any goroutine. Every reply it admits is
+	// completed exactly once, through the reply's Done (see track).
+	adm sink.Admission
+
+	mu sync.Mutex
+	pipeline
+	replies
+	// The timer's view; guarded by mu.
+	lastAct int64 // last traffic in or out
+	// calls are the Done callbacks collected under mu, run by unlock
+	// after mu is released; callsArr is their array while they are few.
+	calls    []doneCall
+	callsArr [1]doneCall
+	// header is the buffer the connection's replies are formatted into
+	// while no earlier write holds it (conn_headbuf.go); set up at the
+	// first HTTP/1.1 reply.
+	header headerBuffer
+	// loopHeader is the header buffer of the socket's event loop, shared
+	// with its other connections (conn_headbuf.go), once found.
+	loopHeader *headerBuffer
+
+	// parser reads the requests (pipeline; guarded by mu).
+	parser Parser
+
+	// Used per connection or rarely.
+
+	id uint64
 	// peer is the client's IP address and principal its string form:
 	// the ID of its requests' principal when the server has a
 	// ClientPolicy ("" for a peer without an IP address: anonymous).
@@ -126,30 +167,7 @@ type Connection struct {
 	// principalValue is principal boxed once, what every request of the
 	// peer's carries (SetPrincipal): no allocation per request.
 	principalValue any
-
-	// Admission of replies; any goroutine. Every reply it admits is
-	// completed exactly once, through the reply's Done (see track).
-	adm sink.Admission
-
-	// h2 is the connection's HTTP/2 state (h2.go), nil while it speaks
-	// HTTP/1.1; set once, on the event loop, before any request of it.
-	h2 atomic.Pointer[h2Conn]
-	// sniff is the event loop's choice of protocol (h2.go).
-	sniff protoSniff
-
-	mu sync.Mutex
-	pipeline
-	replies
-	// The timer's view; guarded by mu.
-	lastAct int64 // last traffic in or out
-	busyAt  int64 // when the timer last found output waiting to be written
-	// calls are the Done callbacks collected under mu, run by unlock
-	// after mu is released.
-	calls []doneCall
-	// header is the buffer the connection's replies are formatted into
-	// while no earlier write holds it (conn_headbuf.go); made at the
-	// first HTTP/1.1 reply.
-	header *headerBuffer
+	busyAt         int64 // when the timer last found output waiting to be written; guarded by mu
 	// life is the requests' Context, cancelled on close (request_context.go).
 	life connContext
 }
@@ -159,13 +177,19 @@ type Connection struct {
 // unanswered. Guarded by Connection.mu. The socket's event loop feeds it
 // (onPacket); one goroutine at a time (pumping) parses and delivers: the
 // event loop, or a goroutine whose reply made room in the pipeline.
+// (The Parser is the Connection's, after the fields of both groups.)
 type pipeline struct {
-	parser    Parser
-	batch     []*Request // the pumping goroutine's scratch
-	scratch   []*Request
-	ready     ring.Ring[*Request] // parsed, not yet handed to the application
-	delivered uint64              // requests handed out (or answered by the connection)
-	held      [][]byte            // received bytes not yet parsed (pipeline full)
+	pumping   bool
+	readDone  bool // no more requests will be read
+	linger    bool // close with a lingering close: input may be left unread
+	delivered uint64
+	nextIn    uint64 // the sequence number of the next request
+	reqStart  int64  // when the request being received began (0: none)
+	bodies    int64  // request-body bytes held against the server's BodyBudget
+	held      [][]byte
+	heldBuf   [][]byte // held's backing array while it is short (heldArr at first)
+	heldArr   [1][]byte
+	heldBytes int
 	// wall is the wall clock read once when a packet arrives, kept while
 	// it is parsed and its requests are delivered (zero otherwise): it
 	// stamps their Received and the Date of the replies emitted meanwhile
@@ -173,16 +197,15 @@ type pipeline struct {
 	// times. It is at most one delivery round old. mono is the packet's
 	// sink.Nanotime reading, kept alike: a reply emitted meanwhile records
 	// the connection's activity at it (0 otherwise: the clock is read).
-	wall      time.Time
-	mono      int64
-	heldBuf   [][]byte // held's backing array while it is short
-	heldBytes int
-	pumping   bool
-	readDone  bool   // no more requests will be read
-	nextIn    uint64 // the sequence number of the next request
-	reqStart  int64  // when the request being received began (0: none)
-	bodies    int64  // request-body bytes held against the server's BodyBudget
-	linger    bool   // close with a lingering close: input may be left unread
+	wall  time.Time
+	mono  int64
+	ready fifo[*Request] // parsed, not yet handed to the application
+	// batch and scratch are the pumping goroutine's, each on its array
+	// of one at first.
+	batch      []*Request
+	scratch    []*Request
+	batchArr   [1]*Request
+	scratchArr [1]*Request
 }
 
 // replies is a Connection's output owner: it puts the answers in request
@@ -194,15 +217,15 @@ type pipeline struct {
 // are protocol ones (closing: no more answers; closed: SinkClosed came);
 // whether the output is closing is the outbox's (Socket().Closing()).
 type replies struct {
+	closing  bool // no more answers: close once the current stream ends
+	closed   bool // the socket closed (SinkClosed handled)
+	wantCont bool // a 100 Continue is due once nextOut reaches contSeq
 	nextOut  uint64
-	waitq    ring.Ring[waiting] // requests owed an answer, in order
-	pending  map[uint64]Reply   // answers waiting for earlier ones
-	wantCont bool               // a 100 Continue is due once nextOut reaches contSeq
+	waitq    fifo[waiting]    // requests owed an answer, in order
+	pending  map[uint64]Reply // answers waiting for earlier ones
+	stream   *Stream          // the streamed reply being sent: later replies wait
+	streamAt int64            // when the stream last got a piece
 	contSeq  uint64
-	stream   *Stream // the streamed reply being sent: later replies wait
-	streamAt int64   // when the stream last got a piece
-	closing  bool    // no more answers: close once the current stream ends
-	closed   bool    // the socket closed (SinkClosed handled)
 }
 
 var _ sink.Sink = (*Connection)(nil)
@@ -210,6 +233,9 @@ var _ sink.Sink = (*Connection)(nil)
 func newConnection(s *Server, sock *aio.Connection) *Connection {
 	now := sink.Nanotime()
 	c := &Connection{srv: s, sock: sock, id: s.nextID.Add(1), lastAct: now}
+	c.heldBuf = c.heldArr[:0]
+	c.batch, c.scratch = c.batchArr[:0], c.scratchArr[:0]
+	c.calls = c.callsArr[:0]
 	c.parser = Parser{Limits: s.cfg.Limits, ClassHeader: s.cfg.ClassHeader, Conn: c,
 		SkipBody: s.cfg.SkipBody, ReserveBody: c.reserveBody, Now: c.wallNow}
 	if cp := s.cfg.Clients; cp != nil {
@@ -220,6 +246,7 @@ func newConnection(s *Server, sock *aio.Connection) *Connection {
 		c.principalValue = c.principal
 		c.parser.NoClass = !cp.ClassTrusted(c.peer)
 	}
+	c.joinLoop()
 	return c
 }
 

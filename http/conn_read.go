@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sandstorm-go/sandstorm/internal/ring"
 	"github.com/sandstorm-go/sandstorm/sink"
 )
 
@@ -104,7 +103,7 @@ func (c *Connection) pump(now int64) {
 	limit := int64(c.srv.cfg.MaxPipeline)
 	for !c.closed {
 		if c.closing {
-			c.ready = ring.Ring[*Request]{} // the connection closes: nobody will read the answers
+			c.ready = fifo[*Request]{} // the connection closes: nobody will read the answers
 			break
 		}
 		if room := limit - int64(c.delivered-c.nextOut); room > 0 && c.ready.Len() > 0 {
@@ -133,7 +132,9 @@ func (c *Connection) pump(now int64) {
 			c.held = c.heldBuf[:0] // reuse the backing array
 		}
 		c.heldBytes -= len(data)
+		c.parser.at = c.wall // zero after a delivery round: Now is asked
 		reqs, err := c.parser.Feed(c.scratch[:0], data)
+		c.parser.at = time.Time{}
 		if now == 0 {
 			now = sink.Nanotime()
 		}

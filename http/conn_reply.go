@@ -196,8 +196,8 @@ func (c *Connection) emitLocked(r Reply) {
 	// write holds it (see headerBuffer), unless the reply's Done also
 	// completes its admission.
 	lendable := !r.tracked
-	if c.header == nil {
-		c.header = newHeaderBuffer() // at the first reply (HTTP/2 has its own writer)
+	if c.header.done == nil {
+		c.header.init() // at the first reply (HTTP/2 has its own writer)
 	}
 	// One decision first: a body sent here (not a file, not a stream's
 	// pieces) that is small enough is copied into the header's buffer;
@@ -211,8 +211,8 @@ func (c *Connection) emitLocked(r Reply) {
 	if copyBody {
 		size += bodyLen
 	}
-	var own bool
-	w.data = srv.format.AppendHeader(c.replyBuffer(lendable, size, &own), resp, req, now)
+	buf, from := c.replyBuffer(lendable, size)
+	w.data = srv.format.AppendHeader(buf, resp, req, now)
 	switch {
 	case resp.File != nil && sends:
 		w.file, w.off, w.n = resp.File.File, resp.File.Offset, resp.File.Length // the reference goes with it
@@ -238,7 +238,7 @@ func (c *Connection) emitLocked(r Reply) {
 		w.done = r.Done // when the bytes are written (or dropped)
 	}
 	if lendable {
-		w.done = c.header.lend(w.data, own, w.done)
+		w.done = c.lendReply(w.data, from, w.done)
 	}
 	if err := c.writeLocked(w); err != nil {
 		c.dropStreamLocked(r.Stream, err)

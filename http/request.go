@@ -276,17 +276,26 @@ func newRequest(n, fields int) (*Request, Header, []byte) {
 // (nil for another class).
 func newRequestFrom(spare *requestHead512, n, fields int) (*Request, Header, []byte, *requestHead512) {
 	switch {
-	case fields <= inlineFields && n <= len(requestHead512{}.head):
+	case fitsHead512(n, fields):
 		b := spare
 		if b == nil {
 			b = new(requestHead512)
 		} else {
-			*b = requestHead512{}
+			// The head's bytes are overwritten by the copy of the next
+			// head (and only its n are read): zeroing the Request is
+			// enough: 104 bytes fewer to write, on lines cold at 1024 connections.
+			b.req = Request{}
 		}
 		return &b.req, b.req.fields[:0], b.head[:n:n], b
 	}
 	r, h, head := newRequestLarger(n, fields)
 	return r, h, head, nil
+}
+
+// fitsHead512 reports whether a head of n bytes and fields fields is
+// made in the 512-byte class (requestHead512).
+func fitsHead512(n, fields int) bool {
+	return fields <= inlineFields && n <= len(requestHead512{}.head)
 }
 
 // newRequestLarger is newRequest for a head beyond the 512-byte class.
