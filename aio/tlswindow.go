@@ -23,20 +23,12 @@ import "github.com/panjf2000/gnet/v2"
 // OutputBudget, not the socket, stopped the pass, the drain poll comes
 // back as before.
 func (c *Connection) pumpAgainLocked(gc gnet.Conn, pumped int64, sent *int64) bool {
-	c.fileWait = false
 	if gc.OutboundBuffered() > 0 {
-		c.mu.Unlock()
-		err := gc.Flush() // on failure gnet closes the connection (OnClose takes c.mu)
-		c.mu.Lock()
-		if err != nil || c.state == stateClosed {
-			return false
-		}
-		c.updateFlushedLocked(gc)
-		if gc.OutboundBuffered() > 0 {
-			c.waitWritableLocked(gc)
+		if !c.flushOutboundLocked(gc) {
 			return false
 		}
 	} else {
+		c.fileWait = false
 		c.updateFlushedLocked(gc)
 		if pumped == 0 {
 			return false
@@ -44,6 +36,30 @@ func (c *Connection) pumpAgainLocked(gc gnet.Conn, pumped int64, sent *int64) bo
 	}
 	if *sent += pumped; *sent >= fileSendCap {
 		_ = gc.Wake(nil) // let the loop serve the others; go on afterwards
+		return false
+	}
+	return true
+}
+
+// flushOutboundLocked writes what gnet still buffers for c, which must
+// leave before anything more is handed over (event loop, c.mu held,
+// released around the write), and reports whether gnet's buffer is empty
+// now. If the socket is full it has the engine's write poller wake c
+// once it is writable; if the write failed, gnet closed c.
+func (c *Connection) flushOutboundLocked(gc gnet.Conn) bool {
+	c.fileWait = false
+	if gc.OutboundBuffered() == 0 {
+		return true
+	}
+	c.mu.Unlock()
+	err := gc.Flush() // on failure gnet closes the connection (OnClose takes c.mu)
+	c.mu.Lock()
+	if err != nil || c.state == stateClosed {
+		return false
+	}
+	c.updateFlushedLocked(gc)
+	if gc.OutboundBuffered() > 0 {
+		c.waitWritableLocked(gc)
 		return false
 	}
 	return true
