@@ -9,7 +9,7 @@ import "github.com/panjf2000/gnet/v2"
 // visit and leave the rest to the drain poll (PollInterval, 1 ms, backing
 // off while the output does not move) even when the kernel had taken every
 // byte at once: a 500 KB page over TLS to one client took 2.0 ms against
-// nginx's 0.7 ms (docs/tls.md, "2026-11-28").
+// nginx's 0.7 ms (docs/tls.md, "2026-11-27 22:55").
 
 // pumpAgainLocked reports whether progress may hand the next window of
 // in-memory bytes over at once (event loop, c.mu held, released around a

@@ -45,7 +45,7 @@
 # machine's two cores were spent meanwhile: server, load generator, other
 # processes (other sessions' builds and tests) and idle, in cores. A row
 # whose "other" is high got less of the machine: its requests/s are low
-# for that reason, not for the server's (docs/tls.md, "2026-11-28").
+# for that reason, not for the server's (docs/tls.md, "2026-11-27 22:55").
 #
 # Load generator and servers share the machine: compare within one run.
 set -euo pipefail
