@@ -276,19 +276,27 @@ func (c *Connection) progressLocked(gc gnet.Conn) (closeNow, lingering bool) {
 	if c.later.len() > 0 && c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing) {
 		var fileBytes int64
 		for {
+			var pumped int64
 			if ops := c.takePumpLocked(); len(ops) > 0 {
 				corked := c.later.len() > 0 && c.later.front().file != nil
 				c.mu.Unlock()
 				n, ok := c.pump(gc, ops, corked)
 				c.mu.Lock()
 				c.applied += n
+				pumped = n
 				if !ok || c.state == stateClosed {
 					c.mu.Unlock()
 					return false, false // closed: OnClose accounted for the rest
 				}
 			}
-			if c.later.len() == 0 || c.later.front().file == nil || c.state != stateOpen && c.state != stateClosing {
+			if c.later.len() == 0 || c.state != stateOpen && c.state != stateClosing {
 				break
+			}
+			if c.later.front().file == nil {
+				if !c.pumpAgainLocked(gc, pumped, &fileBytes) { // tlswindow.go
+					break
+				}
+				continue
 			}
 			if fileBytes >= fileSendCap {
 				_ = gc.Wake(nil) // let the loop serve the others; go on afterwards

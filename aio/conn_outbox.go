@@ -49,8 +49,9 @@ type outbox struct {
 	inTraffic     bool
 	trafficWrites bool // something was submitted while inTraffic
 	clogged       bool // the WriteThreshold refused a write; not yet drained
-	// fileWait: the file segment at the front of later waits for the
-	// engine's write poller to report the socket writable (event loop).
+	// fileWait: the file segment (or in-memory bytes, tlswindow.go) at
+	// the front of later waits for the engine's write poller to report
+	// the socket writable (event loop).
 	fileWait bool
 
 	// The queue, by cumulative byte offsets: queued ≥ handed ≥ applied

@@ -173,19 +173,8 @@ const fileSendCap = 1 << 20
 // writable), when the budget has no room (the drain poll comes back), or
 // when the connection failed.
 func (c *Connection) sendFileLocked(gc gnet.Conn, sent *int64) bool {
-	c.fileWait = false
-	if gc.OutboundBuffered() > 0 {
-		c.mu.Unlock()
-		err := gc.Flush() // on failure gnet closes the connection (OnClose takes c.mu)
-		c.mu.Lock()
-		if err != nil || c.state == stateClosed {
-			return false
-		}
-		c.updateFlushedLocked(gc)
-		if gc.OutboundBuffered() > 0 {
-			c.waitWritableLocked(gc)
-			return false
-		}
+	if !c.flushOutboundLocked(gc) { // tlswindow.go
+		return false
 	}
 	op := c.later.front()
 	room := c.grantLocked(int64(op.n))

@@ -40,7 +40,12 @@
 #
 # The switch columns also give, for Haboob, the share taken by the Go
 # runtime's sysmon thread (the process's second thread: the runtime starts
-# it before any other), in parentheses.
+# it before any other), in parentheses. Rows 2 and 3 end with the load
+# generator's CPU per request (wrk's, or the openssl clients') and how the
+# machine's two cores were spent meanwhile: server, load generator, other
+# processes (other sessions' builds and tests) and idle, in cores. A row
+# whose "other" is high got less of the machine: its requests/s are low
+# for that reason, not for the server's (docs/tls.md, "2026-11-27 22:55").
 #
 # Load generator and servers share the machine: compare within one run.
 set -euo pipefail
@@ -157,6 +162,17 @@ sysmon_share() {
 	[ -n "$1" ] || return 0
 	awk -v a="$1" -v b="$2" -v c="$3" -v d="$4" 'BEGIN { if (d > c) printf " (sysmon %.0f %%)", 100 * (b - a) / (d - c) }'
 }
+# machine_sample: "idle-ticks busy-ticks" of the whole machine (/proc/stat).
+machine_sample() { awk '/^cpu / { print $5 + $6, $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+# split_cols N SECS SERVER_TICKS CLIENT_SECONDS IDLE_TICKS BUSY_TICKS: the
+# extra columns "| load generator CPU µs/request | cores: server, load
+# generator, other, idle |".
+split_cols() {
+	awk -v n="$1" -v secs="$2" -v st="$3" -v cl="$4" -v it="$5" -v bt="$6" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+		if (n <= 0 || secs <= 0) { printf " | |"; exit }
+		printf " %.1f | %.2f, %.2f, %.2f, %.2f |", cl * 1e6 / n, st / hz / secs, cl / secs, (bt - st) / hz / secs - cl / secs, it / hz / secs }'
+}
+now_s() { date +%s.%N; }
 server_pids() { echo "${PID[$1]} $(pgrep -P "${PID[$1]}" 2>/dev/null | tr '\n' ' ')"; }
 row() { # name server connections wrk-args...
 	local name=$1 s=$2 c=$3
@@ -165,33 +181,49 @@ row() { # name server connections wrk-args...
 	local pids sm0 sm1
 	pids=$(server_pids "$s")
 	sm0=$(sysmon_sample "${PID[$s]}")
+	local i0 b0 i1 b1 w0 w1 n
+	read -r i0 b0 < <(machine_sample)
 	read -r t0 cs0 < <(proc_sample $pids)
-	out=$(wrk -t2 -c"$c" -d"$DURATION" --latency "$@" 2>&1)
+	w0=$(now_s)
+	out=$(/usr/bin/time -f "%U %S" -o "$WORK/time.out" wrk -t2 -c"$c" -d"$DURATION" --latency "$@" 2>&1)
+	w1=$(now_s)
 	read -r t1 cs1 < <(proc_sample $pids)
+	read -r i1 b1 < <(machine_sample)
 	sm1=$(sysmon_sample "${PID[$s]}")
+	n=$(echo "$out" | awk '/requests in/ { print $1 }')
+	local split
+	split=$(split_cols "${n:-0}" "$(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }')" $((t1 - t0)) \
+		"$(awk '{ print $1 + $2 }' "$WORK/time.out")" $((i1 - i0)) $((b1 - b0)))
 	echo "$out" | wrk_row "$name | $s | $c" $((t1 - t0)) $((cs1 - cs0)) |
-		awk -v add="$(sysmon_share "$sm0" "$sm1" "$cs0" "$cs1")" -F' [|] ' -v OFS=' | ' '{ if (NF >= 8) $8 = $8 add; print }'
+		awk -v add="$(sysmon_share "$sm0" "$sm1" "$cs0" "$cs1")" -v cols="$split" -F' [|] ' -v OFS=' | ' '{ if (NF >= 8) $8 = $8 add; print $0 cols }'
 }
 full_row() { # server: FULL_PAR openssl s_time -new clients for DURATION, no resumption
 	local s=$1 pids secs=${DURATION%s} dir i
 	pids=$(server_pids "$s")
 	dir=$(mktemp -d "$WORK/stime.XXXX")
-	local sm0 sm1
+	local sm0 sm1 i0 b0 i1 b1 w0 w1
 	sm0=$(sysmon_sample "${PID[$s]}")
+	read -r i0 b0 < <(machine_sample)
 	read -r t0 cs0 < <(proc_sample $pids)
+	w0=$(now_s)
 	local clients=()
 	for i in $(seq "$FULL_PAR"); do
-		openssl s_time -connect "${ADDR[$s]}" -new -time "$secs" -www /small.html >"$dir/$i" 2>&1 &
+		/usr/bin/time -f "%U %S" -o "$dir/$i.time" openssl s_time -connect "${ADDR[$s]}" -new -time "$secs" -www /small.html >"$dir/$i" 2>&1 &
 		clients+=($!)
 	done
 	wait "${clients[@]}" || true
+	w1=$(now_s)
 	read -r t1 cs1 < <(proc_sample $pids)
+	read -r i1 b1 < <(machine_sample)
 	sm1=$(sysmon_sample "${PID[$s]}")
-	cat "$dir"/* | awk -v s="$s" -v secs="$secs" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" -v c="$FULL_PAR" \
-		-v add="$(sysmon_share "$sm0" "$sm1" "$cs0" "$cs1")" '
+	local n
+	n=$(cat "$dir"/[0-9] "$dir"/[0-9][0-9] 2>/dev/null | awk '/connections in [0-9.]+ real seconds/ { n += $1 } END { print n + 0 }')
+	cat "$dir"/[0-9] "$dir"/[0-9][0-9] 2>/dev/null | awk -v s="$s" -v secs="$secs" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" -v c="$FULL_PAR" \
+		-v add="$(sysmon_share "$sm0" "$sm1" "$cs0" "$cs1")" -v cols="$(split_cols "$n" "$(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }')" $((t1 - t0)) \
+			"$(cat "$dir"/*.time | awk '{ s += $1 + $2 } END { print s }')" $((i1 - i0)) $((b1 - b0)))" '
 		/connections in [0-9.]+ real seconds/ { n += $1 }
-		END { if (!n) { printf "| full handshake, no resumption | %s | %d | failed | | | | | |\n", s, c; exit }
-			printf "| full handshake, no resumption (openssl s_time -new) | %s | %d | %.0f | | | %.1f | %.3f%s | 0 |\n", s, c, n / secs, dt / hz * 1e6 / n, dcs / n, add }'
+		END { if (!n) { printf "| full handshake, no resumption | %s | %d | failed | | | | | | | |\n", s, c; exit }
+			printf "| full handshake, no resumption (openssl s_time -new) | %s | %d | %.0f | | | %.1f | %.3f%s | 0 |%s\n", s, c, n / secs, dt / hz * 1e6 / n, dcs / n, add, cols }'
 }
 stall_row() { # server
 	local s=$1 pids out
@@ -215,8 +247,8 @@ done
 echo
 echo "2, 3. wrk -t2, $DURATION per row after $WARMUP; server CPU and context switches from /proc (all threads, nginx workers included)"
 echo
-echo "| test | server | connections | requests/s | p50 ms | p99 ms | CPU µs/request | context switches/request | errors |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| test | server | connections | requests/s | p50 ms | p99 ms | CPU µs/request | context switches/request | errors | load generator CPU µs/request | cores: server, load generator, other, idle |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for c in $CLIENTS; do
 	for s in $SERVERS; do
 		has_row resumed && row "new connection per request (wrk: TLS 1.3 resumption)" "$s" "$c" -H "Connection: close" "${URL[$s]}/small.html"
