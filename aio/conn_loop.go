@@ -289,7 +289,11 @@ func (c *Connection) progressLocked(gc gnet.Conn) (closeNow, lingering bool) {
 					return false, false // closed: OnClose accounted for the rest
 				}
 			}
-			if c.later.len() == 0 || c.state != stateOpen && c.state != stateClosing {
+			// A write handed off (AsyncWritev) while c.mu was released
+			// around the pump, flush or sendfile goes first: anything
+			// taken from later now would overtake it. Its completion
+			// (written) comes back here.
+			if c.later.len() == 0 || c.handoffs.len() > 0 || c.state != stateOpen && c.state != stateClosing {
 				break
 			}
 			if c.later.front().file == nil {

@@ -35,10 +35,13 @@ func (c *Connection) pumpAgainLocked(gc gnet.Conn, pumped int64, sent *int64) bo
 		}
 	}
 	if *sent += pumped; *sent >= fileSendCap {
-		_ = gc.Wake(nil) // let the loop serve the others; go on afterwards
+		_ = gc.Wake(nil) // let the loop's other tasks run; go on afterwards
 		return false
 	}
-	return true
+	// c.mu was released around the pump and the flush: a write handed
+	// off meanwhile (AsyncWritev) goes before anything taken from later
+	// now, and an Abort drops what is left.
+	return c.handoffs.len() == 0 && (c.state == stateOpen || c.state == stateClosing)
 }
 
 // flushOutboundLocked writes what gnet still buffers for c, which must

@@ -70,7 +70,7 @@ HABOOB_PATCHED_TLS_PORT=${HABOOB_PATCHED_TLS_PORT:-18458}
 
 cd "$(dirname "$0")/.."
 ulimit -n 65536 2>/dev/null || true
-for p in nginx:nginx-light wrk:wrk openssl:openssl; do
+for p in nginx:nginx-light wrk:wrk openssl:openssl /usr/bin/time:time; do
 	command -v "${p%%:*}" >/dev/null 2>&1 && continue
 	[ "$(id -u)" = 0 ] || { echo "need ${p#*:}" >&2; exit 1; }
 	apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${p#*:}" >&2
@@ -208,7 +208,7 @@ full_row() { # server: FULL_PAR openssl s_time -new clients for DURATION, no res
 	w0=$(now_s)
 	local clients=()
 	for i in $(seq "$FULL_PAR"); do
-		/usr/bin/time -f "%U %S" -o "$dir/$i.time" openssl s_time -connect "${ADDR[$s]}" -new -time "$secs" -www /small.html >"$dir/$i" 2>&1 &
+		/usr/bin/time -f "%U %S" -o "$dir/$i.time" openssl s_time -connect "${ADDR[$s]}" -new -time "$secs" -www /small.html >"$dir/$i.out" 2>&1 &
 		clients+=($!)
 	done
 	wait "${clients[@]}" || true
@@ -217,8 +217,8 @@ full_row() { # server: FULL_PAR openssl s_time -new clients for DURATION, no res
 	read -r i1 b1 < <(machine_sample)
 	sm1=$(sysmon_sample "${PID[$s]}")
 	local n
-	n=$(cat "$dir"/[0-9] "$dir"/[0-9][0-9] 2>/dev/null | awk '/connections in [0-9.]+ real seconds/ { n += $1 } END { print n + 0 }')
-	cat "$dir"/[0-9] "$dir"/[0-9][0-9] 2>/dev/null | awk -v s="$s" -v secs="$secs" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" -v c="$FULL_PAR" \
+	n=$(cat "$dir"/*.out | awk '/connections in [0-9.]+ real seconds/ { n += $1 } END { print n + 0 }')
+	cat "$dir"/*.out | awk -v s="$s" -v secs="$secs" -v dt=$((t1 - t0)) -v dcs=$((cs1 - cs0)) -v hz="$(getconf CLK_TCK)" -v c="$FULL_PAR" \
 		-v add="$(sysmon_share "$sm0" "$sm1" "$cs0" "$cs1")" -v cols="$(split_cols "$n" "$(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }')" $((t1 - t0)) \
 			"$(cat "$dir"/*.time | awk '{ s += $1 + $2 } END { print s }')" $((i1 - i0)) $((b1 - b0)))" '
 		/connections in [0-9.]+ real seconds/ { n += $1 }
