@@ -654,7 +654,7 @@ func (c *Connection) submit(ops []writeOp, closeAfter bool, resBytes int64, resW
 	hasDone := false
 	pushed := 0
 	for _, op := range ops {
-		if op.n == 0 && op.done == nil && !op.adm.owed() {
+		if op.n == 0 && op.done == nil && op.fn == nil && !op.adm.owed() {
 			continue // nothing to send, nobody to tell
 		}
 		c.queued += int64(op.n)

@@ -149,3 +149,39 @@ func TestResetWhileOutputWaitsBehindWindow(t *testing.T) {
 		owner.wait(t, "closed", func(evs []sink.Event) bool { return count[SinkClosed](evs) == r+1 })
 	}
 }
+
+// TestEmptyWriteCallsDone: a Write of nothing still calls its done once
+// (Write's contract: exactly once, unless Write returns an error), after
+// the bytes written before it. Before, an empty write's done was skipped
+// with the write and never called.
+func TestEmptyWriteCallsDone(t *testing.T) {
+	checkLeaks(t)
+	_, _, c, client := serverConn(t, SocketConfig{})
+	order := make(chan string, 2)
+	if err := c.Write([]byte("hello"), nil, func(error) { order <- "hello" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(nil, nil, func(err error) {
+		if err != nil {
+			t.Errorf("empty write's done: %v", err)
+		}
+		order <- "empty"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 5)
+	_ = client.SetReadDeadline(time.Now().Add(time.Minute)) // hang guard
+	if _, err := io.ReadFull(client, got); err != nil || string(got) != "hello" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	for _, want := range []string{"hello", "empty"} {
+		select {
+		case got := <-order:
+			if got != want {
+				t.Fatalf("done of %q before %q's", got, want)
+			}
+		case <-time.After(time.Minute): // hang guard only
+			t.Fatalf("the done of the %s write was never called", want)
+		}
+	}
+}

@@ -156,7 +156,9 @@ type ServerConfig struct {
 	// reference (or hands one to another goroutine) then sees another
 	// connection's request overwrite it: it breaks other clients'
 	// requests, not only its own connection's. Copy what must outlive
-	// the answer.
+	// the answer, including a reply body made of the request's bytes:
+	// the body may still wait in the connection's outbox when the next
+	// request reuses them.
 	RecycleInline bool
 	// OnResponse, if set, is called once for every response the server
 	// hands to the socket: the application's answers, 503 rejections, and
